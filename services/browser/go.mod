@@ -1,0 +1,13 @@
+module github.com/sovereign-fleet/sovereign/services/browser
+
+go 1.26
+
+require (
+	github.com/sovereign-fleet/sovereign/proto v0.0.0
+	github.com/sovereign-fleet/sovereign/services/kit v0.0.0
+)
+
+replace (
+	github.com/sovereign-fleet/sovereign/proto => ../../proto
+	github.com/sovereign-fleet/sovereign/services/kit => ../kit
+)

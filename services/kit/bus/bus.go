@@ -1,0 +1,270 @@
+// Package bus is how Sovereign services talk: protobuf requests over NATS
+// request-reply, served by nats.go/micro endpoints, with deadlines, coded
+// errors, W3C trace context in headers and replies of any size.
+//
+// No service calls nc.Request directly: clients use [Conn.Request], servers
+// wrap typed handlers with [Handle].
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+)
+
+// Header names used on the bus, beside the micro error headers.
+const (
+	// HeaderDeadline carries the caller's deadline as Unix milliseconds.
+	HeaderDeadline = "sov-deadline"
+	// HeaderChunks is set on every part of a reply split into several
+	// messages: the number of parts.
+	HeaderChunks = "sov-chunks"
+
+	headerErrorCode = "Nats-Service-Error-Code"
+	headerError     = "Nats-Service-Error"
+	headerStatus    = "Status"
+	statusNoReply   = "503"
+)
+
+// DefaultTimeout bounds a request whose context has no deadline.
+const DefaultTimeout = 30 * time.Second
+
+// DefaultPrefix is the first token of every Sovereign subject.
+const DefaultPrefix = "sov"
+
+// MaxReply bounds a whole reassembled reply (64 MiB): a reply larger than
+// this is refused with TOO_LARGE by the server before it is sent.
+const MaxReply = 64 << 20
+
+const tracerName = "github.com/sovereign-fleet/sovereign/services/kit/bus"
+
+// Conn is a NATS connection used for Sovereign requests. It keeps one
+// wildcard subscription for replies, so a reply may arrive in several
+// messages (see [HeaderChunks]).
+type Conn struct {
+	nc     *nats.Conn
+	prefix string
+	inbox  string
+	sub    *nats.Subscription
+	next   atomic.Uint64
+	tracer trace.Tracer
+
+	mu      sync.Mutex
+	pending map[string]chan *nats.Msg
+}
+
+// New wraps nc. prefix is the subject prefix ("" means [DefaultPrefix]).
+func New(nc *nats.Conn, prefix string) (*Conn, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	c := &Conn{
+		nc:      nc,
+		prefix:  prefix,
+		inbox:   nc.NewInbox(),
+		tracer:  otel.Tracer(tracerName),
+		pending: make(map[string]chan *nats.Msg),
+	}
+	sub, err := nc.Subscribe(c.inbox+".*", c.onReply)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to reply inbox: %w", err)
+	}
+	// Replies of a busy gateway must never be dropped as a slow consumer.
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return nil, fmt.Errorf("reply inbox limits: %w", err)
+	}
+	c.sub = sub
+	return c, nil
+}
+
+// NATS returns the underlying connection.
+func (c *Conn) NATS() *nats.Conn { return c.nc }
+
+// Prefix returns the subject prefix.
+func (c *Conn) Prefix() string { return c.prefix }
+
+// Subject joins the prefix and tokens with dots: Subject("browser", "open")
+// is "sov.browser.open".
+func (c *Conn) Subject(tokens ...string) string {
+	s := c.prefix
+	for _, t := range tokens {
+		s += "." + t
+	}
+	return s
+}
+
+// Close stops receiving replies. It does not close the NATS connection.
+func (c *Conn) Close() error { return c.sub.Unsubscribe() }
+
+func (c *Conn) onReply(m *nats.Msg) {
+	c.mu.Lock()
+	ch := c.pending[m.Subject]
+	c.mu.Unlock()
+	if ch == nil {
+		return // late reply to a request that gave up
+	}
+	select {
+	case ch <- m:
+	default: // more parts than announced: ignore, the request fails on count
+	}
+}
+
+// CallOption changes one request.
+type CallOption func(*callOpts)
+
+type callOpts struct {
+	liveness      string
+	livenessEvery time.Duration
+}
+
+// WithLiveness makes a long wait check, every interval, that something still
+// answers on subject (a ping endpoint of the server doing the work). When
+// nothing does, the request fails at once with UNAVAILABLE instead of waiting
+// for its deadline: a server killed mid-request is noticed within interval.
+func WithLiveness(subject string, interval time.Duration) CallOption {
+	return func(o *callOpts) { o.liveness, o.livenessEvery = subject, interval }
+}
+
+// Request sends req to subject and decodes the reply into resp. The deadline
+// comes from ctx ([DefaultTimeout] when it has none) and travels to the
+// server. Failures are *Error values: UNAVAILABLE when nothing serves the
+// subject, TIMEOUT at the deadline, or the code the server replied with.
+func (c *Conn) Request(ctx context.Context, subject string, req, resp proto.Message, opts ...CallOption) (err error) {
+	var o callOpts
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	deadline, _ := ctx.Deadline()
+	start := time.Now()
+
+	ctx, span := c.tracer.Start(ctx, subject, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.destination.name", subject)))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+			span.SetAttributes(attribute.String("sovereign.error_code", CodeOf(err).String()))
+		}
+		span.End()
+	}()
+
+	data, err := proto.Marshal(req)
+	if err != nil {
+		return Errorf(commonv1.ErrorCode_INTERNAL, "encode %s request: %v", subject, err)
+	}
+	if max := c.nc.MaxPayload(); int64(len(data)) > max-4096 {
+		return Errorf(commonv1.ErrorCode_TOO_LARGE, "request to %s is %d bytes; the bus takes at most %d", subject, len(data), max-4096)
+	}
+
+	inbox := c.inbox + "." + strconv.FormatUint(c.next.Add(1), 36)
+	ch := make(chan *nats.Msg, 64)
+	c.mu.Lock()
+	c.pending[inbox] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, inbox)
+		c.mu.Unlock()
+	}()
+
+	msg := nats.NewMsg(subject)
+	msg.Reply = inbox
+	msg.Data = data
+	msg.Header.Set(HeaderDeadline, strconv.FormatInt(deadline.UnixMilli(), 10))
+	otel.GetTextMapPropagator().Inject(ctx, headerCarrier(msg.Header))
+	if err := c.nc.PublishMsg(msg); err != nil {
+		return Errorf(commonv1.ErrorCode_UNAVAILABLE, "send to %s: %v", subject, err)
+	}
+
+	var tick <-chan time.Time
+	if o.liveness != "" {
+		t := time.NewTicker(o.livenessEvery)
+		defer t.Stop()
+		tick = t.C
+	}
+	var parts [][]byte
+	want := 1
+	for {
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return Errorf(commonv1.ErrorCode_TIMEOUT, "%s did not answer within %s", subject, deadline.Sub(start).Round(time.Millisecond))
+			}
+			return Errorf(commonv1.ErrorCode_UNAVAILABLE, "%s: request cancelled", subject)
+		case <-tick:
+			if !c.alive(ctx, o.liveness, o.livenessEvery) {
+				return Errorf(commonv1.ErrorCode_UNAVAILABLE, "the service behind %s stopped answering", subject)
+			}
+		case m := <-ch:
+			if m.Header.Get(headerStatus) == statusNoReply && len(m.Data) == 0 {
+				return Errorf(commonv1.ErrorCode_UNAVAILABLE, "no service answers on %s", subject)
+			}
+			if code := m.Header.Get(headerErrorCode); code != "" {
+				return &Error{Code: parseCode(code), Message: m.Header.Get(headerError)}
+			}
+			if n := m.Header.Get(HeaderChunks); n != "" && len(parts) == 0 {
+				want, err = strconv.Atoi(n)
+				if err != nil || want < 1 {
+					return Errorf(commonv1.ErrorCode_INTERNAL, "%s: bad %s header %q", subject, HeaderChunks, n)
+				}
+			}
+			parts = append(parts, m.Data)
+			if len(parts) < want {
+				continue
+			}
+			body := parts[0]
+			if want > 1 {
+				body = joinParts(parts)
+			}
+			span.SetAttributes(attribute.Int("messaging.message.body.size", len(body)), attribute.Int("sovereign.reply_parts", want))
+			if err := proto.Unmarshal(body, resp); err != nil {
+				return Errorf(commonv1.ErrorCode_INTERNAL, "decode %s reply: %v", subject, err)
+			}
+			return nil
+		}
+	}
+}
+
+// alive pings subject and reports false only when nothing serves it; a slow
+// or failing ping counts as alive (the main deadline still applies).
+func (c *Conn) alive(ctx context.Context, subject string, within time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	_, err := c.nc.RequestWithContext(ctx, subject, nil)
+	return !errors.Is(err, nats.ErrNoResponders)
+}
+
+func joinParts(parts [][]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func isDeadline(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+}

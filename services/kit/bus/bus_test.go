@@ -1,0 +1,194 @@
+package bus_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
+)
+
+// start runs an in-process NATS server and returns a bus on it.
+func start(t *testing.T) *bus.Conn {
+	t.Helper()
+	s, err := natsrv.Start(natsrv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	nc, err := nats.Connect("", nats.InProcessServer(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c, err := bus.New(nc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestRequestReply(t *testing.T) {
+	c := start(t)
+	svc, err := c.AddService("test", "0.0.1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	big := strings.Repeat("x", 3<<20+12345) // three and a bit times the 1 MiB payload limit
+	err = svc.AddEndpoint("echo", bus.Handle(c, func(ctx context.Context, req *browserv1.Open) (*browserv1.ToolResult, error) {
+		switch req.Url {
+		case "big":
+			return &browserv1.ToolResult{StructuredJson: big}, nil
+		case "fail":
+			return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "ref e9 is not in the current page")
+		case "panic":
+			panic("boom")
+		case "slow":
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return &browserv1.ToolResult{StructuredJson: req.Url}, nil
+	}), endpointSubject("sov.test.echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	tests := []struct {
+		name     string
+		url      string
+		timeout  time.Duration
+		want     string
+		wantCode commonv1.ErrorCode
+		wantMsg  string
+	}{
+		{name: "small", url: "hello", want: "hello"},
+		{name: "chunked", url: "big", want: big},
+		{name: "coded error", url: "fail", wantCode: commonv1.ErrorCode_NOT_FOUND, wantMsg: "ref e9 is not in the current page"},
+		{name: "panic", url: "panic", wantCode: commonv1.ErrorCode_INTERNAL, wantMsg: "boom"},
+		{name: "deadline", url: "slow", timeout: 200 * time.Millisecond, wantCode: commonv1.ErrorCode_TIMEOUT},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := ctx
+			if tt.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.timeout)
+				defer cancel()
+			}
+			var res browserv1.ToolResult
+			err := c.Request(ctx, "sov.test.echo", &browserv1.Open{Url: tt.url}, &res)
+			if tt.wantCode != commonv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+				if got := bus.CodeOf(err); got != tt.wantCode || !strings.Contains(err.Error(), tt.wantMsg) {
+					t.Fatalf("Request(%q) error = %v (%v), want %v containing %q", tt.url, err, got, tt.wantCode, tt.wantMsg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Request(%q) = %v", tt.url, err)
+			}
+			if res.StructuredJson != tt.want {
+				t.Fatalf("Request(%q) returned %d bytes, want %d", tt.url, len(res.StructuredJson), len(tt.want))
+			}
+		})
+	}
+}
+
+func TestNoResponders(t *testing.T) {
+	c := start(t)
+	start := time.Now()
+	var res browserv1.ToolResult
+	err := c.Request(context.Background(), "sov.nobody.home", &browserv1.NoArgs{}, &res)
+	if bus.CodeOf(err) != commonv1.ErrorCode_UNAVAILABLE {
+		t.Fatalf("Request to nobody = %v, want UNAVAILABLE", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("no-responders took %s; it must not wait for the deadline", d)
+	}
+}
+
+// TestLiveness: a server that disappears mid-request is noticed through its
+// ping subject long before the request's deadline.
+func TestLiveness(t *testing.T) {
+	c := start(t)
+	pingSub, err := c.NATS().Subscribe("sov.test.ping", func(m *nats.Msg) { _ = m.Respond(nil) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	_, err = c.NATS().Subscribe("sov.test.work", func(m *nats.Msg) {
+		// Never answer; "die" shortly after taking the request.
+		once.Do(func() { time.AfterFunc(300*time.Millisecond, func() { _ = pingSub.Unsubscribe() }) })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var res browserv1.ToolResult
+	err = c.Request(ctx, "sov.test.work", &browserv1.NoArgs{}, &res, bus.WithLiveness("sov.test.ping", 200*time.Millisecond))
+	if bus.CodeOf(err) != commonv1.ErrorCode_UNAVAILABLE || !strings.Contains(err.Error(), "stopped answering") {
+		t.Fatalf("Request = %v, want UNAVAILABLE stopped answering", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("liveness did not fire before the deadline")
+	}
+}
+
+// TestTracePropagation: one request is one trace with a client span and a
+// server span that is its child.
+func TestTracePropagation(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	c := start(t)
+	svc, err := c.AddService("trace", "0.0.1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	var seen nats.Header
+	var mu sync.Mutex
+	_ = svc.AddEndpoint("t", bus.Handle(c, func(ctx context.Context, req *browserv1.NoArgs) (*browserv1.NoArgs, error) {
+		return &browserv1.NoArgs{}, nil
+	}), endpointSubject("sov.trace.t"))
+	_, _ = c.NATS().Subscribe("sov.trace.t", func(m *nats.Msg) { mu.Lock(); seen = m.Header; mu.Unlock() })
+	if err := c.Request(context.Background(), "sov.trace.t", &browserv1.NoArgs{}, &browserv1.NoArgs{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = tp.ForceFlush(context.Background())
+	deadline := time.Now().Add(2 * time.Second)
+	for len(rec.Ended()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	spans := rec.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("got %d spans, want client and server", len(spans))
+	}
+	if spans[0].SpanContext().TraceID() != spans[1].SpanContext().TraceID() {
+		t.Fatal("client and server spans are in different traces")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if _, ok := seen["traceparent"]; !ok {
+		t.Fatalf("headers %v lack a lower-case traceparent", seen)
+	}
+}
+
+func endpointSubject(s string) endpointOpt { return micro.WithEndpointSubject(s) }
+
+type endpointOpt = micro.EndpointOpt
