@@ -1,10 +1,12 @@
 module github.com/sovereign-fleet/sovereign/services/browser
 
-go 1.26
+go 1.26.8
+
+require github.com/chromedp/chromedp v0.23.1
 
 require (
-	github.com/sovereign-fleet/sovereign/proto v0.0.0
-	github.com/sovereign-fleet/sovereign/services/kit v0.0.0
+	github.com/chromedp/cdproto v0.160.1 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 )
 
 replace (

@@ -1,6 +1,6 @@
 module github.com/sovereign-fleet/sovereign/services/sovereign
 
-go 1.26
+go 1.26.8
 
 require (
 	github.com/sovereign-fleet/sovereign/proto v0.0.0

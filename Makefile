@@ -1,0 +1,67 @@
+# Sovereign — one Makefile for the whole workspace. `make help` lists targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+GO       ?= go
+BIN      := $(CURDIR)/bin
+PKGS     := ./proto/... ./services/kit/... ./services/browser/... ./services/gateway/... ./services/sovereign/...
+CMDS     := ./services/sovereign/cmd/sovereign ./services/gateway/cmd/gateway ./services/browser/cmd/browser
+# Tests start Chromium and NATS: keep parallel packages low on small machines.
+TESTFLAGS ?= -count=1 -p 2 -timeout 20m
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+.PHONY: deps
+deps: ## install what builds and tests need (Chromium, protoc, Node packages for e2e)
+	@./scripts/deps.sh
+
+.PHONY: build
+build: ## build the binaries into bin/
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ $(CMDS)
+
+.PHONY: run
+run: ## run everything on this machine: MCP at http://127.0.0.1:8080/mcp
+	@./scripts/deps.sh chromium
+	$(GO) run ./services/sovereign/cmd/sovereign up $(ARGS)
+
+.PHONY: test
+test: deps ## every test: unit, component, generated-code check and e2e
+	$(MAKE) gen-check
+	$(MAKE) lint
+	$(GO) test $(TESTFLAGS) $(PKGS) ./e2e/...
+
+.PHONY: e2e
+e2e: deps ## only the end-to-end tests (separate processes, real MCP clients)
+	$(GO) test $(TESTFLAGS) -v ./e2e/...
+
+.PHONY: bench
+bench: deps ## latency and throughput through the whole chain vs direct CDP (prints a table)
+	$(GO) run ./e2e/cmd/bench $(ARGS)
+
+.PHONY: gen
+gen: ## regenerate protobuf Go code and docs/tools.md
+	./proto/gen.sh
+	$(GO) run ./services/gateway/cmd/gendocs > docs/tools.md
+
+.PHONY: gen-check
+gen-check: ## fail when `make gen` would change a generated file
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	  mkdir -p $$tmp/docs && cp -r proto $$tmp/ && cp docs/tools.md $$tmp/docs/; \
+	  $(MAKE) -s gen >/dev/null; \
+	  if ! diff -r -q -x go.sum $$tmp/proto proto >/dev/null || ! diff -q $$tmp/docs/tools.md docs/tools.md >/dev/null; then \
+	    diff -r -x go.sum $$tmp/proto proto | head -20; diff $$tmp/docs/tools.md docs/tools.md | head -20; \
+	    echo "generated files were stale: 'make gen' has rewritten them; commit the result"; exit 1; \
+	  fi; echo "generated files are up to date"
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS) ./e2e/...
+
+.PHONY: clean
+clean: ## remove build output and the local data dir
+	rm -rf $(BIN) .sovereign

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs what Sovereign's build and tests need on a fresh Debian/Ubuntu
+# machine: Chromium, protoc, and the Node packages of the e2e clients.
+# `deps.sh chromium` installs only Chromium. Needs root (or sudo) for apt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want=("${@:-chromium protoc node}")
+want=(${want[@]})
+
+apt_install() {
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null; then sudo="sudo"; else
+      echo "missing: $* — install it with: apt-get install -y $*" >&2; exit 1
+    fi
+  fi
+  if ! command -v apt-get >/dev/null; then
+    echo "missing: $* — install it with your package manager (Debian: apt-get install -y $*)" >&2; exit 1
+  fi
+  echo "installing $* (apt-get)…"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+for w in "${want[@]}"; do
+  case "$w" in
+    chromium)
+      if [ -z "${SOVEREIGN_CHROME:-}" ] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null \
+         && ! command -v google-chrome >/dev/null; then
+        apt_install chromium
+      fi ;;
+    protoc)
+      command -v protoc >/dev/null || apt_install protobuf-compiler ;;
+    node)
+      if [ -f e2e/client-ts/package.json ]; then
+        command -v npm >/dev/null || apt_install nodejs npm
+        if [ ! -d e2e/client-ts/node_modules ] || [ e2e/client-ts/package-lock.json -nt e2e/client-ts/node_modules ]; then
+          echo "installing e2e Node packages (npm ci)…"
+          (cd e2e/client-ts && npm ci --no-audit --no-fund --loglevel=error)
+        fi
+      fi ;;
+    *) echo "deps.sh: unknown component $w" >&2; exit 2 ;;
+  esac
+done

@@ -1,0 +1,57 @@
+package browser
+
+import (
+	"context"
+	"flag"
+	"strings"
+	"time"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/app"
+	"github.com/sovereign-fleet/sovereign/services/kit/config"
+)
+
+// RegisterFlags adds the worker's flags to fs, each with its SOVEREIGN_*
+// environment fallback, and returns the Config they fill. Malformed
+// environment values are appended to errs.
+func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
+	cfg := &Config{}
+	fs.StringVar(&cfg.ID, "worker-id", config.Env("SOVEREIGN_WORKER_ID", ""), "worker id used in subjects (default: host name and a random suffix) [SOVEREIGN_WORKER_ID]")
+	fs.StringVar(&cfg.Chrome, "chrome", config.Env("SOVEREIGN_CHROME", ""), "Chromium executable (default: chromium on PATH) [SOVEREIGN_CHROME]")
+	fs.IntVar(&cfg.MaxSessions, "max-sessions", config.MustInt(errs, "SOVEREIGN_MAX_SESSIONS", 16), "sessions one worker holds at most [SOVEREIGN_MAX_SESSIONS]")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", config.MustDuration(errs, "SOVEREIGN_IDLE_TIMEOUT", 10*time.Minute), "close a session after this long without a call [SOVEREIGN_IDLE_TIMEOUT]")
+	fs.Func("allow-scheme", "URL scheme open may use besides http, https and about; repeat or comma-separate (e.g. data,file) [SOVEREIGN_ALLOW_SCHEMES]", func(v string) error {
+		cfg.AllowedSchemes = appendSchemes(cfg.AllowedSchemes, v)
+		return nil
+	})
+	if v := config.Env("SOVEREIGN_ALLOW_SCHEMES", ""); v != "" {
+		cfg.AllowedSchemes = appendSchemes(cfg.AllowedSchemes, v)
+	}
+	return cfg
+}
+
+func appendSchemes(list []string, v string) []string {
+	if len(list) == 0 {
+		list = []string{"http", "https", "about"}
+	}
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), ":"); s != "" {
+			list = append(list, s)
+		}
+	}
+	return list
+}
+
+// Serve connects to NATS at natsURL and runs a worker until ctx ends: what
+// `sovereign browser` and cmd/browser do.
+func Serve(ctx context.Context, cfg Config, natsURL string) error {
+	w, err := New(cfg)
+	if err != nil {
+		return app.UsageError{Err: err}
+	}
+	c, closeConn, err := app.Connect(natsURL, "sovereign-browser-"+w.ID(), "")
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	return w.Run(ctx, c)
+}

@@ -1,0 +1,317 @@
+package browser
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/target"
+	"github.com/chromedp/chromedp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+)
+
+var tracer = otel.Tracer("github.com/sovereign-fleet/sovereign/services/browser")
+
+// session is one isolated browser context (own cookies and storage) and its
+// tabs. Calls on a session run one at a time.
+type session struct {
+	id      string
+	owner   string
+	gen     int
+	browser context.Context // the chromedp browser context it was opened on
+	lock    chan struct{}   // one call at a time; a channel so waiting honours deadlines
+
+	mu       sync.Mutex // guards lastUsed and busy
+	lastUsed time.Time
+	busy     int
+
+	// Owned by the holder of lock.
+	bcid   cdp.BrowserContextID
+	tabs   []*tab
+	active int
+}
+
+type tab struct {
+	id     target.ID
+	ctx    context.Context
+	cancel context.CancelFunc
+	page   *page.Tab
+}
+
+// start creates the browser context and its first tab.
+func (s *session) start(ctx context.Context, opts page.Options) error {
+	cctx, cancel := within(s.browser, ctx)
+	defer cancel()
+	res, err := chromedp.CallBrowser(cctx, target.CreateBrowserContext, target.CreateBrowserContextParams{})
+	if err != nil {
+		return fmt.Errorf("create browser context: %w", err)
+	}
+	s.bcid = res.BrowserContextID
+	t, err := s.newTab(ctx, "", opts)
+	if err != nil {
+		s.dispose()
+		return err
+	}
+	s.tabs, s.active = []*tab{t}, 0
+	return nil
+}
+
+// newTab opens a blank tab in the session's browser context, or attaches to
+// an existing target when id is set.
+func (s *session) newTab(ctx context.Context, id target.ID, opts page.Options) (*tab, error) {
+	var tctx context.Context
+	var cancel context.CancelFunc
+	if id != "" {
+		tctx, cancel = chromedp.NewContext(s.browser, chromedp.WithTargetID(id))
+	} else {
+		tctx, cancel = chromedp.NewContext(s.browser, chromedp.WithExistingBrowserContext(s.bcid))
+	}
+	// The first Do creates (or attaches to) the target. It must run on the
+	// tab context itself, whose life is the tab's; the request deadline is
+	// enforced by abandoning the wait.
+	done := make(chan error, 1)
+	go func() { done <- chromedp.Do(tctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("open tab: %w", err)
+		}
+	case <-ctx.Done():
+		cancel()
+		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "opening a tab did not finish before the deadline")
+	}
+	return &tab{id: chromedp.FromContext(tctx).Target.TargetID, ctx: tctx, cancel: cancel, page: page.New(tctx, opts)}, nil
+}
+
+func (s *session) acquire(ctx context.Context) error {
+	select {
+	case s.lock <- struct{}{}:
+	case <-ctx.Done():
+		return bus.Errorf(commonv1.ErrorCode_TIMEOUT, "browser session %s stayed busy with an earlier call until the deadline", s.id)
+	}
+	s.mu.Lock()
+	s.busy++
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *session) release() {
+	s.mu.Lock()
+	s.busy--
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+	<-s.lock
+}
+
+// idleSince is when the last call ended; a busy session is never idle.
+func (s *session) idleSince() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy > 0 {
+		return time.Now()
+	}
+	return s.lastUsed
+}
+
+// do runs one tool; the caller holds the lock.
+func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.Options) (*browserv1.ToolResult, error) {
+	ctx, span := tracer.Start(ctx, "browser."+toolName(req))
+	defer span.End()
+	span.SetAttributes(attribute.String("sovereign.session", s.id))
+	switch t := req.GetTool().(type) {
+	case *browserv1.ToolRequest_Close:
+		return s.closeTab(ctx, s.active, opts)
+	case *browserv1.ToolRequest_TabClose:
+		i := s.active
+		if t.TabClose.GetHasIndex() {
+			i = int(t.TabClose.GetIndex())
+		}
+		return s.closeTab(ctx, i, opts)
+	case *browserv1.ToolRequest_TabList:
+		return s.tabList(ctx, opts)
+	case *browserv1.ToolRequest_TabSwitch:
+		return s.tabSwitch(ctx, int(t.TabSwitch.GetIndex()), opts)
+	case *browserv1.ToolRequest_TabNew:
+		return s.tabNew(ctx, t.TabNew.GetUrl(), opts)
+	}
+	return s.tabs[s.active].page.Do(ctx, req)
+}
+
+func toolName(req *browserv1.ToolRequest) string {
+	if t := req.GetTool(); t != nil {
+		name := fmt.Sprintf("%T", t) // *browserv1.ToolRequest_GetTitle
+		return strings.TrimPrefix(name[strings.LastIndex(name, ".")+1:], "ToolRequest_")
+	}
+	return "none"
+}
+
+// adopt attaches tabs the page opened itself (window.open, target=_blank),
+// so that tab_list shows them and tab_switch reaches them.
+func (s *session) adopt(ctx context.Context, opts page.Options) {
+	cctx, cancel := within(s.tabs[s.active].ctx, ctx)
+	defer cancel()
+	infos, err := chromedp.Targets(cctx)
+	if err != nil {
+		return
+	}
+	known := make(map[target.ID]bool, len(s.tabs))
+	for _, t := range s.tabs {
+		known[t.id] = true
+	}
+	for _, info := range infos {
+		if info.Type != "page" || info.BrowserContextID != s.bcid || known[info.TargetID] {
+			continue
+		}
+		if t, err := s.newTab(ctx, info.TargetID, opts); err == nil {
+			s.tabs = append(s.tabs, t)
+		}
+	}
+}
+
+type tabInfo struct {
+	Index  int    `json:"index"`
+	URL    string `json:"url"`
+	Title  string `json:"title"`
+	Active bool   `json:"active"`
+}
+
+func (s *session) tabList(ctx context.Context, opts page.Options) (*browserv1.ToolResult, error) {
+	s.adopt(ctx, opts)
+	infos := make([]tabInfo, 0, len(s.tabs))
+	var b strings.Builder
+	for i, t := range s.tabs {
+		url, _ := t.page.URL(ctx)
+		title, _ := t.page.Title(ctx)
+		infos = append(infos, tabInfo{Index: i, URL: url, Title: title, Active: i == s.active})
+		mark := " "
+		if i == s.active {
+			mark = "*"
+		}
+		fmt.Fprintf(&b, "%s %d: %q %s\n", mark, i, title, url)
+	}
+	return result(strings.TrimRight(b.String(), "\n"), map[string]any{"tabs": infos, "active": s.active})
+}
+
+func (s *session) tabNew(ctx context.Context, url string, opts page.Options) (*browserv1.ToolResult, error) {
+	t, err := s.newTab(ctx, "", opts)
+	if err != nil {
+		return nil, err
+	}
+	s.tabs = append(s.tabs, t)
+	s.active = len(s.tabs) - 1
+	msg := fmt.Sprintf("Opened tab %d (now active)", s.active)
+	if url != "" {
+		res, err := t.page.Do(ctx, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: url}}})
+		if err != nil {
+			return nil, err
+		}
+		if len(res.GetContent()) > 0 {
+			msg += ". " + res.GetContent()[0].GetText()
+		}
+	}
+	return result(msg, map[string]any{"index": s.active, "tabs": len(s.tabs)})
+}
+
+func (s *session) tabSwitch(ctx context.Context, i int, opts page.Options) (*browserv1.ToolResult, error) {
+	if i < 0 || i >= len(s.tabs) {
+		s.adopt(ctx, opts) // it may be a tab the page opened
+	}
+	if i < 0 || i >= len(s.tabs) {
+		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "there is no tab %d; the session has tabs 0 to %d (tab_list shows them)", i, len(s.tabs)-1)
+	}
+	s.active = i
+	cctx, cancel := within(s.tabs[i].ctx, ctx)
+	defer cancel()
+	_, _ = chromedp.CallBrowser(cctx, target.ActivateTarget, target.ActivateTargetParams{TargetID: s.tabs[i].id})
+	url, _ := s.tabs[i].page.URL(ctx)
+	return result(fmt.Sprintf("Switched to tab %d: %s", i, url), map[string]any{"index": i, "url": url})
+}
+
+// closeTab closes tab i. A session always keeps one tab: closing the last
+// one opens a blank tab in its place.
+func (s *session) closeTab(ctx context.Context, i int, opts page.Options) (*browserv1.ToolResult, error) {
+	if i < 0 || i >= len(s.tabs) {
+		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "there is no tab %d; the session has tabs 0 to %d (tab_list shows them)", i, len(s.tabs)-1)
+	}
+	s.tabs[i].cancel()
+	s.tabs = append(s.tabs[:i], s.tabs[i+1:]...)
+	msg := fmt.Sprintf("Closed tab %d", i)
+	if len(s.tabs) == 0 {
+		t, err := s.newTab(ctx, "", opts)
+		if err != nil {
+			return nil, err
+		}
+		s.tabs = []*tab{t}
+		msg += "; it was the last one, so a blank tab replaces it"
+	}
+	if s.active >= i && s.active > 0 {
+		s.active--
+	}
+	msg += fmt.Sprintf(". Active tab: %d of %d", s.active, len(s.tabs))
+	return result(msg, map[string]any{"active": s.active, "tabs": len(s.tabs)})
+}
+
+// closeTabs closes every tab and disposes of the browser context. It takes
+// the session's lock so that it never races a running call, but gives up
+// waiting after a few seconds: closing must not hang on a wedged page.
+func (s *session) closeTabs() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	select {
+	case s.lock <- struct{}{}:
+		defer func() { <-s.lock }()
+	case <-ctx.Done():
+	}
+	for _, t := range s.tabs {
+		t.cancel()
+	}
+	s.tabs = nil
+	s.dispose()
+}
+
+func (s *session) dispose() {
+	if s.bcid == "" || s.browser.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.browser, 5*time.Second)
+	defer cancel()
+	_, _ = chromedp.CallBrowser(ctx, target.DisposeBrowserContext, target.DisposeBrowserContextParams{BrowserContextID: s.bcid})
+}
+
+// within derives a context from base (a chromedp context) that also ends
+// when req ends, so a CDP call honours the request's deadline.
+func within(base, req context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(base)
+	if d, ok := req.Deadline(); ok {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithDeadline(ctx, d)
+		prev := cancel
+		cancel = func() { c2(); prev() }
+	}
+	stop := context.AfterFunc(req, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+func result(text string, structured any) (*browserv1.ToolResult, error) {
+	res := &browserv1.ToolResult{Content: []*browserv1.Content{{Part: &browserv1.Content_Text{Text: text}}}}
+	if structured != nil {
+		b, err := json.Marshal(structured)
+		if err != nil {
+			return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "encode result: %v", err)
+		}
+		res.StructuredJson = string(b)
+	}
+	return res, nil
+}

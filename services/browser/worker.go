@@ -1,0 +1,398 @@
+// Package browser is the browser worker: one Chromium per process, many
+// isolated sessions (one browser context each, with its tabs), served on the
+// bus as nats.go/micro endpoints.
+//
+// Subjects (prefix "sov"):
+//
+//	sov.browser.open              open a session; a queue group of the workers
+//	                              that have free capacity (a full worker leaves it)
+//	sov.browser.w.<id>.call       run a tool in one of this worker's sessions
+//	sov.browser.w.<id>.close      close a session
+//	sov.browser.w.<id>.ping       liveness and load
+package browser
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/browser/internal/chrome"
+	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+)
+
+// Version is reported in micro service info.
+const Version = "0.1.0"
+
+// Config configures a worker.
+type Config struct {
+	// ID names the worker in subjects; default: host name and a random suffix.
+	ID string
+	// Chrome is the Chromium executable; empty means SOVEREIGN_CHROME, then PATH.
+	Chrome string
+	// MaxSessions caps the sessions this worker holds (default 16).
+	MaxSessions int
+	// IdleTimeout closes a session that had no call for this long (default 10m).
+	IdleTimeout time.Duration
+	// AllowedSchemes are the URL schemes open and tab_new accept
+	// (default http, https, about).
+	AllowedSchemes []string
+}
+
+// Worker runs one Chromium and its sessions.
+type Worker struct {
+	cfg  Config
+	exec string
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	c        *bus.Conn
+	browser  context.Context // chromedp browser context; nil while Chromium is down
+	gen      int             // incremented at each Chromium start
+	sessions map[string]*session
+	lost     map[string]string // session id → why it was lost
+	openSvc  micro.Service     // nil while the worker is full or down
+	runCtx   context.Context
+}
+
+var subjectToken = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// New validates cfg and returns a worker; Run starts it.
+func New(cfg Config) (*Worker, error) {
+	if cfg.ID == "" {
+		host, _ := os.Hostname()
+		cfg.ID = host + "-" + randomHex(3)
+	}
+	cfg.ID = strings.Trim(subjectToken.ReplaceAllString(cfg.ID, "-"), "-")
+	if cfg.ID == "" {
+		return nil, errors.New("worker id is empty after removing characters a NATS subject token cannot hold")
+	}
+	if cfg.MaxSessions == 0 {
+		cfg.MaxSessions = 16
+	}
+	if cfg.MaxSessions < 0 {
+		return nil, fmt.Errorf("max sessions %d: must be at least 1", cfg.MaxSessions)
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 10 * time.Minute
+	}
+	if cfg.IdleTimeout < 0 {
+		return nil, fmt.Errorf("idle timeout %s: must be positive", cfg.IdleTimeout)
+	}
+	if cfg.Chrome == "" {
+		cfg.Chrome = os.Getenv("SOVEREIGN_CHROME")
+	}
+	exec, err := chrome.Find(cfg.Chrome)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{
+		cfg:      cfg,
+		exec:     exec,
+		log:      slog.Default().With("worker", cfg.ID),
+		sessions: make(map[string]*session),
+		lost:     make(map[string]string),
+	}, nil
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Run starts Chromium, serves the worker's endpoints on c and blocks until
+// ctx ends; then it closes every session and stops Chromium. A Chromium that
+// dies is restarted; the sessions it held fail with SESSION_LOST.
+func (w *Worker) Run(ctx context.Context, c *bus.Conn) error {
+	w.mu.Lock()
+	w.c, w.runCtx = c, ctx
+	w.mu.Unlock()
+
+	if err := w.startChrome(ctx); err != nil {
+		return err
+	}
+	svc, err := c.AddService("sovereign-browser", Version, "Sovereign browser worker "+w.cfg.ID,
+		map[string]string{"worker_id": w.cfg.ID})
+	if err != nil {
+		return fmt.Errorf("add browser service: %w", err)
+	}
+	defer svc.Stop()
+	g := svc.AddGroup(c.Subject("browser", "w", w.cfg.ID), micro.WithGroupQueueGroupDisabled())
+	for name, h := range map[string]micro.Handler{
+		"call":  bus.Handle(c, w.call),
+		"close": bus.Handle(c, w.closeSession),
+		"ping":  bus.Handle(c, w.ping),
+	} {
+		if err := g.AddEndpoint(name, h); err != nil {
+			return fmt.Errorf("add endpoint %s: %w", name, err)
+		}
+	}
+	w.mu.Lock()
+	w.updateOpenLocked()
+	w.mu.Unlock()
+	w.log.Info("browser worker ready", "chrome", w.exec, "max_sessions", w.cfg.MaxSessions, "idle_timeout", w.cfg.IdleTimeout)
+
+	reap := time.NewTicker(min(w.cfg.IdleTimeout/4, 30*time.Second))
+	defer reap.Stop()
+	for {
+		w.mu.Lock()
+		browserDone := w.browser.Done()
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			w.shutdown()
+			return nil
+		case <-reap.C:
+			w.reapIdle()
+		case <-browserDone:
+			if ctx.Err() != nil {
+				continue
+			}
+			w.chromeDied(ctx)
+		}
+	}
+}
+
+// startChrome launches Chromium; the caller holds no lock.
+func (w *Worker) startChrome(ctx context.Context) error {
+	bctx, cancel, err := chrome.Start(ctx, w.exec)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.browser = bctx
+	w.gen++
+	w.mu.Unlock()
+	context.AfterFunc(ctx, cancel)
+	return nil
+}
+
+// chromeDied marks every session lost and starts a new Chromium, retrying
+// with backoff until it starts or ctx ends.
+func (w *Worker) chromeDied(ctx context.Context) {
+	w.mu.Lock()
+	n := len(w.sessions)
+	for id, s := range w.sessions {
+		w.markLostLocked(id, "its Chromium crashed")
+		s.closeTabs()
+	}
+	w.sessions = make(map[string]*session)
+	w.stopOpenLocked()
+	w.mu.Unlock()
+	w.log.Error("chromium died; restarting it", "lost_sessions", n)
+	backoff := time.Second
+	for ctx.Err() == nil {
+		err := w.startChrome(ctx)
+		if err == nil {
+			w.mu.Lock()
+			w.updateOpenLocked()
+			w.mu.Unlock()
+			w.log.Info("chromium restarted")
+			return
+		}
+		w.log.Error("restart chromium", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+func (w *Worker) markLostLocked(id, why string) {
+	if len(w.lost) >= 10000 { // bounded: forget the oldest-ish half
+		for k := range w.lost {
+			delete(w.lost, k)
+			if len(w.lost) < 5000 {
+				break
+			}
+		}
+	}
+	w.lost[id] = why
+}
+
+func (w *Worker) shutdown() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopOpenLocked()
+	for id, s := range w.sessions {
+		s.closeTabs()
+		delete(w.sessions, id)
+	}
+}
+
+// updateOpenLocked joins the open queue group while the worker has room and
+// leaves it when it is full, so that an open request only reaches workers
+// that can take it, and a full fleet answers "no responders" at once.
+func (w *Worker) updateOpenLocked() {
+	room := w.browser != nil && w.browser.Err() == nil && len(w.sessions) < w.cfg.MaxSessions && w.runCtx.Err() == nil
+	switch {
+	case room && w.openSvc == nil:
+		svc, err := w.c.AddService("sovereign-browser-open", Version, "Opens browser sessions on workers with free capacity",
+			map[string]string{"worker_id": w.cfg.ID})
+		if err != nil {
+			w.log.Error("join open queue", "err", err)
+			return
+		}
+		err = svc.AddEndpoint("open", bus.Handle(w.c, w.open),
+			micro.WithEndpointSubject(w.c.Subject("browser", "open")),
+			micro.WithEndpointQueueGroup("sovereign-browser-open"))
+		if err != nil {
+			_ = svc.Stop()
+			w.log.Error("join open queue", "err", err)
+			return
+		}
+		w.openSvc = svc
+	case !room:
+		w.stopOpenLocked()
+	}
+}
+
+func (w *Worker) stopOpenLocked() {
+	if w.openSvc != nil {
+		_ = w.openSvc.Stop()
+		w.openSvc = nil
+	}
+}
+
+func (w *Worker) open(ctx context.Context, req *browserv1.OpenSessionRequest) (*browserv1.OpenSessionResponse, error) {
+	w.mu.Lock()
+	if len(w.sessions) >= w.cfg.MaxSessions || w.browser == nil || w.browser.Err() != nil {
+		w.mu.Unlock()
+		return nil, bus.Errorf(commonv1.ErrorCode_NO_CAPACITY, "browser worker %s is at its limit of %d sessions", w.cfg.ID, w.cfg.MaxSessions)
+	}
+	id := "s" + randomHex(12)
+	s := &session{id: id, owner: req.GetOwner(), lastUsed: time.Now(), gen: w.gen, browser: w.browser, lock: make(chan struct{}, 1)}
+	w.sessions[id] = s // reserve the slot before the slow part
+	w.updateOpenLocked()
+	w.mu.Unlock()
+
+	if err := s.start(ctx, w.pageOptions()); err != nil {
+		w.mu.Lock()
+		delete(w.sessions, id)
+		w.updateOpenLocked()
+		w.mu.Unlock()
+		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "open browser session on %s: %v", w.cfg.ID, err)
+	}
+	w.log.InfoContext(ctx, "session opened", "session", id, "owner", s.owner)
+	return &browserv1.OpenSessionResponse{SessionId: id, WorkerId: w.cfg.ID}, nil
+}
+
+func (w *Worker) pageOptions() page.Options {
+	return page.Options{AllowedSchemes: w.cfg.AllowedSchemes}
+}
+
+// get returns the session or the error that explains why there is none.
+func (w *Worker) get(id string) (*session, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s, ok := w.sessions[id]; ok {
+		return s, nil
+	}
+	if why, ok := w.lost[id]; ok {
+		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_LOST, "browser session %s was lost: %s", id, why)
+	}
+	return nil, bus.Errorf(commonv1.ErrorCode_SESSION_NOT_FOUND,
+		"browser session %s is not open on worker %s (closed, or idle for more than %s)", id, w.cfg.ID, w.cfg.IdleTimeout)
+}
+
+func (w *Worker) call(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+	s, err := w.get(req.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetTool() == nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "the request names no tool")
+	}
+	if err := s.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	res, err := s.do(ctx, req, w.pageOptions())
+	if err != nil && s.browser.Err() != nil && w.runCtxErr() == nil {
+		// Chromium went away under the call: say so, not a CDP error.
+		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_LOST, "browser session %s was lost: its Chromium crashed", s.id)
+	}
+	return res, err
+}
+
+func (w *Worker) runCtxErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.runCtx.Err()
+}
+
+func (w *Worker) closeSession(ctx context.Context, req *browserv1.CloseSessionRequest) (*browserv1.CloseSessionResponse, error) {
+	w.mu.Lock()
+	s, ok := w.sessions[req.GetSessionId()]
+	if ok {
+		delete(w.sessions, s.id)
+		w.updateOpenLocked()
+	}
+	w.mu.Unlock()
+	if !ok {
+		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_NOT_FOUND, "browser session %s is not open on worker %s", req.GetSessionId(), w.cfg.ID)
+	}
+	s.closeTabs()
+	w.log.InfoContext(ctx, "session closed", "session", s.id)
+	return &browserv1.CloseSessionResponse{}, nil
+}
+
+func (w *Worker) ping(context.Context, *browserv1.PingRequest) (*browserv1.PingResponse, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return &browserv1.PingResponse{WorkerId: w.cfg.ID, Sessions: int32(len(w.sessions)), MaxSessions: int32(w.cfg.MaxSessions)}, nil
+}
+
+// reapIdle closes sessions idle for longer than the idle timeout.
+func (w *Worker) reapIdle() {
+	cutoff := time.Now().Add(-w.cfg.IdleTimeout)
+	var idle []*session
+	w.mu.Lock()
+	for id, s := range w.sessions {
+		if s.idleSince().Before(cutoff) {
+			idle = append(idle, s)
+			delete(w.sessions, id)
+		}
+	}
+	if len(idle) > 0 {
+		w.updateOpenLocked()
+	}
+	w.mu.Unlock()
+	for _, s := range idle {
+		s.closeTabs()
+		w.log.Info("session closed after idle timeout", "session", s.id, "idle_timeout", w.cfg.IdleTimeout)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// KillChromium kills the worker's Chromium process, as a crash would. It is
+// for tests and chaos drills.
+func (w *Worker) KillChromium() error {
+	w.mu.Lock()
+	b := w.browser
+	w.mu.Unlock()
+	if b == nil {
+		return errors.New("chromium is not running")
+	}
+	p := chrome.Process(b)
+	if p == nil {
+		return errors.New("chromium process unknown")
+	}
+	return p.Kill()
+}

@@ -1,0 +1,352 @@
+package browser_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/browser"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
+)
+
+// fleet is an in-process NATS server with workers on it and a client bus.
+type fleet struct {
+	t   *testing.T
+	srv *natsrv.Server
+	c   *bus.Conn
+}
+
+func newFleet(t *testing.T) *fleet {
+	t.Helper()
+	srv, err := natsrv.Start(natsrv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return &fleet{t: t, srv: srv, c: connect(t, srv)}
+}
+
+func connect(t *testing.T, srv *natsrv.Server) *bus.Conn {
+	t.Helper()
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c, err := bus.New(nc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// worker starts a worker and waits until it answers pings.
+func (f *fleet) worker(cfg browser.Config) *browser.Worker {
+	f.t.Helper()
+	w, err := browser.New(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, connect(f.t, f.srv)) }()
+	f.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				f.t.Errorf("worker %s: %v", w.ID(), err)
+			}
+		case <-time.After(20 * time.Second):
+			f.t.Errorf("worker %s did not stop within 20s", w.ID())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var pong browserv1.PingResponse
+		err := f.c.Request(context.Background(), f.c.Subject("browser", "w", w.ID(), "ping"), &browserv1.PingRequest{}, &pong)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("worker %s not ready: %v", w.ID(), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return w
+}
+
+func (f *fleet) open() (*browserv1.OpenSessionResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var res browserv1.OpenSessionResponse
+	err := f.c.Request(ctx, f.c.Subject("browser", "open"), &browserv1.OpenSessionRequest{Owner: "test"}, &res)
+	return &res, err
+}
+
+func (f *fleet) mustOpen() *browserv1.OpenSessionResponse {
+	f.t.Helper()
+	s, err := f.open()
+	if err != nil {
+		f.t.Fatalf("open session: %v", err)
+	}
+	return s
+}
+
+func (f *fleet) call(s *browserv1.OpenSessionResponse, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req.SessionId = s.SessionId
+	var res browserv1.ToolResult
+	err := f.c.Request(ctx, f.c.Subject("browser", "w", s.WorkerId, "call"), req, &res)
+	return &res, err
+}
+
+func (f *fleet) mustCall(s *browserv1.OpenSessionResponse, req *browserv1.ToolRequest) string {
+	f.t.Helper()
+	res, err := f.call(s, req)
+	if err != nil {
+		f.t.Fatalf("call %v: %v", req.GetTool(), err)
+	}
+	if len(res.GetContent()) == 0 {
+		return ""
+	}
+	return res.GetContent()[0].GetText()
+}
+
+func (f *fleet) close(s *browserv1.OpenSessionResponse) error {
+	var res browserv1.CloseSessionResponse
+	return f.c.Request(context.Background(), f.c.Subject("browser", "w", s.WorkerId, "close"), &browserv1.CloseSessionRequest{SessionId: s.SessionId}, &res)
+}
+
+func openReq(url string) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: url}}}
+}
+
+func evalReq(script string) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Eval{Eval: &browserv1.Eval{Script: script}}}
+}
+
+func wantCode(t *testing.T, what string, err error, code commonv1.ErrorCode, msg string) {
+	t.Helper()
+	if got := bus.CodeOf(err); got != code || !strings.Contains(fmt.Sprint(err), msg) {
+		t.Fatalf("%s: error = %v (%v), want %v containing %q", what, err, got, code, msg)
+	}
+}
+
+func site(t *testing.T) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>page %s</title><a href="/popup" target="_blank">pop</a><button onclick="document.title='clicked'">Go</button>`, r.URL.Path)
+	})
+	mux.HandleFunc("/setcookie", func(w http.ResponseWriter, r *http.Request) {
+		http.SetCookie(w, &http.Cookie{Name: "who", Value: r.URL.Query().Get("v"), Path: "/"})
+		fmt.Fprint(w, `<title>set</title>`)
+	})
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func TestSessionLifecycle(t *testing.T) {
+	f := newFleet(t)
+	w := f.worker(browser.Config{ID: "w1", MaxSessions: 4})
+	ts := site(t)
+	s := f.mustOpen()
+	if s.WorkerId != w.ID() || !strings.HasPrefix(s.SessionId, "s") {
+		t.Fatalf("open = %v, want a session on %s", s, w.ID())
+	}
+	f.mustCall(s, openReq(ts.URL+"/a"))
+	if got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetTitle{GetTitle: &browserv1.NoArgs{}}}); !strings.Contains(got, "page /a") {
+		t.Fatalf("get_title = %q", got)
+	}
+	if err := f.close(s); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.call(s, evalReq("1"))
+	wantCode(t, "call after close", err, commonv1.ErrorCode_SESSION_NOT_FOUND, "is not open on worker w1")
+	wantCode(t, "close twice", f.close(s), commonv1.ErrorCode_SESSION_NOT_FOUND, "not open")
+	_, err = f.call(&browserv1.OpenSessionResponse{SessionId: s.SessionId, WorkerId: s.WorkerId}, &browserv1.ToolRequest{})
+	wantCode(t, "no tool", err, commonv1.ErrorCode_SESSION_NOT_FOUND, "")
+}
+
+// TestIsolation: two sessions on one worker share no cookies.
+func TestIsolation(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "iso", MaxSessions: 4})
+	ts := site(t)
+	a, b := f.mustOpen(), f.mustOpen()
+	f.mustCall(a, openReq(ts.URL+"/setcookie?v=alice"))
+	f.mustCall(b, openReq(ts.URL+"/setcookie?v=bob"))
+	if got := f.mustCall(a, evalReq("document.cookie")); !strings.Contains(got, "who=alice") {
+		t.Fatalf("session a cookie = %s", got)
+	}
+	if got := f.mustCall(b, evalReq("document.cookie")); !strings.Contains(got, "who=bob") || strings.Contains(got, "alice") {
+		t.Fatalf("session b cookie = %s", got)
+	}
+}
+
+// TestCapacity: a full worker leaves the open queue, so the next session
+// lands on a worker with room; a full fleet answers at once, and a freed
+// slot is usable again.
+func TestCapacity(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "small", MaxSessions: 1})
+	first := f.mustOpen()
+	start := time.Now()
+	_, err := f.open()
+	wantCode(t, "open on a full fleet", err, commonv1.ErrorCode_UNAVAILABLE, "no service answers on sov.browser.open")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("full fleet took %s to answer", d)
+	}
+	f.worker(browser.Config{ID: "big", MaxSessions: 2})
+	for i := 0; i < 2; i++ {
+		if s := f.mustOpen(); s.WorkerId != "big" {
+			t.Fatalf("session %d went to %s, want big (small is full)", i, s.WorkerId)
+		}
+	}
+	if err := f.close(first); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, err := f.open()
+		if err == nil {
+			if s.WorkerId != "small" {
+				t.Fatalf("session went to %s, want small", s.WorkerId)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("small did not rejoin the open queue: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestIdleTimeout(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "idle", MaxSessions: 2, IdleTimeout: 400 * time.Millisecond})
+	s := f.mustOpen()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := f.call(s, evalReq("1"))
+		if bus.CodeOf(err) == commonv1.ErrorCode_SESSION_NOT_FOUND {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("session still open long after its idle timeout")
+		}
+		time.Sleep(600 * time.Millisecond) // longer than the timeout: idle between calls
+	}
+}
+
+func TestTabs(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "tabs", MaxSessions: 2})
+	ts := site(t)
+	s := f.mustOpen()
+	f.mustCall(s, openReq(ts.URL+"/one"))
+	if got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabNew{TabNew: &browserv1.TabNew{Url: ts.URL + "/two"}}}); !strings.Contains(got, "tab 1") {
+		t.Fatalf("tab_new = %q", got)
+	}
+	res, err := f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabList{TabList: &browserv1.NoArgs{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Tabs []struct {
+			URL    string `json:"url"`
+			Active bool   `json:"active"`
+		} `json:"tabs"`
+	}
+	if err := json.Unmarshal([]byte(res.StructuredJson), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Tabs) != 2 || !strings.HasSuffix(list.Tabs[1].URL, "/two") || !list.Tabs[1].Active {
+		t.Fatalf("tab_list = %s", res.StructuredJson)
+	}
+	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabSwitch{TabSwitch: &browserv1.TabIndex{Index: 0}}})
+	if got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetUrl{GetUrl: &browserv1.NoArgs{}}}); !strings.HasSuffix(got, "/one") {
+		t.Fatalf("after tab_switch 0, get_url = %q", got)
+	}
+	_, err = f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabSwitch{TabSwitch: &browserv1.TabIndex{Index: 7}}})
+	wantCode(t, "tab_switch 7", err, commonv1.ErrorCode_NOT_FOUND, "there is no tab 7")
+	_, err = f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabClose{TabClose: &browserv1.TabIndex{Index: 9, HasIndex: true}}})
+	wantCode(t, "tab_close 9", err, commonv1.ErrorCode_NOT_FOUND, "there is no tab 9")
+
+	// A link with target=_blank opens a tab the session adopts.
+	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Element{By: &browserv1.Element_Selector{Selector: "a"}}}})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabList{TabList: &browserv1.NoArgs{}}})
+		if strings.Contains(got, "/popup") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("popup tab not listed: %s", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// close closes the active tab; closing the last one leaves a blank tab.
+	for i := 0; i < 3; i++ {
+		f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Close{Close: &browserv1.NoArgs{}}})
+	}
+	if got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabList{TabList: &browserv1.NoArgs{}}}); !strings.Contains(got, "about:blank") {
+		t.Fatalf("after closing every tab, tab_list = %q", got)
+	}
+}
+
+// TestChromiumCrash: when Chromium dies, calls on its sessions fail with
+// SESSION_LOST, and the worker restarts Chromium and takes new sessions.
+func TestChromiumCrash(t *testing.T) {
+	f := newFleet(t)
+	w := f.worker(browser.Config{ID: "crash", MaxSessions: 2})
+	s := f.mustOpen()
+	f.mustCall(s, evalReq("1"))
+	if err := w.KillChromium(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := f.call(s, evalReq("1"))
+		if bus.CodeOf(err) == commonv1.ErrorCode_SESSION_LOST {
+			if !strings.Contains(err.Error(), "Chromium crashed") {
+				t.Fatalf("lost session error = %v", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("call after crash = %v, want SESSION_LOST", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for {
+		s2, err := f.open()
+		if err == nil {
+			if got := f.mustCall(s2, evalReq("6*7")); got != "42" {
+				t.Fatalf("eval on the restarted Chromium = %q", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker did not come back after the crash: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,95 @@
+// Package app is the start-up and shutdown that every Sovereign binary
+// shares: logging, telemetry from OTEL_*, signals, and the NATS connection.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/logging"
+	"github.com/sovereign-fleet/sovereign/services/kit/telemetry"
+)
+
+// Main runs run under a context that ends on SIGINT or SIGTERM, with the
+// default logger and the tracer provider set up for service. It exits 2 on a
+// usage error (flag parsing) and 1 when run fails.
+func Main(service string, run func(ctx context.Context) error) {
+	logging.Setup(service)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	shutdown, err := telemetry.Setup(ctx, service)
+	if err != nil {
+		slog.Error("telemetry", "err", err)
+		os.Exit(1)
+	}
+	err = run(ctx)
+	flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ferr := shutdown(flushCtx); ferr != nil {
+		slog.Warn("flush traces", "err", ferr)
+	}
+	var usage UsageError
+	switch {
+	case errors.As(err, &usage):
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	case err != nil:
+		slog.Error(service+" failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+// UsageError is a bad flag or environment value; Main exits 2 on it.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// Connect opens a NATS connection named name to url that reconnects for
+// ever, and wraps it in a bus with the given subject prefix. The returned
+// close func drains the connection (finishing in-flight handlers).
+func Connect(url, name, prefix string, opts ...nats.Option) (*bus.Conn, func(), error) {
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	opts = append([]nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(500 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				slog.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { slog.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+	}, opts...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	c, err := bus.New(nc, prefix)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return c, func() {
+		_ = c.Close()
+		if err := nc.Drain(); err != nil {
+			nc.Close()
+			return
+		}
+		for deadline := time.Now().Add(10 * time.Second); !nc.IsClosed() && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		nc.Close()
+	}, nil
+}

@@ -1,0 +1,172 @@
+// Package sovereign is the all-in-one binary's logic: `up` runs an embedded
+// NATS server (JetStream on, stored under the data dir), the gateway and one
+// or more browser workers in one process; the other commands run one
+// service against an existing NATS.
+package sovereign
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sovereign-fleet/sovereign/services/browser"
+	"github.com/sovereign-fleet/sovereign/services/gateway"
+	"github.com/sovereign-fleet/sovereign/services/kit/app"
+	"github.com/sovereign-fleet/sovereign/services/kit/config"
+	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
+)
+
+// Version of the suite.
+const Version = "0.1.0"
+
+// Usage is printed by `sovereign help`.
+const Usage = `sovereign — a browser fleet for AI agents
+
+Usage:
+  sovereign up        run everything on this machine (embedded NATS, gateway, workers)
+  sovereign gateway   run the MCP gateway against a NATS server
+  sovereign browser   run one browser worker against a NATS server
+  sovereign version   print the version
+
+Run 'sovereign <command> -h' for the flags of a command.
+`
+
+// Command runs one subcommand.
+func Command(ctx context.Context, cmd string, args []string) error {
+	switch cmd {
+	case "up":
+		return up(ctx, args)
+	case "gateway":
+		return one(ctx, "gateway", args)
+	case "browser":
+		return one(ctx, "browser", args)
+	}
+	return app.UsageError{Err: fmt.Errorf("unknown command %q\n\n%s", cmd, Usage)}
+}
+
+// one runs a single service against --nats-url.
+func one(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("sovereign "+name, flag.ContinueOnError)
+	var errs []error
+	natsURL := fs.String("nats-url", config.Env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL [NATS_URL]")
+	var run func() error
+	switch name {
+	case "gateway":
+		cfg := gateway.RegisterFlags(fs, &errs)
+		run = func() error { return gateway.Serve(ctx, *cfg, *natsURL) }
+	case "browser":
+		cfg := browser.RegisterFlags(fs, &errs)
+		run = func() error { return browser.Serve(ctx, *cfg, *natsURL) }
+	}
+	if err := fs.Parse(args); err != nil {
+		return app.UsageError{Err: err}
+	}
+	if len(errs) > 0 {
+		return app.UsageError{Err: errors.Join(errs...)}
+	}
+	return run()
+}
+
+type upConfig struct {
+	dataDir    string
+	workers    int
+	natsListen string
+	natsURL    string
+}
+
+func up(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("sovereign up", flag.ContinueOnError)
+	var errs []error
+	var uc upConfig
+	fs.StringVar(&uc.dataDir, "data-dir", config.Env("SOVEREIGN_DATA_DIR", "./.sovereign"), "where NATS JetStream (and later SQLite) keep their data [SOVEREIGN_DATA_DIR]")
+	fs.IntVar(&uc.workers, "workers", config.MustInt(&errs, "SOVEREIGN_WORKERS", 1), "browser workers to run in this process (one Chromium each) [SOVEREIGN_WORKERS]")
+	fs.StringVar(&uc.natsListen, "nats-listen", config.Env("SOVEREIGN_NATS_LISTEN", "127.0.0.1:4222"), "address of the embedded NATS server, so more workers and CLI tools can join; 'off' for none [SOVEREIGN_NATS_LISTEN]")
+	fs.StringVar(&uc.natsURL, "nats-url", config.Env("NATS_URL", ""), "use this NATS server instead of the embedded one [NATS_URL]")
+	gcfg := gateway.RegisterFlags(fs, &errs)
+	wcfg := browser.RegisterFlags(fs, &errs)
+	if err := fs.Parse(args); err != nil {
+		return app.UsageError{Err: err}
+	}
+	if uc.workers < 0 {
+		errs = append(errs, fmt.Errorf("--workers %d: must be 0 or more", uc.workers))
+	}
+	if len(errs) > 0 {
+		return app.UsageError{Err: errors.Join(errs...)}
+	}
+
+	// NATS: embedded unless --nats-url names one.
+	var opts []nats.Option
+	natsURL := uc.natsURL
+	if natsURL == "" {
+		if err := os.MkdirAll(uc.dataDir, 0o700); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+		listen := uc.natsListen
+		if listen == "off" {
+			listen = ""
+		}
+		srv, err := natsrv.Start(natsrv.Options{Listen: listen, DataDir: uc.dataDir})
+		if err != nil {
+			if listen != "" {
+				return fmt.Errorf("%w\n(is another sovereign running? pass --nats-listen 127.0.0.1:0 for any free port, --nats-listen off, or --nats-url to join an existing NATS)", err)
+			}
+			return err
+		}
+		defer srv.Stop()
+		abs, _ := filepath.Abs(uc.dataDir)
+		if listen != "" {
+			slog.Info("embedded NATS ready", "url", srv.ClientURL(), "data_dir", abs,
+				"join_more_workers", "sovereign browser --nats-url "+srv.ClientURL())
+		} else {
+			slog.Info("embedded NATS ready (in-process only)", "data_dir", abs)
+		}
+		opts = append(opts, nats.InProcessServer(srv))
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	for i := range uc.workers {
+		cfg := *wcfg
+		if cfg.ID != "" && uc.workers > 1 {
+			cfg.ID = fmt.Sprintf("%s-%d", cfg.ID, i+1)
+		}
+		w, err := browser.New(cfg)
+		if err != nil {
+			return app.UsageError{Err: err}
+		}
+		c, closeConn, err := app.Connect(natsURL, "sovereign-browser-"+w.ID(), "", opts...)
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		g.Go(func() error { return w.Run(ctx, c) })
+	}
+	c, closeConn, err := app.Connect(natsURL, "sovereign-gateway", "", opts...)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	gw, err := gateway.New(*gcfg, c)
+	if err != nil {
+		return app.UsageError{Err: err}
+	}
+	g.Go(func() error { return gw.Run(ctx) })
+	if uc.workers == 0 {
+		slog.Warn("no browser workers in this process: start some with 'sovereign browser --nats-url …'")
+	}
+	err = g.Wait()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	slog.Info("sovereign stopped")
+	return nil
+}
+
+var _ = strings.TrimSpace
