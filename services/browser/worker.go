@@ -140,7 +140,7 @@ func (w *Worker) Run(ctx context.Context, c *bus.Conn) error {
 	w.mu.Lock()
 	w.updateOpenLocked()
 	w.mu.Unlock()
-	w.log.Info("browser worker ready", "chrome", w.exec, "max_sessions", w.cfg.MaxSessions, "idle_timeout", w.cfg.IdleTimeout)
+	w.log.Info("browser worker ready", "chrome", w.exec, "max_sessions", w.cfg.MaxSessions, "idle_timeout", w.cfg.IdleTimeout.String())
 
 	reap := time.NewTicker(min(w.cfg.IdleTimeout/4, 30*time.Second))
 	defer reap.Stop()
@@ -371,7 +371,7 @@ func (w *Worker) reapIdle() {
 	w.mu.Unlock()
 	for _, s := range idle {
 		s.closeTabs()
-		w.log.Info("session closed after idle timeout", "session", s.id, "idle_timeout", w.cfg.IdleTimeout)
+		w.log.Info("session closed after idle timeout", "session", s.id, "idle_timeout", w.cfg.IdleTimeout.String())
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
@@ -98,6 +97,9 @@ func up(ctx context.Context, args []string) error {
 	if uc.workers < 0 {
 		errs = append(errs, fmt.Errorf("--workers %d: must be 0 or more", uc.workers))
 	}
+	if err := gcfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return app.UsageError{Err: errors.Join(errs...)}
 	}
@@ -155,7 +157,7 @@ func up(ctx context.Context, args []string) error {
 	defer closeConn()
 	gw, err := gateway.New(*gcfg, c)
 	if err != nil {
-		return app.UsageError{Err: err}
+		return err
 	}
 	g.Go(func() error { return gw.Run(ctx) })
 	if uc.workers == 0 {
@@ -168,5 +170,3 @@ func up(ctx context.Context, args []string) error {
 	slog.Info("sovereign stopped")
 	return nil
 }
-
-var _ = strings.TrimSpace

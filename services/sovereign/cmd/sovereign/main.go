@@ -26,5 +26,9 @@ func main() {
 		fmt.Println("sovereign", sovereign.Version)
 		return
 	}
-	app.Main(cmd, func(ctx context.Context) error { return sovereign.Command(ctx, cmd, args) })
+	service := "sovereign"
+	if cmd != "up" {
+		service = cmd
+	}
+	app.Main(service, func(ctx context.Context) error { return sovereign.Command(ctx, cmd, args) })
 }

@@ -1,0 +1,251 @@
+package gateway
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
+	"github.com/sovereign-fleet/sovereign/services/kit/config"
+)
+
+// Defaults.
+const (
+	DefaultListen      = "127.0.0.1:8080"
+	DefaultToolTimeout = 60 * time.Second
+	DefaultSessionTTL  = 24 * time.Hour
+	DefaultMaxBody     = 4 << 20
+)
+
+// DefaultAllowed are the hosts the Host and Origin checks accept by default:
+// loopback names, any port.
+var DefaultAllowed = []string{"localhost", "127.0.0.1", "[::1]"}
+
+// Config configures a gateway. Zero fields take the defaults above.
+type Config struct {
+	// Listen is the host:port Run serves HTTP on.
+	Listen string
+	// ToolTimeout bounds one browser tool call (wait and wait_for get
+	// their own duration on top).
+	ToolTimeout time.Duration
+	// AllowedHosts are the Host header values accepted on /mcp: a host name
+	// or IP (any port), host:port, "*.example.com", or "*" for any.
+	AllowedHosts []string
+	// AllowedOrigins are the Origin header values accepted on /mcp: a full
+	// origin (https://app.example.com[:port]), a host name (any scheme and
+	// port), "*.example.com", or "*". Requests without Origin are accepted.
+	AllowedOrigins []string
+	// SessionTTL is how long an MCP session or a handle lives unused.
+	SessionTTL time.Duration
+	// MaxBody caps a request body in bytes.
+	MaxBody int64
+	// Bucket is the NATS KV bucket for session state.
+	Bucket string
+}
+
+// RegisterFlags adds the gateway's flags to fs, each with its environment
+// fallback, and returns the Config they fill. Malformed environment values
+// are appended to errs; [Config.Validate] checks the rest.
+func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
+	cfg := &Config{}
+	fs.StringVar(&cfg.Listen, "listen", config.Env("SOVEREIGN_LISTEN", DefaultListen),
+		"host:port to serve MCP (/mcp), /healthz and /readyz on [SOVEREIGN_LISTEN]")
+	fs.DurationVar(&cfg.ToolTimeout, "tool-timeout", config.MustDuration(errs, "SOVEREIGN_TOOL_TIMEOUT", DefaultToolTimeout),
+		"longest a browser tool call may take [SOVEREIGN_TOOL_TIMEOUT]")
+	fs.DurationVar(&cfg.SessionTTL, "session-ttl", config.MustDuration(errs, "SOVEREIGN_SESSION_TTL", DefaultSessionTTL),
+		"an MCP session or session handle unused for this long expires [SOVEREIGN_SESSION_TTL]")
+	fs.Int64Var(&cfg.MaxBody, "max-body", int64(config.MustInt(errs, "SOVEREIGN_MAX_BODY", DefaultMaxBody)),
+		"largest request body in bytes; larger ones get 413 [SOVEREIGN_MAX_BODY]")
+	fs.StringVar(&cfg.Bucket, "kv-bucket", config.Env("SOVEREIGN_KV_BUCKET", state.DefaultBucket),
+		"NATS KV bucket for session state [SOVEREIGN_KV_BUCKET]")
+	cfg.AllowedHosts = splitList(config.Env("SOVEREIGN_ALLOWED_HOSTS", strings.Join(DefaultAllowed, ",")))
+	cfg.AllowedOrigins = splitList(config.Env("SOVEREIGN_ALLOWED_ORIGINS", strings.Join(DefaultAllowed, ",")))
+	fs.Func("allowed-hosts", "comma-separated Host header values accepted on /mcp: name or IP (any port), host:port, *.domain or * "+
+		"(default "+strings.Join(DefaultAllowed, ",")+") [SOVEREIGN_ALLOWED_HOSTS]", func(v string) error {
+		cfg.AllowedHosts = splitList(v)
+		return nil
+	})
+	fs.Func("allowed-origins", "comma-separated Origin values accepted on /mcp: scheme://host[:port], a host (any scheme and port), *.domain or * "+
+		"(default "+strings.Join(DefaultAllowed, ",")+") [SOVEREIGN_ALLOWED_ORIGINS]", func(v string) error {
+		cfg.AllowedOrigins = splitList(v)
+		return nil
+	})
+	return cfg
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// withDefaults fills zero fields.
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.ToolTimeout == 0 {
+		c.ToolTimeout = DefaultToolTimeout
+	}
+	if c.AllowedHosts == nil {
+		c.AllowedHosts = DefaultAllowed
+	}
+	if c.AllowedOrigins == nil {
+		c.AllowedOrigins = DefaultAllowed
+	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	if c.Bucket == "" {
+		c.Bucket = state.DefaultBucket
+	}
+	return c
+}
+
+// Validate reports every bad value, one error each, naming its flag.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(flag, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, a...)))
+	}
+	if host, port, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen", "%q is not host:port (like 127.0.0.1:8080)", c.Listen)
+	} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		bad("listen", "port %q of %q is not a number from 0 to 65535", port, c.Listen)
+	} else if host != "" && net.ParseIP(host) == nil && !validHostName(host) {
+		bad("listen", "host %q of %q is neither an IP address nor a host name", host, c.Listen)
+	}
+	if c.ToolTimeout <= 0 || c.ToolTimeout > time.Hour {
+		bad("tool-timeout", "%s must be more than 0 and at most 1h", c.ToolTimeout)
+	}
+	if c.SessionTTL < time.Minute {
+		bad("session-ttl", "%s must be at least 1m", c.SessionTTL)
+	}
+	if c.MaxBody < 1024 {
+		bad("max-body", "%d bytes is too small (at least 1024)", c.MaxBody)
+	}
+	if len(c.AllowedHosts) == 0 {
+		bad("allowed-hosts", "is empty: list at least one host (or * for any)")
+	}
+	for _, h := range c.AllowedHosts {
+		if _, err := parseHostPattern(h); err != nil {
+			bad("allowed-hosts", "%v", err)
+		}
+	}
+	if len(c.AllowedOrigins) == 0 {
+		bad("allowed-origins", "is empty: list at least one origin (or * for any)")
+	}
+	for _, o := range c.AllowedOrigins {
+		if _, err := parseOriginPattern(o); err != nil {
+			bad("allowed-origins", "%v", err)
+		}
+	}
+	if c.Bucket != "" && !validBucket(c.Bucket) {
+		bad("kv-bucket", "%q may only hold letters, digits, - and _", c.Bucket)
+	}
+	return errors.Join(errs...)
+}
+
+func validHostName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, r := range label {
+			if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func validBucket(b string) bool {
+	for _, r := range b {
+		if !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// hostPattern matches a host and, when port is set, a port.
+type hostPattern struct {
+	any    bool   // "*"
+	suffix string // "*.example.com" → ".example.com"
+	host   string // lower case, IPv6 without brackets
+	port   string // "" = any
+}
+
+func parseHostPattern(s string) (hostPattern, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	switch {
+	case s == "*":
+		return hostPattern{any: true}, nil
+	case strings.HasPrefix(s, "*."):
+		if !validHostName(s[2:]) {
+			return hostPattern{}, fmt.Errorf("%q: %q is not a host name", s, s[2:])
+		}
+		return hostPattern{suffix: s[1:]}, nil
+	}
+	host, port := s, ""
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		host, port = h, p
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return hostPattern{}, fmt.Errorf("%q: port %q is not a number from 1 to 65535", s, p)
+		}
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if net.ParseIP(host) == nil && !validHostName(host) {
+		return hostPattern{}, fmt.Errorf("%q is not a host, host:port, *.domain or *", s)
+	}
+	return hostPattern{host: host, port: port}, nil
+}
+
+func (p hostPattern) match(host, port string) bool {
+	switch {
+	case p.any:
+		return true
+	case p.suffix != "":
+		return strings.HasSuffix(host, p.suffix)
+	}
+	return host == p.host && (p.port == "" || p.port == port)
+}
+
+// originPattern is a host pattern, optionally tied to one scheme.
+type originPattern struct {
+	scheme string // "" = any
+	hostPattern
+}
+
+func parseOriginPattern(s string) (originPattern, error) {
+	s = strings.TrimSpace(s)
+	if !strings.Contains(s, "://") {
+		hp, err := parseHostPattern(s)
+		return originPattern{hostPattern: hp}, err
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return originPattern{}, fmt.Errorf("%q is not an origin like https://app.example.com", s)
+	}
+	hp, err := parseHostPattern(u.Host)
+	if err != nil {
+		return originPattern{}, err
+	}
+	return originPattern{scheme: strings.ToLower(u.Scheme), hostPattern: hp}, nil
+}

@@ -1,0 +1,6 @@
+package gateway
+
+import "github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
+
+// StoreOf exposes a gateway's session store to the tests.
+func StoreOf(g *Gateway) *state.Store { return g.store }

@@ -1,0 +1,238 @@
+// Package gateway is Sovereign's MCP endpoint: one Streamable HTTP server
+// (/mcp) that serves the browser tool catalog to MCP clients of both
+// protocol generations and runs each call on a browser worker over the bus.
+//
+// Clients on 2025-03-26 … 2025-11-25 get a protocol session (Mcp-Session-Id)
+// and one browser session per MCP session, opened at their first browser
+// tool and closed when they end the MCP session. Clients on 2026-07-28 have
+// no protocol session: a call without a "session" argument opens a browser
+// session and returns a handle, bound to the caller's credential, to pass in
+// later calls. All of that state lives in NATS KV, so replicas are
+// interchangeable.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/otelmcp"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
+	"github.com/sovereign-fleet/sovereign/services/kit/app"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/health"
+)
+
+// Version is reported to MCP clients as serverInfo.version.
+const Version = "0.1.0"
+
+// Name is the MCP server name.
+const Name = "sovereign"
+
+// localIdle is how long this replica keeps the transport's in-memory state
+// of an MCP session nobody used here; the session itself lives in KV.
+const localIdle = 30 * time.Minute
+
+const instructions = `Sovereign drives real Chromium browsers.
+Start with open (a URL), then snapshot to see the page as an accessibility tree with refs like e5,
+and act with click, fill, type and press on those refs. Take a new snapshot after the page changes.
+Clients without an MCP session (protocol 2026-07-28): the first browser call returns a session handle
+(session: sov_…); pass it as "session" in every later call to keep using the same browser session.`
+
+// Gateway serves MCP on the bus's browser fleet.
+type Gateway struct {
+	cfg       Config
+	bus       *bus.Conn
+	store     *state.Store
+	fleet     *fleet.Fleet
+	sessions  *sessionManagers
+	mcp       *server.MCPServer
+	transport *server.StreamableHTTPServer
+	handler   http.Handler
+	log       *slog.Logger
+}
+
+// New builds a gateway on c: it checks cfg (zero fields take the
+// defaults), creates the KV bucket if it is missing and registers the tools.
+// Call Run to serve, or mount Handler and call Close when done.
+func New(cfg Config, c *bus.Conn) (*Gateway, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	guard, err := newGuard(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store, err := state.Open(ctx, c.NATS(), cfg.Bucket, cfg.SessionTTL)
+	if err != nil {
+		return nil, fmt.Errorf("session state: %w", err)
+	}
+	g := &Gateway{
+		cfg:   cfg,
+		bus:   c,
+		store: store,
+		fleet: fleet.New(c, fleet.DefaultLiveness),
+		log:   slog.Default().With("component", "gateway"),
+	}
+	g.sessions = &sessionManagers{store: store, fleet: g.fleet, log: g.log}
+	g.mcp = server.NewMCPServer(Name, Version,
+		server.WithTitle("Sovereign browser fleet"),
+		server.WithInstructions(instructions),
+		server.WithToolCapabilities(false),
+		server.WithResourceCapabilities(false, false),
+		server.WithPromptCapabilities(false),
+		server.WithLogging(),
+		server.WithTracer(otelmcp.Tracer()),
+		server.WithPropagator(otelmcp.Propagator()),
+		server.WithMetaPropagator(otelmcp.MetaPropagator()),
+		server.WithToolHandlerMiddleware(g.recoverTools),
+		server.WithToolHandlerMiddleware(g.auditTools),
+	)
+	for _, t := range catalog.Tools() {
+		g.mcp.AddTool(mcpTool(t), g.toolHandler(t))
+	}
+	g.transport = server.NewStreamableHTTPServer(g.mcp,
+		server.WithEndpointPath("/mcp"),
+		server.WithSessionIdManagerResolver(g.sessions),
+		server.WithHTTPContextFunc(withCaller),
+		// The guard checks Host against the configured list instead.
+		server.WithDisableLocalhostProtection(true),
+		server.WithSessionIdleTTL(localIdle),
+		server.WithStreamableHTTPLogger(g.log),
+	)
+
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", guard.wrap(limitBody(cfg.MaxBody, g.sessionCheck(g.transport))))
+	health.Register(mux,
+		health.Check{Name: "nats", Func: func(context.Context) error {
+			if s := c.NATS().Status(); s != nats.CONNECTED {
+				return fmt.Errorf("NATS connection is %s", s)
+			}
+			return nil
+		}},
+		health.Check{Name: "kv", Func: store.Ping},
+	)
+	g.handler = mux
+	return g, nil
+}
+
+// Handler serves /mcp, /healthz and /readyz.
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Close ends the open GET streams and stops the transport's housekeeping.
+// It does not end any MCP session: those live on in KV for other replicas.
+func (g *Gateway) Close(ctx context.Context) error {
+	if err := g.transport.Shutdown(ctx); err != nil {
+		return fmt.Errorf("stop MCP transport: %w", err)
+	}
+	return nil
+}
+
+// Run serves HTTP on cfg.Listen until ctx ends, then shuts down gracefully.
+func (g *Gateway) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", g.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", g.cfg.Listen, err)
+	}
+	return g.ServeListener(ctx, ln)
+}
+
+// ServeListener is Run on a listener the caller opened.
+func (g *Gateway) ServeListener(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	url := "http://" + connectAddr(ln.Addr()) + "/mcp"
+	g.log.Info("MCP gateway serving", "url", url, "connect", "claude mcp add --transport http sovereign "+url,
+		"tool_timeout", g.cfg.ToolTimeout.String(), "allowed_hosts", g.cfg.AllowedHosts)
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+		g.log.Warn("listening beyond loopback: clients must send a Host in --allowed-hosts and an Origin in --allowed-origins",
+			"addr", ln.Addr().String())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve MCP: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cerr := g.Close(sctx) // ends GET streams, which would hold Shutdown
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down HTTP: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve MCP: %w", err)
+	}
+	g.log.Info("MCP gateway stopped")
+	return cerr
+}
+
+// connectAddr is the address a local client should use: loopback when the
+// gateway listens on every interface.
+func connectAddr(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	if tcp.IP == nil || tcp.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
+	}
+	return tcp.String()
+}
+
+// Serve connects to NATS at natsURL and runs a gateway until ctx ends:
+// what `sovereign gateway` and cmd/gateway do. A bad configuration is an
+// app.UsageError, reported before connecting.
+func Serve(ctx context.Context, cfg Config, natsURL string) error {
+	if err := cfg.withDefaults().Validate(); err != nil {
+		return app.UsageError{Err: err}
+	}
+	c, closeConn, err := app.Connect(natsURL, "sovereign-gateway", "")
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	g, err := New(cfg, c)
+	if err != nil {
+		return err
+	}
+	return g.Run(ctx)
+}
+
+// ToolInfo describes one tool of the catalog for other surfaces (the
+// agent's OpenAI tools array, docs).
+type ToolInfo struct {
+	Name        string
+	Title       string
+	Description string
+	InputSchema []byte // JSON Schema
+	ReadOnly    bool
+}
+
+// Tools returns the browser tool catalog in its documented order.
+func Tools() []ToolInfo {
+	var out []ToolInfo
+	for _, t := range catalog.Tools() {
+		out = append(out, ToolInfo{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema(), ReadOnly: t.ReadOnly})
+	}
+	return out
+}
+
+// ToolsMarkdown renders docs/tools.md from the catalog.
+func ToolsMarkdown() string { return catalog.Markdown() }

@@ -1,0 +1,199 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
+)
+
+// guard checks Host and Origin on every /mcp request: a web page must not
+// be able to drive the gateway (DNS rebinding, cross-site requests).
+type guard struct {
+	hosts   []hostPattern
+	origins []originPattern
+}
+
+func newGuard(cfg Config) (*guard, error) {
+	g := &guard{}
+	for _, h := range cfg.AllowedHosts {
+		p, err := parseHostPattern(h)
+		if err != nil {
+			return nil, fmt.Errorf("allowed hosts: %w", err)
+		}
+		g.hosts = append(g.hosts, p)
+	}
+	for _, o := range cfg.AllowedOrigins {
+		p, err := parseOriginPattern(o)
+		if err != nil {
+			return nil, fmt.Errorf("allowed origins: %w", err)
+		}
+		g.origins = append(g.origins, p)
+	}
+	return g, nil
+}
+
+func splitHost(hostport string) (host, port string) {
+	host = hostport
+	if h, p, err := net.SplitHostPort(hostport); err == nil {
+		host, port = h, p
+	}
+	return strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")), port
+}
+
+func (g *guard) hostAllowed(hostport string) bool {
+	if hostport == "" {
+		return false
+	}
+	host, port := splitHost(hostport)
+	for _, p := range g.hosts {
+		if p.match(host, port) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *guard) originAllowed(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false // includes "null" (sandboxed frames, file://)
+	}
+	host, port := splitHost(u.Host)
+	for _, p := range g.origins {
+		if (p.scheme == "" || p.scheme == u.Scheme) && p.match(host, port) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *guard) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !g.hostAllowed(r.Host) {
+			http.Error(w, fmt.Sprintf("forbidden: Host %q is not allowed on this gateway; "+
+				"add it with --allowed-hosts or SOVEREIGN_ALLOWED_HOSTS", r.Host), http.StatusForbidden)
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" && !g.originAllowed(origin) {
+			http.Error(w, fmt.Sprintf("forbidden: Origin %q is not allowed on this gateway; "+
+				"add it with --allowed-origins or SOVEREIGN_ALLOWED_ORIGINS", origin), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitBody answers 413 to a body larger than max and otherwise hands the
+// next handler the body already read.
+func limitBody(max int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		tooLarge := func() {
+			http.Error(w, fmt.Sprintf("request body too large: the limit is %d bytes", max), http.StatusRequestEntityTooLarge)
+		}
+		if r.ContentLength > max {
+			tooLarge()
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+		if err != nil {
+			http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if int64(len(body)) > max {
+			tooLarge()
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sessionCheck fills gaps of the transport for protocol sessions
+// (2025-xx): a request other than initialize must carry Mcp-Session-Id (400
+// without), and GET and DELETE must name a live session (404 otherwise; the
+// transport itself validates POSTs only).
+func (g *Gateway) sessionCheck(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		id := r.Header.Get(server.HeaderKeySessionID)
+		switch r.Method {
+		case http.MethodPost:
+			if id == "" && needsSession(r) {
+				http.Error(w, "Bad Request: Mcp-Session-Id header is required (send initialize first to get one)", http.StatusBadRequest)
+				return
+			}
+		case http.MethodGet, http.MethodDelete:
+			if id == "" {
+				http.Error(w, "Bad Request: Mcp-Session-Id header is required", http.StatusBadRequest)
+				return
+			}
+			terminated, err := g.sessions.manager(r).Validate(id)
+			if err != nil {
+				http.Error(w, "Not Found: unknown MCP session; initialize a new one", http.StatusNotFound)
+				return
+			}
+			if terminated {
+				http.Error(w, "Not Found: the MCP session was terminated; initialize a new one", http.StatusNotFound)
+				return
+			}
+			if r.Method == http.MethodGet {
+				// End the stream when the session ends, on whichever replica.
+				ctx, cancel := context.WithCancel(r.Context())
+				defer cancel()
+				if ended, err := g.store.Ended(ctx, state.MCP, id); err == nil {
+					go func() {
+						select {
+						case <-ended:
+							cancel()
+						case <-ctx.Done():
+						}
+					}()
+				}
+				r = r.WithContext(ctx)
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// needsSession reports whether a POST body is a legacy message other than
+// initialize (the body was already read by limitBody, so peeking is cheap).
+func needsSession(r *http.Request) bool {
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Meta map[string]any `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		return false // the transport answers malformed JSON
+	}
+	if v, _ := msg.Params.Meta[mcp.MetaKeyProtocolVersion].(string); mcp.IsModernProtocol(v) {
+		return false
+	}
+	return msg.Method != string(mcp.MethodInitialize)
+}

@@ -1,0 +1,403 @@
+// Package catalog declares the browser tools once: name, description,
+// parameters and how a call's arguments become a browserv1.ToolRequest.
+// MCP tools/list, the argument checks and docs/tools.md are all generated
+// from it.
+package catalog
+
+import (
+	"fmt"
+	"strings"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+)
+
+// SessionParam is the argument every browser tool takes to name its browser
+// session explicitly (see Call.Session).
+const SessionParam = "session"
+
+// Tool is one browser tool.
+type Tool struct {
+	Name        string
+	Title       string
+	Description string
+	// ReadOnly tools only look at the page.
+	ReadOnly bool
+	// Params are the tool's own arguments; Params() adds the session one.
+	params []Param
+	build  func(Args) (*browserv1.ToolRequest, error)
+}
+
+// Call is a checked tool call, ready to be sent to a worker once its
+// SessionId is filled in.
+type Call struct {
+	Request *browserv1.ToolRequest
+	// Session is the explicit session handle argument, "" when absent.
+	Session string
+}
+
+// Params returns the tool's parameters, the session handle last.
+func (t Tool) Params() []Param {
+	return append(append([]Param(nil), t.params...), sessionParam)
+}
+
+// Parse checks raw arguments (a decoded JSON object) and builds the request.
+// A bad argument is an *ArgError whose message names it.
+func (t Tool) Parse(raw any) (Call, error) {
+	args, err := check(t.Params(), raw)
+	if err != nil {
+		return Call{}, err
+	}
+	req, err := t.build(args)
+	if err != nil {
+		return Call{}, err
+	}
+	return Call{Request: req, Session: args.str(SessionParam)}, nil
+}
+
+// Tools returns the catalog in its documented order.
+func Tools() []Tool { return append([]Tool(nil), tools...) }
+
+// Lookup returns the tool called name.
+func Lookup(name string) (Tool, bool) {
+	for _, t := range tools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Tool{}, false
+}
+
+// Wait returns how long req itself asks to wait in milliseconds (wait's ms,
+// wait_for's timeout), so that the caller can extend its deadline by it.
+func Wait(req *browserv1.ToolRequest) int64 {
+	switch {
+	case req.GetWait() != nil:
+		return int64(req.GetWait().GetMs())
+	case req.GetWaitFor() != nil:
+		return int64(req.GetWaitFor().GetTimeoutMs())
+	}
+	return 0
+}
+
+var sessionParam = Param{
+	Name: SessionParam, Type: String,
+	Description: "Browser session handle (sov_…) returned by an earlier call. Omit it to open a new browser " +
+		"session: its handle comes back in the result; pass it in every later call to keep using the same " +
+		"pages. Clients with an MCP session (Mcp-Session-Id) may omit it: their MCP session has its own " +
+		"browser session. A session idle for long (10 minutes by default) is closed by its worker.",
+}
+
+func bound(n int64) *int64 { return &n }
+
+// elementParams are the arguments of every tool that acts on one element.
+func elementParams(what string) []Param {
+	return []Param{
+		{Name: "ref", Type: String, Description: "Element ref from the latest snapshot, e.g. e5 (a leading @ is accepted: @e5)" + what},
+		{Name: "target", Type: String, Description: "Alias of ref"},
+		{Name: "selector", Type: String, Description: "CSS selector, used when there is no ref (e.g. #login or button[type=submit])"},
+	}
+}
+
+// element reads ref/target/selector: exactly one element must be named.
+func element(a Args, required bool) (*browserv1.Element, error) {
+	ref, target, sel := a.str("ref"), a.str("target"), a.str("selector")
+	ref, target = strings.TrimPrefix(strings.TrimSpace(ref), "@"), strings.TrimPrefix(strings.TrimSpace(target), "@")
+	if ref != "" && target != "" && ref != target {
+		return nil, &ArgError{Arg: "target", Msg: fmt.Sprintf("is an alias of ref, but ref is %q and target is %q: give one of them", ref, target)}
+	}
+	if ref == "" {
+		ref = target
+	}
+	switch {
+	case ref != "" && sel != "":
+		return nil, &ArgError{Msg: "give either ref (or target) or selector, not both"}
+	case ref != "":
+		if strings.ContainsAny(ref, " #.[>:") {
+			return nil, &ArgError{Arg: "ref", Msg: fmt.Sprintf("%q is not a snapshot ref (refs look like e5); pass CSS as selector", ref)}
+		}
+		return &browserv1.Element{By: &browserv1.Element_Ref{Ref: ref}}, nil
+	case strings.TrimSpace(sel) != "":
+		return &browserv1.Element{By: &browserv1.Element_Selector{Selector: sel}}, nil
+	case required:
+		return nil, &ArgError{Msg: "say which element: give ref (e.g. e5 from snapshot) or selector (CSS)"}
+	}
+	return nil, nil
+}
+
+func requireElement(a Args) (*browserv1.Element, error) { return element(a, true) }
+
+func nonEmpty(a Args, name string) (string, error) {
+	s := a.str(name)
+	if strings.TrimSpace(s) == "" {
+		return "", argErr(name, "must not be empty")
+	}
+	return s, nil
+}
+
+func noArgs(set func(*browserv1.ToolRequest, *browserv1.NoArgs)) func(Args) (*browserv1.ToolRequest, error) {
+	return func(Args) (*browserv1.ToolRequest, error) {
+		r := &browserv1.ToolRequest{}
+		set(r, &browserv1.NoArgs{})
+		return r, nil
+	}
+}
+
+func elementTool(set func(*browserv1.ToolRequest, *browserv1.Element)) func(Args) (*browserv1.ToolRequest, error) {
+	return func(a Args) (*browserv1.ToolRequest, error) {
+		el, err := requireElement(a)
+		if err != nil {
+			return nil, err
+		}
+		r := &browserv1.ToolRequest{}
+		set(r, el)
+		return r, nil
+	}
+}
+
+func fillTool(set func(*browserv1.ToolRequest, *browserv1.Fill)) func(Args) (*browserv1.ToolRequest, error) {
+	return func(a Args) (*browserv1.ToolRequest, error) {
+		el, err := requireElement(a)
+		if err != nil {
+			return nil, err
+		}
+		r := &browserv1.ToolRequest{}
+		set(r, &browserv1.Fill{Element: el, Value: a.str("value")})
+		return r, nil
+	}
+}
+
+var tools = []Tool{
+	// Navigation.
+	{
+		Name: "open", Title: "Open URL",
+		Description: "Navigate the active tab to a URL and wait for the page to load.",
+		params:      []Param{{Name: "url", Type: String, Required: true, Description: "Absolute URL to load, e.g. https://example.com"}},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			u, err := nonEmpty(a, "url")
+			if err != nil {
+				return nil, err
+			}
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: strings.TrimSpace(u)}}}, nil
+		},
+	},
+	{
+		Name: "back", Title: "Go back", Description: "Go back in the active tab's history.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) { r.Tool = &browserv1.ToolRequest_Back{Back: n} }),
+	},
+	{
+		Name: "forward", Title: "Go forward", Description: "Go forward in the active tab's history.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
+			r.Tool = &browserv1.ToolRequest_Forward{Forward: n}
+		}),
+	},
+	{
+		Name: "reload", Title: "Reload", Description: "Reload the current page (bypassing the cache).",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) { r.Tool = &browserv1.ToolRequest_Reload{Reload: n} }),
+	},
+	{
+		Name: "get_url", Title: "Get URL", ReadOnly: true, Description: "Get the current URL of the active tab.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) { r.Tool = &browserv1.ToolRequest_GetUrl{GetUrl: n} }),
+	},
+	{
+		Name: "get_title", Title: "Get title", ReadOnly: true, Description: "Get the page title of the active tab.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
+			r.Tool = &browserv1.ToolRequest_GetTitle{GetTitle: n}
+		}),
+	},
+
+	// Snapshot and inspection.
+	{
+		Name: "snapshot", Title: "Accessibility snapshot", ReadOnly: true,
+		Description: "Get the accessibility tree of the current page as ARIA YAML with element refs " +
+			"(`- button \"Save\" [ref=e5]`) and a ref map. Pass a ref (e5 or @e5) to click, fill and the other " +
+			"element tools. Take a new snapshot after navigation or page changes: refs describe the page as it was.",
+		params: []Param{
+			{Name: "interactive", Type: Boolean, Default: true, Description: "Only show interactive elements (links, buttons, inputs)"},
+			{Name: "compact", Type: Boolean, Default: true, Description: "Remove empty structural elements"},
+		},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Snapshot{Snapshot: &browserv1.Snapshot{
+				Interactive: a.boolean("interactive"), Compact: a.boolean("compact"),
+			}}}, nil
+		},
+	},
+	{
+		Name: "get_text", Title: "Get text", ReadOnly: true,
+		Description: "Get the text content of an element, named by ref (or target) or CSS selector.",
+		params:      elementParams(""),
+		build: elementTool(func(r *browserv1.ToolRequest, e *browserv1.Element) {
+			r.Tool = &browserv1.ToolRequest_GetText{GetText: e}
+		}),
+	},
+	{
+		Name: "get_html", Title: "Get HTML", ReadOnly: true,
+		Description: "Get the inner HTML of an element, named by ref (or target) or CSS selector.",
+		params:      elementParams(""),
+		build: elementTool(func(r *browserv1.ToolRequest, e *browserv1.Element) {
+			r.Tool = &browserv1.ToolRequest_GetHtml{GetHtml: e}
+		}),
+	},
+	{
+		Name: "get_attr", Title: "Get attribute", ReadOnly: true,
+		Description: "Get an attribute of an element, named by ref (or target) or CSS selector.",
+		params: append(elementParams(""),
+			Param{Name: "attr", Type: String, Required: true, Description: "Attribute name, e.g. href, src, class"}),
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			el, err := requireElement(a)
+			if err != nil {
+				return nil, err
+			}
+			attr, err := nonEmpty(a, "attr")
+			if err != nil {
+				return nil, err
+			}
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetAttr{GetAttr: &browserv1.GetAttr{Element: el, Attr: attr}}}, nil
+		},
+	},
+	{
+		Name: "eval", Title: "Run JavaScript",
+		Description: "Run JavaScript in the current page and return its result (a returned promise is awaited). " +
+			"Use it for inspection or interaction the other tools do not cover.",
+		params: []Param{{Name: "script", Type: String, Required: true, Description: "JavaScript expression or statements to run"}},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			s, err := nonEmpty(a, "script")
+			if err != nil {
+				return nil, err
+			}
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Eval{Eval: &browserv1.Eval{Script: s}}}, nil
+		},
+	},
+
+	// Interaction.
+	{
+		Name: "click", Title: "Click", Description: "Click an element, named by ref (or target) or CSS selector.",
+		params: elementParams(""),
+		build:  elementTool(func(r *browserv1.ToolRequest, e *browserv1.Element) { r.Tool = &browserv1.ToolRequest_Click{Click: e} }),
+	},
+	{
+		Name: "fill", Title: "Fill input", Description: "Clear an input and fill it with a value.",
+		params: append(elementParams(""), Param{Name: "value", Type: String, Required: true, Description: "Text to put in the input (empty clears it)"}),
+		build:  fillTool(func(r *browserv1.ToolRequest, f *browserv1.Fill) { r.Tool = &browserv1.ToolRequest_Fill{Fill: f} }),
+	},
+	{
+		Name: "type", Title: "Type text", Description: "Type text into an element with key events (appends to its current value).",
+		params: append(elementParams(""), Param{Name: "value", Type: String, Required: true, Description: "Text to type"}),
+		build:  fillTool(func(r *browserv1.ToolRequest, f *browserv1.Fill) { r.Tool = &browserv1.ToolRequest_Type{Type: f} }),
+	},
+	{
+		Name: "press", Title: "Press key", Description: "Press a keyboard key in the focused element, e.g. Enter, Tab, Escape, ArrowDown.",
+		params: []Param{{Name: "key", Type: String, Required: true, Description: "Key name, e.g. Enter, Tab, Escape, ArrowDown, a"}},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			k, err := nonEmpty(a, "key")
+			if err != nil {
+				return nil, err
+			}
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Press{Press: &browserv1.Press{Key: k}}}, nil
+		},
+	},
+	{
+		Name: "scroll", Title: "Scroll", Description: "Scroll the page in a direction.",
+		params: []Param{
+			{Name: "direction", Type: String, Required: true, Enum: []string{"up", "down", "left", "right"}, Description: "Direction to scroll"},
+			{Name: "amount", Type: Integer, Default: 500, Min: bound(1), Max: bound(100000), Description: "Distance in CSS pixels"},
+		},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			n, _ := a.integer("amount")
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Scroll{Scroll: &browserv1.Scroll{Direction: a.str("direction"), Amount: int32(n)}}}, nil
+		},
+	},
+	{
+		Name: "hover", Title: "Hover", Description: "Move the mouse over an element, named by ref (or target) or CSS selector.",
+		params: elementParams(""),
+		build:  elementTool(func(r *browserv1.ToolRequest, e *browserv1.Element) { r.Tool = &browserv1.ToolRequest_Hover{Hover: e} }),
+	},
+	{
+		Name: "focus", Title: "Focus", Description: "Focus an element, named by ref (or target) or CSS selector.",
+		params: elementParams(""),
+		build:  elementTool(func(r *browserv1.ToolRequest, e *browserv1.Element) { r.Tool = &browserv1.ToolRequest_Focus{Focus: e} }),
+	},
+	{
+		Name: "close", Title: "Close tab", Description: "Close the active tab.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) { r.Tool = &browserv1.ToolRequest_Close{Close: n} }),
+	},
+
+	// Tabs.
+	{
+		Name: "tab_list", Title: "List tabs", ReadOnly: true, Description: "List the open tabs with their index, URL and title; the active one is marked.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
+			r.Tool = &browserv1.ToolRequest_TabList{TabList: n}
+		}),
+	},
+	{
+		Name: "tab_new", Title: "New tab", Description: "Open a new tab, optionally loading a URL, and make it active.",
+		params: []Param{{Name: "url", Type: String, Description: "URL to load in the new tab (default: a blank page)"}},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabNew{TabNew: &browserv1.TabNew{Url: strings.TrimSpace(a.str("url"))}}}, nil
+		},
+	},
+	{
+		Name: "tab_switch", Title: "Switch tab", Description: "Make the tab at an index (from tab_list) the active one.",
+		params: []Param{{Name: "index", Type: Integer, Required: true, Min: bound(0), Description: "Tab index from tab_list (0 is the first tab)"}},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			n, _ := a.integer("index")
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabSwitch{TabSwitch: &browserv1.TabIndex{Index: int32(n), HasIndex: true}}}, nil
+		},
+	},
+	{
+		Name: "tab_close", Title: "Close tab by index", Description: "Close the tab at an index (from tab_list); without an index, close the active tab.",
+		params: []Param{{Name: "index", Type: Integer, Min: bound(0), Description: "Tab index from tab_list (default: the active tab)"}},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			n, has := a.integer("index")
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabClose{TabClose: &browserv1.TabIndex{Index: int32(n), HasIndex: has}}}, nil
+		},
+	},
+
+	// Waiting.
+	{
+		Name: "wait", Title: "Wait", ReadOnly: true, Description: "Wait for a number of milliseconds (at most 10 minutes).",
+		params: []Param{{Name: "ms", Type: Integer, Default: 1000, Min: bound(0), Max: bound(600000), Description: "Milliseconds to wait"}},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			n, _ := a.integer("ms")
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Wait{Wait: &browserv1.Wait{Ms: int32(n)}}}, nil
+		},
+	},
+	{
+		Name: "wait_for", Title: "Wait for element", ReadOnly: true, Description: "Wait until an element matching a CSS selector is on the page.",
+		params: []Param{
+			{Name: "selector", Type: String, Required: true, Description: "CSS selector to wait for"},
+			{Name: "timeout", Type: Integer, Default: 10000, Min: bound(1), Max: bound(600000), Description: "Milliseconds to wait before giving up"},
+		},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			sel, err := nonEmpty(a, "selector")
+			if err != nil {
+				return nil, err
+			}
+			n, _ := a.integer("timeout")
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_WaitFor{WaitFor: &browserv1.WaitFor{Selector: sel, TimeoutMs: int32(n)}}}, nil
+		},
+	},
+
+	// Screenshot.
+	{
+		Name: "screenshot", Title: "Screenshot", ReadOnly: true,
+		Description: "Take a screenshot of the viewport, the full page or one element; returned as image content.",
+		params: append([]Param{
+			{Name: "format", Type: String, Default: "png", Enum: []string{"png", "jpeg"}, Description: "Image format"},
+			{Name: "quality", Type: Integer, Default: 80, Min: bound(1), Max: bound(100), Description: "JPEG quality (jpeg only)"},
+			{Name: "full_page", Type: Boolean, Default: false, Description: "Capture the whole scrollable page, not just the viewport"},
+		}, elementParams("; only this element is captured")...),
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			el, err := element(a, false)
+			if err != nil {
+				return nil, err
+			}
+			if el != nil && a.boolean("full_page") {
+				return nil, &ArgError{Arg: "full_page", Msg: "cannot be combined with an element (ref, target or selector)"}
+			}
+			q, _ := a.integer("quality")
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Screenshot{Screenshot: &browserv1.Screenshot{
+				Format: a.str("format"), Quality: int32(q), FullPage: a.boolean("full_page"), Element: el,
+			}}}, nil
+		},
+	},
+}

@@ -1,0 +1,150 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// InputSchema returns the tool's JSON Schema (an object schema whose
+// properties keep the catalog's order). It has no top-level oneOf: several
+// clients refuse those, so "exactly one of ref, target or selector" is
+// checked by Parse and said in the descriptions.
+func (t Tool) InputSchema() json.RawMessage {
+	var b bytes.Buffer
+	b.WriteString(`{"type":"object","properties":{`)
+	var required []string
+	for i, p := range t.Params() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeJSON(&b, p.Name)
+		b.WriteByte(':')
+		b.Write(p.schema())
+		if p.Required {
+			required = append(required, p.Name)
+		}
+	}
+	b.WriteByte('}')
+	if len(required) > 0 {
+		b.WriteString(`,"required":`)
+		writeJSON(&b, required)
+	}
+	b.WriteString(`,"additionalProperties":false}`)
+	return b.Bytes()
+}
+
+func (p Param) schema() []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"type":`)
+	writeJSON(&b, string(p.Type))
+	if len(p.Enum) > 0 {
+		b.WriteString(`,"enum":`)
+		writeJSON(&b, p.Enum)
+	}
+	if p.Default != nil {
+		b.WriteString(`,"default":`)
+		writeJSON(&b, p.Default)
+	}
+	if p.Min != nil {
+		fmt.Fprintf(&b, `,"minimum":%d`, *p.Min)
+	}
+	if p.Max != nil {
+		fmt.Fprintf(&b, `,"maximum":%d`, *p.Max)
+	}
+	b.WriteString(`,"description":`)
+	writeJSON(&b, p.Description)
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+func writeJSON(b *bytes.Buffer, v any) {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(fmt.Sprintf("catalog: encode %v: %v", v, err)) // only static catalog values reach here
+	}
+	b.Truncate(b.Len() - 1) // Encode's newline
+}
+
+// Markdown renders docs/tools.md.
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString(`# Browser tools
+
+<!-- Generated from services/gateway/internal/catalog by
+     (cd services/gateway && go run ./cmd/gendocs > ../../docs/tools.md). Do not edit. -->
+
+The gateway serves these tools over MCP (Streamable HTTP at ` + "`/mcp`" + `). Each call runs in a
+browser session on one of the browser workers.
+
+**Sessions.** An MCP client on protocol 2025-03-26 … 2025-11-25 has an MCP session
+(` + "`Mcp-Session-Id`" + `); its first browser tool opens one browser session for it, and ending the MCP
+session (HTTP DELETE) closes it. A client on 2026-07-28 has no protocol session: a call without
+` + "`session`" + ` opens a new browser session and returns its handle, first as a text line
+` + "`session: sov_… (pass it as \"session\" in later calls)`" + `, and in ` + "`structuredContent.session`" + ` and
+` + "`_meta[\"sovereign/session\"]`" + `. Pass the handle as ` + "`session`" + ` in every later call. A handle belongs
+to the caller that opened it (its Authorization header). When a worker stops, the call fails with
+"the browser session was lost" and the next call opens a fresh session (a handle stays valid).
+
+**Elements.** Element tools take ` + "`ref`" + ` (a snapshot ref such as ` + "`e5`" + `, with or without a
+leading ` + "`@`" + `), ` + "`target`" + ` (an alias of ` + "`ref`" + `) or ` + "`selector`" + ` (CSS): exactly one of them.
+
+| tool | what it does |
+|---|---|
+`)
+	for _, t := range tools {
+		fmt.Fprintf(&b, "| [`%s`](#%s) | %s |\n", t.Name, t.Name, cell(firstSentence(t.Description)))
+	}
+	for _, t := range tools {
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", t.Name, t.Description)
+		if t.ReadOnly {
+			b.WriteString("Read-only: it does not change the page.\n\n")
+		}
+		b.WriteString("| argument | type | required | default | description |\n|---|---|---|---|---|\n")
+		for _, p := range t.Params() {
+			typ := string(p.Type)
+			if len(p.Enum) > 0 {
+				typ += ": " + strings.Join(p.Enum, " \\| ")
+			}
+			if p.Min != nil || p.Max != nil {
+				typ += " " + rangeText(p)
+			}
+			req := ""
+			if p.Required {
+				req = "yes"
+			}
+			def := ""
+			if p.Default != nil {
+				def = fmt.Sprintf("`%v`", p.Default)
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", p.Name, typ, req, def, cell(p.Description))
+		}
+	}
+	return b.String()
+}
+
+func rangeText(p Param) string {
+	switch {
+	case p.Min != nil && p.Max != nil:
+		return fmt.Sprintf("%d…%d", *p.Min, *p.Max)
+	case p.Min != nil:
+		return fmt.Sprintf("≥ %d", *p.Min)
+	default:
+		return fmt.Sprintf("≤ %d", *p.Max)
+	}
+}
+
+// firstSentence cuts s after its first sentence: a period followed by a
+// space and a capital letter ("e.g. Enter" does not end one).
+func firstSentence(s string) string {
+	for i := 0; i+2 < len(s); i++ {
+		if s[i] == '.' && s[i+1] == ' ' && s[i+2] >= 'A' && s[i+2] <= 'Z' && !strings.HasSuffix(s[:i], "e.g") && !strings.HasSuffix(s[:i], "i.e") {
+			return s[:i+1]
+		}
+	}
+	return s
+}
+
+func cell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }

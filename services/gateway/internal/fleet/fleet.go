@@ -1,0 +1,217 @@
+// Package fleet talks to the browser workers over the bus: it opens
+// sessions on any worker with capacity, runs tools on the worker that holds
+// a session (noticing at once when that worker dies), closes sessions, and
+// counts the workers when none can take a session.
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+)
+
+// WorkerService is the micro service name every browser worker registers.
+const WorkerService = "sovereign-browser"
+
+// DefaultLiveness is how often a running call checks that its worker is
+// still there.
+const DefaultLiveness = 300 * time.Millisecond
+
+// openAttempts bounds retries when a worker that raced to full answers
+// NO_CAPACITY.
+const openAttempts = 4
+
+// Fleet is the gateway's view of the browser workers.
+type Fleet struct {
+	c        *bus.Conn
+	liveness time.Duration
+}
+
+// New returns a fleet client on c; liveness <= 0 means DefaultLiveness.
+func New(c *bus.Conn, liveness time.Duration) *Fleet {
+	if liveness <= 0 {
+		liveness = DefaultLiveness
+	}
+	return &Fleet{c: c, liveness: liveness}
+}
+
+// CapacityError says that no worker could take a new session, and how the
+// fleet looked at that moment.
+type CapacityError struct {
+	Census Census
+	Err    error // the last bus error
+}
+
+func (e *CapacityError) Error() string {
+	c := e.Census
+	switch {
+	case c.Workers == 0:
+		return "no browser workers are running: start one (`sovereign browser`, or scale the browser deployment up) and retry"
+	case c.MaxSessions > 0:
+		return fmt.Sprintf("no browser capacity: every worker is at its session limit (%d %s, %d of %d sessions in use); "+
+			"retry later, end idle sessions, or add browser workers", c.Workers, plural(c.Workers, "worker", "workers"), c.Sessions, c.MaxSessions)
+	default:
+		return fmt.Sprintf("no browser capacity: every worker is at its session limit (%d %s); retry later, end idle sessions, or add browser workers",
+			c.Workers, plural(c.Workers, "worker", "workers"))
+	}
+}
+
+func (e *CapacityError) Unwrap() error { return e.Err }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// Open opens a browser session on a worker with free capacity. owner is an
+// opaque label for the worker's logs. When no worker can take it, the error
+// is a *CapacityError.
+func (f *Fleet) Open(ctx context.Context, owner string) (workerID, sessionID string, err error) {
+	subject := f.c.Subject("browser", "open")
+	for attempt := 1; ; attempt++ {
+		var resp browserv1.OpenSessionResponse
+		err = f.c.Request(ctx, subject, &browserv1.OpenSessionRequest{Owner: owner}, &resp)
+		if err == nil {
+			if resp.GetWorkerId() == "" || resp.GetSessionId() == "" {
+				return "", "", bus.Errorf(commonv1.ErrorCode_INTERNAL, "worker answered %s without a worker or session id", subject)
+			}
+			return resp.GetWorkerId(), resp.GetSessionId(), nil
+		}
+		code := bus.CodeOf(err)
+		if ctx.Err() != nil || (code != commonv1.ErrorCode_NO_CAPACITY && code != commonv1.ErrorCode_UNAVAILABLE) {
+			return "", "", fmt.Errorf("open browser session: %w", err)
+		}
+		// UNAVAILABLE: no worker is in the open queue group, which means
+		// none has room. NO_CAPACITY: the worker that answered filled up
+		// meanwhile; another may still have room.
+		if code == commonv1.ErrorCode_UNAVAILABLE || attempt == openAttempts {
+			return "", "", &CapacityError{Census: f.Census(ctx), Err: err}
+		}
+		select {
+		case <-ctx.Done():
+			return "", "", fmt.Errorf("open browser session: %w", err)
+		case <-time.After(time.Duration(attempt) * 25 * time.Millisecond):
+		}
+	}
+}
+
+// Call runs req (whose SessionId is set) on workerID. While it runs, the
+// worker's ping subject is checked every liveness interval, so a worker that
+// dies mid-call fails the call with UNAVAILABLE within about that interval.
+func (f *Fleet) Call(ctx context.Context, workerID string, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+	var res browserv1.ToolResult
+	err := f.c.Request(ctx, f.c.Subject("browser", "w", workerID, "call"), req, &res,
+		bus.WithLiveness(f.c.Subject("browser", "w", workerID, "ping"), f.liveness))
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Close ends a browser session on its worker.
+func (f *Fleet) Close(ctx context.Context, workerID, sessionID string) error {
+	var resp browserv1.CloseSessionResponse
+	if err := f.c.Request(ctx, f.c.Subject("browser", "w", workerID, "close"), &browserv1.CloseSessionRequest{SessionId: sessionID}, &resp); err != nil {
+		return fmt.Errorf("close browser session %s on %s: %w", sessionID, workerID, err)
+	}
+	return nil
+}
+
+// Census is how many workers answered discovery and their load.
+type Census struct {
+	Workers int
+	// Sessions and MaxSessions add up the workers that answered a ping.
+	Sessions, MaxSessions int
+}
+
+// censusWindow bounds how long Census listens for workers; quiet ends it
+// early once replies stop coming.
+const (
+	censusWindow = 500 * time.Millisecond
+	censusQuiet  = 75 * time.Millisecond
+)
+
+// Census discovers the workers through the micro discovery subject
+// ($SRV.PING.sovereign-browser) and pings each for its load. It is for error
+// messages: it never fails, an unreachable fleet counts as empty.
+func (f *Fleet) Census(ctx context.Context) Census {
+	ids := f.discover(ctx)
+	out := Census{Workers: len(ids)}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, censusWindow)
+			defer cancel()
+			var resp browserv1.PingResponse
+			if err := f.c.Request(pctx, f.c.Subject("browser", "w", id, "ping"), &browserv1.PingRequest{}, &resp); err != nil {
+				return
+			}
+			mu.Lock()
+			out.Sessions += int(resp.GetSessions())
+			out.MaxSessions += int(resp.GetMaxSessions())
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// discover collects the worker ids that answer the micro PING of the worker
+// service. Discovery replies are JSON, not protobuf, and come from every
+// instance, so this is the one place that uses the NATS connection itself.
+func (f *Fleet) discover(ctx context.Context) []string {
+	nc := f.c.NATS()
+	subject, err := micro.ControlSubject(micro.PingVerb, WorkerService, "")
+	if err != nil {
+		return nil
+	}
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, censusWindow)
+	defer cancel()
+	seen := map[string]bool{}
+	var ids []string
+	wait := censusWindow
+	for {
+		mctx, mcancel := context.WithTimeout(ctx, wait)
+		m, err := sub.NextMsgWithContext(mctx)
+		mcancel()
+		if err != nil {
+			return ids
+		}
+		if m.Header.Get("Status") == "503" { // no responders: no worker at all
+			return ids
+		}
+		var ping micro.Ping
+		if json.Unmarshal(m.Data, &ping) != nil {
+			continue
+		}
+		id := ping.Metadata["worker_id"]
+		if id == "" {
+			id = ping.ID
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+		wait = censusQuiet
+	}
+}

@@ -1,0 +1,251 @@
+// Package state keeps the gateway's routing state in a NATS KV bucket, so
+// that every gateway replica can serve every request: MCP sessions
+// (Mcp-Session-Id) and 2026 session handles, each bound to its caller and to
+// the browser session (worker and session id) that serves it.
+//
+// Keys are "mcp.<sha256(session id)>" and "handle.<sha256(handle)>": the
+// bucket never holds a usable session id or handle, only their digests.
+// Entries expire after the bucket TTL without a write; use refreshes them.
+package state
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultBucket is the KV bucket the gateway uses.
+const DefaultBucket = "sov_sessions"
+
+// Kind says what a record is for.
+type Kind string
+
+// Record kinds (the first token of their keys).
+const (
+	MCP    Kind = "mcp"
+	Handle Kind = "handle"
+)
+
+// Errors of the store.
+var (
+	// ErrNotFound means no live record: never created, or expired.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means the record changed since it was read.
+	ErrConflict = errors.New("changed concurrently")
+)
+
+// Record is one MCP session or handle.
+type Record struct {
+	// Owner is the caller identity the record is bound to.
+	Owner string `json:"owner"`
+	// Terminated marks an MCP session ended with DELETE.
+	Terminated bool `json:"terminated,omitempty"`
+	// WorkerID and SessionID locate the browser session; both are empty
+	// until the first browser tool call and after the session was lost.
+	WorkerID  string    `json:"worker_id,omitempty"`
+	SessionID string    `json:"session_id,omitempty"`
+	Created   time.Time `json:"created"`
+	Touched   time.Time `json:"touched"`
+}
+
+// Bound reports whether a browser session serves the record.
+func (r Record) Bound() bool { return r.WorkerID != "" && r.SessionID != "" }
+
+// Entry is a record with the revision it was read at.
+type Entry struct {
+	Kind     Kind
+	ID       string
+	Revision uint64
+	Record
+}
+
+// Store is the KV bucket.
+type Store struct {
+	kv  jetstream.KeyValue
+	ttl time.Duration
+}
+
+// Open creates the bucket if it is missing (or updates its TTL) and returns
+// the store. Records expire ttl after their last write.
+func Open(ctx context.Context, nc *nats.Conn, bucket string, ttl time.Duration) (*Store, error) {
+	if bucket == "" {
+		bucket = DefaultBucket
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      bucket,
+		Description: "Sovereign gateway: MCP sessions and session handles → browser sessions",
+		TTL:         ttl,
+		History:     1,
+		Storage:     jetstream.MemoryStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kv bucket %s: %w", bucket, err)
+	}
+	return &Store{kv: kv, ttl: ttl}, nil
+}
+
+// TTL returns how long a record lives without a write.
+func (s *Store) TTL() time.Duration { return s.ttl }
+
+// Ping checks that the bucket answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if _, err := s.kv.Status(ctx); err != nil {
+		return fmt.Errorf("kv bucket %s: %w", s.kv.Bucket(), err)
+	}
+	return nil
+}
+
+func key(kind Kind, id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return string(kind) + "." + hex.EncodeToString(sum[:])
+}
+
+// Get reads a record; ErrNotFound when there is none.
+func (s *Store) Get(ctx context.Context, kind Kind, id string) (*Entry, error) {
+	e, err := s.kv.Get(ctx, key(kind, id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s record: %w", kind, err)
+	}
+	out := &Entry{Kind: kind, ID: id, Revision: e.Revision()}
+	if err := json.Unmarshal(e.Value(), &out.Record); err != nil {
+		return nil, fmt.Errorf("decode %s record: %w", kind, err)
+	}
+	return out, nil
+}
+
+// Create stores a new record; ErrConflict when one exists.
+func (s *Store) Create(ctx context.Context, kind Kind, id string, r Record) (*Entry, error) {
+	now := time.Now().UTC()
+	r.Created, r.Touched = now, now
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s record: %w", kind, err)
+	}
+	rev, err := s.kv.Create(ctx, key(kind, id), data)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, ErrConflict
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create %s record: %w", kind, err)
+	}
+	return &Entry{Kind: kind, ID: id, Revision: rev, Record: r}, nil
+}
+
+// Update writes e's record if it is still at e's revision (ErrConflict
+// otherwise) and returns the new entry. It refreshes the TTL.
+func (s *Store) Update(ctx context.Context, e *Entry) (*Entry, error) {
+	r := e.Record
+	r.Touched = time.Now().UTC()
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s record: %w", e.Kind, err)
+	}
+	rev, err := s.kv.Update(ctx, key(e.Kind, e.ID), data, e.Revision)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, ErrConflict
+	}
+	if err != nil {
+		return nil, fmt.Errorf("update %s record: %w", e.Kind, err)
+	}
+	return &Entry{Kind: e.Kind, ID: e.ID, Revision: rev, Record: r}, nil
+}
+
+// Modify reads the record, applies fn and writes it back, retrying on
+// conflicts. fn returns false to leave the record unchanged.
+func (s *Store) Modify(ctx context.Context, kind Kind, id string, fn func(*Record) bool) (*Entry, error) {
+	for range 8 {
+		e, err := s.Get(ctx, kind, id)
+		if err != nil {
+			return nil, err
+		}
+		if !fn(&e.Record) {
+			return e, nil
+		}
+		out, err := s.Update(ctx, e)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		return out, err
+	}
+	return nil, fmt.Errorf("update %s record: %w too often", kind, ErrConflict)
+}
+
+// Ended returns a channel that is closed when the record is terminated or
+// deleted (by any replica), and is never closed otherwise. Watching stops
+// when ctx ends.
+func (s *Store) Ended(ctx context.Context, kind Kind, id string) (<-chan struct{}, error) {
+	w, err := s.kv.Watch(ctx, key(kind, id))
+	if err != nil {
+		return nil, fmt.Errorf("watch %s record: %w", kind, err)
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue // end of the initial values
+				}
+				var r Record
+				if e.Operation() != jetstream.KeyValuePut || (json.Unmarshal(e.Value(), &r) == nil && r.Terminated) {
+					close(ended)
+					return
+				}
+			}
+		}
+	}()
+	return ended, nil
+}
+
+var (
+	tokenEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+	idPattern     = regexp.MustCompile(`^[A-Za-z0-9_-]{8,200}$`)
+)
+
+// HandlePrefix starts every session handle.
+const HandlePrefix = "sov_"
+
+func token() string {
+	b := make([]byte, 20) // 160 bits
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on supported platforms
+	}
+	return strings.ToLower(tokenEncoding.EncodeToString(b))
+}
+
+// NewSessionID returns a fresh, unguessable MCP session id.
+func NewSessionID() string { return "mcp-" + token() }
+
+// NewHandle returns a fresh, unguessable session handle.
+func NewHandle() string { return HandlePrefix + token() }
+
+// ValidID reports whether id can be an MCP session id or a handle (the
+// characters a header or a model can carry without surprises).
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+// ValidHandle reports whether h looks like a handle NewHandle made.
+func ValidHandle(h string) bool { return strings.HasPrefix(h, HandlePrefix) && ValidID(h) }

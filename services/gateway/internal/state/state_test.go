@@ -1,0 +1,113 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
+)
+
+func openStore(t *testing.T) *Store {
+	t.Helper()
+	srv, err := natsrv.Start(natsrv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := Open(ctx, nc, "", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestRecords(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	id := NewSessionID()
+
+	if _, err := s.Get(ctx, MCP, id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get(unknown) error = %v, want ErrNotFound", err)
+	}
+	e, err := s.Create(ctx, MCP, id, Record{Owner: "anonymous"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, MCP, id, Record{Owner: "anonymous"}); !errors.Is(err, ErrConflict) {
+		t.Errorf("second Create error = %v, want ErrConflict", err)
+	}
+	if _, err := s.Get(ctx, Handle, id); !errors.Is(err, ErrNotFound) {
+		t.Errorf("kinds share a key: Get(Handle, mcp id) error = %v", err)
+	}
+
+	bound := *e
+	bound.WorkerID, bound.SessionID = "w1", "s1"
+	up, err := s.Update(ctx, &bound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, e); !errors.Is(err, ErrConflict) {
+		t.Errorf("Update at a stale revision error = %v, want ErrConflict", err)
+	}
+	got, err := s.Get(ctx, MCP, id)
+	if err != nil || !got.Bound() || got.Revision != up.Revision || got.Owner != "anonymous" {
+		t.Fatalf("Get = %+v, %v; want the bound record at revision %d", got, err, up.Revision)
+	}
+
+	ctxW, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ended, err := s.Ended(ctxW, MCP, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Modify(ctx, MCP, id, func(r *Record) bool { r.Touched = time.Time{}; return true }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+		t.Fatal("Ended fired on a write that did not terminate the session")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if _, err := s.Modify(ctx, MCP, id, func(r *Record) bool { r.Terminated = true; return true }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Ended did not fire when the session was terminated")
+	}
+}
+
+func TestIDs(t *testing.T) {
+	seen := map[string]bool{}
+	for range 100 {
+		h := NewHandle()
+		if !ValidHandle(h) || !ValidID(h) || seen[h] {
+			t.Fatalf("NewHandle() = %q: invalid or repeated", h)
+		}
+		seen[h] = true
+		if id := NewSessionID(); !ValidID(id) || ValidHandle(id) {
+			t.Fatalf("NewSessionID() = %q", id)
+		}
+	}
+	for _, bad := range []string{"", "short", "sov_a.b.c.d.e", "sov_*>" + strings.Repeat("a", 10), strings.Repeat("a", 201)} {
+		if ValidID(bad) {
+			t.Errorf("ValidID(%q) = true", bad)
+		}
+	}
+	if ValidHandle("mcp-abcdefghijkl") {
+		t.Error("an MCP session id passes as a handle")
+	}
+}
