@@ -1,0 +1,54 @@
+module github.com/sovereign-fleet/sovereign/e2e
+
+go 1.26.8
+
+// The harness builds nats-server with `go build github.com/nats-io/nats-server/v2`;
+// this tool line pins its version (the require below).
+tool github.com/nats-io/nats-server/v2
+
+require (
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
+	github.com/mark3labs/mcp-go v1.2.1
+	github.com/nats-io/nats.go v1.55.0
+	github.com/sovereign-fleet/sovereign/proto v0.0.0
+	github.com/sovereign-fleet/sovereign/services/kit v0.0.0
+)
+
+require (
+	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/google/go-tpm v0.9.8 // indirect
+	github.com/google/jsonschema-go v0.4.2 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/minio/highwayhash v1.0.4 // indirect
+	github.com/nats-io/jwt/v2 v2.8.3 // indirect
+	github.com/nats-io/nats-server/v2 v2.15.3 // indirect
+	github.com/nats-io/nkeys v0.4.17 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2 // indirect
+	github.com/spf13/cast v1.7.1 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+replace (
+	github.com/sovereign-fleet/sovereign/proto => ../proto
+	github.com/sovereign-fleet/sovereign/services/browser => ../services/browser
+	github.com/sovereign-fleet/sovereign/services/gateway => ../services/gateway
+	github.com/sovereign-fleet/sovereign/services/kit => ../services/kit
+	github.com/sovereign-fleet/sovereign/services/sovereign => ../services/sovereign
+)

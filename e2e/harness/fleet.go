@@ -1,0 +1,394 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+)
+
+// Readiness bounds. Chromium on a loaded two-core machine can take a while
+// to start, so worker readiness is the most generous.
+const (
+	natsReadyTimeout    = 15 * time.Second
+	workerReadyTimeout  = 60 * time.Second
+	gatewayReadyTimeout = 30 * time.Second
+	stopGrace           = 5 * time.Second
+)
+
+// Fleet is a set of processes started together and stopped together.
+type Fleet struct {
+	Bins *Binaries
+	// Dir holds data directories (JetStream store). The caller owns it.
+	Dir string
+	// Tee, when set, receives every process's output live (line-prefixed).
+	Tee io.Writer
+
+	mu    sync.Mutex
+	procs []*Proc
+	nc    *nats.Conn
+	bus   *bus.Conn
+
+	NATS     *NATS
+	Workers  []*Worker
+	Gateways []*Gateway
+}
+
+// NATS is a running nats-server.
+type NATS struct {
+	*Proc
+	URL string
+}
+
+// Worker is a running `sovereign browser`.
+type Worker struct {
+	*Proc
+	ID string
+}
+
+// Gateway is a running `sovereign gateway`.
+type Gateway struct {
+	*Proc
+	// Base is http://127.0.0.1:PORT; MCP is Base + "/mcp".
+	Base string
+	MCP  string
+}
+
+// NewFleet returns an empty fleet that runs bins and keeps data under dir.
+func NewFleet(bins *Binaries, dir string) *Fleet {
+	return &Fleet{Bins: bins, Dir: dir}
+}
+
+func (f *Fleet) add(p *Proc) {
+	f.mu.Lock()
+	f.procs = append(f.procs, p)
+	f.mu.Unlock()
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// StartNATS starts nats-server with JetStream on a free loopback port and
+// waits until it accepts connections.
+func (f *Fleet) StartNATS(ctx context.Context) (*NATS, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	store := filepath.Join(f.Dir, "nats-"+strconv.Itoa(port))
+	if err := os.MkdirAll(store, 0o700); err != nil {
+		return nil, fmt.Errorf("nats store dir: %w", err)
+	}
+	p, err := StartProc("nats-server", f.Bins.NATSServer,
+		[]string{"-js", "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-sd", store}, nil, f.Tee)
+	if err != nil {
+		return nil, err
+	}
+	f.add(p)
+	n := &NATS{Proc: p, URL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
+	err = poll(ctx, natsReadyTimeout, p, "nats-server to accept connections on "+n.URL, func(ctx context.Context) error {
+		nc, err := nats.Connect(n.URL, nats.Timeout(time.Second))
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		// JetStream must answer too: the gateway keeps its state in KV.
+		js, err := nc.JetStream()
+		if err != nil {
+			return err
+		}
+		_, err = js.AccountInfo(nats.Context(ctx))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := f.connect(n.URL); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.NATS = n
+	f.mu.Unlock()
+	return n, nil
+}
+
+// connect opens the harness's own bus connection (for pinging workers).
+func (f *Fleet) connect(url string) error {
+	nc, err := nats.Connect(url, nats.Name("sovereign-e2e-harness"), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("harness connection to %s: %w", url, err)
+	}
+	bc, err := bus.New(nc, "")
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	f.mu.Lock()
+	f.nc, f.bus = nc, bc
+	f.mu.Unlock()
+	return nil
+}
+
+// StartUp runs everything in one `sovereign up` process (embedded NATS on a
+// free port, one gateway, workers browser workers with ids "up" or "up-1",
+// "up-2", …) and waits until the gateway is ready and every worker answers
+// ping. The returned Workers all share the one process.
+func (f *Fleet) StartUp(ctx context.Context, workers, maxSessions int, extra ...string) (*Gateway, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	natsPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	listen := fmt.Sprintf("127.0.0.1:%d", port)
+	natsListen := fmt.Sprintf("127.0.0.1:%d", natsPort)
+	args := append([]string{"up", "--listen", listen, "--nats-listen", natsListen,
+		"--data-dir", filepath.Join(f.Dir, "up"), "--workers", strconv.Itoa(workers),
+		"--worker-id", "up", "--max-sessions", strconv.Itoa(maxSessions)}, extra...)
+	p, err := StartProc("sovereign up", f.Bins.Sovereign, args, nil, f.Tee)
+	if err != nil {
+		return nil, err
+	}
+	f.add(p)
+	g := &Gateway{Proc: p, Base: "http://" + listen, MCP: "http://" + listen + "/mcp"}
+	if err := WaitHTTPReady(ctx, p, g.Base+"/readyz", workerReadyTimeout); err != nil {
+		return nil, err
+	}
+	if err := f.connect("nats://" + natsListen); err != nil {
+		return nil, err
+	}
+	var ws []*Worker
+	for i := range workers {
+		id := "up"
+		if workers > 1 {
+			id = fmt.Sprintf("up-%d", i+1)
+		}
+		err := poll(ctx, workerReadyTimeout, p, "worker "+id+" to answer ping", func(ctx context.Context) error {
+			_, err := f.Ping(ctx, id)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		ws = append(ws, &Worker{Proc: p, ID: id})
+	}
+	f.mu.Lock()
+	f.Workers = append(f.Workers, ws...)
+	f.Gateways = append(f.Gateways, g)
+	f.mu.Unlock()
+	return g, nil
+}
+
+// StartWorker starts `sovereign browser` named id and waits until its ping
+// endpoint answers on the bus (Chromium is up then).
+func (f *Fleet) StartWorker(ctx context.Context, id string, maxSessions int, extra ...string) (*Worker, error) {
+	if f.NATS == nil {
+		return nil, errors.New("start NATS before workers")
+	}
+	args := append([]string{"browser", "--nats-url", f.NATS.URL, "--worker-id", id,
+		"--max-sessions", strconv.Itoa(maxSessions)}, extra...)
+	p, err := StartProc("worker "+id, f.Bins.Sovereign, args, nil, f.Tee)
+	if err != nil {
+		return nil, err
+	}
+	f.add(p)
+	w := &Worker{Proc: p, ID: id}
+	err = poll(ctx, workerReadyTimeout, p, "worker "+id+" to answer ping", func(ctx context.Context) error {
+		_, err := f.Ping(ctx, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.Workers = append(f.Workers, w)
+	f.mu.Unlock()
+	return w, nil
+}
+
+// StartGateway starts `sovereign gateway` on a free port and waits for
+// /readyz to answer 200.
+func (f *Fleet) StartGateway(ctx context.Context, extra ...string) (*Gateway, error) {
+	if f.NATS == nil {
+		return nil, errors.New("start NATS before gateways")
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	listen := fmt.Sprintf("127.0.0.1:%d", port)
+	f.mu.Lock()
+	name := fmt.Sprintf("gateway %d", len(f.Gateways)+1)
+	f.mu.Unlock()
+	args := append([]string{"gateway", "--nats-url", f.NATS.URL, "--listen", listen}, extra...)
+	p, err := StartProc(name, f.Bins.Sovereign, args, nil, f.Tee)
+	if err != nil {
+		return nil, err
+	}
+	f.add(p)
+	g := &Gateway{Proc: p, Base: "http://" + listen, MCP: "http://" + listen + "/mcp"}
+	if err := WaitHTTPReady(ctx, p, g.Base+"/readyz", gatewayReadyTimeout); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.Gateways = append(f.Gateways, g)
+	f.mu.Unlock()
+	return g, nil
+}
+
+// WaitHTTPReady polls url until it answers 200, p exits, or timeout passes.
+func WaitHTTPReady(ctx context.Context, p *Proc, url string, timeout time.Duration) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	return poll(ctx, timeout, p, url+" to answer 200", func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		}
+		return nil
+	})
+}
+
+// Bus returns the harness's own bus connection to the fleet's NATS (nil
+// before NATS is up), for talking to workers directly.
+func (f *Fleet) Bus() *bus.Conn {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.bus
+}
+
+// Ping asks worker id for its load over the bus.
+func (f *Fleet) Ping(ctx context.Context, id string) (*browserv1.PingResponse, error) {
+	f.mu.Lock()
+	bc := f.bus
+	f.mu.Unlock()
+	if bc == nil {
+		return nil, errors.New("no NATS connection")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var resp browserv1.PingResponse
+	if err := bc.Request(ctx, bc.Subject("browser", "w", id, "ping"), &browserv1.PingRequest{}, &resp); err != nil {
+		return nil, fmt.Errorf("ping worker %s: %w", id, err)
+	}
+	return &resp, nil
+}
+
+// Sessions returns the number of open sessions of each live worker (those
+// that do not answer ping are left out).
+func (f *Fleet) Sessions(ctx context.Context) map[string]int {
+	f.mu.Lock()
+	workers := append([]*Worker(nil), f.Workers...)
+	f.mu.Unlock()
+	out := make(map[string]int)
+	for _, w := range workers {
+		if exited, _ := w.Exited(); exited {
+			continue
+		}
+		if r, err := f.Ping(ctx, w.ID); err == nil {
+			out[w.ID] = int(r.GetSessions())
+		}
+	}
+	return out
+}
+
+// Logs returns every process's output, each under a header.
+func (f *Fleet) Logs() string {
+	f.mu.Lock()
+	procs := append([]*Proc(nil), f.procs...)
+	f.mu.Unlock()
+	var b strings.Builder
+	for _, p := range procs {
+		status := "running"
+		if exited, err := p.Exited(); exited {
+			status = "exited"
+			if err != nil {
+				status = "exited: " + err.Error()
+			}
+		}
+		fmt.Fprintf(&b, "===== %s (pid %d, %s) =====\n%s\n", p.Name, p.PID(), status, strings.TrimRight(p.Output(), "\n"))
+	}
+	return b.String()
+}
+
+// Close stops every process (gateways and workers first, NATS last), each
+// with a short grace period, then kills what is left.
+func (f *Fleet) Close() {
+	f.mu.Lock()
+	procs := append([]*Proc(nil), f.procs...)
+	nc := f.nc
+	f.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		if f.NATS != nil && p == f.NATS.Proc {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = p.Stop(stopGrace)
+		}()
+	}
+	wg.Wait()
+	if nc != nil {
+		nc.Close()
+	}
+	if f.NATS != nil {
+		_ = f.NATS.Stop(stopGrace)
+	}
+}
+
+// poll calls check until it succeeds, p exits, ctx ends or timeout passes.
+func poll(ctx context.Context, timeout time.Duration, p *Proc, what string, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	var last error
+	for {
+		if exited, err := p.Exited(); exited {
+			return exitError(p, err)
+		}
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		last = check(cctx)
+		ccancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waited %s for %s: %v (last error: %v)\n%s", time.Since(start).Round(time.Millisecond), what, ctx.Err(), last, outputTail(p))
+		case <-p.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package harness
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Memory is the memory of a process tree, from /proc.
+type Memory struct {
+	Procs int
+	// RSS sums each process's resident set (shared pages counted once per
+	// process, so it overstates a multi-process Chromium).
+	RSS int64
+	// PSS sums each process's proportional set size (shared pages split
+	// among the processes that share them): the fairer total.
+	PSS int64
+}
+
+// TreeMemory sums the memory of pid and all its descendants (Linux only).
+func TreeMemory(pid int) (Memory, error) {
+	children, err := childMap()
+	if err != nil {
+		return Memory{}, err
+	}
+	var m Memory
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		queue = append(queue, children[p]...)
+		rss, pss, err := procMemory(p)
+		if err != nil {
+			if p == pid {
+				return Memory{}, err
+			}
+			continue // exited meanwhile
+		}
+		m.Procs++
+		m.RSS += rss
+		m.PSS += pss
+	}
+	return m, nil
+}
+
+// childMap maps each pid to its children's pids.
+func childMap() (map[int][]int, error) {
+	dirs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int][]int)
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, err := strconv.Atoi(f[1])
+		if err != nil {
+			continue
+		}
+		out[ppid] = append(out[ppid], pid)
+	}
+	return out, nil
+}
+
+// procMemory reads Rss and Pss (bytes) of one process from smaps_rollup,
+// falling back to status (Rss only, Pss = Rss) where it is missing.
+func procMemory(pid int) (rss, pss int64, err error) {
+	if rss, pss, err = readKB(fmt.Sprintf("/proc/%d/smaps_rollup", pid), "Rss:", "Pss:"); err == nil && rss > 0 {
+		return rss, pss, nil
+	}
+	rss, _, err = readKB(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:", "")
+	return rss, rss, err
+}
+
+func readKB(path, key1, key2 string) (v1, v2 int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		n, err := strconv.ParseInt(fields[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch fields[0] {
+		case key1:
+			v1 = n * 1024
+		case key2:
+			v2 = n * 1024
+		}
+	}
+	return v1, v2, sc.Err()
+}
+
+// Chromium is a running Chromium browser process (not one of its helpers).
+type Chromium struct {
+	PID  int
+	Exe  string   // the executable, resolved from /proc/PID/exe
+	Args []string // the command line without the executable
+}
+
+// FindChromium returns the Chromium browser process started by pid or one
+// of its descendants: the first one whose command line has a
+// --remote-debugging flag and no --type (helpers have --type).
+func FindChromium(pid int) (*Chromium, error) {
+	children, err := childMap()
+	if err != nil {
+		return nil, err
+	}
+	queue := append([]int(nil), children[pid]...)
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		queue = append(queue, children[p]...)
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		helper, debug := false, false
+		for _, a := range args[1:] {
+			helper = helper || strings.HasPrefix(a, "--type=")
+			debug = debug || strings.HasPrefix(a, "--remote-debugging")
+		}
+		if helper || !debug {
+			continue
+		}
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p))
+		if err != nil {
+			exe = args[0]
+		}
+		return &Chromium{PID: p, Exe: exe, Args: args[1:]}, nil
+	}
+	return nil, fmt.Errorf("no Chromium browser process under pid %d", pid)
+}
