@@ -134,6 +134,7 @@ func (g *Gateway) Handler() http.Handler { return g.handler }
 // Close ends the open GET streams and stops the transport's housekeeping.
 // It does not end any MCP session: those live on in KV for other replicas.
 func (g *Gateway) Close(ctx context.Context) error {
+	defer g.store.Close()
 	if err := g.transport.Shutdown(ctx); err != nil {
 		return fmt.Errorf("stop MCP transport: %w", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -26,6 +28,9 @@ func Main(service string, run func(ctx context.Context) error) {
 	logging.Setup(service)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if addr := os.Getenv("SOVEREIGN_PPROF"); addr != "" {
+		servePprof(ctx, addr)
+	}
 	shutdown, err := telemetry.Setup(ctx, service)
 	if err != nil {
 		slog.Error("telemetry", "err", err)
@@ -46,6 +51,24 @@ func Main(service string, run func(ctx context.Context) error) {
 		slog.Error(service+" failed", "err", err)
 		os.Exit(1)
 	}
+}
+
+// servePprof serves net/http/pprof on addr (SOVEREIGN_PPROF, e.g.
+// 127.0.0.1:6060) for profiling a live process. Off unless set.
+func servePprof(ctx context.Context, addr string) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		slog.Info("pprof serving", "url", "http://"+addr+"/debug/pprof/")
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("pprof", "err", err)
+		}
+	}()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
 }
 
 // UsageError is a bad flag or environment value; Main exits 2 on it.

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -70,10 +71,24 @@ type Entry struct {
 	Record
 }
 
-// Store is the KV bucket.
+// Store is the KV bucket, read through a local mirror: a watch on the whole
+// bucket keeps the records this replica has seen current, so the two reads
+// of every tool call (session check, routing) cost a map lookup instead of a
+// JetStream round trip. A miss, an entry older than the TTL, or a write
+// conflict goes to the bucket. A change made on another replica reaches the
+// mirror within the watch's delivery time (milliseconds on one NATS).
 type Store struct {
-	kv  jetstream.KeyValue
-	ttl time.Duration
+	kv   jetstream.KeyValue
+	ttl  time.Duration
+	stop context.CancelFunc
+
+	mu    sync.RWMutex
+	cache map[string]cached
+}
+
+type cached struct {
+	rev uint64
+	rec Record
 }
 
 // Open creates the bucket if it is missing (or updates its TTL) and returns
@@ -96,7 +111,77 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, ttl time.Duration) 
 	if err != nil {
 		return nil, fmt.Errorf("kv bucket %s: %w", bucket, err)
 	}
-	return &Store{kv: kv, ttl: ttl}, nil
+	st := &Store{kv: kv, ttl: ttl, cache: make(map[string]cached)}
+	wctx, stop := context.WithCancel(context.Background())
+	w, err := kv.WatchAll(wctx, jetstream.UpdatesOnly())
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("watch kv bucket %s: %w", bucket, err)
+	}
+	st.stop = stop
+	go st.mirror(wctx, w)
+	return st, nil
+}
+
+// Close stops the mirror's watch.
+func (s *Store) Close() {
+	if s.stop != nil {
+		s.stop()
+	}
+}
+
+// mirror applies the bucket's changes to the cache until ctx ends.
+func (s *Store) mirror(ctx context.Context, w jetstream.KeyWatcher) {
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				continue
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				s.forget(e.Key())
+				continue
+			}
+			var r Record
+			if json.Unmarshal(e.Value(), &r) == nil {
+				s.remember(e.Key(), e.Revision(), r)
+			}
+		}
+	}
+}
+
+// remember stores a record unless the cache already has a newer revision.
+func (s *Store) remember(k string, rev uint64, r Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.cache[k]; ok && c.rev >= rev {
+		return
+	}
+	s.cache[k] = cached{rev: rev, rec: r}
+}
+
+func (s *Store) forget(k string) {
+	s.mu.Lock()
+	delete(s.cache, k)
+	s.mu.Unlock()
+}
+
+// lookup returns a cached record that has not outlived the TTL.
+func (s *Store) lookup(k string) (cached, bool) {
+	s.mu.RLock()
+	c, ok := s.cache[k]
+	s.mu.RUnlock()
+	if ok && time.Since(c.rec.Touched) >= s.ttl {
+		s.forget(k) // expired in the bucket too; its deletion is not announced
+		return cached{}, false
+	}
+	return c, ok
 }
 
 // TTL returns how long a record lives without a write.
@@ -115,9 +200,20 @@ func key(kind Kind, id string) string {
 	return string(kind) + "." + hex.EncodeToString(sum[:])
 }
 
-// Get reads a record; ErrNotFound when there is none.
+// Get reads a record, from the mirror when it has it; ErrNotFound when
+// there is none.
 func (s *Store) Get(ctx context.Context, kind Kind, id string) (*Entry, error) {
-	e, err := s.kv.Get(ctx, key(kind, id))
+	k := key(kind, id)
+	if c, ok := s.lookup(k); ok {
+		return &Entry{Kind: kind, ID: id, Revision: c.rev, Record: c.rec}, nil
+	}
+	return s.load(ctx, kind, id)
+}
+
+// load reads a record from the bucket and refreshes the mirror.
+func (s *Store) load(ctx context.Context, kind Kind, id string) (*Entry, error) {
+	k := key(kind, id)
+	e, err := s.kv.Get(ctx, k)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, ErrNotFound
 	}
@@ -128,6 +224,7 @@ func (s *Store) Get(ctx context.Context, kind Kind, id string) (*Entry, error) {
 	if err := json.Unmarshal(e.Value(), &out.Record); err != nil {
 		return nil, fmt.Errorf("decode %s record: %w", kind, err)
 	}
+	s.remember(k, out.Revision, out.Record)
 	return out, nil
 }
 
@@ -146,6 +243,7 @@ func (s *Store) Create(ctx context.Context, kind Kind, id string, r Record) (*En
 	if err != nil {
 		return nil, fmt.Errorf("create %s record: %w", kind, err)
 	}
+	s.remember(key(kind, id), rev, r)
 	return &Entry{Kind: kind, ID: id, Revision: rev, Record: r}, nil
 }
 
@@ -158,13 +256,16 @@ func (s *Store) Update(ctx context.Context, e *Entry) (*Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode %s record: %w", e.Kind, err)
 	}
-	rev, err := s.kv.Update(ctx, key(e.Kind, e.ID), data, e.Revision)
+	k := key(e.Kind, e.ID)
+	rev, err := s.kv.Update(ctx, k, data, e.Revision)
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) {
+		s.forget(k) // the mirror was behind: the next read goes to the bucket
 		return nil, ErrConflict
 	}
 	if err != nil {
 		return nil, fmt.Errorf("update %s record: %w", e.Kind, err)
 	}
+	s.remember(k, rev, r)
 	return &Entry{Kind: e.Kind, ID: e.ID, Revision: rev, Record: r}, nil
 }
 

@@ -111,3 +111,62 @@ func TestIDs(t *testing.T) {
 		t.Error("an MCP session id passes as a handle")
 	}
 }
+
+// TestMirror: two replicas on one bucket. A write on one reaches the other's
+// mirror through the watch; a replica whose mirror is behind gets a conflict
+// on its stale write and reads the bucket afterwards.
+func TestMirror(t *testing.T) {
+	srv, err := natsrv.Start(natsrv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	replica := func() *Store {
+		nc, err := nats.Connect("", nats.InProcessServer(srv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		s, err := Open(context.Background(), nc, "", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	a, b := replica(), replica()
+	ctx := context.Background()
+	id := NewSessionID()
+	if _, err := a.Create(ctx, MCP, id, Record{Owner: "o"}); err != nil {
+		t.Fatal(err)
+	}
+	eb, err := b.Get(ctx, MCP, id) // a miss on b: read from the bucket
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Modify(ctx, MCP, id, func(r *Record) bool { r.Terminated = true; return true }); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := b.Get(ctx, MCP, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Terminated {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b's mirror never saw a's termination")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// eb is stale: writing it conflicts, and the retry in Modify succeeds.
+	if _, err := b.Update(ctx, eb); !errors.Is(err, ErrConflict) {
+		t.Fatalf("stale Update error = %v, want ErrConflict", err)
+	}
+	out, err := b.Modify(ctx, MCP, id, func(r *Record) bool { r.WorkerID, r.SessionID = "w", "s"; return true })
+	if err != nil || !out.Terminated || out.WorkerID != "w" {
+		t.Fatalf("Modify after conflict = %+v, %v", out, err)
+	}
+}
