@@ -1,0 +1,77 @@
+// Package page runs browser tools inside one tab: navigation, ARIA snapshots
+// with stable element refs, element actions, keys, waits, eval and
+// screenshots, each bounded by the deadline of its request.
+//
+// A [Tab] wraps a chromedp context bound to one tab target. [Tab.Do] runs
+// one tool from a [browserv1.ToolRequest] and returns a
+// [browserv1.ToolResult] or a *bus.Error whose code and message are meant
+// for the model that called the tool: they say what was wrong and what to
+// do next.
+//
+// # Snapshots and refs
+//
+// snapshot walks each frame's DOM in one JavaScript call (page.js) and
+// prints the ARIA-YAML grammar that Playwright made familiar:
+//
+//	# snapshot text
+//	- heading "Account" [level=2] [ref=e3]
+//	- link "Docs" [ref=e7]:
+//	  - /url: /docs
+//	- checkbox "Agree" [checked] [ref=e9]
+//	- textbox "Email" [ref=e2]: a@b.c
+//	- iframe "Payment" [ref=e12]:
+//	  - button "Pay" [ref=f1e2]
+//
+// page.js runs in an isolated world (Page.createIsolatedWorld), one per
+// frame document, so the page can neither see nor break it. There a
+// WeakMap gives each element its ref number and a map of WeakRefs leads
+// back, so a ref stays the same across snapshots for as long as its
+// element exists. Refs of the main frame look like e5; refs in a child
+// frame carry the frame's number, f1e2, which the tab gives each frame the
+// first time a snapshot sees it and keeps for its life. Same-origin and
+// cross-origin iframes are both walked (the worker runs Chromium with site
+// isolation off, so they are in the page's process). A new document
+// starts its refs after the last number its frame handed out, so a stale
+// ref never names a new element: it fails with NOT_FOUND and a hint to
+// take a new snapshot.
+//
+// interactive keeps links, buttons, form fields, options, ARIA widgets,
+// contenteditable roots and elements with onclick, tabindex or a pointer
+// cursor, plus headings, iframes and dialogs for context. compact drops
+// unnamed structural wrappers (in interactive mode: every container; in
+// the full tree: generic elements without a name and empty elements).
+// Hidden elements (display:none, visibility:hidden, aria-hidden, inert)
+// never show. Password values show as dots.
+//
+// # Element tools
+//
+// click, hover, fill, type, focus, get_text, get_html, get_attr and element
+// screenshots take a ref (e5, @e5, f1e2) or a CSS selector (main frame).
+// click and hover scroll the element into view and send real mouse events
+// at the centre of its box in main-frame coordinates, so iframe offsets
+// are accounted for; a click that lands on a covering element says so.
+// fill selects the field's content and inserts the text (select elements
+// take an option label or value; date-like inputs take their value whole),
+// then fires change. type appends with real key events. click, type and
+// press wait for a navigation that they start.
+//
+// # eval
+//
+// eval evaluates the script in the page's main world as a REPL script, as
+// the DevTools console does: an expression, statements whose last value is
+// the result, and top-level await all work, and a returned promise is
+// awaited. A script that does not parse that way (return x) runs as the
+// body of an async function. The value comes back as JSON text and as
+// {"type": ..., "value": ...} in structured_json; undefined is the text
+// "undefined". DOM nodes, cycles, functions and BigInts become readable
+// stand-ins. A throw or a rejection is SCRIPT_ERROR with the message.
+//
+// # Deadlines and dialogs
+//
+// Every browser call runs on a context derived from the tab context that
+// ends with the request context, so no tool outlives its deadline; waits
+// inside tools (page loads, wait, wait_for) end a little before it so the
+// tool can still answer. A script that loops forever is stopped by V8.
+// Alerts, confirms and prompts are accepted at once, and the result of the
+// tool that caused one says so.
+package page

@@ -1,0 +1,446 @@
+package page
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/dom"
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+)
+
+// elem is an element that a tool acts on.
+type elem struct {
+	// what names it in messages: `ref e5` or `selector "#x"`.
+	what string
+	// prefix is the ref prefix of its frame: "" or "f1".
+	prefix string
+	obj    runtime.RemoteObjectID
+}
+
+// refPattern matches a snapshot ref: e5, or f1e2 for frame 1.
+var refPattern = regexp.MustCompile(`^(?:f(\d+))?e(\d+)$`)
+
+// resolve finds the element that el names, by ref or CSS selector.
+func (t *Tab) resolve(ctx context.Context, el *browserv1.Element, tool string) (*elem, error) {
+	if ref := strings.TrimSpace(el.GetRef()); ref != "" {
+		return t.resolveRef(ctx, ref)
+	}
+	if sel := strings.TrimSpace(el.GetSelector()); sel != "" {
+		return t.resolveSelector(ctx, sel)
+	}
+	return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s needs ref (from snapshot), target or selector", tool)
+}
+
+// cleanRef strips what models tend to wrap refs in: @e5, ref=e5, [ref=e5].
+func cleanRef(ref string) string {
+	ref = strings.Trim(strings.TrimSpace(ref), "[]")
+	ref = strings.TrimPrefix(ref, "ref=")
+	return strings.TrimPrefix(ref, "@")
+}
+
+// resolveRef finds the element with a snapshot ref.
+func (t *Tab) resolveRef(ctx context.Context, raw string) (*elem, error) {
+	ref := cleanRef(raw)
+	m := refPattern.FindStringSubmatch(ref)
+	if m == nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%q is not a snapshot ref; refs look like e5 or f1e2 (take them from snapshot)", raw)
+	}
+	num := 0
+	if m[1] != "" {
+		num, _ = strconv.Atoi(m[1])
+	}
+	n, _ := strconv.ParseInt(m[2], 10, 64)
+	stale := bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "ref %s is not in the current page; take a new snapshot", ref)
+	frame, ok := t.frameByNum(num)
+	if !ok {
+		return nil, stale
+	}
+	obj, err := t.objectInWorld(ctx, frame, `function(n) { return __sov.el(n); }`, n)
+	if err != nil {
+		if _, gone := err.(*jsError); gone || isFrameGone(err) {
+			return nil, stale
+		}
+		return nil, err
+	}
+	if obj == "" {
+		return nil, stale
+	}
+	prefix := ""
+	if num > 0 {
+		prefix = "f" + strconv.Itoa(num)
+	}
+	return &elem{what: "ref " + ref, prefix: prefix, obj: obj}, nil
+}
+
+// resolveSelector finds the first element in the main frame that matches
+// the CSS selector sel.
+func (t *Tab) resolveSelector(ctx context.Context, sel string) (*elem, error) {
+	obj, err := t.objectInWorld(ctx, t.main(), `function(s) { return document.querySelector(s); }`, sel)
+	if je, ok := err.(*jsError); ok {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "selector %q is not valid CSS: %s", sel, firstLines(je.Error(), 1))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if obj == "" {
+		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "no element matches selector %q", sel)
+	}
+	return &elem{what: fmt.Sprintf("selector %q", sel), obj: obj}, nil
+}
+
+// isFrameGone reports whether err says that a frame no longer exists.
+func isFrameGone(err error) bool {
+	return err != nil && strings.Contains(strings.ToLower(err.Error()), "no frame")
+}
+
+// objectInWorld calls fn in the isolated world of frame and returns the
+// object it returns, or "" for null.
+func (t *Tab) objectInWorld(ctx context.Context, frame cdp.FrameID, fn string, args ...any) (runtime.RemoteObjectID, error) {
+	var obj runtime.RemoteObjectID
+	decl, argv := withArgs(fn, args...)
+	err := t.inWorld(ctx, frame, func(world runtime.ExecutionContextID) error {
+		r, err := chromedp.Call(ctx, runtime.CallFunctionOn, runtime.CallFunctionOnParams{
+			FunctionDeclaration: decl,
+			ExecutionContextID:  world,
+			Arguments:           argv,
+			ObjectGroup:         objectGroup,
+			Silent:              new(true),
+		})
+		if err != nil {
+			return err
+		}
+		if r.ExceptionDetails != nil {
+			return &jsError{details: r.ExceptionDetails}
+		}
+		if r.Result != nil && r.Result.ObjectID != "" {
+			obj = r.Result.ObjectID
+			t.madeObjects = true
+		}
+		return nil
+	})
+	return obj, err
+}
+
+// getText returns the text of an element (innerText, or the value of a
+// form field).
+func (t *Tab) getText(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
+	e, err := t.resolve(ctx, el, "get_text")
+	if err != nil {
+		return nil, err
+	}
+	var s string
+	if err := callOn(ctx, e.obj, `function() { return __sov.text(this); }`, &s); err != nil {
+		return nil, err
+	}
+	return textResult("%s", strings.TrimSpace(s)), nil
+}
+
+// getHTML returns the innerHTML of an element.
+func (t *Tab) getHTML(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
+	e, err := t.resolve(ctx, el, "get_html")
+	if err != nil {
+		return nil, err
+	}
+	var s string
+	if err := callOn(ctx, e.obj, `function() { return this.innerHTML; }`, &s); err != nil {
+		return nil, err
+	}
+	return textResult("%s", s), nil
+}
+
+// getAttr returns the value of an attribute of an element.
+func (t *Tab) getAttr(ctx context.Context, el *browserv1.Element, name string) (*browserv1.ToolResult, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "get_attr needs attr, the name of the attribute (such as href, src or class)")
+	}
+	e, err := t.resolve(ctx, el, "get_attr")
+	if err != nil {
+		return nil, err
+	}
+	var v *string
+	if err := callOn(ctx, e.obj, `function(n) { return this.getAttribute(n); }`, &v, name); err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "the element at %s has no attribute %q", e.what, name)
+	}
+	return textResult("%s", *v), nil
+}
+
+// focus focuses an element.
+func (t *Tab) focus(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
+	e, err := t.resolve(ctx, el, "focus")
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Desc string `json:"desc"`
+		OK   bool   `json:"ok"`
+	}
+	if err := callOn(ctx, e.obj, `function(p) { return __sov.focus(this, p); }`, &r, e.prefix); err != nil {
+		return nil, err
+	}
+	t.noteDesc(r.Desc)
+	if !r.OK {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s (%s) cannot take focus; focus works on links, buttons, form fields and elements with tabindex", e.what, r.Desc)
+	}
+	return textResult("Focused %s", r.Desc), nil
+}
+
+// pointInfo is what page.js's point says about an element.
+type pointInfo struct {
+	Gone    bool    `json:"gone"`
+	Desc    string  `json:"desc"`
+	Covered string  `json:"covered"`
+	W       float64 `json:"w"`
+	H       float64 `json:"h"`
+}
+
+// pointAt scrolls e into view and returns the centre of its first visible
+// box in the coordinates of the main frame's viewport (DOM.getContentQuads
+// adds the offsets of the iframes that hold it).
+func (t *Tab) pointAt(ctx context.Context, e *elem) (x, y float64, info pointInfo, err error) {
+	if err := callOn(ctx, e.obj, `function(p) { return __sov.point(this, p); }`, &info, e.prefix); err != nil {
+		return 0, 0, info, err
+	}
+	if info.Gone {
+		return 0, 0, info, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s is no longer in the page; take a new snapshot", e.what)
+	}
+	t.noteDesc(info.Desc)
+	t.noteDesc(info.Covered)
+	q, err := chromedp.Call(ctx, dom.GetContentQuads, dom.GetContentQuadsParams{ObjectID: e.obj})
+	if err == nil {
+		for _, quad := range q.Quads {
+			if x, y, ok := quadCenter(quad); ok {
+				return x, y, info, nil
+			}
+		}
+	}
+	return 0, 0, info, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s (%s) is not visible: it has no box on the screen; take a new snapshot or scroll", e.what, info.Desc)
+}
+
+// quadCenter returns the centre of a quad with an area.
+func quadCenter(q dom.Quad) (x, y float64, ok bool) {
+	if len(q) != 8 {
+		return 0, 0, false
+	}
+	area := 0.0
+	for i := 0; i < 4; i++ {
+		j := (i + 1) % 4
+		area += q[2*i]*q[2*j+1] - q[2*j]*q[2*i+1]
+	}
+	if area < 0 {
+		area = -area
+	}
+	if area < 1 {
+		return 0, 0, false
+	}
+	return (q[0] + q[2] + q[4] + q[6]) / 4, (q[1] + q[3] + q[5] + q[7]) / 4, true
+}
+
+// click clicks the centre of an element with real mouse events, then waits
+// for a navigation that the click started.
+func (t *Tab) click(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
+	e, err := t.resolve(ctx, el, "click")
+	if err != nil {
+		return nil, err
+	}
+	x, y, info, err := t.pointAt(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	w, stop, err := t.watchNav(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	if err := mouse(ctx, x, y, input.DispatchMouseEventTypeMouseMoved, input.DispatchMouseEventTypeMousePressed, input.DispatchMouseEventTypeMouseReleased); err != nil {
+		return nil, err
+	}
+	msg := "Clicked " + info.Desc
+	if info.Covered != "" {
+		msg += fmt.Sprintf(" — but %s covers its centre, so that element got the click", info.Covered)
+	}
+	return t.settled(ctx, w, msg)
+}
+
+// hover moves the mouse to the centre of an element.
+func (t *Tab) hover(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
+	e, err := t.resolve(ctx, el, "hover")
+	if err != nil {
+		return nil, err
+	}
+	x, y, info, err := t.pointAt(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	if err := mouse(ctx, x, y, input.DispatchMouseEventTypeMouseMoved); err != nil {
+		return nil, err
+	}
+	msg := "Hovering over " + info.Desc
+	if info.Covered != "" {
+		msg += fmt.Sprintf(" — but %s covers its centre", info.Covered)
+	}
+	return textResult("%s", msg), nil
+}
+
+// mouse sends mouse events of the given types at x, y with the left button.
+func mouse(ctx context.Context, x, y float64, types ...input.DispatchMouseEventType) error {
+	for _, typ := range types {
+		p := input.DispatchMouseEventParams{Type: typ, X: x, Y: y}
+		if typ != input.DispatchMouseEventTypeMouseMoved {
+			p.Button, p.Buttons, p.ClickCount = input.MouseButtonLeft, 1, 1
+		}
+		if _, err := chromedp.Call(ctx, input.DispatchMouseEvent, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settled waits for a navigation that an action started and returns msg,
+// with the new address when the page changed.
+func (t *Tab) settled(ctx context.Context, w *navWatch, msg string) (*browserv1.ToolResult, error) {
+	loading := w.settle(ctx)
+	if !w.isCommitted() {
+		return textResult("%s", msg), nil
+	}
+	u, err := t.currentURL(ctx)
+	if err != nil {
+		return textResult("%s", msg), nil
+	}
+	msg += "; the page navigated to " + u
+	if loading {
+		msg += " (still loading)"
+	}
+	return textResult("%s", msg), nil
+}
+
+// inputPrep is what page.js's prepareInput says.
+type inputPrep struct {
+	Insert  bool     `json:"insert"`
+	Done    bool     `json:"done"`
+	Value   string   `json:"value"`
+	Error   string   `json:"error"`
+	Type    string   `json:"type"`
+	Options []string `json:"options"`
+}
+
+// fill replaces the value of a form field (or contenteditable element) so
+// that input and change events fire as if a user typed it.
+func (t *Tab) fill(ctx context.Context, el *browserv1.Element, value string) (*browserv1.ToolResult, error) {
+	e, err := t.resolve(ctx, el, "fill")
+	if err != nil {
+		return nil, err
+	}
+	desc, err := t.describe(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	var p inputPrep
+	if err := callOn(ctx, e.obj, `function(v) { return __sov.prepareInput(this, v, 'fill'); }`, &p, value); err != nil {
+		return nil, err
+	}
+	if err := inputError(p, e, desc, "fill", value); err != nil {
+		return nil, err
+	}
+	if p.Insert {
+		if _, err := chromedp.Call(ctx, input.InsertText, input.InsertTextParams{Text: value}); err != nil {
+			return nil, err
+		}
+		if err := callOn(ctx, e.obj, `function() { return __sov.finishFill(this); }`, &p.Value); err != nil {
+			return nil, err
+		}
+		if p.Value == "" {
+			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "fill: %s (%s) did not accept %q; its value is empty (a number field takes only a number)", e.what, desc, value)
+		}
+	}
+	return textResult("Filled %s; its value is now %q", desc, p.Value), nil
+}
+
+// typeText appends text to a form field with real key events.
+func (t *Tab) typeText(ctx context.Context, el *browserv1.Element, value string) (*browserv1.ToolResult, error) {
+	e, err := t.resolve(ctx, el, "type")
+	if err != nil {
+		return nil, err
+	}
+	desc, err := t.describe(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	var p inputPrep
+	if err := callOn(ctx, e.obj, `function(v) { return __sov.prepareInput(this, v, 'type'); }`, &p, value); err != nil {
+		return nil, err
+	}
+	if err := inputError(p, e, desc, "type", value); err != nil {
+		return nil, err
+	}
+	if p.Insert {
+		w, stop, err := t.watchNav(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		if err := chromedp.Do(ctx, chromedp.KeyEvent(value)); err != nil {
+			return nil, err
+		}
+		if err := callOn(ctx, e.obj, `function() { return this.isConnected ? __sov.finishFill(this) : ''; }`, &p.Value); err != nil && !contextGone(err) {
+			return nil, err
+		}
+		return t.settled(ctx, w, fmt.Sprintf("Typed %q into %s; its value is now %q", value, desc, p.Value))
+	}
+	return textResult("Typed %q into %s; its value is now %q", value, desc, p.Value), nil
+}
+
+// describe returns the snapshot line of e.
+func (t *Tab) describe(ctx context.Context, e *elem) (string, error) {
+	var desc string
+	err := callOn(ctx, e.obj, `function(p) { return __sov.describe(this, p); }`, &desc, e.prefix)
+	return t.noteDesc(desc), err
+}
+
+// inputError turns what prepareInput reported into an error for the model.
+func inputError(p inputPrep, e *elem, desc, tool, value string) error {
+	bad := func(format string, args ...any) error {
+		return bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: %s (%s) %s", tool, e.what, desc, fmt.Sprintf(format, args...))
+	}
+	switch p.Error {
+	case "":
+		return nil
+	case "gone":
+		return bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s is no longer in the page; take a new snapshot", e.what)
+	case "not-editable":
+		return bad("is not a text field; %s needs an input, textarea, select or contenteditable element", tool)
+	case "input-type":
+		if p.Type == "checkbox" || p.Type == "radio" {
+			return bad("is a %s; use click to change it", p.Type)
+		}
+		return bad("is an input of type %s, which takes no text; use click", p.Type)
+	case "disabled":
+		return bad("is disabled")
+	case "readonly":
+		return bad("is read-only")
+	case "select":
+		return bad("is a select; use fill with the option's label or value")
+	case "option":
+		return bad("has no option %q; its options are: %s", value, strings.Join(p.Options, ", "))
+	case "option-disabled":
+		return bad("has that option disabled")
+	case "bad-value":
+		return bad("did not accept the value: an input of type %s needs its own format (for example 2024-12-31 for a date)", p.Type)
+	case "no-focus":
+		return bad("did not take focus, so it cannot receive text")
+	}
+	return bad("cannot take text (%s)", p.Error)
+}

@@ -1,0 +1,139 @@
+package page
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/chromedp/cdproto"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+)
+
+// serializeJS turns an eval result into JSON text in the page.
+//
+//go:embed serialize.js
+var serializeJS string
+
+// eval runs script in the page's main world and returns its value as JSON.
+//
+// The script is first evaluated as a REPL script, as in the DevTools
+// console: an expression (document.title), statements whose last value is
+// the result (let n = 2; n * 21) and top-level await all work, and a
+// returned promise is awaited. When that does not parse (return x), the
+// script becomes the body of an async function, so return gives the
+// result.
+func (t *Tab) eval(ctx context.Context, script string) (*browserv1.ToolResult, error) {
+	if strings.TrimSpace(script) == "" {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "eval needs script, such as document.title")
+	}
+	obj, exc, err := evaluate(ctx, script, true)
+	if err == nil && exc != nil && isCompileError(exc) {
+		var exc2 *runtime.ExceptionDetails
+		obj, exc2, err = evaluate(ctx, "(async () => {\n"+script+"\n})()", false)
+		if exc2 == nil || !isCompileError(exc2) {
+			exc = exc2
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.madeObjects = true
+	if exc == nil && obj != nil && obj.Subtype == runtime.RemoteObjectSubtypePromise {
+		obj, exc, err = awaitPromise(ctx, obj.ObjectID)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if exc != nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_SCRIPT_ERROR, "the script threw %s", exceptionText(exc))
+	}
+	text, value, err := jsonOf(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	out, err := marshal(struct {
+		Type  string          `json:"type"`
+		Value json.RawMessage `json:"value"`
+	}{string(obj.Type), value})
+	if err != nil {
+		return nil, err
+	}
+	return &browserv1.ToolResult{Content: []*browserv1.Content{textContent(text)}, StructuredJson: out}, nil
+}
+
+// evaluate evaluates expr in the main world of the main frame. V8 stops a
+// script that runs (not awaits) past the soft deadline, so a loop that
+// never ends does not wedge the tab.
+func evaluate(ctx context.Context, expr string, repl bool) (*runtime.RemoteObject, *runtime.ExceptionDetails, error) {
+	limit := max(time.Until(softDeadline(ctx, 0)), 10*time.Millisecond)
+	start := time.Now()
+	r, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{
+		Expression:   expr,
+		ObjectGroup:  objectGroup,
+		ReplMode:     new(repl),
+		AwaitPromise: new(true),
+		UserGesture:  new(true),
+		Silent:       new(true),
+		Timeout:      runtime.TimeDelta(limit.Milliseconds()),
+	})
+	var ce *cdproto.Error
+	if time.Since(start) >= limit && (errors.As(err, &ce) || (err == nil && r.Result == nil && r.ExceptionDetails == nil)) {
+		// V8 ended the script at the timeout; Chromium answers with an
+		// internal error (or an empty result).
+		return nil, nil, errTerminated
+	}
+	return r.Result, r.ExceptionDetails, err
+}
+
+// errTerminated says that V8 stopped a script at its deadline.
+var errTerminated = bus.Errorf(commonv1.ErrorCode_TIMEOUT, "eval: the script was still running at the request deadline and was stopped; avoid endless loops or split the work")
+
+// awaitPromise waits for the promise obj to settle.
+func awaitPromise(ctx context.Context, obj runtime.RemoteObjectID) (*runtime.RemoteObject, *runtime.ExceptionDetails, error) {
+	r, err := chromedp.Call(ctx, runtime.AwaitPromise, runtime.AwaitPromiseParams{PromiseObjectID: obj})
+	return r.Result, r.ExceptionDetails, err
+}
+
+// isCompileError reports whether the exception is a syntax error of the
+// script itself rather than one that the script threw while it ran
+// (JSON.parse throws SyntaxError too, with a stack).
+func isCompileError(d *runtime.ExceptionDetails) bool {
+	return d.Exception != nil && d.Exception.ClassName == "SyntaxError" &&
+		(d.StackTrace == nil || len(d.StackTrace.CallFrames) == 0)
+}
+
+// jsonOf returns the text of a result for the model and its JSON value.
+// undefined is the text "undefined" and the value null.
+func jsonOf(ctx context.Context, obj *runtime.RemoteObject) (string, json.RawMessage, error) {
+	switch {
+	case obj == nil || obj.Type == runtime.RemoteObjectTypeUndefined:
+		return "undefined", json.RawMessage("null"), nil
+	case obj.UnserializableValue != "":
+		s := string(obj.UnserializableValue)
+		v, _ := json.Marshal(s)
+		return s, v, nil
+	case obj.ObjectID != "":
+		var s *string
+		if err := callOn(ctx, obj.ObjectID, serializeJS, &s); err != nil {
+			if _, ok := err.(*jsError); !ok {
+				return "", nil, err
+			}
+		}
+		if s == nil || !json.Valid([]byte(*s)) {
+			v, _ := json.Marshal(obj.Description)
+			return string(v), v, nil
+		}
+		return *s, json.RawMessage(*s), nil
+	case len(obj.Value) > 0:
+		return string(obj.Value), json.RawMessage(obj.Value), nil
+	}
+	return "null", json.RawMessage("null"), nil
+}

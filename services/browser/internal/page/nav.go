@@ -1,0 +1,372 @@
+package page
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+)
+
+// settleCap bounds how long click and press wait for a navigation that they
+// started to load.
+const settleCap = 10 * time.Second
+
+// open navigates the tab to raw and waits for the page to load.
+func (t *Tab) open(ctx context.Context, raw string) (*browserv1.ToolResult, error) {
+	target, err := t.checkURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	w, stop, err := t.watchNav(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	res, err := chromedp.Call(ctx, page.Navigate, page.NavigateParams{URL: target})
+	if err != nil {
+		return nil, err
+	}
+	if res.ErrorText != "" {
+		return nil, bus.Errorf(commonv1.ErrorCode_NAVIGATION_FAILED, "could not open %s: %s", target, res.ErrorText)
+	}
+	if res.IsDownload {
+		return textResult("%s is a download, not a page; the tab stays where it was", target), nil
+	}
+	if res.LoaderID == "" {
+		w.finish() // same-document navigation, such as a new #fragment
+	}
+	return t.afterNav(ctx, w, "Opened", "open "+target)
+}
+
+// history goes delta entries back (-1) or forward (+1) in the tab's history.
+func (t *Tab) history(ctx context.Context, delta int) (*browserv1.ToolResult, error) {
+	h, err := chromedp.Call(ctx, page.GetNavigationHistory, cdp.Empty{})
+	if err != nil {
+		return nil, err
+	}
+	i := int(h.CurrentIndex) + delta
+	verb, tool := "Went back to", "back"
+	if delta > 0 {
+		verb, tool = "Went forward to", "forward"
+	}
+	if i < 0 || i >= len(h.Entries) {
+		where := "earlier"
+		if delta > 0 {
+			where = "later"
+		}
+		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "there is no %s page in this tab's history", where)
+	}
+	w, stop, err := t.watchNav(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	if _, err := chromedp.Call(ctx, page.NavigateToHistoryEntry, page.NavigateToHistoryEntryParams{EntryID: h.Entries[i].ID}); err != nil {
+		return nil, err
+	}
+	return t.afterNav(ctx, w, verb, tool)
+}
+
+// reload reloads the page, bypassing the cache.
+func (t *Tab) reload(ctx context.Context) (*browserv1.ToolResult, error) {
+	w, stop, err := t.watchNav(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	if _, err := chromedp.Call(ctx, page.Reload, page.ReloadParams{IgnoreCache: new(true)}); err != nil {
+		return nil, err
+	}
+	return t.afterNav(ctx, w, "Reloaded", "reload")
+}
+
+// afterNav waits for the navigation that w follows and describes where
+// the tab is now.
+func (t *Tab) afterNav(ctx context.Context, w *navWatch, verb, what string) (*browserv1.ToolResult, error) {
+	w.markStarted()
+	loaded := w.wait(ctx, softDeadline(ctx, 0))
+	if !loaded && !w.isCommitted() {
+		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "%s: the page did not load before the request deadline; the server may be slow or unreachable", what)
+	}
+	return t.whereNow(ctx, verb, w, loaded)
+}
+
+// whereNow returns a result like `Opened http://x/ — title "X"`.
+func (t *Tab) whereNow(ctx context.Context, verb string, w *navWatch, loaded bool) (*browserv1.ToolResult, error) {
+	u, err := t.currentURL(ctx)
+	if err != nil {
+		return nil, err
+	}
+	title, err := t.title(ctx)
+	if err != nil {
+		title = ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s — title %q", verb, u, title)
+	if s := w.httpStatus(); s >= 400 {
+		fmt.Fprintf(&b, " (HTTP %d)", s)
+	}
+	if !loaded {
+		b.WriteString(" (still loading)")
+	}
+	return textResult("%s", b.String()), nil
+}
+
+// getURL returns the address of the page.
+func (t *Tab) getURL(ctx context.Context) (*browserv1.ToolResult, error) {
+	u, err := t.currentURL(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return textResult("%s", u), nil
+}
+
+// getTitle returns the title of the page.
+func (t *Tab) getTitle(ctx context.Context) (*browserv1.ToolResult, error) {
+	s, err := t.title(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return textResult("%s", s), nil
+}
+
+// currentURL returns the URL of the main frame, with its fragment.
+func (t *Tab) currentURL(ctx context.Context) (string, error) {
+	tree, err := chromedp.Call(ctx, page.GetFrameTree, cdp.Empty{})
+	if err != nil {
+		return "", err
+	}
+	f := tree.FrameTree.Frame
+	t.setMainFrame(f.ID)
+	return f.URL + f.URLFragment, nil
+}
+
+// title returns document.title of the main frame, read in the isolated
+// world so that the page cannot fake it.
+func (t *Tab) title(ctx context.Context) (string, error) {
+	var s string
+	err := t.callWorld(ctx, t.main(), `function() { return document.title; }`, &s)
+	return s, err
+}
+
+// checkURL validates raw for open and returns the URL to navigate to.
+func (t *Tab) checkURL(raw string) (string, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "open needs a url, such as https://example.com")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "url %q is not valid: %v", raw, err)
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if scheme == "" || (u.Opaque != "" && u.Opaque[0] >= '0' && u.Opaque[0] <= '9') {
+		return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "url %q has no scheme; use a full URL such as https://%s", raw, strings.TrimPrefix(raw, "//"))
+	}
+	if !t.allowed[scheme] {
+		return "", bus.Errorf(commonv1.ErrorCode_FORBIDDEN,
+			"open refuses %s: URLs: the scheme %q is not allowed on this worker (allowed: %s); an operator can allow it with --allow-scheme %s or SOVEREIGN_ALLOW_SCHEMES=%s",
+			scheme, scheme, t.allowedList(), scheme, scheme)
+	}
+	switch scheme {
+	case "about":
+		// Chromium maps other about: pages to chrome: pages.
+		if !strings.EqualFold(raw, "about:blank") && !t.allowed["chrome"] {
+			return "", bus.Errorf(commonv1.ErrorCode_FORBIDDEN, "open allows only about:blank among about: URLs (%s would open a chrome: page, which is not allowed)", raw)
+		}
+	case "http", "https":
+		if u.Host == "" {
+			return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "url %q has no host; use a full URL such as https://example.com/path", raw)
+		}
+	}
+	return raw, nil
+}
+
+// allowedList returns the allowed schemes for messages.
+func (t *Tab) allowedList() string {
+	s := make([]string, 0, len(t.allowed))
+	for k := range t.allowed {
+		if k == "about" {
+			k = "about (about:blank)"
+		}
+		s = append(s, k)
+	}
+	slices.Sort(s)
+	return strings.Join(s, ", ")
+}
+
+// normScheme returns s in lower case without a trailing colon.
+func normScheme(s string) string {
+	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), ":")
+}
+
+// softDeadline returns when a wait inside a tool should give up, so that
+// the tool still answers before ctx's deadline: a tenth of the time left
+// (at least 100 ms, at most a second) before it, and no later than limit
+// from now when limit is not zero.
+func softDeadline(ctx context.Context, limit time.Duration) time.Time {
+	now := time.Now()
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = now.Add(DefaultTimeout)
+	}
+	margin := min(max(dl.Sub(now)/10, 100*time.Millisecond), time.Second)
+	soft := dl.Add(-margin)
+	if limit > 0 && now.Add(limit).Before(soft) {
+		soft = now.Add(limit)
+	}
+	return soft
+}
+
+// navWatch follows the main frame through one navigation. Its observe
+// method runs in the tab's event loop, in order.
+type navWatch struct {
+	mu        sync.Mutex
+	main      cdp.FrameID
+	started   bool
+	committed bool
+	status    int64
+	done      chan struct{}
+	closed    bool
+}
+
+// watchNav starts to follow navigations of the main frame. Call stop when
+// done.
+func (t *Tab) watchNav(ctx context.Context) (w *navWatch, stop func(), err error) {
+	w = &navWatch{main: t.main(), done: make(chan struct{})}
+	lctx, cancel := context.WithCancel(ctx)
+	if err := chromedp.Listen(lctx, w.observe); err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return w, cancel, nil
+}
+
+func (w *navWatch) observe(ev any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch ev := ev.(type) {
+	case *page.EventFrameRequestedNavigation:
+		if ev.FrameID == w.main && ev.Disposition == page.ClientNavigationDispositionCurrentTab {
+			w.started = true
+		}
+	case *page.EventFrameStartedNavigating:
+		if ev.FrameID == w.main {
+			w.started = true
+		}
+	case *page.EventFrameStartedLoading:
+		if ev.FrameID == w.main {
+			w.started = true
+		}
+	case *page.EventNavigatedWithinDocument:
+		if ev.FrameID == w.main {
+			w.finishLocked()
+		}
+	case *page.EventFrameNavigated:
+		if ev.Frame.ParentID == "" {
+			w.main = ev.Frame.ID
+			w.started, w.committed = true, true
+			if ev.Type == page.NavigationTypeBackForwardCacheRestore {
+				w.finishLocked()
+			}
+		}
+	case *network.EventResponseReceived:
+		if ev.Type == network.ResourceTypeDocument && ev.FrameID == w.main && ev.Response != nil {
+			w.status = ev.Response.Status
+		}
+	case *page.EventLoadEventFired:
+		if w.committed {
+			w.finishLocked()
+		}
+	case *page.EventFrameStoppedLoading:
+		if ev.FrameID == w.main && w.started {
+			w.finishLocked()
+		}
+	}
+}
+
+func (w *navWatch) finish() {
+	w.mu.Lock()
+	w.finishLocked()
+	w.mu.Unlock()
+}
+
+func (w *navWatch) finishLocked() {
+	if !w.closed {
+		w.closed = true
+		close(w.done)
+	}
+}
+
+// markStarted records that the caller started a navigation itself.
+func (w *navWatch) markStarted() {
+	w.mu.Lock()
+	w.started = true
+	w.mu.Unlock()
+}
+
+func (w *navWatch) isStarted() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.started
+}
+
+func (w *navWatch) isCommitted() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.committed
+}
+
+func (w *navWatch) httpStatus() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status
+}
+
+// wait waits until the navigation has loaded (true), or until soft or the
+// end of ctx (false).
+func (w *navWatch) wait(ctx context.Context, soft time.Time) bool {
+	timer := time.NewTimer(time.Until(soft))
+	defer timer.Stop()
+	select {
+	case <-w.done:
+		return true
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// settle waits, after an action such as a click or a key press, for the
+// navigation that the action started, if any. It reports whether the page
+// is still loading when it gives up.
+func (w *navWatch) settle(ctx context.Context) (stillLoading bool) {
+	// A navigation that the action requested shows up before the reply to
+	// its last input event; a short grace catches one that a handler
+	// starts a moment later.
+	grace := time.NewTimer(30 * time.Millisecond)
+	defer grace.Stop()
+	select {
+	case <-w.done:
+		return false
+	case <-grace.C:
+	case <-ctx.Done():
+		return false
+	}
+	if !w.isStarted() {
+		return false
+	}
+	return !w.wait(ctx, softDeadline(ctx, settleCap))
+}

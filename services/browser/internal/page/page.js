@@ -1,0 +1,727 @@
+// page.js runs in Sovereign's isolated world of one frame (Page.createIsolatedWorld),
+// so the page can neither see nor break it. The Go side evaluates this file as
+//
+//	(<this function>)(start)
+//
+// once per frame document. It installs globalThis.__sov and returns the next ref
+// number. Refs are numbers per frame; the Go side adds the frame prefix (e5, f1e2).
+// An element keeps its ref for as long as it exists: refOf is a WeakMap from element
+// to number and byRef a Map from number to WeakRef(element).
+(function install(start) {
+  'use strict';
+  if (globalThis.__sov) return globalThis.__sov.next();
+
+  const refOf = new WeakMap();
+  const byRef = new Map();
+  let nextRef = start;
+
+  function ref(el) {
+    let n = refOf.get(el);
+    if (n === undefined) {
+      n = nextRef++;
+      refOf.set(el, n);
+      byRef.set(n, new WeakRef(el));
+    }
+    return n;
+  }
+
+  function lookup(n) {
+    const w = byRef.get(n);
+    const el = w && w.deref();
+    if (!el) {
+      byRef.delete(n);
+      return null;
+    }
+    return el.isConnected ? el : null;
+  }
+
+  // prune drops the refs of collected elements once the table has doubled
+  // since the last time, so a long-lived page that churns elements stays
+  // small.
+  let pruneAt = 4096;
+  function prune() {
+    if (byRef.size < pruneAt) return;
+    for (const [n, w] of byRef) {
+      if (!w.deref()) byRef.delete(n);
+    }
+    pruneAt = Math.max(4096, 2 * byRef.size);
+  }
+
+  // ---- roles -----------------------------------------------------------
+
+  const INPUT_ROLES = {
+    button: 'button', submit: 'button', reset: 'button', image: 'button', file: 'button',
+    checkbox: 'checkbox', radio: 'radio', range: 'slider', number: 'spinbutton',
+    search: 'searchbox', email: 'textbox', tel: 'textbox', text: 'textbox', url: 'textbox',
+    password: 'textbox',
+  };
+  const TEXT_INPUTS = new Set(['', 'text', 'search', 'email', 'tel', 'url', 'password']);
+
+  const TAG_ROLES = {
+    BUTTON: 'button', TEXTAREA: 'textbox', OPTION: 'option',
+    H1: 'heading', H2: 'heading', H3: 'heading', H4: 'heading', H5: 'heading', H6: 'heading',
+    UL: 'list', OL: 'list', MENU: 'list', LI: 'listitem', NAV: 'navigation', MAIN: 'main',
+    ASIDE: 'complementary', FORM: 'form', ARTICLE: 'article', TABLE: 'table', TR: 'row',
+    TD: 'cell', THEAD: 'rowgroup', TBODY: 'rowgroup', TFOOT: 'rowgroup', P: 'paragraph',
+    DIALOG: 'dialog', DETAILS: 'group', SUMMARY: 'button', FIELDSET: 'group', HR: 'separator',
+    PROGRESS: 'progressbar', METER: 'meter', IFRAME: 'iframe', FRAME: 'iframe',
+    BLOCKQUOTE: 'blockquote', FIGURE: 'figure', DT: 'term', DD: 'definition', OUTPUT: 'status',
+    CAPTION: 'caption', SEARCH: 'search', CODE: 'code',
+  };
+
+  const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK',
+    'TITLE', 'BASE', 'PARAM', 'SOURCE', 'TRACK', 'DATALIST']);
+
+  const INTERACTIVE = new Set(['button', 'link', 'textbox', 'searchbox', 'checkbox', 'radio',
+    'combobox', 'listbox', 'option', 'slider', 'spinbutton', 'switch', 'tab', 'menuitem',
+    'menuitemcheckbox', 'menuitemradio', 'treeitem']);
+
+  // Roles whose accessible name comes from their content.
+  const NAME_FROM_CONTENT = new Set(['button', 'link', 'heading', 'option', 'tab', 'menuitem',
+    'menuitemcheckbox', 'menuitemradio', 'treeitem', 'cell', 'columnheader', 'rowheader',
+    'checkbox', 'radio', 'switch', 'tooltip', 'gridcell', 'term']);
+
+  // Containers kept in interactive mode when compact is off (and they hold something).
+  const STRUCTURAL = new Set(['navigation', 'main', 'banner', 'contentinfo', 'complementary',
+    'form', 'region', 'search', 'list', 'listitem', 'table', 'row', 'cell', 'columnheader',
+    'rowheader', 'group', 'menu', 'menubar', 'tablist', 'toolbar', 'tree', 'grid', 'article',
+    'radiogroup', 'tabpanel']);
+
+  // Containers always kept in interactive mode: a model must know it is in a dialog.
+  const CONTEXT = new Set(['dialog', 'alertdialog']);
+
+  function landmarkScoped(el) {
+    return !!el.parentElement && !!el.parentElement.closest('article,aside,main,nav,section');
+  }
+
+  function editableRoot(el) {
+    return el.isContentEditable && !(el.parentElement && el.parentElement.isContentEditable);
+  }
+
+  function roleOf(el, tag) {
+    const explicit = el.getAttribute('role');
+    if (explicit) {
+      const first = explicit.trim().split(/\s+/)[0];
+      if (first) return first.toLowerCase();
+    }
+    const role = implicitRole(el, tag);
+    return role === 'generic' && editableRoot(el) ? 'textbox' : role;
+  }
+
+  function implicitRole(el, tag) {
+    switch (tag) {
+      case 'A':
+      case 'AREA':
+        return el.hasAttribute('href') ? 'link' : 'generic';
+      case 'INPUT': {
+        const type = (el.getAttribute('type') || '').toLowerCase();
+        if (type === 'hidden') return '';
+        if (el.hasAttribute('list') && TEXT_INPUTS.has(type)) return 'combobox';
+        return INPUT_ROLES[type] || 'textbox';
+      }
+      case 'SELECT':
+        return el.multiple || el.size > 1 ? 'listbox' : 'combobox';
+      case 'IMG':
+        return el.getAttribute('alt') === '' ? 'presentation' : 'img';
+      case 'SVG':
+      case 'svg':
+        return 'img';
+      case 'HEADER':
+        return landmarkScoped(el) ? 'generic' : 'banner';
+      case 'FOOTER':
+        return landmarkScoped(el) ? 'generic' : 'contentinfo';
+      case 'SECTION':
+        return el.hasAttribute('aria-label') || el.hasAttribute('aria-labelledby') ? 'region' : 'generic';
+      case 'TH':
+        return el.getAttribute('scope') === 'row' ? 'rowheader' : 'columnheader';
+      default:
+        return TAG_ROLES[tag] || 'generic';
+    }
+  }
+
+  // ---- names and text --------------------------------------------------
+
+  function norm(s) {
+    return s.replace(/[\s\u00a0]+/g, ' ').trim();
+  }
+
+  function clip(s, max) {
+    return s.length > max ? s.slice(0, max - 1) + '\u2026' : s;
+  }
+
+  function hiddenAttr(el) {
+    return el.getAttribute('aria-hidden') === 'true';
+  }
+
+  // textOf returns the visible text of el's subtree (alt text for images),
+  // with a space at block boundaries. skip is an element to leave out.
+  function textOf(el, skip) {
+    const out = [];
+    let left = 400;
+    const walk = (node) => eachChild(node, (c) => {
+      if (left <= 0) return false;
+      if (c.nodeType === 3) {
+        out.push(c.data);
+        left -= c.data.length;
+        return true;
+      }
+      if (c.nodeType !== 1 || c === skip || SKIP.has(c.tagName) || hiddenAttr(c)) return true;
+      const cs = getComputedStyle(c);
+      if (cs.display === 'none') return true;
+      const tag = c.tagName;
+      if (tag === 'IMG' || tag === 'AREA') {
+        out.push(' ' + (c.getAttribute('alt') || '') + ' ');
+        return true;
+      }
+      if (tag === 'INPUT' || tag === 'SELECT' || tag === 'TEXTAREA') return true;
+      const block = !cs.display.startsWith('inline');
+      if (block) out.push(' ');
+      walk(c.shadowRoot || c);
+      if (block) out.push(' ');
+      return true;
+    });
+    walk(el.shadowRoot || el);
+    return norm(out.join(''));
+  }
+
+  // slotted returns the nodes assigned to a slot, or null when node is not a
+  // slot with assigned nodes (then its own children are walked).
+  function slotted(node) {
+    if (node.tagName !== 'SLOT') return null;
+    const assigned = node.assignedNodes({ flatten: true });
+    return assigned.length ? assigned : null;
+  }
+
+  // eachChild calls fn for each child of node, following shadow roots and slots.
+  function eachChild(node, fn) {
+    const assigned = slotted(node);
+    if (assigned) {
+      for (const c of assigned) if (fn(c) === false) return;
+      return;
+    }
+    for (let c = node.firstChild; c; c = c.nextSibling) if (fn(c) === false) return;
+  }
+
+  function labelledBy(el) {
+    const ids = el.getAttribute('aria-labelledby');
+    if (!ids) return '';
+    const root = el.getRootNode();
+    const parts = [];
+    for (const id of ids.split(/\s+/)) {
+      const target = id && (root.getElementById ? root.getElementById(id) : document.getElementById(id));
+      if (target) parts.push(target.getAttribute('aria-label') || textOf(target));
+    }
+    return parts.join(' ');
+  }
+
+  function labelsOf(el) {
+    const labels = el.labels;
+    if (!labels || !labels.length) return '';
+    const parts = [];
+    for (const l of labels) parts.push(textOf(l, el));
+    return parts.join(' ');
+  }
+
+  function nameOf(el, tag, role, fromContent) {
+    let s = labelledBy(el) || el.getAttribute('aria-label') || '';
+    if (!s) {
+      switch (tag) {
+        case 'INPUT': {
+          const type = (el.getAttribute('type') || '').toLowerCase();
+          if (type === 'button' || type === 'submit' || type === 'reset') {
+            s = el.value || (type === 'submit' ? 'Submit' : type === 'reset' ? 'Reset' : '');
+          } else if (type === 'image') {
+            s = el.getAttribute('alt') || el.value || 'Submit';
+          } else {
+            s = labelsOf(el) || el.getAttribute('title') || el.getAttribute('placeholder') || '';
+          }
+          break;
+        }
+        case 'TEXTAREA':
+        case 'SELECT':
+          s = labelsOf(el) || el.getAttribute('title') || el.getAttribute('placeholder') || '';
+          break;
+        case 'IMG':
+        case 'AREA':
+          s = el.getAttribute('alt') || '';
+          break;
+        case 'FIELDSET': {
+          const legend = el.querySelector(':scope > legend');
+          s = legend ? textOf(legend) : '';
+          break;
+        }
+        case 'TABLE': {
+          const cap = el.querySelector(':scope > caption');
+          s = cap ? textOf(cap) : '';
+          break;
+        }
+        case 'FIGURE': {
+          const cap = el.querySelector(':scope > figcaption');
+          s = cap ? textOf(cap) : '';
+          break;
+        }
+        case 'SVG':
+        case 'svg': {
+          const t = el.querySelector(':scope > title');
+          s = t ? t.textContent : '';
+          break;
+        }
+        case 'IFRAME':
+        case 'FRAME':
+          s = el.getAttribute('title') || '';
+          break;
+      }
+    }
+    if (!s && (fromContent || NAME_FROM_CONTENT.has(role))) s = textOf(el);
+    if (!s) s = el.getAttribute('title') || '';
+    return clip(norm(s), 120);
+  }
+
+  // ---- states and values -----------------------------------------------
+
+  const FORM_CONTROLS = new Set(['BUTTON', 'INPUT', 'SELECT', 'TEXTAREA', 'OPTION', 'OPTGROUP', 'FIELDSET']);
+
+  function statesOf(el, tag, role) {
+    let s = '';
+    const ac = el.getAttribute('aria-checked');
+    if (tag === 'INPUT' && (el.type === 'checkbox' || el.type === 'radio')) {
+      if (el.indeterminate) s += ' [checked=mixed]';
+      else if (el.checked) s += ' [checked]';
+    } else if (ac === 'true') {
+      s += ' [checked]';
+    } else if (ac === 'mixed') {
+      s += ' [checked=mixed]';
+    }
+    if ((FORM_CONTROLS.has(tag) && el.matches(':disabled')) || el.getAttribute('aria-disabled') === 'true') {
+      s += ' [disabled]';
+    }
+    if (el.getAttribute('aria-expanded') === 'true' ||
+        (tag === 'SUMMARY' && el.parentElement && el.parentElement.tagName === 'DETAILS' && el.parentElement.open)) {
+      s += ' [expanded]';
+    }
+    let level = parseInt(el.getAttribute('aria-level'), 10);
+    if (!level && role === 'heading' && /^H[1-6]$/.test(tag)) level = +tag[1];
+    if (level) s += ' [level=' + level + ']';
+    const ap = el.getAttribute('aria-pressed');
+    if (ap === 'true') s += ' [pressed]';
+    else if (ap === 'mixed') s += ' [pressed=mixed]';
+    if ((tag === 'OPTION' && el.selected) || el.getAttribute('aria-selected') === 'true') {
+      s += ' [selected]';
+    }
+    return s;
+  }
+
+  function valueOf(el, tag, role) {
+    if (tag === 'INPUT') {
+      const type = (el.getAttribute('type') || '').toLowerCase();
+      if (type === 'checkbox' || type === 'radio' || INPUT_ROLES[type] === 'button') return '';
+      if (type === 'password') return el.value ? '\u2022'.repeat(Math.min(el.value.length, 8)) : '';
+      return el.value;
+    }
+    if (tag === 'TEXTAREA') return clip(el.value, 200);
+    if (tag === 'SELECT') {
+      const opts = Array.from(el.selectedOptions || [], (o) => norm(o.label || o.text));
+      return opts.join(', ');
+    }
+    if (role === 'textbox' && el.isContentEditable) return clip(textOf(el), 200);
+    const vn = el.getAttribute('aria-valuenow');
+    if (vn !== null && (role === 'slider' || role === 'spinbutton' || role === 'progressbar' || role === 'meter')) {
+      return el.getAttribute('aria-valuetext') || vn;
+    }
+    if (tag === 'PROGRESS' || tag === 'METER') return String(el.value);
+    return '';
+  }
+
+  // ---- the walk ----------------------------------------------------------
+
+  // A node of the output tree is {el, role, name, states, value, url, frame, kids}
+  // for an element or {text} for text.
+
+  const LEAF = new Set(['svg', 'SVG', 'IFRAME', 'FRAME', 'TEXTAREA', 'INPUT', 'IMG', 'CANVAS', 'VIDEO', 'AUDIO']);
+
+  function Walker(opts, frames) {
+    this.interactive = !!opts.interactive;
+    this.compact = !!opts.compact;
+    this.frames = frames;
+  }
+
+  // children appends the output nodes of node's children to out. pointer
+  // says whether node has cursor:pointer; text says whether its text shows.
+  Walker.prototype.children = function (node, out, pointer, text) {
+    const assigned = node.nodeName === 'SLOT' ? slotted(node) : null;
+    if (assigned) {
+      for (const c of assigned) this.child(c, out, pointer, text);
+      return;
+    }
+    if (!text) {
+      // Elements only: touching text nodes would cost a wrapper each.
+      for (let c = node.firstElementChild; c; c = c.nextElementSibling) this.element(c, out, pointer);
+      return;
+    }
+    for (let c = node.firstChild; c; c = c.nextSibling) this.child(c, out, pointer, text);
+  };
+
+  Walker.prototype.child = function (c, out, pointer, text) {
+    const type = c.nodeType;
+    if (type === 1) {
+      this.element(c, out, pointer);
+    } else if (type === 3 && text) {
+      const d = c.data;
+      if (d.trim()) out.push({ text: d });
+      else if (d.length && out.length && out[out.length - 1].text !== undefined) out.push(SPACE);
+    }
+  };
+
+  // SPACE separates the text of blocks, so words do not run together.
+  const SPACE = { text: ' ' };
+
+  // element appends the output of el to out. The children of el go to out
+  // first; when el keeps a line of its own, they move under it. Elements
+  // that are not shown leave their children in place (hoisted).
+  Walker.prototype.element = function (el, out, pointer) {
+    const tag = el.tagName;
+    if (SKIP.has(tag) || (el.hasAttributes() && (hiddenAttr(el) || el.hasAttribute('inert')))) return;
+    const cs = getComputedStyle(el);
+    const display = cs.display;
+    if (display === 'none') return;
+    const visible = cs.visibility === 'visible';
+    const role = roleOf(el, tag);
+    if (role === '') return;
+    const isPointer = cs.cursor === 'pointer';
+    const interactive = visible && this.isInteractive(el, tag, role, isPointer && !pointer);
+
+    const block = !this.interactive && !display.startsWith('inline');
+    if (block) out.push(SPACE);
+    const start = out.length;
+    if (!LEAF.has(tag)) this.children(el.shadowRoot || el, out, isPointer, visible && !this.interactive);
+    if (!visible || !this.keep(role, interactive, out.length > start)) return this.hoist(out, block);
+
+    const frame = (tag === 'IFRAME' || tag === 'FRAME') ? this.frames.get(el) : undefined;
+    const name = nameOf(el, tag, role, interactive && role === 'generic');
+    const value = valueOf(el, tag, role);
+    if (this.compact && !this.interactive && !interactive && !name) {
+      // Drop empty structural wrappers; keep their content.
+      if (role === 'generic' || role === 'presentation' || role === 'none') return this.hoist(out, block);
+      if (out.length === start && frame === undefined && !value) return this.hoist(out, block);
+    }
+    const kids = out.length > start ? out.splice(start) : [];
+    if (block) out.pop();
+    out.push({
+      el, role, name, kids, frame, value,
+      states: statesOf(el, tag, role),
+      url: role === 'link' && el.hasAttribute('href') ? el.getAttribute('href').trim() : '',
+    });
+  };
+
+  // hoist ends the output of an element that has no line of its own: its
+  // children stay where they are, followed by a space after a block.
+  Walker.prototype.hoist = function (out, block) {
+    if (block) out.push(SPACE);
+  };
+
+  Walker.prototype.isInteractive = function (el, tag, role, newPointer) {
+    if (INTERACTIVE.has(role)) return true;
+    if (editableRoot(el) || el.hasAttribute('onclick')) return true;
+    const ti = el.getAttribute('tabindex');
+    if (ti !== null && ti !== '' && +ti >= 0 && tag !== 'IFRAME' && tag !== 'FRAME') return true;
+    return newPointer && tag !== 'LABEL' && tag !== 'HTML' && tag !== 'BODY';
+  };
+
+  // keep says whether an element gets a line of its own in interactive mode
+  // (the full tree keeps every visible element, compact or not, and decides
+  // on wrappers later).
+  Walker.prototype.keep = function (role, interactive, hasKids) {
+    if (!this.interactive) return true;
+    if (interactive || role === 'heading' || role === 'iframe') return true;
+    if (!hasKids) return false;
+    if (CONTEXT.has(role)) return true;
+    return !this.compact && STRUCTURAL.has(role);
+  };
+
+  // ---- output -------------------------------------------------------------
+
+  const PLAIN = /^[^\s\-?:,[\]{}#&*!|>'"%@`\u0000-\u001f][^\u0000-\u001f]*$/;
+
+  function yamlText(s) {
+    if (PLAIN.test(s) && !/: |\s#|\s$/.test(s) && !/^(true|false|null|yes|no|~|[-+]?\d[\d.e+-]*)$/i.test(s)) return s;
+    return JSON.stringify(s);
+  }
+
+  // mergeText joins runs of text nodes, so "Hello <b>world</b>" is one text.
+  function mergeText(kids) {
+    const out = [];
+    let buf = null;
+    for (const k of kids) {
+      if (k.text !== undefined) {
+        buf = buf === null ? k.text : buf + k.text;
+        continue;
+      }
+      if (buf !== null) {
+        const t = norm(buf);
+        if (t) out.push({ text: clip(t, 2000) });
+        buf = null;
+      }
+      out.push(k);
+    }
+    if (buf !== null) {
+      const t = norm(buf);
+      if (t) out.push({ text: clip(t, 2000) });
+    }
+    return out;
+  }
+
+  function Writer(prefix) {
+    this.prefix = prefix;
+    this.lines = [];
+  }
+
+  Writer.prototype.write = function (nodes, indent) {
+    for (const n of mergeText(nodes)) {
+      if (n.text !== undefined) this.lines.push(indent + '- text: ' + yamlText(n.text));
+      else this.node(n, indent);
+    }
+  };
+
+  Writer.prototype.node = function (n, indent) {
+    const r = this.prefix + 'e' + ref(n.el);
+    let line = indent + '- ' + n.role;
+    if (n.name) line += ' ' + JSON.stringify(n.name);
+    line += n.states + ' [ref=' + r + ']';
+    let kids = mergeText(n.kids);
+    if (n.name && kids.every((k) => k.text !== undefined) && norm(kids.map((k) => k.text).join(' ')) === n.name) {
+      kids = [];
+    }
+    if (!kids.length && !n.url && n.frame === undefined) {
+      if (n.value) line += ': ' + yamlText(n.value);
+      this.lines.push(line);
+      return;
+    }
+    if (kids.length === 1 && kids[0].text !== undefined && !n.url && n.frame === undefined && !n.value) {
+      this.lines.push(line + ': ' + yamlText(kids[0].text));
+      return;
+    }
+    this.lines.push(line + ':');
+    const sub = indent + '  ';
+    if (n.url) this.lines.push(sub + '- /url: ' + yamlText(n.url));
+    if (n.frame !== undefined) this.lines.push(sub + '\u0001' + n.frame);
+    this.write(kids, sub);
+  };
+
+  // ---- the api -----------------------------------------------------------
+
+  function snapshot(opts, frameEls) {
+    const frames = new Map();
+    for (let i = 0; i < frameEls.length; i++) {
+      if (frameEls[i]) frames.set(frameEls[i], i);
+    }
+    const walker = new Walker(opts, frames);
+    const top = [];
+    walker.children(document, top, false, !walker.interactive);
+    const w = new Writer(opts.prefix || '');
+    w.write(top, '');
+    prune();
+    return { text: w.lines.join('\n'), next: nextRef, title: document.title };
+  }
+
+  // describe returns the snapshot line of one element (without children),
+  // giving it a ref when it has none.
+  function describe(el, prefix) {
+    const tag = el.tagName;
+    const role = roleOf(el, tag) || 'generic';
+    const name = nameOf(el, tag, role, role === 'generic');
+    let line = role;
+    if (name) line += ' ' + JSON.stringify(name);
+    line += statesOf(el, tag, role) + ' [ref=' + (prefix || '') + 'e' + ref(el) + ']';
+    const v = valueOf(el, tag, role);
+    if (v) line += ': ' + yamlText(v);
+    return line;
+  }
+
+  // ---- element actions ----------------------------------------------------
+
+  // Input types that take a value as a whole (no typing), and types that
+  // take no text at all.
+  const SET_VALUE = new Set(['color', 'date', 'datetime-local', 'month', 'range', 'time', 'week']);
+  const NO_TEXT = new Set(['button', 'submit', 'reset', 'image', 'file', 'hidden', 'checkbox', 'radio']);
+
+  function inView(r) {
+    return r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight && r.right <= innerWidth;
+  }
+
+  // point scrolls el into view when it is not fully visible and reports what
+  // a click at its centre would hit, so a covered element can be named.
+  function point(el, prefix) {
+    if (!el.isConnected) return { gone: true };
+    let r = el.getBoundingClientRect();
+    if (!inView(r)) {
+      el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+      r = el.getBoundingClientRect();
+    }
+    const out = { desc: describe(el, prefix), w: r.width, h: r.height };
+    const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+    if (hit && hit !== el && !el.contains(hit) && !(hit.shadowRoot && hit.contains(el)) &&
+        !(hit.control && hit.control === el) && !(el.labels && Array.from(el.labels).includes(hit))) {
+      out.covered = describe(hit, prefix);
+    }
+    return out;
+  }
+
+  function kindOf(el) {
+    const tag = el.tagName;
+    if (tag === 'SELECT') return 'select';
+    if (tag === 'TEXTAREA') return 'text';
+    if (tag === 'INPUT') {
+      const type = el.type;
+      if (NO_TEXT.has(type)) return 'no:' + type;
+      return SET_VALUE.has(type) ? 'value' : 'text';
+    }
+    if (el.isContentEditable) return 'editable';
+    return '';
+  }
+
+  function fire(el, type) {
+    el.dispatchEvent(new Event(type, { bubbles: true }));
+  }
+
+  function chooseOption(el, value) {
+    const want = norm(value).toLowerCase();
+    const opts = Array.from(el.options);
+    const o = opts.find((o) => o.value === value) ||
+      opts.find((o) => norm(o.label || o.text).toLowerCase() === want);
+    if (!o) return { error: 'option', options: opts.slice(0, 30).map((o) => norm(o.label || o.text)) };
+    if (o.disabled) return { error: 'option-disabled' };
+    el.value = o.value;
+    if (!o.selected) o.selected = true;
+    fire(el, 'input');
+    fire(el, 'change');
+    return { done: true, value: norm(o.label || o.text) };
+  }
+
+  // prepareInput gets el ready for fill (mode "fill": select everything, so
+  // inserted text replaces it) or type (mode "type": caret at the end). It
+  // sets the value itself where typing makes no sense (select, date, ...).
+  // {insert: true} asks the caller to insert the text as keyboard input.
+  function prepareInput(el, value, mode) {
+    if (!el.isConnected) return { error: 'gone' };
+    const kind = kindOf(el);
+    if (!kind) return { error: 'not-editable' };
+    if (kind.startsWith('no:')) return { error: 'input-type', type: kind.slice(3) };
+    if (el.matches(':disabled')) return { error: 'disabled' };
+    if (el.readOnly) return { error: 'readonly' };
+    if (kind === 'select') return mode === 'fill' ? chooseOption(el, value) : { error: 'select' };
+    if (kind === 'value') {
+      el.focus();
+      el.value = mode === 'fill' ? value : el.value + value;
+      fire(el, 'input');
+      fire(el, 'change');
+      if (value !== '' && el.value === '') return { error: 'bad-value', type: el.type };
+      return { done: true, value: el.value };
+    }
+    el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+    el.focus();
+    if (kind === 'editable') {
+      const range = document.createRange();
+      range.selectNodeContents(el);
+      if (mode === 'type') range.collapse(false);
+      const sel = getSelection();
+      sel.removeAllRanges();
+      sel.addRange(range);
+    } else if (mode === 'fill') {
+      el.select();
+    } else {
+      try {
+        el.setSelectionRange(el.value.length, el.value.length);
+      } catch (e) {
+        // Some input types (email, number) have no selection API.
+      }
+    }
+    if (mode === 'fill' && value === '') {
+      if (kind === 'editable') document.execCommand('delete');
+      else {
+        el.value = '';
+        el.dispatchEvent(new InputEvent('input', { bubbles: true, inputType: 'deleteContentBackward' }));
+      }
+      return { done: true, value: '' };
+    }
+    const focused = el.matches(':focus') || el.matches(':focus-within');
+    return focused ? { insert: true } : { error: 'no-focus' };
+  }
+
+  // finishFill fires change after inserted text (a browser does so when
+  // the field loses focus) and returns the value now in the field.
+  function finishFill(el) {
+    if (!el.isContentEditable) fire(el, 'change');
+    return currentValue(el);
+  }
+
+  function currentValue(el) {
+    if (el.isContentEditable) return textOf(el);
+    if (el.type === 'password') return '•'.repeat(Math.min(el.value.length, 8));
+    return el.value;
+  }
+
+  function text(el) {
+    const tag = el.tagName;
+    if (tag === 'INPUT' || tag === 'TEXTAREA') return el.value;
+    if (tag === 'SELECT') return Array.from(el.selectedOptions, (o) => o.text).join(', ');
+    return (el.innerText || el.textContent || '').trim();
+  }
+
+  function focus(el, prefix) {
+    el.focus({ focusVisible: true });
+    return { desc: describe(el, prefix), ok: el.matches(':focus') || el.matches(':focus-within') };
+  }
+
+  // scroll scrolls the page, or the largest scrollable element in the middle
+  // of the viewport when the page itself cannot scroll that way.
+  function scroll(dx, dy) {
+    const page = document.scrollingElement || document.documentElement;
+    const can = (el) => (dy && el.scrollHeight > el.clientHeight) || (dx && el.scrollWidth > el.clientWidth);
+    const scrollable = (el) => {
+      if (!can(el)) return false;
+      const cs = getComputedStyle(el);
+      const o = dy ? cs.overflowY : cs.overflowX;
+      return o === 'auto' || o === 'scroll' || o === 'overlay';
+    };
+    let target = page;
+    if (!can(page) || getComputedStyle(document.body || page).overflow === 'hidden') {
+      for (let el = document.elementFromPoint(innerWidth / 2, innerHeight / 2); el; el = el.parentElement) {
+        if (el !== page && scrollable(el)) {
+          target = el;
+          break;
+        }
+      }
+    }
+    const x0 = target.scrollLeft, y0 = target.scrollTop;
+    target.scrollBy({ left: dx, top: dy, behavior: 'instant' });
+    return {
+      page: target === page, moved: target.scrollLeft !== x0 || target.scrollTop !== y0,
+      x: Math.round(target.scrollLeft), y: Math.round(target.scrollTop),
+      w: target.scrollWidth, h: target.scrollHeight, vw: target.clientWidth, vh: target.clientHeight,
+    };
+  }
+
+  // find reports on the first element that matches selector: null when there
+  // is none, else whether it is visible and its snapshot line.
+  function find(selector, prefix) {
+    const el = document.querySelector(selector);
+    if (!el) return null;
+    const shown = el.checkVisibility({ visibilityProperty: true }) && el.getClientRects().length > 0;
+    return { visible: shown, desc: shown ? describe(el, prefix) : '' };
+  }
+
+  globalThis.__sov = {
+    next: () => nextRef,
+    snapshot,
+    describe,
+    el: lookup,
+    point,
+    prepareInput,
+    finishFill,
+    text,
+    focus,
+    scroll,
+    find,
+  };
+  return nextRef;
+})

@@ -1,0 +1,264 @@
+package page
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/browser/internal/chrome"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+)
+
+// browserCtx is the one Chromium of the test binary.
+var browserCtx context.Context
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	path, err := chrome.Find("")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "page tests need Chromium:", err)
+		return 1
+	}
+	ctx, cancel, err := chrome.Start(context.Background(), path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "page tests need Chromium:", err)
+		return 1
+	}
+	defer cancel()
+	browserCtx = ctx
+	return m.Run()
+}
+
+// newTab opens a tab in a new browser context and returns its Tab.
+func newTab(tb testing.TB, opts Options) *Tab {
+	tb.Helper()
+	ctx, cancel := chromedp.NewContext(browserCtx, chromedp.WithNewBrowserContext())
+	tb.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		tb.Fatalf("open tab: %v", err)
+	}
+	return New(ctx, opts)
+}
+
+// serve serves pages by path; "/" is pages[""] when there is no "/".
+func serve(tb testing.TB, pages map[string]string) *httptest.Server {
+	tb.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, ok := pages[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, body)
+	}))
+	tb.Cleanup(srv.Close)
+	return srv
+}
+
+// call runs req on tab with a 15 s deadline.
+func call(tb testing.TB, tab *Tab, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return tab.Do(ctx, req)
+}
+
+// must runs req and fails the test on an error.
+func must(tb testing.TB, tab *Tab, req *browserv1.ToolRequest) *browserv1.ToolResult {
+	tb.Helper()
+	res, err := call(tb, tab, req)
+	if err != nil {
+		tb.Fatalf("%s: %v", toolName(req), err)
+	}
+	return res
+}
+
+// text returns the text parts of res.
+func text(res *browserv1.ToolResult) string {
+	var parts []string
+	for _, c := range res.GetContent() {
+		if s := c.GetText(); s != "" {
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// wantErr checks that err has code and that its message contains each of
+// parts.
+func wantErr(tb testing.TB, err error, code commonv1.ErrorCode, parts ...string) {
+	tb.Helper()
+	if err == nil {
+		tb.Fatalf("err = nil, want %s", code)
+	}
+	if got := bus.CodeOf(err); got != code {
+		tb.Fatalf("code = %s (%v), want %s", got, err, code)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			tb.Errorf("error %q does not contain %q", err.Error(), p)
+		}
+	}
+}
+
+// evalString runs script and returns its text result.
+func evalString(tb testing.TB, tab *Tab, script string) string {
+	tb.Helper()
+	return text(must(tb, tab, evalReq(script)))
+}
+
+// Request builders.
+
+func openReq(u string) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: u}}}
+}
+
+func snapReq(interactive, compact bool) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Snapshot{Snapshot: &browserv1.Snapshot{Interactive: interactive, Compact: compact}}}
+}
+
+func evalReq(script string) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Eval{Eval: &browserv1.Eval{Script: script}}}
+}
+
+func ref(r string) *browserv1.Element {
+	return &browserv1.Element{By: &browserv1.Element_Ref{Ref: r}}
+}
+
+func sel(s string) *browserv1.Element {
+	return &browserv1.Element{By: &browserv1.Element_Selector{Selector: s}}
+}
+
+func clickReq(el *browserv1.Element) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: el}}
+}
+
+func hoverReq(el *browserv1.Element) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Hover{Hover: el}}
+}
+
+func focusReq(el *browserv1.Element) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Focus{Focus: el}}
+}
+
+func textReq(el *browserv1.Element) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetText{GetText: el}}
+}
+
+func htmlReq(el *browserv1.Element) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetHtml{GetHtml: el}}
+}
+
+func attrReq(el *browserv1.Element, name string) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetAttr{GetAttr: &browserv1.GetAttr{Element: el, Attr: name}}}
+}
+
+func fillReq(el *browserv1.Element, v string) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Fill{Fill: &browserv1.Fill{Element: el, Value: v}}}
+}
+
+func typeReq(el *browserv1.Element, v string) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Type{Type: &browserv1.Fill{Element: el, Value: v}}}
+}
+
+func pressReq(key string) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Press{Press: &browserv1.Press{Key: key}}}
+}
+
+func scrollReq(dir string, amount int32) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Scroll{Scroll: &browserv1.Scroll{Direction: dir, Amount: amount}}}
+}
+
+func waitReq(ms int32) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Wait{Wait: &browserv1.Wait{Ms: ms}}}
+}
+
+func waitForReq(s string, ms int32) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_WaitFor{WaitFor: &browserv1.WaitFor{Selector: s, TimeoutMs: ms}}}
+}
+
+func shotReq(s *browserv1.Screenshot) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Screenshot{Screenshot: s}}
+}
+
+var (
+	backReq     = &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Back{Back: &browserv1.NoArgs{}}}
+	forwardReq  = &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Forward{Forward: &browserv1.NoArgs{}}}
+	reloadReq   = &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Reload{Reload: &browserv1.NoArgs{}}}
+	getURLReq   = &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetUrl{GetUrl: &browserv1.NoArgs{}}}
+	getTitleReq = &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetTitle{GetTitle: &browserv1.NoArgs{}}}
+)
+
+// refFor returns the ref of the first snapshot line that contains part.
+func refFor(tb testing.TB, snapshot, part string) string {
+	tb.Helper()
+	for _, line := range strings.Split(snapshot, "\n") {
+		if !strings.Contains(line, part) {
+			continue
+		}
+		_, after, ok := strings.Cut(line, "[ref=")
+		if !ok {
+			continue
+		}
+		r, _, _ := strings.Cut(after, "]")
+		return r
+	}
+	tb.Fatalf("no line with %q and a ref in snapshot:\n%s", part, snapshot)
+	return ""
+}
+
+func TestSessionToolsAreRefused(t *testing.T) {
+	tab := newTab(t, Options{})
+	for _, req := range []*browserv1.ToolRequest{
+		{Tool: &browserv1.ToolRequest_Close{Close: &browserv1.NoArgs{}}},
+		{Tool: &browserv1.ToolRequest_TabList{TabList: &browserv1.NoArgs{}}},
+		{Tool: &browserv1.ToolRequest_TabNew{TabNew: &browserv1.TabNew{}}},
+		{Tool: &browserv1.ToolRequest_TabSwitch{TabSwitch: &browserv1.TabIndex{}}},
+		{Tool: &browserv1.ToolRequest_TabClose{TabClose: &browserv1.TabIndex{}}},
+	} {
+		t.Run(toolName(req), func(t *testing.T) {
+			_, err := call(t, tab, req)
+			wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, toolName(req), "session tool")
+		})
+	}
+	t.Run("no_tool", func(t *testing.T) {
+		_, err := call(t, tab, &browserv1.ToolRequest{})
+		wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "names no tool")
+	})
+}
+
+func TestNilRequest(t *testing.T) {
+	tab := newTab(t, Options{})
+	_, err := call(t, tab, nil)
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "names no tool")
+}
+
+func TestClosedTab(t *testing.T) {
+	ctx, cancel := chromedp.NewContext(browserCtx, chromedp.WithNewBrowserContext())
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tab := New(ctx, Options{})
+	must(t, tab, openReq("about:blank"))
+	cancel()
+	_, err := call(t, tab, getTitleReq)
+	wantErr(t, err, commonv1.ErrorCode_SESSION_LOST, "get_title", "the tab is closed")
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
+	defer cancel2()
+	if _, err := tab.URL(ctx2); bus.CodeOf(err) != commonv1.ErrorCode_SESSION_LOST {
+		t.Errorf("URL() of a closed tab: %v", err)
+	}
+}

@@ -1,0 +1,213 @@
+package page
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/dom"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+)
+
+// frameMark starts the line where page.js wants the snapshot of a child
+// frame; the rest of the line is the index of the frame's element among
+// the frame elements passed to it.
+const frameMark = "\x01"
+
+// refInfo is what the ref map says about one ref.
+type refInfo struct {
+	Role string `json:"role"`
+	Name string `json:"name"`
+}
+
+// frameSnap is the result of page.js's snapshot for one frame.
+type frameSnap struct {
+	Text  string `json:"text"`
+	Next  int64  `json:"next"`
+	Title string `json:"title"`
+}
+
+// snapOpts are the options that page.js's snapshot takes.
+type snapOpts struct {
+	Interactive bool   `json:"interactive"`
+	Compact     bool   `json:"compact"`
+	Prefix      string `json:"prefix"`
+}
+
+// snapshot returns the ARIA-YAML tree of the page and its frames, with
+// refs, and the ref map as structured JSON.
+func (t *Tab) snapshot(ctx context.Context, interactive, compact bool) (*browserv1.ToolResult, error) {
+	tree, err := chromedp.Call(ctx, page.GetFrameTree, cdp.Empty{})
+	if err != nil {
+		return nil, err
+	}
+	root := tree.FrameTree
+	t.setMainFrame(root.Frame.ID)
+	refs := map[string]refInfo{}
+	lines, title, err := t.snapFrame(ctx, root, snapOpts{Interactive: interactive, Compact: compact}, refs)
+	if err != nil {
+		return nil, err
+	}
+	text := strings.Join(lines, "\n")
+	if text == "" {
+		text = "(the page shows nothing)"
+		if interactive {
+			text = "(no interactive elements; take a snapshot with interactive=false to see all content)"
+		}
+	}
+	out, err := marshal(struct {
+		URL   string             `json:"url"`
+		Title string             `json:"title"`
+		Refs  map[string]refInfo `json:"refs"`
+	}{root.Frame.URL + root.Frame.URLFragment, title, refs})
+	if err != nil {
+		return nil, err
+	}
+	return &browserv1.ToolResult{Content: []*browserv1.Content{textContent(text)}, StructuredJson: out}, nil
+}
+
+// snapFrame snapshots one frame in one call of page.js, then the child
+// frames whose elements it showed, and puts their lines under those
+// elements. It adds the refs it saw to refs.
+func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, refs map[string]refInfo) ([]string, string, error) {
+	num := t.frameNum(ft.Frame.ID)
+	if num > 0 {
+		opts.Prefix = "f" + strconv.Itoa(num)
+	}
+	var snap frameSnap
+	err := t.inWorld(ctx, ft.Frame.ID, func(world runtime.ExecutionContextID) error {
+		o, err := json.Marshal(opts)
+		if err != nil {
+			return err
+		}
+		args := append([]*runtime.CallArgument{{Value: o}}, t.frameOwners(ctx, ft, world)...)
+		r, err := chromedp.Call(ctx, runtime.CallFunctionOn, runtime.CallFunctionOnParams{
+			FunctionDeclaration: `function(opts, ...frames) { return __sov.snapshot(opts, frames); }`,
+			ExecutionContextID:  world,
+			Arguments:           args,
+			ReturnByValue:       new(true),
+			Silent:              new(true),
+		})
+		return decodeCall(r, err, &snap)
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("snapshot frame %s: %w", ft.Frame.URL, err)
+	}
+	t.noteNext(num, snap.Next)
+	if snap.Text == "" {
+		return nil, snap.Title, nil
+	}
+	lines := strings.Split(snap.Text, "\n")
+	out := make([]string, 0, len(lines))
+	for _, line := range lines {
+		indent, rest, found := strings.Cut(line, frameMark)
+		if !found || strings.TrimLeft(indent, " ") != "" {
+			if r, info, ok := lineRef(line); ok {
+				refs[r] = info
+			}
+			out = append(out, line)
+			continue
+		}
+		i, err := strconv.Atoi(rest)
+		if err != nil || i < 0 || i >= len(ft.ChildFrames) {
+			continue
+		}
+		child, _, err := t.snapFrame(ctx, ft.ChildFrames[i], opts, refs)
+		if err != nil || len(child) == 0 {
+			// Say that the frame is there but shows nothing: the
+			// line of its element ends with ":" for children.
+			if n := len(out); n > 0 {
+				out[n-1] = strings.TrimSuffix(out[n-1], ":")
+			}
+			continue
+		}
+		for _, c := range child {
+			out = append(out, indent+c)
+		}
+	}
+	return out, snap.Title, nil
+}
+
+// frameOwners returns, for each child frame of ft, its iframe element in
+// world as a call argument, or null when it cannot be found.
+func (t *Tab) frameOwners(ctx context.Context, ft *page.FrameTree, world runtime.ExecutionContextID) []*runtime.CallArgument {
+	args := make([]*runtime.CallArgument, 0, len(ft.ChildFrames))
+	for _, c := range ft.ChildFrames {
+		args = append(args, t.frameOwner(ctx, c.Frame.ID, world))
+	}
+	return args
+}
+
+// frameOwner returns the iframe element of frame in world as a call
+// argument, or null.
+func (t *Tab) frameOwner(ctx context.Context, frame cdp.FrameID, world runtime.ExecutionContextID) *runtime.CallArgument {
+	null := &runtime.CallArgument{Value: []byte("null")}
+	own, err := chromedp.Call(ctx, dom.GetFrameOwner, dom.GetFrameOwnerParams{FrameID: frame})
+	if err != nil || own.BackendNodeID == 0 {
+		return null
+	}
+	obj, err := chromedp.Call(ctx, dom.ResolveNode, dom.ResolveNodeParams{
+		BackendNodeID:      own.BackendNodeID,
+		ExecutionContextID: world,
+		ObjectGroup:        objectGroup,
+	})
+	if err != nil || obj.Object == nil || obj.Object.ObjectID == "" {
+		return null
+	}
+	t.madeObjects = true
+	return &runtime.CallArgument{ObjectID: obj.Object.ObjectID}
+}
+
+// lineRef reads the ref, role and name of a snapshot line such as
+// `- button "Save" [disabled] [ref=e5]: value`. The name is a JSON string, so a name with brackets does not confuse it.
+func lineRef(line string) (string, refInfo, bool) {
+	s, ok := strings.CutPrefix(strings.TrimLeft(line, " "), "- ")
+	if !ok {
+		return "", refInfo{}, false
+	}
+	var info refInfo
+	end := strings.IndexAny(s, " :")
+	if end < 0 {
+		return "", refInfo{}, false
+	}
+	info.Role, s = s[:end], s[end:]
+	if strings.HasPrefix(s, ` "`) {
+		n := quotedLen(s[1:])
+		if n < 0 || json.Unmarshal([]byte(s[1:1+n]), &info.Name) != nil {
+			return "", refInfo{}, false
+		}
+		s = s[1+n:]
+	}
+	for strings.HasPrefix(s, " [") {
+		attr, rest, ok := strings.Cut(s[2:], "]")
+		if !ok {
+			break
+		}
+		if r, isRef := strings.CutPrefix(attr, "ref="); isRef {
+			return r, info, true
+		}
+		s = rest
+	}
+	return "", refInfo{}, false
+}
+
+// quotedLen returns the length of the JSON string at the start of s,
+// quotes included, or -1.
+func quotedLen(s string) int {
+	for i := 1; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return -1
+}

@@ -1,0 +1,375 @@
+package page
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"strconv"
+	"strings"
+
+	"github.com/chromedp/cdproto"
+	"github.com/chromedp/cdproto/cdp"
+	jsonv2 "github.com/chromedp/cdproto/cdp/jsonv2"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// pageJS installs the snapshot walker and the ref table in an isolated world.
+//
+//go:embed page.js
+var pageJS string
+
+// worldName names Sovereign's isolated world in each frame. Chromium keeps
+// one world per name and frame document, so creating it again returns the
+// same world.
+const worldName = "__sovereign__"
+
+// objectGroup holds the remote objects that one tool call makes; Do
+// releases it at the end.
+const objectGroup = "sovereign-tool"
+
+// frameTable numbers frames for refs: the main frame is 0 (refs e5), child
+// frames get 1, 2, ... the first time a snapshot sees them (refs f1e2), and
+// keep their number for the tab's life.
+type frameTable struct {
+	num  map[cdp.FrameID]int
+	byID map[int]cdp.FrameID
+	// next is the next ref number per frame number: a new document in the
+	// frame starts there, so a stale ref never names a new element.
+	next map[int]int64
+	last int
+}
+
+func newFrameTable() frameTable {
+	return frameTable{num: map[cdp.FrameID]int{}, byID: map[int]cdp.FrameID{}, next: map[int]int64{}}
+}
+
+// worldTable maps frames to the execution context of their isolated world,
+// for the documents they hold now.
+type worldTable struct {
+	byFrame map[cdp.FrameID]runtime.ExecutionContextID
+	// unique maps the unique id of each of our worlds (which the destroyed
+	// event names) to its context id.
+	unique map[string]runtime.ExecutionContextID
+}
+
+func newWorldTable() worldTable {
+	return worldTable{byFrame: map[cdp.FrameID]runtime.ExecutionContextID{}, unique: map[string]runtime.ExecutionContextID{}}
+}
+
+// forget drops the world with context id.
+func (w *worldTable) forget(id runtime.ExecutionContextID) {
+	for f, v := range w.byFrame {
+		if v == id {
+			delete(w.byFrame, f)
+		}
+	}
+}
+
+// onEvent runs in the tab's event loop, in order, and must not block or
+// call the browser. It keeps the frame and world tables current.
+func (t *Tab) onEvent(ev any) {
+	switch ev := ev.(type) {
+	case *runtime.EventExecutionContextCreated:
+		if ev.Context.Name == worldName {
+			t.mu.Lock()
+			t.worlds.unique[ev.Context.UniqueID] = ev.Context.ID
+			t.mu.Unlock()
+		}
+	case *runtime.EventExecutionContextDestroyed:
+		t.mu.Lock()
+		if id, ok := t.worlds.unique[ev.ExecutionContextUniqueID]; ok {
+			delete(t.worlds.unique, ev.ExecutionContextUniqueID)
+			t.worlds.forget(id)
+		}
+		t.mu.Unlock()
+	case *runtime.EventExecutionContextsCleared:
+		t.mu.Lock()
+		t.worlds = newWorldTable()
+		t.mu.Unlock()
+	case *page.EventFrameNavigated:
+		t.mu.Lock()
+		delete(t.worlds.byFrame, ev.Frame.ID)
+		if ev.Frame.ParentID == "" {
+			t.mainFrame = ev.Frame.ID
+		}
+		t.mu.Unlock()
+	case *page.EventFrameDetached:
+		t.mu.Lock()
+		delete(t.worlds.byFrame, ev.FrameID)
+		t.mu.Unlock()
+	}
+}
+
+// acceptDialogs accepts every alert, confirm, prompt and beforeunload
+// dialog of the tab until the tab ends, so a dialog never wedges it. It
+// notes each one for the result of the tool that caused it.
+func (t *Tab) acceptDialogs(dialogs iter.Seq2[page.EventJavascriptDialogOpening, error]) {
+	for ev, err := range dialogs {
+		if err != nil {
+			return
+		}
+		t.mu.Lock()
+		t.dialogs = append(t.dialogs, fmt.Sprintf("(A %s dialog said %q; it was accepted.)", ev.Type, ev.Message))
+		t.mu.Unlock()
+		_, _ = chromedp.Call(t.ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true, PromptText: ev.DefaultPrompt})
+	}
+}
+
+func (t *Tab) setMainFrame(id cdp.FrameID) {
+	t.mu.Lock()
+	t.mainFrame = id
+	t.mu.Unlock()
+}
+
+func (t *Tab) main() cdp.FrameID {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mainFrame
+}
+
+// frameNum returns the number of frame id (0 for the main frame), giving it
+// one when it has none.
+func (t *Tab) frameNum(id cdp.FrameID) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id == t.mainFrame {
+		return 0
+	}
+	if n, ok := t.frames.num[id]; ok {
+		return n
+	}
+	t.frames.last++
+	n := t.frames.last
+	t.frames.num[id] = n
+	t.frames.byID[n] = id
+	return n
+}
+
+// frameByNum returns the frame with number n.
+func (t *Tab) frameByNum(n int) (cdp.FrameID, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n == 0 {
+		return t.mainFrame, t.mainFrame != ""
+	}
+	id, ok := t.frames.byID[n]
+	return id, ok
+}
+
+// noteNext records the next ref number of frame n.
+func (t *Tab) noteNext(n int, next int64) {
+	t.mu.Lock()
+	if next > t.frames.next[n] {
+		t.frames.next[n] = next
+	}
+	t.mu.Unlock()
+}
+
+// noteDesc records the ref in desc, a snapshot line that page.js's
+// describe made (it gives a ref to an element that no snapshot showed
+// yet), so that a new document in the frame never reuses its number.
+// It returns desc.
+func (t *Tab) noteDesc(desc string) string {
+	r, _, ok := lineRef("- " + desc)
+	if !ok {
+		return desc
+	}
+	m := refPattern.FindStringSubmatch(r)
+	if m == nil {
+		return desc
+	}
+	num, _ := strconv.Atoi(m[1])
+	n, _ := strconv.ParseInt(m[2], 10, 64)
+	t.noteNext(num, n+1)
+	return desc
+}
+
+// refStart returns the number where the refs of a new document in frame n
+// start.
+func (t *Tab) refStart(n int) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return max(t.frames.next[n], 1)
+}
+
+// world returns the execution context of Sovereign's isolated world in
+// frame, creating the world and installing page.js when the frame's
+// document has none yet.
+func (t *Tab) world(ctx context.Context, frame cdp.FrameID) (runtime.ExecutionContextID, error) {
+	t.mu.Lock()
+	id, ok := t.worlds.byFrame[frame]
+	t.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	res, err := chromedp.Call(ctx, page.CreateIsolatedWorld, page.CreateIsolatedWorldParams{FrameID: frame, WorldName: worldName})
+	if err != nil {
+		return 0, fmt.Errorf("create the isolated world: %w", err)
+	}
+	num := t.frameNum(frame)
+	r, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{
+		Expression:    "(" + pageJS + ")(" + strconv.FormatInt(t.refStart(num), 10) + ")",
+		ContextID:     res.ExecutionContextID,
+		ReturnByValue: new(true),
+		Silent:        new(true),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("install page.js: %w", err)
+	}
+	if r.ExceptionDetails != nil {
+		return 0, fmt.Errorf("install page.js: %s", exceptionText(r.ExceptionDetails))
+	}
+	t.mu.Lock()
+	t.worlds.byFrame[frame] = res.ExecutionContextID
+	t.mu.Unlock()
+	return res.ExecutionContextID, nil
+}
+
+// inWorld runs fn with the isolated world of frame. When the world went
+// away under fn (the frame navigated), it drops it and tries once more in
+// the new document.
+func (t *Tab) inWorld(ctx context.Context, frame cdp.FrameID, fn func(runtime.ExecutionContextID) error) error {
+	for attempt := 0; ; attempt++ {
+		id, err := t.world(ctx, frame)
+		if err != nil {
+			return err
+		}
+		err = fn(id)
+		if err == nil || attempt > 0 || !contextGone(err) {
+			return err
+		}
+		t.mu.Lock()
+		t.worlds.forget(id)
+		t.mu.Unlock()
+	}
+}
+
+// contextGone reports whether err says that an execution context no longer
+// exists.
+func contextGone(err error) bool {
+	var ce *cdproto.Error
+	if !errors.As(err, &ce) {
+		return false
+	}
+	m := strings.ToLower(ce.Message)
+	return strings.Contains(m, "cannot find context") || strings.Contains(m, "context was destroyed")
+}
+
+// callWorld calls the JavaScript function fn in the isolated world of frame
+// with args and decodes its JSON result into out (when out is not nil).
+// A thrown exception is returned as a *jsError.
+func (t *Tab) callWorld(ctx context.Context, frame cdp.FrameID, fn string, out any, args ...any) error {
+	decl, argv := withArgs(fn, args...)
+	return t.inWorld(ctx, frame, func(id runtime.ExecutionContextID) error {
+		r, err := chromedp.Call(ctx, runtime.CallFunctionOn, runtime.CallFunctionOnParams{
+			FunctionDeclaration: decl,
+			ExecutionContextID:  id,
+			Arguments:           argv,
+			ReturnByValue:       new(true),
+			AwaitPromise:        new(true),
+			Silent:              new(true),
+		})
+		return decodeCall(r, err, out)
+	})
+}
+
+// callOn calls the JavaScript function fn with this bound to the remote
+// object obj and decodes its JSON result into out.
+func callOn(ctx context.Context, obj runtime.RemoteObjectID, fn string, out any, args ...any) error {
+	decl, argv := withArgs(fn, args...)
+	r, err := chromedp.Call(ctx, runtime.CallFunctionOn, runtime.CallFunctionOnParams{
+		FunctionDeclaration: decl,
+		ObjectID:            obj,
+		Arguments:           argv,
+		ReturnByValue:       new(true),
+		AwaitPromise:        new(true),
+		Silent:              new(true),
+	})
+	return decodeCall(r, err, out)
+}
+
+// decodeCall decodes the result of Runtime.callFunctionOn into out.
+func decodeCall(r runtime.CallFunctionOnResult, err error, out any) error {
+	if err != nil {
+		return err
+	}
+	if r.ExceptionDetails != nil {
+		return &jsError{details: r.ExceptionDetails}
+	}
+	if out == nil || r.Result == nil || len(r.Result.Value) == 0 {
+		return nil
+	}
+	return json.Unmarshal(r.Result.Value, out)
+}
+
+// withArgs prepares a call of the JavaScript function fn with args passed
+// by value. They travel as one JSON array, because the protocol client
+// leaves out an argument whose JSON is "", null, [] or {}.
+func withArgs(fn string, args ...any) (string, []*runtime.CallArgument) {
+	if len(args) == 0 {
+		return fn, nil
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		b = []byte("[]")
+	}
+	return "function(args) { return (" + fn + ").apply(this, args); }", []*runtime.CallArgument{{Value: jsonv2.Value(b)}}
+}
+
+// releaseObjects releases the remote objects that the tool call made. It
+// is best effort: they go with their document anyway.
+func (t *Tab) releaseObjects(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	_, _ = chromedp.Call(ctx, runtime.ReleaseObjectGroup, runtime.ReleaseObjectGroupParams{ObjectGroup: objectGroup})
+}
+
+// jsError is an exception thrown by JavaScript.
+type jsError struct {
+	details *runtime.ExceptionDetails
+}
+
+func (e *jsError) Error() string { return exceptionText(e.details) }
+
+// className returns the class of the thrown value, such as "SyntaxError".
+func (e *jsError) className() string {
+	if e.details.Exception != nil {
+		return e.details.Exception.ClassName
+	}
+	return ""
+}
+
+// exceptionText returns the message of an exception, such as
+// "Error: boom", with at most a few lines of its stack.
+func exceptionText(d *runtime.ExceptionDetails) string {
+	if d == nil {
+		return "unknown exception"
+	}
+	if ex := d.Exception; ex != nil {
+		if ex.Description != "" {
+			return firstLines(ex.Description, 4)
+		}
+		if len(ex.Value) > 0 {
+			return strings.TrimSpace(d.Text + " " + string(ex.Value))
+		}
+		if ex.UnserializableValue != "" {
+			return strings.TrimSpace(d.Text + " " + string(ex.UnserializableValue))
+		}
+	}
+	return d.Text
+}
+
+// firstLines returns the first n lines of s.
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
