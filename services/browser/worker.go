@@ -181,14 +181,16 @@ func (w *Worker) startChrome(ctx context.Context) error {
 // with backoff until it starts or ctx ends.
 func (w *Worker) chromeDied(ctx context.Context) {
 	w.mu.Lock()
-	n := len(w.sessions)
-	for id, s := range w.sessions {
-		w.markLostLocked(id, "its Chromium crashed")
-		s.closeTabs()
+	lost := w.takeSessionsLocked()
+	for _, s := range lost {
+		w.markLostLocked(s.id, "its Chromium crashed")
 	}
-	w.sessions = make(map[string]*session)
 	w.stopOpenLocked()
 	w.mu.Unlock()
+	n := len(lost)
+	// Their tabs died with Chromium; closing only releases what is left.
+	// It must not hold up the restart, nor w.mu (pings and other calls).
+	go closeAll(lost)
 	w.log.Error("chromium died; restarting it", "lost_sessions", n)
 	backoff := time.Second
 	for ctx.Err() == nil {
@@ -223,12 +225,30 @@ func (w *Worker) markLostLocked(id, why string) {
 
 func (w *Worker) shutdown() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.stopOpenLocked()
-	for id, s := range w.sessions {
-		s.closeTabs()
-		delete(w.sessions, id)
+	all := w.takeSessionsLocked()
+	w.mu.Unlock()
+	closeAll(all)
+}
+
+// takeSessionsLocked empties the session table and returns what it held.
+func (w *Worker) takeSessionsLocked() []*session {
+	all := make([]*session, 0, len(w.sessions))
+	for _, s := range w.sessions {
+		all = append(all, s)
 	}
+	w.sessions = make(map[string]*session)
+	return all
+}
+
+// closeAll closes sessions in parallel; each waits a bounded time for its
+// running call.
+func closeAll(all []*session) {
+	var wg sync.WaitGroup
+	for _, s := range all {
+		wg.Go(s.closeTabs)
+	}
+	wg.Wait()
 }
 
 // updateOpenLocked joins the open queue group while the worker has room and

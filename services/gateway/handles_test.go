@@ -61,7 +61,7 @@ func TestHandleRouting(t *testing.T) {
 
 	alice := modernClient(t, url, map[string]string{"Authorization": "Bearer alice"})
 	res := callTool(t, alice, "get_url", map[string]any{"session": h})
-	if !res.IsError || !strings.Contains(text(res), "the browser session was lost (its worker stopped); the next call opens a fresh session") {
+	if !res.IsError || !strings.Contains(text(res), "the browser session was lost (its worker or its browser stopped); the next call opens a fresh session") {
 		t.Fatalf("get_url on a dead worker = %q, want the lost-session error", text(res))
 	}
 	if got := metaSession(res); got != h {

@@ -26,7 +26,7 @@ const MetaSession = "sovereign/session"
 
 // Messages of the errors that say what the next call does.
 const (
-	msgLost    = "the browser session was lost (its worker stopped); the next call opens a fresh session"
+	msgLost    = "the browser session was lost (its worker or its browser stopped); the next call opens a fresh session"
 	msgExpired = "the browser session was closed or expired (sessions close after a while without calls); the next call opens a fresh session"
 )
 

@@ -409,7 +409,7 @@ func TestWorkerKilled(t *testing.T) {
 	wg.Wait()
 	took := returned.Sub(killed)
 	t.Logf("the call failed %s after SIGKILL", took.Round(time.Millisecond))
-	if !waitRes.IsError || !strings.Contains(text(waitRes), "the browser session was lost (its worker stopped); the next call opens a fresh session") {
+	if !waitRes.IsError || !strings.Contains(text(waitRes), "the browser session was lost (its worker or its browser stopped); the next call opens a fresh session") {
 		t.Fatalf("wait on the killed worker = %q, want the lost-session error", text(waitRes))
 	}
 	if took > 5*time.Second {

@@ -55,6 +55,9 @@ func (e *CapacityError) Error() string {
 	switch {
 	case c.Workers == 0:
 		return "no browser workers are running: start one (`sovereign browser`, or scale the browser deployment up) and retry"
+	case c.MaxSessions > 0 && c.Sessions < c.MaxSessions:
+		return fmt.Sprintf("no browser worker can take a session right now (%d %s, %d of %d sessions in use: a worker may be restarting its browser); retry in a few seconds",
+			c.Workers, plural(c.Workers, "worker", "workers"), c.Sessions, c.MaxSessions)
 	case c.MaxSessions > 0:
 		return fmt.Sprintf("no browser capacity: every worker is at its session limit (%d %s, %d of %d sessions in use); "+
 			"retry later, end idle sessions, or add browser workers", c.Workers, plural(c.Workers, "worker", "workers"), c.Sessions, c.MaxSessions)
