@@ -312,7 +312,7 @@ func mouse(ctx context.Context, x, y float64, types ...input.DispatchMouseEventT
 // settled waits for a navigation that an action started and returns msg,
 // with the new address when the page changed.
 func (t *Tab) settled(ctx context.Context, w *navWatch, msg string) (*browserv1.ToolResult, error) {
-	loading := w.settle(ctx)
+	loading := w.settle(ctx, t.flush)
 	if !w.isCommitted() {
 		return textResult("%s", msg), nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
@@ -352,21 +353,28 @@ func (w *navWatch) wait(ctx context.Context, soft time.Time) bool {
 // settle waits, after an action such as a click or a key press, for the
 // navigation that the action started, if any. It reports whether the page
 // is still loading when it gives up.
-func (w *navWatch) settle(ctx context.Context) (stillLoading bool) {
-	// A navigation that the action requested shows up before the reply to
-	// its last input event; a short grace catches one that a handler
-	// starts a moment later.
-	grace := time.NewTimer(30 * time.Millisecond)
-	defer grace.Stop()
+//
+// flush makes one round trip to the page. The renderer reports a
+// navigation that the action requested (a link, a form, a handler setting
+// location) before it answers a later command, and the tab's listeners see
+// events in order, so after the round trip started is known: no fixed
+// grace period, and an action that navigates nowhere returns at once.
+func (w *navWatch) settle(ctx context.Context, flush func(context.Context) error) (stillLoading bool) {
 	select {
 	case <-w.done:
 		return false
-	case <-grace.C:
-	case <-ctx.Done():
-		return false
+	default:
 	}
-	if !w.isStarted() {
+	// A failed round trip (the context went away with a navigation) still
+	// leaves started set by then.
+	if _ = flush(ctx); ctx.Err() != nil || !w.isStarted() {
 		return false
 	}
 	return !w.wait(ctx, softDeadline(ctx, settleCap))
+}
+
+// flush is a round trip to the page's main world (see navWatch.settle).
+func (t *Tab) flush(ctx context.Context) error {
+	_, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{Expression: "0"})
+	return err
 }
