@@ -265,7 +265,10 @@ func (t *Tab) click(ctx context.Context, el *browserv1.Element) (*browserv1.Tool
 		return nil, err
 	}
 	defer stop()
-	if err := mouse(ctx, x, y, input.DispatchMouseEventTypeMouseMoved, input.DispatchMouseEventTypeMousePressed, input.DispatchMouseEventTypeMouseReleased); err != nil {
+	// No mouseMoved first: Chromium delivers moves with the next animation
+	// frame (~16 ms each), and a press at a new point already fires the
+	// boundary events (mouseover, mouseenter) and updates :hover.
+	if err := mouse(ctx, x, y, input.DispatchMouseEventTypeMousePressed, input.DispatchMouseEventTypeMouseReleased); err != nil {
 		return nil, err
 	}
 	msg := "Clicked " + info.Desc

@@ -240,3 +240,20 @@ func TestReadElement(t *testing.T) {
 	_, err = call(t, tab, attrReq(sel("#para"), ""))
 	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "get_attr needs attr")
 }
+
+// TestClickFiresHoverEvents: a click without a separate mouse move still
+// gives the element mouseover and mouseenter before mousedown, as a user's
+// pointer would.
+func TestClickFiresHoverEvents(t *testing.T) {
+	tab := newTab(t, Options{})
+	srv := serve(t, map[string]string{"/": `<!doctype html><button id="b" style="width:120px;height:40px">Hover then click</button><p id="log"></p>
+<script>
+const b = document.getElementById('b'), log = document.getElementById('log');
+for (const ev of ['mouseover', 'mouseenter', 'mousedown', 'mouseup', 'click']) b.addEventListener(ev, () => log.textContent += ev + ' ');
+</script>`})
+	must(t, tab, openReq(srv.URL))
+	must(t, tab, clickReq(sel("#b")))
+	if got := text(must(t, tab, textReq(sel("#log")))); got != "mouseover mouseenter mousedown mouseup click" {
+		t.Fatalf("events = %q, want mouseover mouseenter mousedown mouseup click", got)
+	}
+}

@@ -45,7 +45,9 @@ func (t *Tab) eval(ctx context.Context, script string) (*browserv1.ToolResult, e
 	if err != nil {
 		return nil, err
 	}
-	t.madeObjects = true
+	// A primitive result makes no remote object; releasing the group would
+	// cost a round trip for nothing.
+	t.madeObjects = exc != nil || (obj != nil && obj.ObjectID != "")
 	if exc == nil && obj != nil && obj.Subtype == runtime.RemoteObjectSubtypePromise {
 		obj, exc, err = awaitPromise(ctx, obj.ObjectID)
 		if err != nil {
