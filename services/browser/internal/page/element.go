@@ -2,6 +2,7 @@ package page
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -48,19 +49,28 @@ func cleanRef(ref string) string {
 	return strings.TrimPrefix(ref, "@")
 }
 
-// resolveRef finds the element with a snapshot ref.
-func (t *Tab) resolveRef(ctx context.Context, raw string) (*elem, error) {
+// parseRef splits a snapshot ref into its frame number and element number.
+func (t *Tab) parseRef(raw string) (frame int, n int64, err error) {
 	ref := cleanRef(raw)
 	m := refPattern.FindStringSubmatch(ref)
 	if m == nil {
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%q is not a snapshot ref; refs look like e5 or f1e2 (take them from snapshot)", raw)
+		return 0, 0, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%q is not a snapshot ref; refs look like e5 or f1e2 (take them from snapshot)", raw)
 	}
-	num := 0
 	if m[1] != "" {
-		num, _ = strconv.Atoi(m[1])
+		frame, _ = strconv.Atoi(m[1])
 	}
-	n, _ := strconv.ParseInt(m[2], 10, 64)
-	stale := bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "ref %s is not in the current page; take a new snapshot", ref)
+	n, _ = strconv.ParseInt(m[2], 10, 64)
+	return frame, n, nil
+}
+
+// resolveRef finds the element with a snapshot ref.
+func (t *Tab) resolveRef(ctx context.Context, raw string) (*elem, error) {
+	ref := cleanRef(raw)
+	num, n, err := t.parseRef(raw)
+	if err != nil {
+		return nil, err
+	}
+	stale := staleRef(ref)
 	frame, ok := t.frameByNum(num)
 	if !ok {
 		return nil, stale
@@ -96,6 +106,76 @@ func (t *Tab) resolveSelector(ctx context.Context, sel string) (*elem, error) {
 		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "no element matches selector %q", sel)
 	}
 	return &elem{what: fmt.Sprintf("selector %q", sel), obj: obj}, nil
+}
+
+// onElement runs the JavaScript function fn with this bound to the element
+// that el names and decodes its result into out, in one round trip to the
+// page: finding the element and reading it happen in the same call, and no
+// remote object is made. It returns how messages name the element and the
+// ref prefix of its frame.
+func (t *Tab) onElement(ctx context.Context, el *browserv1.Element, tool, fn string, out any, args ...any) (what, prefix string, err error) {
+	var frame cdp.FrameID
+	var kind, key string
+	var n int64
+	switch ref, sel := strings.TrimSpace(el.GetRef()), strings.TrimSpace(el.GetSelector()); {
+	case ref != "":
+		num, id, err := t.parseRef(ref)
+		if err != nil {
+			return "", "", err
+		}
+		f, ok := t.frameByNum(num)
+		if !ok {
+			return "", "", staleRef(cleanRef(ref))
+		}
+		if num > 0 {
+			prefix = "f" + strconv.Itoa(num)
+		}
+		frame, kind, n, what = f, "ref", id, "ref "+cleanRef(ref)
+	case sel != "":
+		frame, kind, key, what = t.main(), "selector", sel, fmt.Sprintf("selector %q", sel)
+	default:
+		return "", "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s needs ref (from snapshot), target or selector", tool)
+	}
+	var r struct {
+		Missing bool            `json:"missing"`
+		BadCSS  string          `json:"badCSS"`
+		V       json.RawMessage `json:"v"`
+	}
+	err = t.callWorld(ctx, frame, `function(kind, n, sel, prefix, args) {
+		let el;
+		if (kind === 'ref') { el = __sov.el(n); } else {
+			try { el = document.querySelector(sel); } catch (e) { return {badCSS: String(e.message || e)}; }
+		}
+		if (!el) return {missing: true};
+		return {v: (`+fn+`).apply(el, [prefix].concat(args))};
+	}`, &r, kind, n, key, prefix, args)
+	switch {
+	case err != nil && kind == "ref" && (isFrameGone(err) || isJSError(err)):
+		return "", "", staleRef(cleanRef(el.GetRef()))
+	case err != nil:
+		return "", "", err
+	case r.BadCSS != "":
+		return "", "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "selector %q is not valid CSS: %s", key, firstLines(r.BadCSS, 1))
+	case r.Missing && kind == "ref":
+		return "", "", staleRef(cleanRef(el.GetRef()))
+	case r.Missing:
+		return "", "", bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "no element matches selector %q", key)
+	}
+	if out != nil && len(r.V) > 0 {
+		if err := json.Unmarshal(r.V, out); err != nil {
+			return "", "", fmt.Errorf("decode %s result: %w", tool, err)
+		}
+	}
+	return what, prefix, nil
+}
+
+func staleRef(ref string) error {
+	return bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "ref %s is not in the current page; take a new snapshot", ref)
+}
+
+func isJSError(err error) bool {
+	_, ok := err.(*jsError)
+	return ok
 }
 
 // isFrameGone reports whether err says that a frame no longer exists.
@@ -134,12 +214,8 @@ func (t *Tab) objectInWorld(ctx context.Context, frame cdp.FrameID, fn string, a
 // getText returns the text of an element (innerText, or the value of a
 // form field).
 func (t *Tab) getText(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
-	e, err := t.resolve(ctx, el, "get_text")
-	if err != nil {
-		return nil, err
-	}
 	var s string
-	if err := callOn(ctx, e.obj, `function() { return __sov.text(this); }`, &s); err != nil {
+	if _, _, err := t.onElement(ctx, el, "get_text", `function() { return __sov.text(this); }`, &s); err != nil {
 		return nil, err
 	}
 	return textResult("%s", strings.TrimSpace(s)), nil
@@ -147,12 +223,8 @@ func (t *Tab) getText(ctx context.Context, el *browserv1.Element) (*browserv1.To
 
 // getHTML returns the innerHTML of an element.
 func (t *Tab) getHTML(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
-	e, err := t.resolve(ctx, el, "get_html")
-	if err != nil {
-		return nil, err
-	}
 	var s string
-	if err := callOn(ctx, e.obj, `function() { return this.innerHTML; }`, &s); err != nil {
+	if _, _, err := t.onElement(ctx, el, "get_html", `function() { return this.innerHTML; }`, &s); err != nil {
 		return nil, err
 	}
 	return textResult("%s", s), nil
@@ -164,36 +236,30 @@ func (t *Tab) getAttr(ctx context.Context, el *browserv1.Element, name string) (
 	if name == "" {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "get_attr needs attr, the name of the attribute (such as href, src or class)")
 	}
-	e, err := t.resolve(ctx, el, "get_attr")
+	var v *string
+	what, _, err := t.onElement(ctx, el, "get_attr", `function(_, n) { return this.getAttribute(n); }`, &v, name)
 	if err != nil {
 		return nil, err
 	}
-	var v *string
-	if err := callOn(ctx, e.obj, `function(n) { return this.getAttribute(n); }`, &v, name); err != nil {
-		return nil, err
-	}
 	if v == nil {
-		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "the element at %s has no attribute %q", e.what, name)
+		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "the element at %s has no attribute %q", what, name)
 	}
 	return textResult("%s", *v), nil
 }
 
 // focus focuses an element.
 func (t *Tab) focus(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
-	e, err := t.resolve(ctx, el, "focus")
-	if err != nil {
-		return nil, err
-	}
 	var r struct {
 		Desc string `json:"desc"`
 		OK   bool   `json:"ok"`
 	}
-	if err := callOn(ctx, e.obj, `function(p) { return __sov.focus(this, p); }`, &r, e.prefix); err != nil {
+	what, _, err := t.onElement(ctx, el, "focus", `function(p) { return __sov.focus(this, p); }`, &r)
+	if err != nil {
 		return nil, err
 	}
 	t.noteDesc(r.Desc)
 	if !r.OK {
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s (%s) cannot take focus; focus works on links, buttons, form fields and elements with tabindex", e.what, r.Desc)
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s (%s) cannot take focus; focus works on links, buttons, form fields and elements with tabindex", what, r.Desc)
 	}
 	return textResult("Focused %s", r.Desc), nil
 }
@@ -338,6 +404,7 @@ type inputPrep struct {
 	Error   string   `json:"error"`
 	Type    string   `json:"type"`
 	Options []string `json:"options"`
+	Desc    string   `json:"desc"`
 }
 
 // fill replaces the value of a form field (or contenteditable element) so
@@ -347,14 +414,14 @@ func (t *Tab) fill(ctx context.Context, el *browserv1.Element, value string) (*b
 	if err != nil {
 		return nil, err
 	}
-	desc, err := t.describe(ctx, e)
-	if err != nil {
-		return nil, err
-	}
 	var p inputPrep
-	if err := callOn(ctx, e.obj, `function(v) { return __sov.prepareInput(this, v, 'fill'); }`, &p, value); err != nil {
+	if err := callOn(ctx, e.obj, `function(v, pre) {
+		const desc = __sov.describe(this, pre);
+		return Object.assign(__sov.prepareInput(this, v, 'fill'), {desc});
+	}`, &p, value, e.prefix); err != nil {
 		return nil, err
 	}
+	desc := t.noteDesc(p.Desc)
 	if err := inputError(p, e, desc, "fill", value); err != nil {
 		return nil, err
 	}
@@ -378,14 +445,14 @@ func (t *Tab) typeText(ctx context.Context, el *browserv1.Element, value string)
 	if err != nil {
 		return nil, err
 	}
-	desc, err := t.describe(ctx, e)
-	if err != nil {
-		return nil, err
-	}
 	var p inputPrep
-	if err := callOn(ctx, e.obj, `function(v) { return __sov.prepareInput(this, v, 'type'); }`, &p, value); err != nil {
+	if err := callOn(ctx, e.obj, `function(v, pre) {
+		const desc = __sov.describe(this, pre);
+		return Object.assign(__sov.prepareInput(this, v, 'type'), {desc});
+	}`, &p, value, e.prefix); err != nil {
 		return nil, err
 	}
+	desc := t.noteDesc(p.Desc)
 	if err := inputError(p, e, desc, "type", value); err != nil {
 		return nil, err
 	}
@@ -406,12 +473,6 @@ func (t *Tab) typeText(ctx context.Context, el *browserv1.Element, value string)
 	return textResult("Typed %q into %s; its value is now %q", value, desc, p.Value), nil
 }
 
-// describe returns the snapshot line of e.
-func (t *Tab) describe(ctx context.Context, e *elem) (string, error) {
-	var desc string
-	err := callOn(ctx, e.obj, `function(p) { return __sov.describe(this, p); }`, &desc, e.prefix)
-	return t.noteDesc(desc), err
-}
 
 // inputError turns what prepareInput reported into an error for the model.
 func inputError(p inputPrep, e *elem, desc, tool, value string) error {

@@ -49,6 +49,8 @@ type Tab struct {
 	// madeObjects says that the running tool made remote objects in
 	// objectGroup, which Do releases. Only the holder of sem uses it.
 	madeObjects bool
+	// unreleased counts tool calls whose objects are not released yet.
+	unreleased int
 
 	// mu guards the fields below, which the event listener also writes.
 	mu        sync.Mutex
@@ -109,6 +111,10 @@ func (t *Tab) Title(ctx context.Context) (string, error) {
 	return s, nil
 }
 
+// releaseEvery is how many tool calls may leave remote objects behind
+// before they are released together.
+const releaseEvery = 16
+
 // Do runs one page-scoped tool. ctx is the request context: every browser
 // call ends at its deadline or cancellation. Failures are *bus.Error values
 // whose messages say what was wrong and what to do about it.
@@ -131,7 +137,13 @@ func (t *Tab) Do(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.To
 	t.madeObjects = false
 	res, err := t.dispatch(rctx, req)
 	if t.madeObjects {
-		t.releaseObjects(rctx)
+		// Release in batches: a round trip per tool call costs more than
+		// holding a few element handles for a while (a navigation frees
+		// them anyway).
+		if t.unreleased++; t.unreleased >= releaseEvery || err != nil {
+			t.releaseObjects(rctx)
+			t.unreleased = 0
+		}
 	}
 	if err != nil {
 		return nil, t.fail(ctx, rctx, tool, err)
