@@ -557,8 +557,9 @@
       el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
       r = el.getBoundingClientRect();
     }
-    const out = { desc: describe(el, prefix), w: r.width, h: r.height };
-    const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+    const out = { desc: describe(el, prefix), w: r.width, h: r.height,
+      x: r.left + r.width / 2, y: r.top + r.height / 2, oneBox: el.getClientRects().length === 1 };
+    const hit = document.elementFromPoint(out.x, out.y);
     if (hit && hit !== el && !el.contains(hit) && !(hit.shadowRoot && hit.contains(el)) &&
         !(hit.control && hit.control === el) && !(el.labels && Array.from(el.labels).includes(hit))) {
       out.covered = describe(hit, prefix);
