@@ -420,18 +420,19 @@ type inputPrep struct {
 // fill replaces the value of a form field (or contenteditable element) so
 // that input and change events fire as if a user typed it.
 func (t *Tab) fill(ctx context.Context, el *browserv1.Element, value string) (*browserv1.ToolResult, error) {
-	e, err := t.resolve(ctx, el, "fill")
+	// Three round trips and no remote object: find, describe and prepare
+	// the field (focus it, select its text); insert the text as typing
+	// would; read back what the field took.
+	var p inputPrep
+	what, prefix, err := t.onElement(ctx, el, "fill", `function(pre, v) {
+		const desc = __sov.describe(this, pre);
+		return Object.assign(__sov.prepareInput(this, v, 'fill'), {desc});
+	}`, &p, value)
 	if err != nil {
 		return nil, err
 	}
-	var p inputPrep
-	if err := callOn(ctx, e.obj, `function(v, pre) {
-		const desc = __sov.describe(this, pre);
-		return Object.assign(__sov.prepareInput(this, v, 'fill'), {desc});
-	}`, &p, value, e.prefix); err != nil {
-		return nil, err
-	}
 	desc := t.noteDesc(p.Desc)
+	e := &elem{what: what, prefix: prefix}
 	if err := inputError(p, e, desc, "fill", value); err != nil {
 		return nil, err
 	}
@@ -439,11 +440,11 @@ func (t *Tab) fill(ctx context.Context, el *browserv1.Element, value string) (*b
 		if _, err := chromedp.Call(ctx, input.InsertText, input.InsertTextParams{Text: value}); err != nil {
 			return nil, err
 		}
-		if err := callOn(ctx, e.obj, `function() { return __sov.finishFill(this); }`, &p.Value); err != nil {
+		if _, _, err := t.onElement(ctx, el, "fill", `function() { return __sov.finishFill(this); }`, &p.Value); err != nil {
 			return nil, err
 		}
 		if p.Value == "" {
-			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "fill: %s (%s) did not accept %q; its value is empty (a number field takes only a number)", e.what, desc, value)
+			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "fill: %s (%s) did not accept %q; its value is empty (a number field takes only a number)", what, desc, value)
 		}
 	}
 	return textResult("Filled %s; its value is now %q", desc, p.Value), nil
