@@ -278,6 +278,25 @@ type pointInfo struct {
 	OneBox bool    `json:"oneBox"`
 }
 
+// locate scrolls the element that el names into view and returns the point
+// to press. The common case (main frame, one layout box) takes one round
+// trip by value; an element in an iframe or with several boxes is measured
+// through a remote object and DOM.getContentQuads.
+func (t *Tab) locate(ctx context.Context, el *browserv1.Element, tool string) (x, y float64, info pointInfo, err error) {
+	if _, prefix, err := t.onElement(ctx, el, tool, `function(p) { return __sov.point(this, p); }`, &info); err != nil {
+		return 0, 0, info, err
+	} else if prefix == "" && !info.Gone && info.OneBox && info.W >= 1 && info.H >= 1 {
+		t.noteDesc(info.Desc)
+		t.noteDesc(info.Covered)
+		return info.X, info.Y, info, nil
+	}
+	e, err := t.resolve(ctx, el, tool)
+	if err != nil {
+		return 0, 0, info, err
+	}
+	return t.pointAt(ctx, e)
+}
+
 // pointAt scrolls e into view and returns the centre of its first visible
 // box in the coordinates of the main frame's viewport (DOM.getContentQuads
 // adds the offsets of the iframes that hold it).
@@ -290,11 +309,6 @@ func (t *Tab) pointAt(ctx context.Context, e *elem) (x, y float64, info pointInf
 	}
 	t.noteDesc(info.Desc)
 	t.noteDesc(info.Covered)
-	if e.prefix == "" && info.OneBox && info.W >= 1 && info.H >= 1 {
-		// In the main frame, with one box, the page's own numbers are the
-		// viewport's: no second round trip for the quads.
-		return info.X, info.Y, info, nil
-	}
 	q, err := chromedp.Call(ctx, dom.GetContentQuads, dom.GetContentQuadsParams{ObjectID: e.obj})
 	if err == nil {
 		for _, quad := range q.Quads {
@@ -328,11 +342,7 @@ func quadCenter(q dom.Quad) (x, y float64, ok bool) {
 // click clicks the centre of an element with real mouse events, then waits
 // for a navigation that the click started.
 func (t *Tab) click(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
-	e, err := t.resolve(ctx, el, "click")
-	if err != nil {
-		return nil, err
-	}
-	x, y, info, err := t.pointAt(ctx, e)
+	x, y, info, err := t.locate(ctx, el, "click")
 	if err != nil {
 		return nil, err
 	}
@@ -356,11 +366,7 @@ func (t *Tab) click(ctx context.Context, el *browserv1.Element) (*browserv1.Tool
 
 // hover moves the mouse to the centre of an element.
 func (t *Tab) hover(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
-	e, err := t.resolve(ctx, el, "hover")
-	if err != nil {
-		return nil, err
-	}
-	x, y, info, err := t.pointAt(ctx, e)
+	x, y, info, err := t.locate(ctx, el, "hover")
 	if err != nil {
 		return nil, err
 	}
