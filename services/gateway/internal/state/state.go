@@ -82,8 +82,9 @@ type Store struct {
 	ttl  time.Duration
 	stop context.CancelFunc
 
-	mu    sync.RWMutex
-	cache map[string]cached
+	mu      sync.RWMutex
+	cache   map[string]cached
+	waiters map[string][]chan struct{} // see Ended
 }
 
 type cached struct {
@@ -111,7 +112,7 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, ttl time.Duration) 
 	if err != nil {
 		return nil, fmt.Errorf("kv bucket %s: %w", bucket, err)
 	}
-	st := &Store{kv: kv, ttl: ttl, cache: make(map[string]cached)}
+	st := &Store{kv: kv, ttl: ttl, cache: make(map[string]cached), waiters: make(map[string][]chan struct{})}
 	wctx, stop := context.WithCancel(context.Background())
 	w, err := kv.WatchAll(wctx, jetstream.UpdatesOnly())
 	if err != nil {
@@ -146,11 +147,15 @@ func (s *Store) mirror(ctx context.Context, w jetstream.KeyWatcher) {
 			}
 			if e.Operation() != jetstream.KeyValuePut {
 				s.forget(e.Key())
+				s.end(e.Key())
 				continue
 			}
 			var r Record
 			if json.Unmarshal(e.Value(), &r) == nil {
 				s.remember(e.Key(), e.Revision(), r)
+				if r.Terminated {
+					s.end(e.Key())
+				}
 			}
 		}
 	}
@@ -290,36 +295,49 @@ func (s *Store) Modify(ctx context.Context, kind Kind, id string, fn func(*Recor
 }
 
 // Ended returns a channel that is closed when the record is terminated or
-// deleted (by any replica), and is never closed otherwise. Watching stops
-// when ctx ends.
+// deleted (by any replica), and is never closed otherwise. It is served by
+// the mirror's watch, so it costs no consumer of its own. Watching stops when
+// ctx ends.
 func (s *Store) Ended(ctx context.Context, kind Kind, id string) (<-chan struct{}, error) {
-	w, err := s.kv.Watch(ctx, key(kind, id))
-	if err != nil {
-		return nil, fmt.Errorf("watch %s record: %w", kind, err)
-	}
-	ended := make(chan struct{})
-	go func() {
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					continue // end of the initial values
-				}
-				var r Record
-				if e.Operation() != jetstream.KeyValuePut || (json.Unmarshal(e.Value(), &r) == nil && r.Terminated) {
-					close(ended)
-					return
-				}
+	k := key(kind, id)
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.waiters[k] = append(s.waiters[k], ch)
+	s.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		list := s.waiters[k]
+		for i, c := range list {
+			if c == ch {
+				s.waiters[k] = append(list[:i], list[i+1:]...)
+				break
 			}
 		}
-	}()
-	return ended, nil
+		if len(s.waiters[k]) == 0 {
+			delete(s.waiters, k)
+		}
+	})
+	// It may have ended before the wait began.
+	e, err := s.load(ctx, kind, id)
+	switch {
+	case errors.Is(err, ErrNotFound) || (err == nil && e.Terminated):
+		s.end(k)
+	case err != nil:
+		return nil, err
+	}
+	return ch, nil
+}
+
+// end closes the channels that wait for k to end.
+func (s *Store) end(k string) {
+	s.mu.Lock()
+	list := s.waiters[k]
+	delete(s.waiters, k)
+	s.mu.Unlock()
+	for _, c := range list {
+		close(c)
+	}
 }
 
 var (
