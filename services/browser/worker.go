@@ -65,6 +65,7 @@ type Worker struct {
 	lost     map[string]string // session id → why it was lost
 	openSvc  micro.Service     // nil while the worker is full or down
 	runCtx   context.Context
+	ready    chan struct{} // closed once the worker serves its endpoints
 }
 
 var subjectToken = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -104,8 +105,13 @@ func New(cfg Config) (*Worker, error) {
 		log:      slog.Default().With("worker", cfg.ID),
 		sessions: make(map[string]*session),
 		lost:     make(map[string]string),
+		ready:    make(chan struct{}),
 	}, nil
 }
+
+// Ready is closed once the worker takes sessions (Chromium started,
+// endpoints served).
+func (w *Worker) Ready() <-chan struct{} { return w.ready }
 
 // ID returns the worker's id.
 func (w *Worker) ID() string { return w.cfg.ID }
@@ -140,6 +146,7 @@ func (w *Worker) Run(ctx context.Context, c *bus.Conn) error {
 	w.mu.Lock()
 	w.updateOpenLocked()
 	w.mu.Unlock()
+	close(w.ready)
 	w.log.Info("browser worker ready", "chrome", w.exec, "max_sessions", w.cfg.MaxSessions, "idle_timeout", w.cfg.IdleTimeout.String())
 
 	reap := time.NewTicker(min(w.cfg.IdleTimeout/4, 30*time.Second))

@@ -134,6 +134,7 @@ func up(ctx context.Context, args []string) error {
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
+	var workers []*browser.Worker
 	for i := range uc.workers {
 		cfg := *wcfg
 		if cfg.ID != "" && uc.workers > 1 {
@@ -148,7 +149,17 @@ func up(ctx context.Context, args []string) error {
 			return err
 		}
 		defer closeConn()
+		workers = append(workers, w)
 		g.Go(func() error { return w.Run(ctx, c) })
+	}
+	// Serve MCP only once the workers take sessions, so that a client that
+	// connects at once is not told that no worker runs.
+	for _, w := range workers {
+		select {
+		case <-w.Ready():
+		case <-ctx.Done():
+			return g.Wait()
+		}
 	}
 	c, closeConn, err := app.Connect(natsURL, "sovereign-gateway", "", opts...)
 	if err != nil {

@@ -58,6 +58,12 @@ func Start(o Options) (*Server, error) {
 		}
 		if p == 0 {
 			p = server.RANDOM_PORT
+		} else if ln, err := net.Listen("tcp", o.Listen); err != nil {
+			// The server would only log this and never become ready: say
+			// it now.
+			return nil, fmt.Errorf("nats cannot listen on %s: %w", o.Listen, err)
+		} else {
+			_ = ln.Close()
 		}
 		opts.Host, opts.Port = host, p
 	}

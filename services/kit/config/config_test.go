@@ -1,0 +1,42 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEnv(t *testing.T) {
+	t.Setenv("SOV_TEST_S", "")
+	if got := Env("SOV_TEST_S", "def"); got != "def" {
+		t.Errorf("Env(empty) = %q, want def", got)
+	}
+	t.Setenv("SOV_TEST_S", "x")
+	if got := Env("SOV_TEST_S", "def"); got != "x" {
+		t.Errorf("Env(x) = %q, want x", got)
+	}
+}
+
+func TestMust(t *testing.T) {
+	var errs []error
+	t.Setenv("SOV_TEST_N", "12")
+	t.Setenv("SOV_TEST_BAD_N", "twelve")
+	t.Setenv("SOV_TEST_D", "1m")
+	t.Setenv("SOV_TEST_BAD_D", "soon")
+	if got := MustInt(&errs, "SOV_TEST_N", 3); got != 12 {
+		t.Errorf("MustInt(12) = %d", got)
+	}
+	if got := MustInt(&errs, "SOV_TEST_BAD_N", 3); got != 3 {
+		t.Errorf("MustInt(bad) = %d, want the default", got)
+	}
+	if got := MustDuration(&errs, "SOV_TEST_D", time.Second); got != time.Minute {
+		t.Errorf("MustDuration(1m) = %s", got)
+	}
+	if got := MustDuration(&errs, "SOV_TEST_BAD_D", time.Second); got != time.Second {
+		t.Errorf("MustDuration(bad) = %s, want the default", got)
+	}
+	if len(errs) != 2 || !strings.Contains(errs[0].Error(), `SOV_TEST_BAD_N="twelve" is not a whole number`) ||
+		!strings.Contains(errs[1].Error(), `SOV_TEST_BAD_D="soon" is not a duration`) {
+		t.Fatalf("errors = %v, want one per bad variable, naming it", errs)
+	}
+}
