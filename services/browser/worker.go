@@ -299,7 +299,9 @@ func (w *Worker) open(ctx context.Context, req *browserv1.OpenSessionRequest) (*
 		return nil, bus.Errorf(commonv1.ErrorCode_NO_CAPACITY, "browser worker %s is at its limit of %d sessions", w.cfg.ID, w.cfg.MaxSessions)
 	}
 	id := "s" + randomHex(12)
-	s := &session{id: id, owner: req.GetOwner(), lastUsed: time.Now(), gen: w.gen, browser: w.browser, lock: make(chan struct{}, 1)}
+	// busy until started: the idle reaper must not close a session that is
+	// still opening.
+	s := &session{id: id, owner: req.GetOwner(), lastUsed: time.Now(), busy: 1, gen: w.gen, browser: w.browser, lock: make(chan struct{}, 1)}
 	w.sessions[id] = s // reserve the slot before the slow part
 	w.updateOpenLocked()
 	w.mu.Unlock()
@@ -311,6 +313,9 @@ func (w *Worker) open(ctx context.Context, req *browserv1.OpenSessionRequest) (*
 		w.mu.Unlock()
 		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "open browser session on %s: %v", w.cfg.ID, err)
 	}
+	s.mu.Lock()
+	s.busy, s.lastUsed = 0, time.Now()
+	s.mu.Unlock()
 	w.log.InfoContext(ctx, "session opened", "session", id, "owner", s.owner)
 	return &browserv1.OpenSessionResponse{SessionId: id, WorkerId: w.cfg.ID}, nil
 }
