@@ -182,10 +182,18 @@ func TestTracePropagation(t *testing.T) {
 	if spans[0].SpanContext().TraceID() != spans[1].SpanContext().TraceID() {
 		t.Fatal("client and server spans are in different traces")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if _, ok := seen["traceparent"]; !ok {
-		t.Fatalf("headers %v lack a lower-case traceparent", seen)
+	// The observer's copy of the request arrives on its own goroutine.
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		_, ok := seen["traceparent"]
+		h := seen
+		mu.Unlock()
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("headers %v lack a lower-case traceparent", h)
+		}
 	}
 }
 
