@@ -79,7 +79,8 @@ func (e UsageError) Unwrap() error { return e.Err }
 
 // Connect opens a NATS connection named name to url that reconnects for
 // ever, and wraps it in a bus with the given subject prefix. The returned
-// close func drains the connection (finishing in-flight handlers).
+// close func waits (up to 10 s) for in-flight handlers to reply, then
+// drains the connection.
 func Connect(url, name, prefix string, opts ...nats.Option) (*bus.Conn, func(), error) {
 	if url == "" {
 		url = nats.DefaultURL
@@ -105,6 +106,12 @@ func Connect(url, name, prefix string, opts ...nats.Option) (*bus.Conn, func(), 
 		return nil, nil, err
 	}
 	return c, func() {
+		// Let handlers that are still running reply before the drain.
+		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Wait(wctx); err != nil {
+			slog.Warn("handlers still running at shutdown", "err", err)
+		}
 		_ = c.Close()
 		if err := nc.Drain(); err != nil {
 			nc.Close()

@@ -27,8 +27,10 @@ import (
 
 // Header names used on the bus, beside the micro error headers.
 const (
-	// HeaderDeadline carries the caller's deadline as Unix milliseconds.
-	HeaderDeadline = "sov-deadline"
+	// HeaderTimeout carries the time left until the caller's deadline, in
+	// milliseconds: a duration, so clock skew between hosts does not move
+	// the server's deadline.
+	HeaderTimeout = "sov-timeout"
 	// HeaderChunks is set on every part of a reply split into several
 	// messages: the number of parts.
 	HeaderChunks = "sov-chunks"
@@ -64,6 +66,8 @@ type Conn struct {
 
 	mu      sync.Mutex
 	pending map[string]chan *nats.Msg
+
+	inflight sync.WaitGroup // handler goroutines of Handle
 }
 
 // New wraps nc. prefix is the subject prefix ("" means [DefaultPrefix]).
@@ -118,7 +122,7 @@ func (c *Conn) onReply(m *nats.Msg) {
 	}
 	select {
 	case ch <- m:
-	default: // more parts than announced: ignore, the request fails on count
+	default: // more parts than the largest reply has: a broken server
 	}
 }
 
@@ -176,7 +180,8 @@ func (c *Conn) Request(ctx context.Context, subject string, req, resp proto.Mess
 	}
 
 	inbox := c.inbox + "." + strconv.FormatUint(c.next.Add(1), 36)
-	ch := make(chan *nats.Msg, 64)
+	// Room for every part of the largest reply, so none is ever dropped.
+	ch := make(chan *nats.Msg, MaxReply/c.partSize()+2)
 	c.mu.Lock()
 	c.pending[inbox] = ch
 	c.mu.Unlock()
@@ -189,7 +194,7 @@ func (c *Conn) Request(ctx context.Context, subject string, req, resp proto.Mess
 	msg := nats.NewMsg(subject)
 	msg.Reply = inbox
 	msg.Data = data
-	msg.Header.Set(HeaderDeadline, strconv.FormatInt(deadline.UnixMilli(), 10))
+	msg.Header.Set(HeaderTimeout, strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 1), 10))
 	otel.GetTextMapPropagator().Inject(ctx, headerCarrier(msg.Header))
 	if err := c.nc.PublishMsg(msg); err != nil {
 		return Errorf(commonv1.ErrorCode_UNAVAILABLE, "send to %s: %v", subject, err)

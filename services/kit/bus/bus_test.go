@@ -56,6 +56,8 @@ func TestRequestReply(t *testing.T) {
 			return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "ref e9 is not in the current page")
 		case "panic":
 			panic("boom")
+		case "huge error":
+			return nil, bus.Errorf(commonv1.ErrorCode_SCRIPT_ERROR, "%s", strings.Repeat("y", 3<<20))
 		case "slow":
 			<-ctx.Done()
 			return nil, ctx.Err()
@@ -79,6 +81,8 @@ func TestRequestReply(t *testing.T) {
 		{name: "chunked", url: "big", want: big},
 		{name: "coded error", url: "fail", wantCode: commonv1.ErrorCode_NOT_FOUND, wantMsg: "ref e9 is not in the current page"},
 		{name: "panic", url: "panic", wantCode: commonv1.ErrorCode_INTERNAL, wantMsg: "boom"},
+		// An error message above the payload limit is cut, not lost.
+		{name: "huge error", url: "huge error", timeout: 10 * time.Second, wantCode: commonv1.ErrorCode_SCRIPT_ERROR, wantMsg: "more bytes)"},
 		{name: "deadline", url: "slow", timeout: 200 * time.Millisecond, wantCode: commonv1.ErrorCode_TIMEOUT},
 	}
 	for _, tt := range tests {

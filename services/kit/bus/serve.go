@@ -34,23 +34,28 @@ func Handle[Req any, PReq interface {
 }, Resp proto.Message](c *Conn, fn func(context.Context, PReq) (Resp, error)) micro.Handler {
 	tracer := otel.Tracer(tracerName)
 	return micro.HandlerFunc(func(r micro.Request) {
+		// The reply is published by this goroutine, not through r: micro
+		// reads r's state as soon as Handle returns. micro's stats thus
+		// count requests but not their latency or errors; the spans do.
+		msg := requestMsg{subject: r.Subject(), reply: r.Reply(), headers: nats.Header(r.Headers()), data: r.Data()}
+		c.inflight.Add(1)
 		go func() {
-			ctx := otel.GetTextMapPropagator().Extract(context.Background(), headerCarrier(r.Headers()))
-			ctx, span := tracer.Start(ctx, r.Subject(), trace.WithSpanKind(trace.SpanKindServer),
+			defer c.inflight.Done()
+			ctx := otel.GetTextMapPropagator().Extract(context.Background(), headerCarrier(msg.headers))
+			ctx, span := tracer.Start(ctx, msg.subject, trace.WithSpanKind(trace.SpanKindServer),
 				trace.WithAttributes(attribute.String("messaging.system", "nats"),
-					attribute.String("messaging.destination.name", r.Subject())))
+					attribute.String("messaging.destination.name", msg.subject)))
 			defer span.End()
-			cancel := func() {}
-			if ms, err := strconv.ParseInt(nats.Header(r.Headers()).Get(HeaderDeadline), 10, 64); err == nil {
-				ctx, cancel = context.WithDeadline(ctx, time.UnixMilli(ms))
-			} else {
-				ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+			timeout := DefaultTimeout
+			if ms, err := strconv.ParseInt(msg.headers.Get(HeaderTimeout), 10, 64); err == nil && ms > 0 {
+				timeout = time.Duration(ms) * time.Millisecond
 			}
+			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 
-			resp, err := call(ctx, r, fn)
+			resp, err := call(ctx, msg, fn)
 			if err == nil {
-				err = c.respond(r, resp)
+				err = c.respond(msg.reply, resp)
 			}
 			if err != nil {
 				code := CodeOf(err)
@@ -58,38 +63,72 @@ func Handle[Req any, PReq interface {
 				span.SetStatus(codes.Error, err.Error())
 				span.SetAttributes(attribute.String("sovereign.error_code", code.String()))
 				if code == commonv1.ErrorCode_INTERNAL {
-					slog.ErrorContext(ctx, "request failed", "subject", r.Subject(), "err", err)
+					slog.ErrorContext(ctx, "request failed", "subject", msg.subject, "err", err)
 				}
-				if rerr := r.Error(code.String(), err.Error(), nil); rerr != nil {
-					slog.WarnContext(ctx, "send error reply", "subject", r.Subject(), "err", rerr)
+				if rerr := c.respondError(msg.reply, code, err.Error()); rerr != nil {
+					slog.WarnContext(ctx, "send error reply", "subject", msg.subject, "err", rerr)
 				}
 			}
 		}()
 	})
 }
 
+// requestMsg is what a handler goroutine keeps of a micro request.
+type requestMsg struct {
+	subject, reply string
+	headers        nats.Header
+	data           []byte
+}
+
+// MaxErrorMessage caps the message of an error reply: it travels in a
+// header, and a reply larger than the payload limit would not arrive at all.
+const MaxErrorMessage = 8 << 10
+
+func (c *Conn) respondError(reply string, code commonv1.ErrorCode, text string) error {
+	if len(text) > MaxErrorMessage {
+		text = text[:MaxErrorMessage] + fmt.Sprintf("… (%d more bytes)", len(text)-MaxErrorMessage)
+	}
+	m := nats.NewMsg(reply)
+	m.Header.Set(headerErrorCode, code.String())
+	m.Header.Set(headerError, text)
+	return c.nc.PublishMsg(m)
+}
+
+// Wait blocks until every handler goroutine started by [Handle] on c has
+// replied, or ctx ends. Shutdown calls it after stopping the services.
+func (c *Conn) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { c.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func call[Req any, PReq interface {
 	*Req
 	proto.Message
-}, Resp proto.Message](ctx context.Context, r micro.Request, fn func(context.Context, PReq) (Resp, error)) (resp Resp, err error) {
+}, Resp proto.Message](ctx context.Context, r requestMsg, fn func(context.Context, PReq) (Resp, error)) (resp Resp, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			slog.ErrorContext(ctx, "handler panic", "subject", r.Subject(), "panic", p, "stack", string(debug.Stack()))
-			err = Errorf(commonv1.ErrorCode_INTERNAL, "internal error in %s: %v", r.Subject(), p)
+			slog.ErrorContext(ctx, "handler panic", "subject", r.subject, "panic", p, "stack", string(debug.Stack()))
+			err = Errorf(commonv1.ErrorCode_INTERNAL, "internal error in %s: %v", r.subject, p)
 		}
 	}()
 	req := PReq(new(Req))
-	if err := proto.Unmarshal(r.Data(), req); err != nil {
-		return resp, Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "decode request on %s: %v", r.Subject(), err)
+	if err := proto.Unmarshal(r.data, req); err != nil {
+		return resp, Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "decode request on %s: %v", r.subject, err)
 	}
 	resp, err = fn(ctx, req)
 	if errors.Is(err, context.DeadlineExceeded) {
-		err = Errorf(commonv1.ErrorCode_TIMEOUT, "%s: deadline exceeded", r.Subject())
+		err = Errorf(commonv1.ErrorCode_TIMEOUT, "%s: deadline exceeded", r.subject)
 	}
 	return resp, err
 }
 
-func (c *Conn) respond(r micro.Request, resp proto.Message) error {
+func (c *Conn) respond(reply string, resp proto.Message) error {
 	data, err := proto.Marshal(resp)
 	if err != nil {
 		return fmt.Errorf("encode reply: %w", err)
@@ -97,17 +136,22 @@ func (c *Conn) respond(r micro.Request, resp proto.Message) error {
 	if len(data) > MaxReply {
 		return Errorf(commonv1.ErrorCode_TOO_LARGE, "reply is %d bytes; the bus carries at most %d", len(data), MaxReply)
 	}
-	part := int(c.nc.MaxPayload()) - 4096
+	part := c.partSize()
 	if len(data) <= part {
-		return r.Respond(data)
+		return c.nc.Publish(reply, data)
 	}
 	n := (len(data) + part - 1) / part
-	hdr := micro.WithHeaders(micro.Headers{HeaderChunks: []string{strconv.Itoa(n)}})
 	for i := 0; i < n; i++ {
-		end := min((i+1)*part, len(data))
-		if err := r.Respond(data[i*part:end], hdr); err != nil {
+		m := nats.NewMsg(reply)
+		m.Header.Set(HeaderChunks, strconv.Itoa(n))
+		m.Data = data[i*part : min((i+1)*part, len(data))]
+		if err := c.nc.PublishMsg(m); err != nil {
 			return fmt.Errorf("send reply part %d/%d: %w", i+1, n, err)
 		}
 	}
 	return nil
 }
+
+// partSize is the largest reply part: the payload limit less room for
+// headers.
+func (c *Conn) partSize() int { return int(c.nc.MaxPayload()) - 4096 }
