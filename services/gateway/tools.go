@@ -66,6 +66,12 @@ func (g *Gateway) toolHandler(t catalog.Tool) server.ToolHandlerFunc {
 		res, err := g.fleet.Call(ctx, b.workerID, call.Request)
 		if err != nil {
 			if lost(ctx, err) {
+				// No responders can also be a worker that is only
+				// re-subscribing after a NATS reconnect: ask it again
+				// before letting its session go.
+				if bus.CodeOf(err) == commonv1.ErrorCode_UNAVAILABLE && g.fleet.Alive(ctx, b.workerID) {
+					return b.decorate(mcp.NewToolResultError(fmt.Sprintf("%s: the browser worker did not answer for a moment (reconnecting?); the session is kept, retry the call", t.Name))), nil
+				}
 				g.unbind(ctx, b)
 			}
 			return b.decorate(mcp.NewToolResultError(g.errorText(ctx, t, err))), nil
@@ -363,9 +369,12 @@ func (g *Gateway) auditTools(next server.ToolHandlerFunc) server.ToolHandlerFunc
 	}
 }
 
+// resultText is the error text of a failed result for the log: its last
+// text part, since a new handle's "session: sov_…" line comes first and a
+// handle must never reach a log.
 func resultText(r *mcp.CallToolResult) string {
-	for _, c := range r.Content {
-		if t, ok := c.(mcp.TextContent); ok {
+	for i := len(r.Content) - 1; i >= 0; i-- {
+		if t, ok := r.Content[i].(mcp.TextContent); ok && !strings.HasPrefix(t.Text, "session: "+state.HandlePrefix) {
 			return t.Text
 		}
 	}

@@ -354,8 +354,8 @@ var tools = []Tool{
 
 	// Waiting.
 	{
-		Name: "wait", Title: "Wait", ReadOnly: true, Description: "Wait for a number of milliseconds (at most 10 minutes).",
-		params: []Param{{Name: "ms", Type: Integer, Default: 1000, Min: bound(0), Max: bound(600000), Description: "Milliseconds to wait"}},
+		Name: "wait", Title: "Wait", ReadOnly: true, Description: "Wait for a number of milliseconds (at most one minute; to wait for something to appear, use wait_for).",
+		params: []Param{{Name: "ms", Type: Integer, Default: 1000, Min: bound(0), Max: bound(60000), Description: "Milliseconds to wait"}},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
 			n, _ := a.integer("ms")
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Wait{Wait: &browserv1.Wait{Ms: int32(n)}}}, nil

@@ -189,7 +189,7 @@ func TestParse(t *testing.T) {
 		{tool: "tab_close", args: `{"index":2}`,
 			want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabClose{TabClose: &browserv1.TabIndex{Index: 2, HasIndex: true}}}},
 		{tool: "wait", args: `{}`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Wait{Wait: &browserv1.Wait{Ms: 1000}}}},
-		{tool: "wait", args: `{"ms":700000}`, wantErr: `argument "ms" must be at most 600000`},
+		{tool: "wait", args: `{"ms":70000}`, wantErr: `argument "ms" must be at most 60000`},
 		{tool: "wait_for", args: `{"selector":".done"}`,
 			want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_WaitFor{WaitFor: &browserv1.WaitFor{Selector: ".done", TimeoutMs: 10000}}}},
 		{tool: "screenshot", args: `{}`,

@@ -121,6 +121,28 @@ func (f *Fleet) Call(ctx context.Context, workerID string, req *browserv1.ToolRe
 	return &res, nil
 }
 
+// Alive reports whether workerID answers a ping within about a second
+// (three tries): a worker that is only re-subscribing after a reconnect
+// comes back within that; a dead one never does.
+func (f *Fleet) Alive(ctx context.Context, workerID string) bool {
+	for try := 0; try < 3 && ctx.Err() == nil; try++ {
+		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		var resp browserv1.PingResponse
+		err := f.c.Request(pctx, f.c.Subject("browser", "w", workerID, "ping"), &browserv1.PingRequest{}, &resp)
+		cancel()
+		if err == nil {
+			return true
+		}
+		if bus.CodeOf(err) == commonv1.ErrorCode_UNAVAILABLE {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return false
+}
+
 // Close ends a browser session on its worker.
 func (f *Fleet) Close(ctx context.Context, workerID, sessionID string) error {
 	var resp browserv1.CloseSessionResponse

@@ -78,9 +78,14 @@ type Entry struct {
 // conflict goes to the bucket. A change made on another replica reaches the
 // mirror within the watch's delivery time (milliseconds on one NATS).
 type Store struct {
-	kv   jetstream.KeyValue
+	js   jetstream.JetStream
+	cfg  jetstream.KeyValueConfig
 	ttl  time.Duration
 	stop context.CancelFunc
+
+	kvMu    sync.Mutex
+	kv      jetstream.KeyValue // replaced when the bucket is re-created
+	rewatch chan struct{}      // asks the mirror to watch the new bucket
 
 	mu      sync.RWMutex
 	cache   map[string]cached
@@ -94,6 +99,11 @@ type cached struct {
 
 // Open creates the bucket if it is missing (or updates its TTL) and returns
 // the store. Records expire ttl after their last write.
+//
+// The bucket lives in memory on the NATS server: when NATS restarts it is
+// gone. The store then creates it again (on the next failed operation, and
+// when the mirror's watch ends) and starts a new watch with an empty mirror,
+// so the gateway recovers by itself; the sessions themselves are lost.
 func Open(ctx context.Context, nc *nats.Conn, bucket string, ttl time.Duration) (*Store, error) {
 	if bucket == "" {
 		bucket = DefaultBucket
@@ -102,19 +112,19 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, ttl time.Duration) 
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      bucket,
-		Description: "Sovereign gateway: MCP sessions and session handles → browser sessions",
-		TTL:         ttl,
-		History:     1,
-		Storage:     jetstream.MemoryStorage,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("kv bucket %s: %w", bucket, err)
+	st := &Store{js: js, ttl: ttl, cache: make(map[string]cached), waiters: make(map[string][]chan struct{}), rewatch: make(chan struct{}, 1),
+		cfg: jetstream.KeyValueConfig{
+			Bucket:      bucket,
+			Description: "Sovereign gateway: MCP sessions and session handles → browser sessions",
+			TTL:         ttl,
+			History:     1,
+			Storage:     jetstream.MemoryStorage,
+		}}
+	if err := st.ensure(ctx); err != nil {
+		return nil, err
 	}
-	st := &Store{kv: kv, ttl: ttl, cache: make(map[string]cached), waiters: make(map[string][]chan struct{})}
 	wctx, stop := context.WithCancel(context.Background())
-	w, err := kv.WatchAll(wctx, jetstream.UpdatesOnly())
+	w, err := st.bucket().WatchAll(wctx, jetstream.UpdatesOnly())
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("watch kv bucket %s: %w", bucket, err)
@@ -124,6 +134,47 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, ttl time.Duration) 
 	return st, nil
 }
 
+// ensure creates the bucket (again) and empties the mirror.
+func (s *Store) ensure(ctx context.Context) error {
+	kv, err := s.js.CreateOrUpdateKeyValue(ctx, s.cfg)
+	if err != nil {
+		return fmt.Errorf("kv bucket %s: %w", s.cfg.Bucket, err)
+	}
+	s.kvMu.Lock()
+	s.kv = kv
+	s.kvMu.Unlock()
+	s.mu.Lock()
+	clear(s.cache)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Store) bucket() jetstream.KeyValue {
+	s.kvMu.Lock()
+	defer s.kvMu.Unlock()
+	return s.kv
+}
+
+// retry runs op, and once more after re-creating the bucket when op failed
+// for another reason than the record's state (a NATS restart lost the
+// bucket).
+func (s *Store) retry(ctx context.Context, op func(jetstream.KeyValue) error) error {
+	err := op(s.bucket())
+	if err == nil || errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyExists) ||
+		errors.Is(err, jetstream.ErrKeyRevisionMismatch) || ctx.Err() != nil {
+		return err
+	}
+	if eerr := s.ensure(ctx); eerr != nil {
+		return errors.Join(err, eerr)
+	}
+	// The mirror's watch may still follow the lost bucket: renew it.
+	select {
+	case s.rewatch <- struct{}{}:
+	default:
+	}
+	return op(s.bucket())
+}
+
 // Close stops the mirror's watch.
 func (s *Store) Close() {
 	if s.stop != nil {
@@ -131,16 +182,52 @@ func (s *Store) Close() {
 	}
 }
 
-// mirror applies the bucket's changes to the cache until ctx ends.
+// mirror applies the bucket's changes to the cache until ctx ends. When the
+// watch ends (the bucket vanished with a NATS restart), it re-creates the
+// bucket and watches again. Now and then it drops entries past the TTL,
+// whose expiry the watch does not announce.
 func (s *Store) mirror(ctx context.Context, w jetstream.KeyWatcher) {
-	defer func() { _ = w.Stop() }()
+	sweep := time.NewTicker(min(max(s.ttl/4, time.Second), time.Minute))
+	defer sweep.Stop()
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		if w == nil {
+			if err := s.ensure(ctx); err == nil {
+				w, _ = s.bucket().WatchAll(ctx, jetstream.UpdatesOnly())
+			}
+			if w == nil {
+				select {
+				case <-ctx.Done():
+				case <-time.After(backoff):
+				}
+				backoff = min(backoff*2, 5*time.Second)
+				continue
+			}
+			backoff = 100 * time.Millisecond
+		}
+		if !s.follow(ctx, w, sweep.C) {
+			_ = w.Stop()
+			w = nil
+		}
+	}
+	if w != nil {
+		_ = w.Stop()
+	}
+}
+
+// follow applies w's updates until ctx ends (true) or w ends (false).
+func (s *Store) follow(ctx context.Context, w jetstream.KeyWatcher, sweep <-chan time.Time) bool {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return true
+		case <-sweep:
+			s.sweep()
+		case <-s.rewatch:
+			return false
 		case e, ok := <-w.Updates():
 			if !ok {
-				return
+				return false
 			}
 			if e == nil {
 				continue
@@ -157,6 +244,17 @@ func (s *Store) mirror(ctx context.Context, w jetstream.KeyWatcher) {
 					s.end(e.Key())
 				}
 			}
+		}
+	}
+}
+
+// sweep drops mirrored entries older than the TTL.
+func (s *Store) sweep() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, c := range s.cache {
+		if time.Since(c.rec.Touched) >= s.ttl {
+			delete(s.cache, k)
 		}
 	}
 }
@@ -194,8 +292,8 @@ func (s *Store) TTL() time.Duration { return s.ttl }
 
 // Ping checks that the bucket answers.
 func (s *Store) Ping(ctx context.Context) error {
-	if _, err := s.kv.Status(ctx); err != nil {
-		return fmt.Errorf("kv bucket %s: %w", s.kv.Bucket(), err)
+	if _, err := s.bucket().Status(ctx); err != nil {
+		return fmt.Errorf("kv bucket %s: %w", s.cfg.Bucket, err)
 	}
 	return nil
 }
@@ -218,7 +316,11 @@ func (s *Store) Get(ctx context.Context, kind Kind, id string) (*Entry, error) {
 // load reads a record from the bucket and refreshes the mirror.
 func (s *Store) load(ctx context.Context, kind Kind, id string) (*Entry, error) {
 	k := key(kind, id)
-	e, err := s.kv.Get(ctx, k)
+	var e jetstream.KeyValueEntry
+	err := s.retry(ctx, func(kv jetstream.KeyValue) (err error) {
+		e, err = kv.Get(ctx, k)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, ErrNotFound
 	}
@@ -241,7 +343,11 @@ func (s *Store) Create(ctx context.Context, kind Kind, id string, r Record) (*En
 	if err != nil {
 		return nil, fmt.Errorf("encode %s record: %w", kind, err)
 	}
-	rev, err := s.kv.Create(ctx, key(kind, id), data)
+	var rev uint64
+	err = s.retry(ctx, func(kv jetstream.KeyValue) (err error) {
+		rev, err = kv.Create(ctx, key(kind, id), data)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, ErrConflict
 	}
@@ -262,7 +368,11 @@ func (s *Store) Update(ctx context.Context, e *Entry) (*Entry, error) {
 		return nil, fmt.Errorf("encode %s record: %w", e.Kind, err)
 	}
 	k := key(e.Kind, e.ID)
-	rev, err := s.kv.Update(ctx, k, data, e.Revision)
+	var rev uint64
+	err = s.retry(ctx, func(kv jetstream.KeyValue) (err error) {
+		rev, err = kv.Update(ctx, k, data, e.Revision)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) {
 		s.forget(k) // the mirror was behind: the next read goes to the bucket
 		return nil, ErrConflict

@@ -170,3 +170,81 @@ func TestMirror(t *testing.T) {
 		t.Fatalf("Modify after conflict = %+v, %v", out, err)
 	}
 }
+
+// TestNATSRestart: the bucket lives in memory, so a NATS restart loses it.
+// The store re-creates it on the next operation and its mirror watches the
+// new bucket, so a gateway recovers without a restart of its own.
+func TestNATSRestart(t *testing.T) {
+	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(srv.ClientURL(), "nats://")
+	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	a, err := Open(context.Background(), nc, "", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	ctx := context.Background()
+	if _, err := a.Create(ctx, MCP, NewSessionID(), Record{Owner: "o"}); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Stop()
+	srv2, err := natsrv.Start(natsrv.Options{Listen: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv2.Stop)
+	deadline := time.Now().Add(10 * time.Second)
+	for !nc.IsConnected() {
+		if time.Now().After(deadline) {
+			t.Fatal("client did not reconnect")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	id := NewSessionID()
+	var created error
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, created = a.Create(cctx, MCP, id, Record{Owner: "o"})
+		cancel()
+		if created == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if created != nil {
+		t.Fatalf("Create after the NATS restart: %v", created)
+	}
+	// Another replica's write reaches a's mirror: its watch is live again.
+	nc2, err := nats.Connect(srv2.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc2.Close)
+	b, err := Open(ctx, nc2, "", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if _, err := b.Modify(ctx, MCP, id, func(r *Record) bool { r.Terminated = true; return true }); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		e, err := a.Get(ctx, MCP, id)
+		if err == nil && e.Terminated {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's mirror never saw b's write after the restart: %+v %v", e, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
