@@ -31,6 +31,11 @@ type session struct {
 	browser context.Context // the chromedp browser context it was opened on
 	lock    chan struct{}   // one call at a time; a channel so waiting honours deadlines
 
+	// ctx ends when the session closes; every tab's context ends with it,
+	// so closing aborts a running call instead of waiting for it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	mu       sync.Mutex // guards lastUsed and busy
 	lastUsed time.Time
 	busy     int
@@ -46,6 +51,14 @@ type tab struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	page   *page.Tab
+}
+
+func newSession(id, owner string, gen int, browser context.Context) *session {
+	ctx, cancel := context.WithCancel(context.Background())
+	// busy until started: the idle reaper must not close a session that is
+	// still opening.
+	return &session{id: id, owner: owner, gen: gen, browser: browser, lock: make(chan struct{}, 1),
+		ctx: ctx, cancel: cancel, lastUsed: time.Now(), busy: 1}
 }
 
 // start creates the browser context and its first tab.
@@ -91,6 +104,7 @@ func (s *session) newTab(ctx context.Context, id target.ID, opts page.Options) (
 		cancel()
 		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "opening a tab did not finish before the deadline")
 	}
+	context.AfterFunc(s.ctx, cancel)
 	return &tab{id: chromedp.FromContext(tctx).Target.TargetID, ctx: tctx, cancel: cancel, page: page.New(tctx, opts)}, nil
 }
 
@@ -130,6 +144,13 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 	ctx, span := tracer.Start(ctx, "browser."+toolName(req))
 	defer span.End()
 	span.SetAttributes(attribute.String("sovereign.session", s.id))
+	if gone := s.prune(ctx, opts); gone != "" {
+		switch req.GetTool().(type) {
+		case *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew, *browserv1.ToolRequest_TabSwitch:
+		default:
+			return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s; tab %d is active now: take a snapshot before acting on it", gone, s.active)
+		}
+	}
 	switch t := req.GetTool().(type) {
 	case *browserv1.ToolRequest_Close:
 		return s.closeTab(ctx, s.active, opts)
@@ -147,6 +168,39 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 		return s.tabNew(ctx, t.TabNew.GetUrl(), opts)
 	}
 	return s.tabs[s.active].page.Do(ctx, req)
+}
+
+// prune drops tabs that closed themselves (window.close) or whose renderer
+// crashed. When the active tab was among them it says so (the caller's
+// next action would otherwise land on another page unannounced), and the
+// last remaining tab becomes active; a session left with none gets a blank
+// tab.
+func (s *session) prune(ctx context.Context, opts page.Options) (activeGone string) {
+	live := s.tabs[:0]
+	for i, t := range s.tabs {
+		if !t.page.Closed() {
+			live = append(live, t)
+			continue
+		}
+		t.cancel()
+		if i == s.active {
+			activeGone = fmt.Sprintf("the active tab (%d) was closed by the page or crashed", i)
+		}
+	}
+	n := len(s.tabs) - len(live)
+	s.tabs = live
+	if n == 0 {
+		return ""
+	}
+	if len(s.tabs) == 0 {
+		if t, err := s.newTab(ctx, "", opts); err == nil {
+			s.tabs = []*tab{t}
+		}
+	}
+	if activeGone != "" || s.active >= len(s.tabs) {
+		s.active = max(len(s.tabs)-1, 0)
+	}
+	return activeGone
 }
 
 func toolName(req *browserv1.ToolRequest) string {
@@ -209,14 +263,20 @@ func (s *session) tabNew(ctx context.Context, url string, opts page.Options) (*b
 	if err != nil {
 		return nil, err
 	}
+	var res *browserv1.ToolResult
+	if url != "" {
+		res, err = t.page.Do(ctx, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: url}}})
+		if err != nil {
+			// Leave the session as it was: the model believes it is still
+			// on its old tab.
+			t.cancel()
+			return nil, err
+		}
+	}
 	s.tabs = append(s.tabs, t)
 	s.active = len(s.tabs) - 1
 	msg := fmt.Sprintf("Opened tab %d (now active)", s.active)
-	if url != "" {
-		res, err := t.page.Do(ctx, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: url}}})
-		if err != nil {
-			return nil, err
-		}
+	if res != nil {
 		if len(res.GetContent()) > 0 {
 			msg += ". " + res.GetContent()[0].GetText()
 		}
@@ -245,17 +305,19 @@ func (s *session) closeTab(ctx context.Context, i int, opts page.Options) (*brow
 	if i < 0 || i >= len(s.tabs) {
 		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "there is no tab %d; the session has tabs 0 to %d (tab_list shows them)", i, len(s.tabs)-1)
 	}
-	s.tabs[i].cancel()
-	s.tabs = append(s.tabs[:i], s.tabs[i+1:]...)
 	msg := fmt.Sprintf("Closed tab %d", i)
-	if len(s.tabs) == 0 {
+	if len(s.tabs) == 1 {
+		// Open the replacement first: a session never has no tab, even
+		// when opening one fails.
 		t, err := s.newTab(ctx, "", opts)
 		if err != nil {
 			return nil, err
 		}
-		s.tabs = []*tab{t}
+		s.tabs = append(s.tabs, t)
 		msg += "; it was the last one, so a blank tab replaces it"
 	}
+	s.tabs[i].cancel()
+	s.tabs = append(s.tabs[:i], s.tabs[i+1:]...)
 	if s.active >= i && s.active > 0 {
 		s.active--
 	}
@@ -263,17 +325,14 @@ func (s *session) closeTab(ctx context.Context, i int, opts page.Options) (*brow
 	return result(msg, map[string]any{"active": s.active, "tabs": len(s.tabs)})
 }
 
-// closeTabs closes every tab and disposes of the browser context. It takes
-// the session's lock so that it never races a running call, but gives up
-// waiting after a few seconds: closing must not hang on a wedged page.
+// closeTabs closes every tab and disposes of the browser context. Ending
+// the session's context first aborts a running call (its tab contexts end),
+// so waiting for the lock afterwards is short, and the tabs are never
+// changed under a running call.
 func (s *session) closeTabs() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	select {
-	case s.lock <- struct{}{}:
-		defer func() { <-s.lock }()
-	case <-ctx.Done():
-	}
+	s.cancel()
+	s.lock <- struct{}{}
+	defer func() { <-s.lock }()
 	for _, t := range s.tabs {
 		t.cancel()
 	}

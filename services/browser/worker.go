@@ -301,21 +301,29 @@ func (w *Worker) open(ctx context.Context, req *browserv1.OpenSessionRequest) (*
 	id := "s" + randomHex(12)
 	// busy until started: the idle reaper must not close a session that is
 	// still opening.
-	s := &session{id: id, owner: req.GetOwner(), lastUsed: time.Now(), busy: 1, gen: w.gen, browser: w.browser, lock: make(chan struct{}, 1)}
-	w.sessions[id] = s // reserve the slot before the slow part
+	s := newSession(id, req.GetOwner(), w.gen, w.browser)
+	s.lock <- struct{}{} // held until started: no call or close runs on a half-made session
+	w.sessions[id] = s   // reserve the slot before the slow part
 	w.updateOpenLocked()
 	w.mu.Unlock()
 
-	if err := s.start(ctx, w.pageOptions()); err != nil {
-		w.mu.Lock()
-		delete(w.sessions, id)
-		w.updateOpenLocked()
-		w.mu.Unlock()
-		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "open browser session on %s: %v", w.cfg.ID, err)
+	err := s.start(ctx, w.pageOptions())
+	if err == nil && ctx.Err() != nil {
+		// The caller gave up: nobody will use or close this session.
+		err = ctx.Err()
 	}
 	s.mu.Lock()
 	s.busy, s.lastUsed = 0, time.Now()
 	s.mu.Unlock()
+	<-s.lock
+	if err != nil {
+		w.mu.Lock()
+		delete(w.sessions, id)
+		w.updateOpenLocked()
+		w.mu.Unlock()
+		s.closeTabs()
+		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "open browser session on %s: %v", w.cfg.ID, err)
+	}
 	w.log.InfoContext(ctx, "session opened", "session", id, "owner", s.owner)
 	return &browserv1.OpenSessionResponse{SessionId: id, WorkerId: w.cfg.ID}, nil
 }
@@ -350,6 +358,9 @@ func (w *Worker) call(ctx context.Context, req *browserv1.ToolRequest) (*browser
 		return nil, err
 	}
 	defer s.release()
+	if s.ctx.Err() != nil { // closed while this call waited for its turn
+		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_NOT_FOUND, "browser session %s was closed", s.id)
+	}
 	res, err := s.do(ctx, req, w.pageOptions())
 	if err != nil && s.browser.Err() != nil && w.runCtxErr() == nil {
 		// Chromium went away under the call: say so, not a CDP error.

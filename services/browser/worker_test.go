@@ -150,6 +150,12 @@ func site(t *testing.T) *httptest.Server {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `<!doctype html><title>page %s</title><a href="/popup" target="_blank">pop</a><button onclick="document.title='clicked'">Go</button>`, r.URL.Path)
 	})
+	mux.HandleFunc("/closer", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>closer</title><script>setTimeout(() => window.close(), 300)</script>`)
+	})
+	mux.HandleFunc("/opener", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>opener</title><a href="/closer" target="_blank">open closer</a>`)
+	})
 	mux.HandleFunc("/setcookie", func(w http.ResponseWriter, r *http.Request) {
 		http.SetCookie(w, &http.Cookie{Name: "who", Value: r.URL.Query().Get("v"), Path: "/"})
 		fmt.Fprint(w, `<title>set</title>`)
@@ -348,5 +354,86 @@ func TestChromiumCrash(t *testing.T) {
 			t.Fatalf("worker did not come back after the crash: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestTabClosedByPage: a tab that closes itself (a popup calling
+// window.close) is dropped from the session with a clear error; the session
+// and its other tabs carry on.
+func TestTabClosedByPage(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "closer", MaxSessions: 2})
+	ts := site(t)
+	s := f.mustOpen()
+	f.mustCall(s, openReq(ts.URL+"/opener"))
+	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Element{By: &browserv1.Element_Selector{Selector: "a"}}}})
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabList{TabList: &browserv1.NoArgs{}}}), "\n") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the popup never showed up in tab_list")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabSwitch{TabSwitch: &browserv1.TabIndex{Index: 1}}})
+	for {
+		_, err := f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetTitle{GetTitle: &browserv1.NoArgs{}}})
+		if err != nil {
+			wantCode(t, "get_title on a closed tab", err, commonv1.ErrorCode_NOT_FOUND, "closed")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the popup never closed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetTitle{GetTitle: &browserv1.NoArgs{}}}); got != "opener" {
+		t.Fatalf("after the popup closed, get_title = %q, want the opener", got)
+	}
+}
+
+// TestTabNewFailureKeepsActiveTab: tab_new whose URL is refused leaves the
+// session on the tab it was on.
+func TestTabNewFailureKeepsActiveTab(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "tabnew", MaxSessions: 2})
+	ts := site(t)
+	s := f.mustOpen()
+	f.mustCall(s, openReq(ts.URL+"/home"))
+	_, err := f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabNew{TabNew: &browserv1.TabNew{Url: "file:///etc/passwd"}}})
+	wantCode(t, "tab_new file:", err, commonv1.ErrorCode_FORBIDDEN, "file")
+	if got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetUrl{GetUrl: &browserv1.NoArgs{}}}); !strings.HasSuffix(got, "/home") {
+		t.Fatalf("after a refused tab_new, get_url = %q, want the old tab", got)
+	}
+	if got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabList{TabList: &browserv1.NoArgs{}}}); strings.Count(got, "\n") != 0 {
+		t.Fatalf("the refused tab stayed: %s", got)
+	}
+}
+
+// TestCloseDuringCall: closing a session aborts its running call at once
+// instead of waiting for it.
+func TestCloseDuringCall(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "busy", MaxSessions: 2})
+	s := f.mustOpen()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Wait{Wait: &browserv1.Wait{Ms: 15000}}})
+		errc <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	if err := f.close(s); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("the wait on a closed session succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the running call was not aborted by closing its session")
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Fatalf("close took %s", d)
 	}
 }

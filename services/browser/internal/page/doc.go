@@ -73,5 +73,15 @@
 // inside tools (page loads, wait, wait_for) end a little before it so the
 // tool can still answer. A script that loops forever is stopped by V8.
 // Alerts, confirms and prompts are accepted at once, and the result of the
-// tool that caused one says so.
+// tool that caused one says so. Error messages and notes quote at most 2000
+// characters of text that the page controls (a thrown value, a dialog
+// message, an element's description).
+//
+// # Closed tabs
+//
+// A tab whose target went away (the page called window.close(), or its
+// renderer crashed) fails every tool, also one that is running, with
+// NOT_FOUND and a hint to pick another tab; [Tab.Closed] reports it, so the
+// session can drop the tab. This package never says SESSION_LOST: only the
+// worker knows that the whole Chromium died.
 package page

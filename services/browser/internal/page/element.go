@@ -155,7 +155,7 @@ func (t *Tab) onElement(ctx context.Context, el *browserv1.Element, tool, fn str
 	case err != nil:
 		return "", "", err
 	case r.BadCSS != "":
-		return "", "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "selector %q is not valid CSS: %s", key, firstLines(r.BadCSS, 1))
+		return "", "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "selector %q is not valid CSS: %s", key, clipText(firstLines(r.BadCSS, 1)))
 	case r.Missing && kind == "ref":
 		return "", "", staleRef(cleanRef(el.GetRef()))
 	case r.Missing:
@@ -257,11 +257,11 @@ func (t *Tab) focus(ctx context.Context, el *browserv1.Element) (*browserv1.Tool
 	if err != nil {
 		return nil, err
 	}
-	t.noteDesc(r.Desc)
+	desc := t.noteDesc(r.Desc)
 	if !r.OK {
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s (%s) cannot take focus; focus works on links, buttons, form fields and elements with tabindex", what, r.Desc)
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s (%s) cannot take focus; focus works on links, buttons, form fields and elements with tabindex", what, desc)
 	}
-	return textResult("Focused %s", r.Desc), nil
+	return textResult("Focused %s", desc), nil
 }
 
 // pointInfo is what page.js's point says about an element.
@@ -286,8 +286,7 @@ func (t *Tab) locate(ctx context.Context, el *browserv1.Element, tool string) (x
 	if _, prefix, err := t.onElement(ctx, el, tool, `function(p) { return __sov.point(this, p); }`, &info); err != nil {
 		return 0, 0, info, err
 	} else if prefix == "" && !info.Gone && info.OneBox && info.W >= 1 && info.H >= 1 {
-		t.noteDesc(info.Desc)
-		t.noteDesc(info.Covered)
+		info.Desc, info.Covered = t.noteDesc(info.Desc), t.noteDesc(info.Covered)
 		return info.X, info.Y, info, nil
 	}
 	e, err := t.resolve(ctx, el, tool)
@@ -307,8 +306,7 @@ func (t *Tab) pointAt(ctx context.Context, e *elem) (x, y float64, info pointInf
 	if info.Gone {
 		return 0, 0, info, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s is no longer in the page; take a new snapshot", e.what)
 	}
-	t.noteDesc(info.Desc)
-	t.noteDesc(info.Covered)
+	info.Desc, info.Covered = t.noteDesc(info.Desc), t.noteDesc(info.Covered)
 	q, err := chromedp.Call(ctx, dom.GetContentQuads, dom.GetContentQuadsParams{ObjectID: e.obj})
 	if err == nil {
 		for _, quad := range q.Quads {
@@ -514,7 +512,7 @@ func inputError(p inputPrep, e *elem, desc, tool, value string) error {
 	case "select":
 		return bad("is a select; use fill with the option's label or value")
 	case "option":
-		return bad("has no option %q; its options are: %s", value, strings.Join(p.Options, ", "))
+		return bad("has no option %q; its options are: %s", value, clipText(strings.Join(p.Options, ", ")))
 	case "option-disabled":
 		return bad("has that option disabled")
 	case "bad-value":
@@ -522,5 +520,5 @@ func inputError(p inputPrep, e *elem, desc, tool, value string) error {
 	case "no-focus":
 		return bad("did not take focus, so it cannot receive text")
 	}
-	return bad("cannot take text (%s)", p.Error)
+	return bad("cannot take text (%s)", clipText(p.Error))
 }

@@ -3,6 +3,7 @@ package page
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +96,41 @@ func TestEvalEndlessLoop(t *testing.T) {
 	// The tab is not wedged.
 	if got := text(must(t, tab, getTitleReq)); got != "Loop" {
 		t.Errorf("title after the loop = %q", got)
+	}
+}
+
+func TestEvalHugeThrow(t *testing.T) {
+	tab := newTab(t, Options{})
+	must(t, tab, openReq("about:blank"))
+	for _, tt := range []struct{ name, script, part string }{
+		{"string", `throw "x".repeat(2e6)`, `Uncaught "xxx`},
+		{"error", `throw new Error("y".repeat(2e6))`, "Error: yyy"},
+		{"rejection", `Promise.reject("z".repeat(2e6))`, `"zzz`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := call(t, tab, evalReq(tt.script))
+			wantErr(t, err, commonv1.ErrorCode_SCRIPT_ERROR, "the script threw", tt.part, " more characters)")
+			if n := len(err.Error()); n > 2500 {
+				t.Errorf("the error has %d bytes, want at most 2500", n)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("eval of a huge throw took %v", d)
+			}
+		})
+	}
+}
+
+func TestClipText(t *testing.T) {
+	if got := clipText("short"); got != "short" {
+		t.Errorf("clipText(short) = %q", got)
+	}
+	exact := strings.Repeat("é", maxPageText)
+	if got := clipText(exact); got != exact {
+		t.Errorf("clipText of exactly %d characters changed it", maxPageText)
+	}
+	got := clipText(strings.Repeat("é", maxPageText+5))
+	if want := strings.Repeat("é", maxPageText) + "… (5 more characters)"; got != want {
+		t.Errorf("clipText(%d×é) = …%q", maxPageText+5, got[len(got)-40:])
 	}
 }

@@ -45,6 +45,19 @@ type Tab struct {
 
 	initMu sync.Mutex
 	inited bool
+	// listening says that init registered the event listener and started
+	// the dialog goroutine. Both last for the life of the tab context, so
+	// they are registered once; a later init step that fails is retried
+	// on the next call without registering them again. Guarded by initMu.
+	listening bool
+
+	// gone ends when the tab's target went away: the browser detached it
+	// (the page called window.close(), or something closed the target) or
+	// its renderer crashed (onEvent sees Inspector.targetCrashed). Every
+	// browser call of a tool ends with it (see runCtx): a crashed renderer
+	// answers no command, and a tool that polls would keep polling.
+	gone     context.Context
+	markGone context.CancelFunc
 
 	// madeObjects says that the running tool made remote objects in
 	// objectGroup, which Do releases. Only the holder of sem uses it.
@@ -71,20 +84,56 @@ func New(tabCtx context.Context, opts Options) *Tab {
 	for _, s := range schemes {
 		allowed[normScheme(s)] = true
 	}
+	gone, markGone := context.WithCancel(context.Background())
 	return &Tab{
-		ctx:     tabCtx,
-		allowed: allowed,
-		sem:     make(chan struct{}, 1),
-		frames:  newFrameTable(),
-		worlds:  newWorldTable(),
+		ctx:      tabCtx,
+		allowed:  allowed,
+		sem:      make(chan struct{}, 1),
+		gone:     gone,
+		markGone: markGone,
+		frames:   newFrameTable(),
+		worlds:   newWorldTable(),
 	}
 }
 
 // Context returns the chromedp context of the tab.
 func (t *Tab) Context() context.Context { return t.ctx }
 
+// Closed reports whether the tab is gone for good: its chromedp context
+// ended, the browser detached its target (the page called window.close(),
+// or something else closed it) or its renderer crashed. Every tool call on
+// a closed tab fails with NOT_FOUND, so the session layer should drop it
+// (and cancel its context). Closed can run on any goroutine.
+func (t *Tab) Closed() bool {
+	if t.ctx.Err() != nil || t.gone.Err() != nil {
+		return true
+	}
+	ch, err := chromedp.Detached(t.ctx)
+	if err != nil {
+		// Not a chromedp context, or no target yet: nothing detached.
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// closedError is the error of a tool called on a closed tab. It is
+// NOT_FOUND, not SESSION_LOST: the other tabs of the session (and its
+// browser) still work.
+func closedError(tool string) error {
+	return bus.Errorf(commonv1.ErrorCode_NOT_FOUND,
+		"%s: this tab was closed (by the page, or its renderer crashed); use tab_list and tab_switch to pick another tab, or tab_new", tool)
+}
+
 // URL returns the address of the page in the tab (for tab_list).
 func (t *Tab) URL(ctx context.Context) (string, error) {
+	if t.Closed() {
+		return "", closedError("get_url")
+	}
 	rctx, cancel := t.runCtx(ctx)
 	defer cancel()
 	if err := t.init(rctx); err != nil {
@@ -99,6 +148,9 @@ func (t *Tab) URL(ctx context.Context) (string, error) {
 
 // Title returns the title of the page in the tab (for tab_list).
 func (t *Tab) Title(ctx context.Context) (string, error) {
+	if t.Closed() {
+		return "", closedError("get_title")
+	}
 	rctx, cancel := t.runCtx(ctx)
 	defer cancel()
 	if err := t.init(rctx); err != nil {
@@ -128,6 +180,9 @@ func (t *Tab) Do(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.To
 		defer func() { <-t.sem }()
 	case <-ctx.Done():
 		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "%s: the tab was busy with another tool until the request deadline", tool)
+	}
+	if t.Closed() {
+		return nil, closedError(tool)
 	}
 	rctx, cancel := t.runCtx(ctx)
 	defer cancel()
@@ -218,8 +273,8 @@ func toolName(req *browserv1.ToolRequest) string {
 }
 
 // runCtx returns a context for browser calls: derived from the tab context
-// (chromedp needs it) and ending when ctx ends or at ctx's deadline
-// (DefaultTimeout when it has none).
+// (chromedp needs it) and ending when ctx ends, at ctx's deadline
+// (DefaultTimeout when it has none) or when the tab's target goes away.
 func (t *Tab) runCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	dl, ok := ctx.Deadline()
 	if !ok {
@@ -227,8 +282,10 @@ func (t *Tab) runCtx(ctx context.Context) (context.Context, context.CancelFunc) 
 	}
 	rctx, cancel := context.WithDeadline(t.ctx, dl)
 	stop := context.AfterFunc(ctx, cancel)
+	stopGone := context.AfterFunc(t.gone, cancel)
 	return rctx, func() {
 		stop()
+		stopGone()
 		cancel()
 	}
 }
@@ -237,6 +294,13 @@ func (t *Tab) runCtx(ctx context.Context) (context.Context, context.CancelFunc) 
 // event listener that tracks frames and isolated worlds, the dialog
 // handler and focus emulation, so that focus and key events work in a tab
 // that is not in front.
+//
+// When a step fails, the next tool call runs init again. Each step is safe
+// to repeat except the registration of the listener and the start of the
+// dialog and detach goroutines, which live as long as the tab context: a
+// second listener would see every event twice and a second dialog
+// goroutine would answer every dialog twice. So they are set up once
+// (t.listening), and only the steps after them are retried.
 func (t *Tab) init(ctx context.Context) error {
 	t.initMu.Lock()
 	defer t.initMu.Unlock()
@@ -246,10 +310,22 @@ func (t *Tab) init(ctx context.Context) error {
 	if err := t.attach(ctx); err != nil {
 		return err
 	}
-	if err := chromedp.Listen(t.ctx, t.onEvent); err != nil {
-		return fmt.Errorf("listen to the tab: %w", err)
+	if !t.listening {
+		if err := chromedp.Listen(t.ctx, t.onEvent); err != nil {
+			return fmt.Errorf("listen to the tab: %w", err)
+		}
+		go t.acceptDialogs(chromedp.Events(t.ctx, page.JavascriptDialogOpening))
+		if detached, err := chromedp.Detached(t.ctx); err == nil {
+			go func() {
+				select {
+				case <-detached:
+					t.markGone()
+				case <-t.ctx.Done():
+				}
+			}()
+		}
+		t.listening = true
 	}
-	go t.acceptDialogs(chromedp.Events(t.ctx, page.JavascriptDialogOpening))
 	if _, err := chromedp.Call(ctx, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true}); err != nil {
 		return fmt.Errorf("enable focus emulation: %w", err)
 	}
@@ -284,22 +360,27 @@ func (t *Tab) attach(ctx context.Context) error {
 }
 
 // fail turns err into a *bus.Error for the model: errors that already are
-// one pass through, a deadline becomes TIMEOUT, a closed tab SESSION_LOST
-// and anything else INTERNAL.
+// one pass through, a closed tab becomes NOT_FOUND (see closedError), a
+// deadline TIMEOUT and anything else INTERNAL.
+//
+// This package never says SESSION_LOST: a closed tab leaves the session
+// and its other tabs working, and only the worker knows that the whole
+// Chromium died.
 func (t *Tab) fail(ctx, rctx context.Context, tool string, err error) error {
 	var be *bus.Error
 	if errors.As(err, &be) {
 		return err
 	}
 	switch {
+	case t.Closed() || errors.Is(err, chromedp.ErrTargetDetached):
+		// First: whatever else went wrong, calling again cannot help.
+		return closedError(tool)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(rctx.Err(), context.DeadlineExceeded):
 		return bus.Errorf(commonv1.ErrorCode_TIMEOUT, "%s did not finish before the request deadline; the page may be busy or still loading", tool)
-	case t.ctx.Err() != nil || errors.Is(err, chromedp.ErrTargetDetached):
-		return bus.Errorf(commonv1.ErrorCode_SESSION_LOST, "%s: the tab is closed or its browser exited; open a new tab", tool)
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return bus.Errorf(commonv1.ErrorCode_TIMEOUT, "%s was canceled by the caller", tool)
 	}
-	return bus.Errorf(commonv1.ErrorCode_INTERNAL, "%s: %v", tool, err)
+	return bus.Errorf(commonv1.ErrorCode_INTERNAL, "%s: %s", tool, clipText(err.Error()))
 }
 
 // noteDialogs appends the dialogs that were accepted during the tool to the

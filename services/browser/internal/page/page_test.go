@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
@@ -253,12 +256,140 @@ func TestClosedTab(t *testing.T) {
 	}
 	tab := New(ctx, Options{})
 	must(t, tab, openReq("about:blank"))
+	if tab.Closed() {
+		t.Fatal("Closed() = true for an open tab")
+	}
 	cancel()
+	if !tab.Closed() {
+		t.Error("Closed() = false after the tab context ended")
+	}
 	_, err := call(t, tab, getTitleReq)
-	wantErr(t, err, commonv1.ErrorCode_SESSION_LOST, "get_title", "the tab is closed")
+	wantErr(t, err, commonv1.ErrorCode_NOT_FOUND, "get_title", "this tab was closed")
 	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
 	defer cancel2()
-	if _, err := tab.URL(ctx2); bus.CodeOf(err) != commonv1.ErrorCode_SESSION_LOST {
+	if _, err := tab.URL(ctx2); bus.CodeOf(err) != commonv1.ErrorCode_NOT_FOUND {
 		t.Errorf("URL() of a closed tab: %v", err)
 	}
+}
+
+// openAt opens a tab whose first and only page is u, as a link with
+// target=_blank would: its history has one entry, so the page may close
+// it with window.close() (Chromium refuses that to a page with more).
+func openAt(tb testing.TB, u string) *Tab {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(browserCtx, 10*time.Second)
+	defer cancel()
+	res, err := chromedp.CallBrowser(ctx, target.CreateTarget, target.CreateTargetParams{URL: u})
+	if err != nil {
+		tb.Fatalf("create target: %v", err)
+	}
+	tctx, tcancel := chromedp.NewContext(browserCtx, chromedp.WithTargetID(res.TargetID))
+	tb.Cleanup(tcancel)
+	if err := chromedp.Do(tctx); err != nil {
+		tb.Fatalf("attach to the tab: %v", err)
+	}
+	return New(tctx, Options{})
+}
+
+// waitClosed waits until tab.Closed() says true.
+func waitClosed(tb testing.TB, tab *Tab) {
+	tb.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !tab.Closed(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatal("Closed() stayed false for 5 s after the tab went away")
+		}
+	}
+}
+
+// wantClosed checks that tools on tab fail with NOT_FOUND (not
+// SESSION_LOST: the session and its other tabs still work) and say what
+// to do, and fast.
+func wantClosed(tb testing.TB, tab *Tab) {
+	tb.Helper()
+	start := time.Now()
+	_, err := call(tb, tab, getTitleReq)
+	wantErr(tb, err, commonv1.ErrorCode_NOT_FOUND, "get_title: this tab was closed (by the page, or its renderer crashed)", "tab_list", "tab_switch", "tab_new")
+	_, err = call(tb, tab, evalReq("1 + 1"))
+	wantErr(tb, err, commonv1.ErrorCode_NOT_FOUND, "eval: this tab was closed")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := tab.URL(ctx); bus.CodeOf(err) != commonv1.ErrorCode_NOT_FOUND {
+		tb.Errorf("URL() of a closed tab: %v, want NOT_FOUND", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		tb.Errorf("three calls on a closed tab took %v", d)
+	}
+}
+
+func TestTabClosedByPage(t *testing.T) {
+	srv := serve(t, map[string]string{"/": `<title>Bye</title><button onclick="window.close()">Close</button>`})
+	tab := openAt(t, srv.URL)
+	if got := evalString(t, tab, `history.length`); got != "1" {
+		t.Fatalf("history.length = %s, want 1 (else window.close() does nothing)", got)
+	}
+	if tab.Closed() {
+		t.Fatal("Closed() = true before the page closed the tab")
+	}
+	// The click can return before or after the tab closes.
+	if _, err := call(t, tab, clickReq(sel("button"))); err != nil {
+		wantErr(t, err, commonv1.ErrorCode_NOT_FOUND, "this tab was closed")
+	}
+	waitClosed(t, tab)
+	wantClosed(t, tab)
+}
+
+func TestTabTargetClosed(t *testing.T) {
+	tab := newTab(t, Options{})
+	srv := serve(t, map[string]string{"/": `<title>Open</title>`})
+	must(t, tab, openReq(srv.URL))
+	// A tool that is running when the tab closes ends with NOT_FOUND too.
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_, err := tab.Do(ctx, waitForReq("#never", 10000))
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(browserCtx, 5*time.Second)
+	defer cancel()
+	id := chromedp.FromContext(tab.Context()).Target.TargetID
+	if _, err := chromedp.CallBrowser(ctx, target.CloseTarget, target.CloseTargetParams{TargetID: id}); err != nil {
+		t.Fatalf("close the target: %v", err)
+	}
+	select {
+	case err := <-done:
+		wantErr(t, err, commonv1.ErrorCode_NOT_FOUND, "wait_for: this tab was closed")
+	case <-time.After(5 * time.Second):
+		t.Fatal("wait_for still ran 5 s after its tab closed")
+	}
+	waitClosed(t, tab)
+	wantClosed(t, tab)
+}
+
+func TestTabRendererCrashed(t *testing.T) {
+	tab := newTab(t, Options{}) // its own browser context, so its own renderer
+	srv := serve(t, map[string]string{"/": `<title>Doomed</title>`})
+	must(t, tab, openReq(srv.URL))
+	// The browser answers no command of a crashed renderer; a running tool
+	// must not wait for its deadline.
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_, err := tab.Do(ctx, waitForReq("#never", 10000))
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(tab.Context(), 5*time.Second)
+	defer cancel()
+	go func() { _, _ = chromedp.Call(ctx, page.Crash, cdp.Empty{}) }() // never answered
+	select {
+	case err := <-done:
+		wantErr(t, err, commonv1.ErrorCode_NOT_FOUND, "wait_for: this tab was closed")
+	case <-time.After(5 * time.Second):
+		t.Fatal("wait_for still ran 5 s after its renderer crashed")
+	}
+	waitClosed(t, tab)
+	wantClosed(t, tab)
 }

@@ -98,7 +98,7 @@ func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, 
 		return decodeCall(r, err, &snap)
 	})
 	if err != nil {
-		return nil, "", fmt.Errorf("snapshot frame %s: %w", ft.Frame.URL, err)
+		return nil, "", fmt.Errorf("snapshot frame %s: %w", clipText(ft.Frame.URL), err)
 	}
 	t.noteNext(num, snap.Next)
 	if snap.Text == "" {

@@ -164,6 +164,12 @@ func TestDialogsAreAccepted(t *testing.T) {
 	if got := text(res); !strings.HasPrefix(got, "7\n") || !strings.Contains(got, "from eval") {
 		t.Errorf("eval with an alert = %q", got)
 	}
+	// The page controls the message: the note quotes at most 2000
+	// characters of it.
+	res = must(t, tab, evalReq(`alert('w'.repeat(1e5)); 8`))
+	if got := text(res); !strings.HasPrefix(got, "8\n") || !strings.Contains(got, "more characters)") || len(got) > 2500 {
+		t.Errorf("eval with a long alert = %d bytes, %.80q…%q", len(got), got, got[max(0, len(got)-80):])
+	}
 }
 
 func TestDeadlines(t *testing.T) {

@@ -9,10 +9,12 @@ import (
 	"iter"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/cdp"
 	jsonv2 "github.com/chromedp/cdproto/cdp/jsonv2"
+	"github.com/chromedp/cdproto/inspector"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -71,9 +73,14 @@ func (w *worldTable) forget(id runtime.ExecutionContextID) {
 }
 
 // onEvent runs in the tab's event loop, in order, and must not block or
-// call the browser. It keeps the frame and world tables current.
+// call the browser. It keeps the frame and world tables current and notes
+// a renderer crash.
 func (t *Tab) onEvent(ev any) {
 	switch ev := ev.(type) {
+	case *inspector.EventTargetCrashed:
+		// The browser sends no reply to the commands that are pending now
+		// nor to later ones; ending gone ends them (see runCtx).
+		t.markGone()
 	case *runtime.EventExecutionContextCreated:
 		if ev.Context.Name == worldName {
 			t.mu.Lock()
@@ -114,7 +121,7 @@ func (t *Tab) acceptDialogs(dialogs iter.Seq2[page.EventJavascriptDialogOpening,
 			return
 		}
 		t.mu.Lock()
-		t.dialogs = append(t.dialogs, fmt.Sprintf("(A %s dialog said %q; it was accepted.)", ev.Type, ev.Message))
+		t.dialogs = append(t.dialogs, fmt.Sprintf("(A %s dialog said %q; it was accepted.)", ev.Type, clipText(ev.Message)))
 		t.mu.Unlock()
 		_, _ = chromedp.Call(t.ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true, PromptText: ev.DefaultPrompt})
 	}
@@ -173,20 +180,17 @@ func (t *Tab) noteNext(n int, next int64) {
 // noteDesc records the ref in desc, a snapshot line that page.js's
 // describe made (it gives a ref to an element that no snapshot showed
 // yet), so that a new document in the frame never reuses its number.
-// It returns desc.
+// It returns desc cut to maxPageText characters for messages (the page
+// controls its name and value).
 func (t *Tab) noteDesc(desc string) string {
-	r, _, ok := lineRef("- " + desc)
-	if !ok {
-		return desc
+	if r, _, ok := lineRef("- " + desc); ok {
+		if m := refPattern.FindStringSubmatch(r); m != nil {
+			num, _ := strconv.Atoi(m[1])
+			n, _ := strconv.ParseInt(m[2], 10, 64)
+			t.noteNext(num, n+1)
+		}
 	}
-	m := refPattern.FindStringSubmatch(r)
-	if m == nil {
-		return desc
-	}
-	num, _ := strconv.Atoi(m[1])
-	n, _ := strconv.ParseInt(m[2], 10, 64)
-	t.noteNext(num, n+1)
-	return desc
+	return clipText(desc)
 }
 
 // refStart returns the number where the refs of a new document in frame n
@@ -346,23 +350,46 @@ func (e *jsError) className() string {
 }
 
 // exceptionText returns the message of an exception, such as
-// "Error: boom", with at most a few lines of its stack.
+// "Error: boom", with at most a few lines of its stack. The page controls
+// the thrown value, so the text is cut to maxPageText characters.
 func exceptionText(d *runtime.ExceptionDetails) string {
 	if d == nil {
 		return "unknown exception"
 	}
 	if ex := d.Exception; ex != nil {
 		if ex.Description != "" {
-			return firstLines(ex.Description, 4)
+			return clipText(firstLines(ex.Description, 4))
 		}
 		if len(ex.Value) > 0 {
-			return strings.TrimSpace(d.Text + " " + string(ex.Value))
+			return clipText(strings.TrimSpace(d.Text + " " + string(ex.Value)))
 		}
 		if ex.UnserializableValue != "" {
-			return strings.TrimSpace(d.Text + " " + string(ex.UnserializableValue))
+			return clipText(strings.TrimSpace(d.Text + " " + string(ex.UnserializableValue)))
 		}
 	}
-	return d.Text
+	return clipText(d.Text)
+}
+
+// maxPageText is the most characters of text that the page controls (a
+// thrown value, a dialog message, an element's description, a frame's
+// address) that one error message or note quotes. A page can throw a
+// string of megabytes; the model should not get it back whole.
+const maxPageText = 2000
+
+// clipText cuts s, text that the page controls, to maxPageText characters
+// (runes) and says how many it left out: "… (N more characters)".
+func clipText(s string) string {
+	if len(s) <= maxPageText { // never more runes than bytes
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == maxPageText {
+			return s[:i] + fmt.Sprintf("… (%d more characters)", utf8.RuneCountInString(s[i:]))
+		}
+		n++
+	}
+	return s
 }
 
 // firstLines returns the first n lines of s.
