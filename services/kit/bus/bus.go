@@ -68,6 +68,10 @@ type Conn struct {
 	pending map[string]chan *nats.Msg
 
 	inflight sync.WaitGroup // handler goroutines of Handle
+
+	cancelMu  sync.Mutex
+	cancels   map[string]context.CancelFunc // running handlers by reply subject
+	cancelSub *nats.Subscription
 }
 
 // New wraps nc. prefix is the subject prefix ("" means [DefaultPrefix]).
@@ -91,7 +95,38 @@ func New(nc *nats.Conn, prefix string) (*Conn, error) {
 		return nil, fmt.Errorf("reply inbox limits: %w", err)
 	}
 	c.sub = sub
+	// A caller that gives up says so on <prefix>.cancel with its reply
+	// subject; the handler serving it (on whichever connection) stops.
+	c.cancels = make(map[string]context.CancelFunc)
+	c.cancelSub, err = nc.Subscribe(c.Subject("cancel"), func(m *nats.Msg) {
+		c.cancelMu.Lock()
+		cancel := c.cancels[string(m.Data)]
+		c.cancelMu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	})
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("subscribe to cancellations: %w", err)
+	}
 	return c, nil
+}
+
+// track registers the cancel func of a handler serving reply; the returned
+// func unregisters it.
+func (c *Conn) track(reply string, cancel context.CancelFunc) func() {
+	if reply == "" {
+		return func() {}
+	}
+	c.cancelMu.Lock()
+	c.cancels[reply] = cancel
+	c.cancelMu.Unlock()
+	return func() {
+		c.cancelMu.Lock()
+		delete(c.cancels, reply)
+		c.cancelMu.Unlock()
+	}
 }
 
 // NATS returns the underlying connection.
@@ -110,8 +145,11 @@ func (c *Conn) Subject(tokens ...string) string {
 	return s
 }
 
-// Close stops receiving replies. It does not close the NATS connection.
-func (c *Conn) Close() error { return c.sub.Unsubscribe() }
+// Close stops receiving replies and cancellations. It does not close the
+// NATS connection.
+func (c *Conn) Close() error {
+	return errors.Join(c.sub.Unsubscribe(), c.cancelSub.Unsubscribe())
+}
 
 func (c *Conn) onReply(m *nats.Msg) {
 	c.mu.Lock()
@@ -214,6 +252,8 @@ func (c *Conn) Request(ctx context.Context, subject string, req, resp proto.Mess
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return Errorf(commonv1.ErrorCode_TIMEOUT, "%s did not answer within %s", subject, deadline.Sub(start).Round(time.Millisecond))
 			}
+			// Tell the server, so that it stops work nobody waits for.
+			_ = c.nc.Publish(c.Subject("cancel"), []byte(inbox))
 			return Errorf(commonv1.ErrorCode_UNAVAILABLE, "%s: request cancelled", subject)
 		case <-tick:
 			if !c.alive(ctx, o.liveness, o.livenessEvery) {

@@ -204,3 +204,33 @@ func TestTracePropagation(t *testing.T) {
 func endpointSubject(s string) endpointOpt { return micro.WithEndpointSubject(s) }
 
 type endpointOpt = micro.EndpointOpt
+
+// TestCancelReachesServer: a caller that cancels stops the handler's work.
+func TestCancelReachesServer(t *testing.T) {
+	c := start(t)
+	svc, err := c.AddService("cancel", "0.0.1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	stopped := make(chan error, 1)
+	_ = svc.AddEndpoint("slow", bus.Handle(c, func(ctx context.Context, req *browserv1.NoArgs) (*browserv1.NoArgs, error) {
+		<-ctx.Done()
+		stopped <- ctx.Err()
+		return nil, ctx.Err()
+	}), endpointSubject("sov.cancel.slow"))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	err = c.Request(ctx, "sov.cancel.slow", &browserv1.NoArgs{}, &browserv1.NoArgs{})
+	if bus.CodeOf(err) != commonv1.ErrorCode_UNAVAILABLE || !strings.Contains(err.Error(), "cancelled") {
+		t.Fatalf("Request = %v, want cancelled", err)
+	}
+	select {
+	case err := <-stopped:
+		if err != context.Canceled {
+			t.Fatalf("handler context ended with %v, want Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler kept running after its caller cancelled")
+	}
+}

@@ -52,6 +52,7 @@ func Handle[Req any, PReq interface {
 			}
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
+			defer c.track(msg.reply, cancel)()
 
 			resp, err := call(ctx, msg, fn)
 			if err == nil {
