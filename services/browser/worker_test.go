@@ -10,13 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
+	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
 // fleet is an in-process NATS server with workers on it and a client bus.
@@ -28,26 +27,8 @@ type fleet struct {
 
 func newFleet(t *testing.T) *fleet {
 	t.Helper()
-	srv, err := natsrv.Start(natsrv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	return &fleet{t: t, srv: srv, c: connect(t, srv)}
-}
-
-func connect(t *testing.T, srv *natsrv.Server) *bus.Conn {
-	t.Helper()
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	c, err := bus.New(nc, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	srv := natstest.Server(t)
+	return &fleet{t: t, srv: srv, c: natstest.Bus(t, srv)}
 }
 
 // worker starts a worker and waits until it answers pings.
@@ -59,7 +40,7 @@ func (f *fleet) worker(cfg browser.Config) *browser.Worker {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, connect(f.t, f.srv)) }()
+	go func() { done <- w.Run(ctx, natstest.Bus(f.t, f.srv)) }()
 	f.t.Cleanup(func() {
 		cancel()
 		select {

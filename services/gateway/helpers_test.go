@@ -15,11 +15,11 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/nats-io/nats.go"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
+	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
 // startNATS runs an in-process NATS server with JetStream for one test.
@@ -36,19 +36,7 @@ func startNATS(t *testing.T, listen string) *natsrv.Server {
 // connect opens a bus connection to srv.
 func connect(t *testing.T, srv *natsrv.Server) *bus.Conn {
 	t.Helper()
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := bus.New(nc, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Close()
-		nc.Close()
-	})
-	return c
+	return natstest.Bus(t, srv)
 }
 
 // startGateway serves a gateway on srv over httptest and returns its /mcp URL.

@@ -17,27 +17,13 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
-	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
+	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
 // start runs an in-process NATS server and returns a bus on it.
 func start(t *testing.T) *bus.Conn {
 	t.Helper()
-	s, err := natsrv.Start(natsrv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	nc, err := nats.Connect("", nats.InProcessServer(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	c, err := bus.New(nc, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return natstest.Bus(t, natstest.Server(t))
 }
 
 func TestRequestReply(t *testing.T) {

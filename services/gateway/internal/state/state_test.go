@@ -10,20 +10,12 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
+	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
 func openStore(t *testing.T) *Store {
 	t.Helper()
-	srv, err := natsrv.Start(natsrv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := natstest.Conn(t, natstest.Server(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := Open(ctx, nc, "", time.Hour)
@@ -116,18 +108,9 @@ func TestIDs(t *testing.T) {
 // mirror through the watch; a replica whose mirror is behind gets a conflict
 // on its stale write and reads the bucket afterwards.
 func TestMirror(t *testing.T) {
-	srv, err := natsrv.Start(natsrv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := natstest.Server(t)
 	replica := func() *Store {
-		nc, err := nats.Connect("", nats.InProcessServer(srv))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		s, err := Open(context.Background(), nc, "", time.Hour)
+		s, err := Open(context.Background(), natstest.Conn(t, srv), "", time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
