@@ -167,7 +167,15 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 	case *browserv1.ToolRequest_TabNew:
 		return s.tabNew(ctx, t.TabNew.GetUrl(), opts)
 	}
-	return s.tabs[s.active].page.Do(ctx, req)
+	res, err := s.tabs[s.active].page.Do(ctx, req)
+	if err != nil && s.tabs[s.active].page.Closed() {
+		// The tab went away during the call: drop it now, so that this
+		// error is the only one the caller sees about it.
+		if gone := s.prune(ctx, opts); gone != "" {
+			return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s; tab %d is active now: take a snapshot before acting on it", gone, s.active)
+		}
+	}
+	return res, err
 }
 
 // prune drops tabs that closed themselves (window.close) or whose renderer
