@@ -137,6 +137,10 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, ttl time.Duration) 
 // ensure creates the bucket (again) and empties the mirror.
 func (s *Store) ensure(ctx context.Context) error {
 	kv, err := s.js.CreateOrUpdateKeyValue(ctx, s.cfg)
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return fmt.Errorf("the NATS server has JetStream off, and the gateway keeps session routing in a JetStream KV bucket: "+
+			"start nats-server with -js (or enable JetStream for this account): %w", err)
+	}
 	if err != nil {
 		return fmt.Errorf("kv bucket %s: %w", s.cfg.Bucket, err)
 	}

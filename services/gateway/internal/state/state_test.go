@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
@@ -229,5 +230,28 @@ func TestNATSRestart(t *testing.T) {
 			t.Fatalf("a's mirror never saw b's write after the restart: %+v %v", e, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestNoJetStream: a NATS without JetStream is refused with advice.
+func TestNoJetStream(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{DontListen: true, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := Open(ctx, nc, "", time.Hour); err == nil || !strings.Contains(err.Error(), "start nats-server with -js") {
+		t.Fatalf("Open on a NATS without JetStream = %v, want advice to start it with -js", err)
 	}
 }
