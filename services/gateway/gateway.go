@@ -145,7 +145,7 @@ func (g *Gateway) Close(ctx context.Context) error {
 func (g *Gateway) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", g.cfg.Listen, err)
+		return fmt.Errorf("listen on %s: %w (is another sovereign or gateway running? pick another address with --listen)", g.cfg.Listen, err)
 	}
 	return g.ServeListener(ctx, ln)
 }
