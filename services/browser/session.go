@@ -211,10 +211,11 @@ func (s *session) prune(ctx context.Context, opts page.Options) (activeGone stri
 	return activeGone
 }
 
+// toolName is the catalog name of req's tool (its oneof field: get_title).
 func toolName(req *browserv1.ToolRequest) string {
-	if t := req.GetTool(); t != nil {
-		name := fmt.Sprintf("%T", t) // *browserv1.ToolRequest_GetTitle
-		return strings.TrimPrefix(name[strings.LastIndex(name, ".")+1:], "ToolRequest_")
+	m := req.ProtoReflect()
+	if fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("tool")); fd != nil {
+		return string(fd.Name())
 	}
 	return "none"
 }

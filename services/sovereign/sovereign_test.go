@@ -16,6 +16,11 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
 )
@@ -30,21 +35,17 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestUp runs `sovereign up` in-process and browses through it with an MCP
-// client over HTTP, as a new user would after `make run`.
-func TestUp(t *testing.T) {
-	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, `<!doctype html><title>Hello fleet</title><button>Go</button>`)
-	}))
-	defer page.Close()
-
-	listen, natsListen, dir := freeAddr(t), freeAddr(t), t.TempDir()
+// startUp runs `sovereign up` in-process for one test and returns the
+// address MCP is served on, once it is ready.
+func startUp(t *testing.T, extra ...string) (listen, natsListen, dir string) {
+	t.Helper()
+	listen, natsListen, dir = freeAddr(t), freeAddr(t), t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Command(ctx, "up", []string{"--listen", listen, "--nats-listen", natsListen, "--data-dir", dir, "--workers", "1", "--max-sessions", "2"})
+		done <- Command(ctx, "up", append([]string{"--listen", listen, "--nats-listen", natsListen, "--data-dir", dir, "--workers", "1", "--max-sessions", "2"}, extra...))
 	}()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		select {
 		case err := <-done:
@@ -54,32 +55,73 @@ func TestUp(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Error("up did not stop within 30s of its context ending")
 		}
-	}()
-
-	// A second `up` on the same NATS port fails with advice, not a hang.
+	})
 	waitHTTP(t, "http://"+listen+"/readyz", done)
-	err := Command(context.Background(), "up", []string{"--listen", freeAddr(t), "--nats-listen", natsListen, "--data-dir", t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "--nats-listen") {
-		t.Fatalf("second up on a busy NATS port = %v, want advice naming --nats-listen", err)
-	}
+	return listen, natsListen, dir
+}
 
+// mcpSession connects an mcp-go client (protocol 2025-11-25) to listen.
+func mcpSession(t *testing.T, listen string) *client.Client {
+	t.Helper()
 	tr, err := transport.NewStreamableHTTP("http://" + listen + "/mcp")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := client.NewClient(tr)
-	cctx, ccancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer ccancel()
-	if err := c.Start(cctx); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { _ = c.Close() })
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = "2025-11-25"
 	init.Params.ClientInfo = mcp.Implementation{Name: "up-test", Version: "1"}
-	if _, err := c.Initialize(cctx, init); err != nil {
+	if _, err := c.Initialize(ctx, init); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// callText calls a tool and returns its text, failing the test on an error.
+func callText(t *testing.T, c *client.Client, tool string, args map[string]any) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = tool, args
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	text := ""
+	for _, ct := range res.Content {
+		if tc, ok := ct.(mcp.TextContent); ok {
+			text += tc.Text
+		}
+	}
+	if res.IsError {
+		t.Fatalf("%s returned an error: %s", tool, text)
+	}
+	return text
+}
+
+// TestUp runs `sovereign up` in-process and browses through it with an MCP
+// client over HTTP, as a new user would after `make run`.
+func TestUp(t *testing.T) {
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>Hello fleet</title><button>Go</button>`)
+	}))
+	defer page.Close()
+	listen, natsListen, dir := startUp(t)
+
+	// A second `up` on the same NATS port fails with advice, not a hang.
+	err := Command(context.Background(), "up", []string{"--listen", freeAddr(t), "--nats-listen", natsListen, "--data-dir", t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "--nats-listen") {
+		t.Fatalf("second up on a busy NATS port = %v, want advice naming --nats-listen", err)
+	}
+
+	c := mcpSession(t, listen)
 	for _, step := range []struct {
 		tool string
 		args map[string]any
@@ -89,25 +131,82 @@ func TestUp(t *testing.T) {
 		{"get_title", nil, "Hello fleet"},
 		{"snapshot", nil, `button "Go" [ref=e`},
 	} {
-		req := mcp.CallToolRequest{}
-		req.Params.Name, req.Params.Arguments = step.tool, step.args
-		res, err := c.CallTool(cctx, req)
-		if err != nil {
-			t.Fatalf("%s: %v", step.tool, err)
-		}
-		text := ""
-		for _, ct := range res.Content {
-			if tc, ok := ct.(mcp.TextContent); ok {
-				text += tc.Text
-			}
-		}
-		if res.IsError || !strings.Contains(text, step.want) {
-			t.Fatalf("%s = %q (error %v), want it to contain %q", step.tool, text, res.IsError, step.want)
+		if got := callText(t, c, step.tool, step.args); !strings.Contains(got, step.want) {
+			t.Fatalf("%s = %q, want it to contain %q", step.tool, got, step.want)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "nats", "jetstream")); err != nil {
 		t.Fatalf("JetStream store not under the data dir: %v", err)
 	}
+}
+
+// TestOneTrace: one MCP tool call is one trace — the gateway's span, the
+// bus client and server spans, and the worker's browser span.
+func TestOneTrace(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() {
+		otel.SetTracerProvider(noop.NewTracerProvider())
+		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
+	})
+	listen, _, _ := startUp(t)
+	c := mcpSession(t, listen)
+	callText(t, c, "get_title", nil) // opens the browser session; the next call is the one checked
+	before := len(rec.Ended())
+	callText(t, c, "get_title", nil)
+	_ = tp.ForceFlush(context.Background())
+
+	var worker sdktrace.ReadOnlySpan
+	deadline := time.Now().Add(5 * time.Second)
+	for worker == nil && time.Now().Before(deadline) {
+		for _, s := range rec.Ended()[before:] {
+			if s.Name() == "browser.get_title" {
+				worker = s
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if worker == nil {
+		t.Fatalf("no browser.get_title span among %v", names(rec.Ended()[before:]))
+	}
+	inTrace := map[string]bool{}
+	for _, s := range rec.Ended()[before:] {
+		if s.SpanContext().TraceID() == worker.SpanContext().TraceID() {
+			inTrace[s.Name()] = true
+		}
+	}
+	for _, want := range []string{"browser.get_title"} {
+		if !inTrace[want] {
+			t.Errorf("trace lacks %s", want)
+		}
+	}
+	var bus, gateway bool
+	for name := range inTrace {
+		bus = bus || strings.HasSuffix(name, ".call")
+		gateway = gateway || strings.Contains(name, "get_title") || strings.Contains(name, "tools/call")
+	}
+	t.Logf("one trace: %v", keys(inTrace))
+	if !bus || !gateway || len(inTrace) < 4 {
+		t.Fatalf("the worker's span is in a trace of %v; want the gateway's tool span and the bus client and server spans too", keys(inTrace))
+	}
+}
+
+func names(spans []sdktrace.ReadOnlySpan) []string {
+	var out []string
+	for _, s := range spans {
+		out = append(out, s.Name())
+	}
+	return out
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
 
 func waitHTTP(t *testing.T, url string, done <-chan error) {
