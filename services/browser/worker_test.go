@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -417,4 +420,78 @@ func TestCloseDuringCall(t *testing.T) {
 	if d := time.Since(start); d > 8*time.Second {
 		t.Fatalf("close took %s", d)
 	}
+}
+
+// TestNoLeaks: opening and closing sessions leaves no goroutines and no
+// Chromium processes behind.
+func TestNoLeaks(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "leak", MaxSessions: 2})
+	ts := site(t)
+	cycle := func() {
+		s := f.mustOpen()
+		f.mustCall(s, openReq(ts.URL+"/a"))
+		f.mustCall(s, evalReq("document.title"))
+		if err := f.close(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle() // warm up: the first session starts shared Chromium processes
+	time.Sleep(500 * time.Millisecond)
+	g0, p0 := runtime.NumGoroutine(), chromiumProcesses()
+	if p0 == 0 {
+		t.Fatal("found none of this test's Chromium processes: the count is broken")
+	}
+	for range 15 {
+		cycle()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g, p := runtime.NumGoroutine(), chromiumProcesses()
+		if g <= g0+3 && p <= p0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 15 sessions: goroutines %d -> %d, Chromium processes %d -> %d", g0, g, p0, p)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// chromiumProcesses counts live (not zombie) Chromium processes started by
+// this test binary (other packages' tests run Chromium at the same time).
+func chromiumProcesses() int {
+	parent := map[int]int{}
+	live := map[int]bool{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		rest := string(st[strings.LastIndexByte(string(st), ')')+2:])
+		fields := strings.Fields(rest)
+		if len(fields) < 2 {
+			continue
+		}
+		parent[pid], _ = strconv.Atoi(fields[1])
+		if cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && fields[0] != "Z" && strings.Contains(string(cmd), "chromium") {
+			live[pid] = true
+		}
+	}
+	self, n := os.Getpid(), 0
+	for pid := range live {
+		for p, hops := parent[pid], 0; p > 1 && hops < 20; p, hops = parent[p], hops+1 {
+			if p == self {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
