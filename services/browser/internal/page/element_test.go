@@ -159,6 +159,13 @@ func TestFill(t *testing.T) {
 	if got := evalString(t, tab, `log.includes('change:color')`); got != "true" {
 		t.Errorf("select fill fired no change event")
 	}
+	// The text goes in as typing puts it: a trusted beforeinput and input
+	// with inputType insertText, which editors and frameworks rely on.
+	must(t, tab, evalReq(`window.seen = []; for (const ev of ['beforeinput', 'input']) document.querySelector('#name').addEventListener(ev, e => seen.push(e.type + ':' + e.isTrusted + ':' + e.inputType))`))
+	must(t, tab, fillReq(sel("#name"), "Typed"))
+	if got := evalString(t, tab, `seen.join(' ')`); got != `"beforeinput:true:insertText input:true:insertText"` {
+		t.Errorf("input events of fill = %s", got)
+	}
 
 	errs := []struct {
 		name, sel, value string
