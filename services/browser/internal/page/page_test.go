@@ -338,58 +338,48 @@ func TestTabClosedByPage(t *testing.T) {
 	wantClosed(t, tab)
 }
 
-func TestTabTargetClosed(t *testing.T) {
-	tab := newTab(t, Options{})
-	srv := serve(t, map[string]string{"/": `<title>Open</title>`})
-	must(t, tab, openReq(srv.URL))
-	// A tool that is running when the tab closes ends with NOT_FOUND too.
-	done := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		_, err := tab.Do(ctx, waitForReq("#never", 10000))
-		done <- err
-	}()
-	time.Sleep(200 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(browserCtx, 5*time.Second)
-	defer cancel()
-	id := chromedp.FromContext(tab.Context()).Target.TargetID
-	if _, err := chromedp.CallBrowser(ctx, target.CloseTarget, target.CloseTargetParams{TargetID: id}); err != nil {
-		t.Fatalf("close the target: %v", err)
+// TestTabGoneDuringTool: a tool that is running when its tab goes away —
+// closed from outside, or its renderer crashed (the browser then answers
+// no command) — ends at once with NOT_FOUND, not at its deadline.
+func TestTabGoneDuringTool(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		breakTab func(t *testing.T, tab *Tab)
+	}{
+		{"target closed", func(t *testing.T, tab *Tab) {
+			ctx, cancel := context.WithTimeout(browserCtx, 5*time.Second)
+			defer cancel()
+			id := chromedp.FromContext(tab.Context()).Target.TargetID
+			if _, err := chromedp.CallBrowser(ctx, target.CloseTarget, target.CloseTargetParams{TargetID: id}); err != nil {
+				t.Fatalf("close the target: %v", err)
+			}
+		}},
+		{"renderer crashed", func(t *testing.T, tab *Tab) {
+			ctx, cancel := context.WithTimeout(tab.Context(), 5*time.Second)
+			go func() { defer cancel(); _, _ = chromedp.Call(ctx, page.Crash, cdp.Empty{}) }() // never answered
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tab := newTab(t, Options{}) // its own browser context, so its own renderer
+			srv := serve(t, map[string]string{"/": `<title>Doomed</title>`})
+			must(t, tab, openReq(srv.URL))
+			done := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer cancel()
+				_, err := tab.Do(ctx, waitForReq("#never", 10000))
+				done <- err
+			}()
+			time.Sleep(200 * time.Millisecond)
+			tt.breakTab(t, tab)
+			select {
+			case err := <-done:
+				wantErr(t, err, commonv1.ErrorCode_NOT_FOUND, "wait_for: this tab was closed")
+			case <-time.After(5 * time.Second):
+				t.Fatalf("wait_for still ran 5 s after its tab went away (%s)", tt.name)
+			}
+			waitClosed(t, tab)
+			wantClosed(t, tab)
+		})
 	}
-	select {
-	case err := <-done:
-		wantErr(t, err, commonv1.ErrorCode_NOT_FOUND, "wait_for: this tab was closed")
-	case <-time.After(5 * time.Second):
-		t.Fatal("wait_for still ran 5 s after its tab closed")
-	}
-	waitClosed(t, tab)
-	wantClosed(t, tab)
-}
-
-func TestTabRendererCrashed(t *testing.T) {
-	tab := newTab(t, Options{}) // its own browser context, so its own renderer
-	srv := serve(t, map[string]string{"/": `<title>Doomed</title>`})
-	must(t, tab, openReq(srv.URL))
-	// The browser answers no command of a crashed renderer; a running tool
-	// must not wait for its deadline.
-	done := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		_, err := tab.Do(ctx, waitForReq("#never", 10000))
-		done <- err
-	}()
-	time.Sleep(200 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(tab.Context(), 5*time.Second)
-	defer cancel()
-	go func() { _, _ = chromedp.Call(ctx, page.Crash, cdp.Empty{}) }() // never answered
-	select {
-	case err := <-done:
-		wantErr(t, err, commonv1.ErrorCode_NOT_FOUND, "wait_for: this tab was closed")
-	case <-time.After(5 * time.Second):
-		t.Fatal("wait_for still ran 5 s after its renderer crashed")
-	}
-	waitClosed(t, tab)
-	wantClosed(t, tab)
 }
