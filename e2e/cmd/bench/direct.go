@@ -97,6 +97,19 @@ func (t *directTab) do(actions ...chromedp.Action[chromedp.Void]) error {
 	return chromedp.Do(ctx, actions...)
 }
 
+// formTab opens a tab on the form page with its elements resolved.
+func (d *directBrowser) formTab(site string) (*directTab, error) {
+	tab, err := d.newTab(site + "/form")
+	if err != nil {
+		return nil, err
+	}
+	if err := tab.prepareForm(); err != nil {
+		tab.close()
+		return nil, err
+	}
+	return tab, nil
+}
+
 // prepareForm resolves the form's elements, like a snapshot's refs.
 func (t *directTab) prepareForm() error {
 	ctx, cancel := t.op()

@@ -128,14 +128,11 @@ func measureTools(ctx context.Context, cfg config, url, site string, d *directBr
 		return err
 	}
 	defer cc.close()
-	tab, err := d.newTab(site + "/form")
+	tab, err := d.formTab(site)
 	if err != nil {
 		return err
 	}
 	defer tab.close()
-	if err := tab.prepareForm(); err != nil {
-		return err
-	}
 	snap := func() error { _, err := tab.snapshot(); return err }
 	for _, op := range []struct {
 		tool   string
@@ -227,14 +224,11 @@ func measureThroughput(ctx context.Context, cfg config, url, site string, d *dir
 		}
 		tabs := make([]*directTab, k)
 		for i := range tabs {
-			tab, err := d.newTab(site + "/form")
+			tab, err := d.formTab(site)
 			if err != nil {
 				return err
 			}
 			defer tab.close()
-			if err := tab.prepareForm(); err != nil {
-				return err
-			}
 			tabs[i] = tab
 		}
 		row.direct, err = loop(ctx, k, cfg.duration, func(i int) []func() error {
