@@ -56,11 +56,15 @@ gen-check: ## fail when `make gen` would change a generated file
 	    echo "generated files were stale: 'make gen' has rewritten them; commit the result"; exit 1; \
 	  fi; echo "generated files are up to date"
 
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS) ./e2e/...
+	@# SA1019 off: tests of the 2025 protocol call its deprecated RPCs on purpose.
+	$(GO) run $(STATICCHECK) -checks 'inherit,-SA1019' $(PKGS) ./e2e/...
 
 .PHONY: clean
 clean: ## remove build output and the local data dir

@@ -27,7 +27,6 @@ var tracer = otel.Tracer("github.com/sovereign-fleet/sovereign/services/browser"
 type session struct {
 	id      string
 	owner   string
-	gen     int
 	browser context.Context // the chromedp browser context it was opened on
 	lock    chan struct{}   // one call at a time; a channel so waiting honours deadlines
 
@@ -53,11 +52,11 @@ type tab struct {
 	page   *page.Tab
 }
 
-func newSession(id, owner string, gen int, browser context.Context) *session {
+func newSession(id, owner string, browser context.Context) *session {
 	ctx, cancel := context.WithCancel(context.Background())
 	// busy until started: the idle reaper must not close a session that is
 	// still opening.
-	return &session{id: id, owner: owner, gen: gen, browser: browser, lock: make(chan struct{}, 1),
+	return &session{id: id, owner: owner, browser: browser, lock: make(chan struct{}, 1),
 		ctx: ctx, cancel: cancel, lastUsed: time.Now(), busy: 1}
 }
 

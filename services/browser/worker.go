@@ -60,7 +60,6 @@ type Worker struct {
 	mu       sync.Mutex
 	c        *bus.Conn
 	browser  context.Context // chromedp browser context; nil while Chromium is down
-	gen      int             // incremented at each Chromium start
 	sessions map[string]*session
 	lost     map[string]string // session id → why it was lost
 	openSvc  micro.Service     // nil while the worker is full or down
@@ -178,7 +177,6 @@ func (w *Worker) startChrome(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	w.browser = bctx
-	w.gen++
 	w.mu.Unlock()
 	context.AfterFunc(ctx, cancel)
 	return nil
@@ -301,7 +299,7 @@ func (w *Worker) open(ctx context.Context, req *browserv1.OpenSessionRequest) (*
 	id := "s" + randomHex(12)
 	// busy until started: the idle reaper must not close a session that is
 	// still opening.
-	s := newSession(id, req.GetOwner(), w.gen, w.browser)
+	s := newSession(id, req.GetOwner(), w.browser)
 	s.lock <- struct{}{} // held until started: no call or close runs on a half-made session
 	w.sessions[id] = s   // reserve the slot before the slow part
 	w.updateOpenLocked()

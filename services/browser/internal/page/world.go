@@ -341,14 +341,6 @@ type jsError struct {
 
 func (e *jsError) Error() string { return exceptionText(e.details) }
 
-// className returns the class of the thrown value, such as "SyntaxError".
-func (e *jsError) className() string {
-	if e.details.Exception != nil {
-		return e.details.Exception.ClassName
-	}
-	return ""
-}
-
 // exceptionText returns the message of an exception, such as
 // "Error: boom", with at most a few lines of its stack. The page controls
 // the thrown value, so the text is cut to maxPageText characters.
