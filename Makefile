@@ -4,7 +4,7 @@ SHELL := /bin/bash
 
 GO       ?= go
 BIN      := $(CURDIR)/bin
-PKGS     := ./proto/... ./services/kit/... ./services/browser/... ./services/gateway/... ./services/sovereign/...
+PKGS     := ./proto/... ./services/kit/... ./services/browser/... ./services/gateway/... ./services/history/... ./services/sovereign/...
 CMDS     := ./services/sovereign/cmd/sovereign ./services/gateway/cmd/gateway ./services/browser/cmd/browser
 # Tests start Chromium and NATS: keep parallel packages low on small machines.
 TESTFLAGS ?= -count=1 -p 2 -timeout 20m
@@ -38,8 +38,13 @@ e2e: deps ## only the end-to-end tests (separate processes, real MCP clients)
 	$(GO) test $(TESTFLAGS) -v ./e2e/...
 
 .PHONY: bench
-bench: deps ## latency and throughput through the whole chain vs direct CDP (prints a table)
+bench: deps ## tool-call latency and throughput vs direct CDP, then audit ingest and query (prints tables)
 	$(GO) run ./e2e/cmd/bench $(ARGS)
+	$(MAKE) bench-history
+
+.PHONY: bench-history
+bench-history: deps ## audit ingest (records/s) and query latency at 100k and 1M records, SQLite and PostgreSQL
+	set -o pipefail; SOVEREIGN_BENCH=1 $(GO) test -count=1 -timeout 60m -run '^TestAuditBench$$' -v ./services/history/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS$$' -e '^ok '
 
 .PHONY: gen
 gen: ## regenerate protobuf Go code and docs/tools.md

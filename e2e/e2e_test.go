@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sovereign-fleet/sovereign/e2e/harness"
+	"github.com/sovereign-fleet/sovereign/services/kit/pgtest"
 )
 
 var (
@@ -24,7 +25,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := pgtest.Main(m)
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what Sovereign's build and tests need on a fresh Debian/Ubuntu
-# machine: Chromium, protoc, and the Node packages of the e2e clients.
+# machine: Chromium, protoc, the Node packages of the e2e clients, and the
+# PostgreSQL server binaries (history's tests start their own server).
 # `deps.sh chromium` installs only Chromium. Needs root (or sudo) for apt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-want=("${@:-chromium protoc node}")
+want=("${@:-chromium protoc node postgres}")
 want=(${want[@]})
 
 apt_install() {
@@ -39,6 +40,13 @@ for w in "${want[@]}"; do
           echo "installing e2e Node packages (npm ci)…"
           (cd e2e/client-ts && npm ci --no-audit --no-fund --loglevel=error)
         fi
+      fi ;;
+    postgres)
+      # initdb, pg_ctl and postgres: Debian keeps them out of PATH, in
+      # /usr/lib/postgresql/<version>/bin (installing may start a default
+      # cluster; the tests do not use it).
+      if ! command -v initdb >/dev/null && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+        apt_install postgresql
       fi ;;
     *) echo "deps.sh: unknown component $w" >&2; exit 2 ;;
   esac

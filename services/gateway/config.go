@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
+	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 )
 
@@ -46,6 +47,9 @@ type Config struct {
 	MaxBody int64
 	// Bucket is the NATS KV bucket for session state.
 	Bucket string
+	// AuditBuffer is how many audit records the gateway holds while the
+	// audit stream does not take them (audit.DefaultBuffer when 0).
+	AuditBuffer int
 }
 
 // RegisterFlags adds the gateway's flags to fs, each with its environment
@@ -54,7 +58,7 @@ type Config struct {
 func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	cfg := &Config{}
 	fs.StringVar(&cfg.Listen, "listen", config.Env("SOVEREIGN_LISTEN", DefaultListen),
-		"host:port to serve MCP (/mcp), /healthz and /readyz on [SOVEREIGN_LISTEN]")
+		"host:port to serve MCP (/mcp), /healthz, /readyz and /metrics on [SOVEREIGN_LISTEN]")
 	fs.DurationVar(&cfg.ToolTimeout, "tool-timeout", config.MustDuration(errs, "SOVEREIGN_TOOL_TIMEOUT", DefaultToolTimeout),
 		"longest a browser tool call may take [SOVEREIGN_TOOL_TIMEOUT]")
 	fs.DurationVar(&cfg.SessionTTL, "session-ttl", config.MustDuration(errs, "SOVEREIGN_SESSION_TTL", DefaultSessionTTL),
@@ -63,6 +67,8 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 		"largest request body in bytes; larger ones get 413 [SOVEREIGN_MAX_BODY]")
 	fs.StringVar(&cfg.Bucket, "kv-bucket", config.Env("SOVEREIGN_KV_BUCKET", state.DefaultBucket),
 		"NATS KV bucket for session state [SOVEREIGN_KV_BUCKET]")
+	fs.IntVar(&cfg.AuditBuffer, "audit-buffer", config.MustInt(errs, "SOVEREIGN_AUDIT_BUFFER", audit.DefaultBuffer),
+		"audit records held in memory while the NATS audit stream is unreachable or full; beyond it records are dropped and counted [SOVEREIGN_AUDIT_BUFFER]")
 	cfg.AllowedHosts = splitList(config.Env("SOVEREIGN_ALLOWED_HOSTS", strings.Join(DefaultAllowed, ",")))
 	cfg.AllowedOrigins = splitList(config.Env("SOVEREIGN_ALLOWED_ORIGINS", strings.Join(DefaultAllowed, ",")))
 	fs.Func("allowed-hosts", "comma-separated Host header values accepted on /mcp: name or IP (any port), host:port, *.domain or * "+
@@ -151,6 +157,9 @@ func (c Config) Validate() error {
 		if _, err := parseOriginPattern(o); err != nil {
 			bad("allowed-origins", "%v", err)
 		}
+	}
+	if c.AuditBuffer < 0 {
+		bad("audit-buffer", "%d: must not be negative", c.AuditBuffer)
 	}
 	if c.Bucket != "" && !validBucket(c.Bucket) {
 		bad("kv-bucket", "%q may only hold letters, digits, - and _", c.Bucket)

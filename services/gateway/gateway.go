@@ -28,8 +28,10 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/otelmcp"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
+	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/health"
+	"github.com/sovereign-fleet/sovereign/services/kit/redact"
 )
 
 // Version is reported to MCP clients as serverInfo.version.
@@ -58,6 +60,7 @@ type Gateway struct {
 	mcp       *server.MCPServer
 	transport *server.StreamableHTTPServer
 	handler   http.Handler
+	audit     *audit.Publisher
 	log       *slog.Logger
 }
 
@@ -87,6 +90,13 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 		log:   slog.Default().With("component", "gateway"),
 	}
 	g.sessions = &sessionManagers{store: store, fleet: g.fleet, log: g.log}
+	g.audit, err = audit.NewPublisher(c.NATS(), audit.PublisherConfig{
+		Source: "gateway", Prefix: c.Prefix(), Buffer: cfg.AuditBuffer, Redactor: new(redact.Set),
+	})
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
 	g.mcp = server.NewMCPServer(Name, Version,
 		server.WithTitle("Sovereign browser fleet"),
 		server.WithInstructions(instructions),
@@ -124,21 +134,27 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 		}},
 		health.Check{Name: "kv", Func: store.Ping},
 	)
+	health.Metrics(mux)
 	g.handler = mux
 	return g, nil
 }
 
-// Handler serves /mcp, /healthz and /readyz.
+// Handler serves /mcp, /healthz, /readyz and /metrics.
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // Close ends the open GET streams and stops the transport's housekeeping.
 // It does not end any MCP session: those live on in KV for other replicas.
+// Audit records not yet accepted by the stream are flushed first.
 func (g *Gateway) Close(ctx context.Context) error {
 	defer g.store.Close()
+	var errs []error
 	if err := g.transport.Shutdown(ctx); err != nil {
-		return fmt.Errorf("stop MCP transport: %w", err)
+		errs = append(errs, fmt.Errorf("stop MCP transport: %w", err))
 	}
-	return nil
+	if err := g.audit.Close(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // Run serves HTTP on cfg.Listen until ctx ends, then shuts down gracefully.

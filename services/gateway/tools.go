@@ -12,12 +12,15 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"go.opentelemetry.io/otel/trace"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
+	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 )
 
@@ -63,8 +66,21 @@ func (g *Gateway) toolHandler(t catalog.Tool) server.ToolHandlerFunc {
 			return mcp.NewToolResultError(g.errorText(ctx, t, err)), nil
 		}
 		call.Request.SessionId = b.sessionID
+		info := noteCall(ctx)
+		info.browserSession = b.sessionID
 		res, err := g.fleet.Call(ctx, b.workerID, call.Request)
 		if err != nil {
+			// A failed fill or type does not say whether its field was a
+			// password field: keep its text out of the trail.
+			if t.TypesText {
+				info.hide = catalog.TypedArguments
+			}
+			switch bus.CodeOf(err) {
+			case commonv1.ErrorCode_TIMEOUT:
+				info.outcome = historyv1.Outcome_OUTCOME_TIMEOUT
+			case commonv1.ErrorCode_FORBIDDEN:
+				info.outcome = historyv1.Outcome_OUTCOME_DENIED
+			}
 			if lost(ctx, err) {
 				// No responders can also be a worker that is only
 				// re-subscribing after a NATS reconnect: ask it again
@@ -75,6 +91,9 @@ func (g *Gateway) toolHandler(t catalog.Tool) server.ToolHandlerFunc {
 				g.unbind(ctx, b)
 			}
 			return b.decorate(mcp.NewToolResultError(g.errorText(ctx, t, err))), nil
+		}
+		if res.GetSensitiveInput() {
+			info.hide = catalog.TypedArguments
 		}
 		return b.decorate(render(res)), nil
 	}
@@ -349,24 +368,143 @@ func (g *Gateway) recoverTools(next server.ToolHandlerFunc) server.ToolHandlerFu
 	}
 }
 
-// auditTools logs every tool call: who (a digest prefix), what, how long,
-// and the error a failed one returned.
+// callInfo is what the tool handler learns about a call that the audit
+// middleware records: the browser session it ran in, whether it typed into
+// a password field, and how it ended when that is more than ok/error.
+type callInfo struct {
+	browserSession string
+	hide           []string // arguments never to record
+	outcome        historyv1.Outcome
+}
+
+type callInfoKey struct{}
+
+// noteCall returns the call's info for the handler to fill (a throwaway
+// one outside the middleware).
+func noteCall(ctx context.Context) *callInfo {
+	if ci, ok := ctx.Value(callInfoKey{}).(*callInfo); ok {
+		return ci
+	}
+	return &callInfo{}
+}
+
+// auditTools logs every tool call (who as a digest prefix, what, how long,
+// the error of a failed one) and publishes its audit record: the full
+// arguments and result, redacted, for the history service.
 func (g *Gateway) auditTools(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
-		res, err := next(ctx, req)
-		attrs := []any{"tool", req.Params.Name, "caller", callerLabel(callerFrom(ctx)),
-			"duration", time.Since(start).Round(time.Millisecond).String()}
+		ci := &callInfo{}
+		res, err := next(context.WithValue(ctx, callInfoKey{}, ci), req)
+		took := time.Since(start)
+		caller := callerLabel(callerFrom(ctx))
+		attrs := []any{"tool", req.Params.Name, "caller", caller, "duration", took.Round(time.Millisecond).String()}
+		outcome, text := historyv1.Outcome_OUTCOME_OK, ""
 		switch {
 		case err != nil:
 			g.log.WarnContext(ctx, "tool call failed", append(attrs, "err", err)...)
+			outcome, text = historyv1.Outcome_OUTCOME_ERROR, err.Error()
 		case res != nil && res.IsError:
-			g.log.InfoContext(ctx, "tool call returned an error", append(attrs, "error", resultText(res))...)
+			text = resultText(res)
+			g.log.InfoContext(ctx, "tool call returned an error", append(attrs, "error", text)...)
+			outcome = historyv1.Outcome_OUTCOME_ERROR
 		default:
 			g.log.InfoContext(ctx, "tool call", attrs...)
+			text = auditText(res)
+		}
+		if outcome != historyv1.Outcome_OUTCOME_OK && ci.outcome != historyv1.Outcome_OUTCOME_UNSPECIFIED {
+			outcome = ci.outcome
+		}
+		if g.audit != nil {
+			g.audit.Publish(audit.Record{
+				Start:          start,
+				Duration:       took,
+				Caller:         auditCaller(callerFrom(ctx)),
+				Client:         clientName(ctx),
+				MCPSession:     mcpSessionID(ctx),
+				BrowserSession: ci.browserSession,
+				Tool:           req.Params.Name,
+				Arguments:      auditArguments(req.Params.Arguments),
+				Result:         text,
+				Outcome:        outcome,
+				HideArguments:  ci.hide,
+				Trace:          trace.SpanContextFromContext(ctx),
+			})
 		}
 		return res, err
 	}
+}
+
+// auditCaller names the caller in the trail: "anonymous" or the first 12
+// hex digits of its credential's digest (token names come with auth).
+func auditCaller(caller string) string {
+	if caller == Anonymous {
+		return caller
+	}
+	return "credential:" + callerLabel(caller)
+}
+
+// clientName is the MCP client's clientInfo ("claude-code 1.2.3"), when
+// its session declared one.
+func clientName(ctx context.Context) string {
+	s, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo)
+	if !ok {
+		return ""
+	}
+	info := s.GetClientInfo()
+	return strings.TrimSpace(info.Name + " " + info.Version)
+}
+
+// auditArguments renders a call's arguments as JSON without the session
+// handle: a handle is a bearer of the browser session and never leaves the
+// gateway's memory and KV (the record names the browser session instead).
+func auditArguments(args any) []byte {
+	if m, ok := args.(map[string]any); ok {
+		if _, has := m[catalog.SessionParam]; has {
+			c := make(map[string]any, len(m))
+			for k, v := range m {
+				if k != catalog.SessionParam {
+					c[k] = v
+				}
+			}
+			args = c
+		}
+	}
+	b, err := json.Marshal(args)
+	if err != nil || string(b) == "null" {
+		return []byte("{}")
+	}
+	return b
+}
+
+// auditText is a successful result as the trail keeps it: its text parts
+// (not the handle line) and a size note for each image.
+func auditText(r *mcp.CallToolResult) string {
+	if r == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range r.Content {
+		switch c := c.(type) {
+		case mcp.TextContent:
+			if strings.HasPrefix(c.Text, "session: "+state.HandlePrefix) {
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(c.Text)
+		case mcp.ImageContent:
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			fmt.Fprintf(&b, "[image %s, %d bytes]", c.MIMEType, base64.StdEncoding.DecodedLen(len(c.Data)))
+		}
+		if b.Len() > audit.MaxResultChars*4 {
+			break
+		}
+	}
+	return b.String()
 }
 
 // resultText is the error text of a failed result for the log: its last

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/gateway"
+	"github.com/sovereign-fleet/sovereign/services/history"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
@@ -33,6 +34,9 @@ Usage:
   sovereign up        run everything on this machine (embedded NATS, gateway, workers)
   sovereign gateway   run the MCP gateway against a NATS server
   sovereign browser   run one browser worker against a NATS server
+  sovereign history   run the history service (audit trail, chat store) against a NATS server
+  sovereign history copy --from <dsn> --to <dsn>   copy the history to another database
+  sovereign audit     read the audit trail (operators only; -h for filters)
   sovereign version   print the version
 
 Run 'sovereign <command> -h' for the flags of a command.
@@ -47,6 +51,13 @@ func Command(ctx context.Context, cmd string, args []string) error {
 		return one(ctx, "gateway", args)
 	case "browser":
 		return one(ctx, "browser", args)
+	case "history":
+		if len(args) > 0 && args[0] == "copy" {
+			return historyCopy(ctx, args[1:], os.Stdout)
+		}
+		return one(ctx, "history", args)
+	case "audit":
+		return auditCmd(ctx, args, os.Stdout)
 	}
 	return app.UsageError{Err: fmt.Errorf("unknown command %q\n\n%s", cmd, Usage)}
 }
@@ -64,6 +75,11 @@ func one(ctx context.Context, name string, args []string) error {
 	case "browser":
 		cfg := browser.RegisterFlags(fs, &errs)
 		run = func() error { return browser.Serve(ctx, *cfg, *natsURL) }
+	case "history":
+		cfg := history.RegisterFlags(fs, &errs)
+		fs.StringVar(&cfg.DataDir, "data-dir", config.Env("SOVEREIGN_DATA_DIR", "./.sovereign"), "where the SQLite history.db lives (unless --history-dsn says otherwise) [SOVEREIGN_DATA_DIR]")
+		fs.StringVar(&cfg.Listen, "listen", config.Env("SOVEREIGN_HISTORY_LISTEN", "127.0.0.1:8092"), "host:port for /healthz, /readyz and /metrics; empty for none [SOVEREIGN_HISTORY_LISTEN]")
+		run = func() error { return history.Serve(ctx, *cfg, *natsURL) }
 	}
 	if err := fs.Parse(args); err != nil {
 		return app.UsageError{Err: err}
@@ -79,26 +95,35 @@ type upConfig struct {
 	workers    int
 	natsListen string
 	natsURL    string
+	history    bool
 }
 
 func up(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("sovereign up", flag.ContinueOnError)
 	var errs []error
 	var uc upConfig
-	fs.StringVar(&uc.dataDir, "data-dir", config.Env("SOVEREIGN_DATA_DIR", "./.sovereign"), "where NATS JetStream (and later SQLite) keep their data [SOVEREIGN_DATA_DIR]")
+	fs.StringVar(&uc.dataDir, "data-dir", config.Env("SOVEREIGN_DATA_DIR", "./.sovereign"), "where NATS JetStream and the SQLite history keep their data [SOVEREIGN_DATA_DIR]")
 	fs.IntVar(&uc.workers, "workers", config.MustInt(&errs, "SOVEREIGN_WORKERS", 1), "browser workers to run in this process (one Chromium each) [SOVEREIGN_WORKERS]")
 	fs.StringVar(&uc.natsListen, "nats-listen", config.Env("SOVEREIGN_NATS_LISTEN", "127.0.0.1:4222"), "address of the embedded NATS server, so more workers and CLI tools can join; 'off' for none [SOVEREIGN_NATS_LISTEN]")
 	fs.StringVar(&uc.natsURL, "nats-url", config.Env("NATS_URL", ""), "use this NATS server instead of the embedded one [NATS_URL]")
+	fs.BoolVar(&uc.history, "history", config.Env("SOVEREIGN_HISTORY", "true") != "false", "run the history service here (audit trail and chat store); --history=false when another process runs it [SOVEREIGN_HISTORY]")
 	gcfg := gateway.RegisterFlags(fs, &errs)
 	wcfg := browser.RegisterFlags(fs, &errs)
+	hcfg := history.RegisterFlags(fs, &errs)
 	if err := fs.Parse(args); err != nil {
 		return app.UsageError{Err: err}
 	}
+	hcfg.DataDir = uc.dataDir
 	if uc.workers < 0 {
 		errs = append(errs, fmt.Errorf("--workers %d: must be 0 or more", uc.workers))
 	}
 	if err := gcfg.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if uc.history {
+		if err := hcfg.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return app.UsageError{Err: errors.Join(errs...)}
@@ -134,6 +159,22 @@ func up(ctx context.Context, args []string) error {
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
+	if uc.history {
+		if err := os.MkdirAll(uc.dataDir, 0o700); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+		c, closeConn, err := app.Connect(natsURL, "sovereign-history", "", opts...)
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		h, err := history.New(ctx, *hcfg, c)
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		g.Go(func() error { return h.Run(ctx) })
+	}
 	var workers []*browser.Worker
 	for i := range uc.workers {
 		cfg := *wcfg

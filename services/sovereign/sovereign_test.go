@@ -138,6 +138,42 @@ func TestUp(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "nats", "jetstream")); err != nil {
 		t.Fatalf("JetStream store not under the data dir: %v", err)
 	}
+	if _, err := os.Stat(filepath.Join(dir, "history.db")); err != nil {
+		t.Fatalf("the SQLite history is not under the data dir: %v", err)
+	}
+
+	// The operator sees the three calls with `sovereign audit`.
+	var out strings.Builder
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out.Reset()
+		if err := auditCmd(context.Background(), []string{"--nats-url", "nats://" + natsListen, "--json"}, &out); err != nil {
+			t.Fatalf("sovereign audit: %v", err)
+		}
+		if strings.Count(out.String(), "\n") >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, want := range []string{`"tool":"open"`, `"tool":"get_title"`, `"tool":"snapshot"`, `"client":"up-test 1"`, page.URL} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("sovereign audit --json lacks %s:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := auditCmd(context.Background(), []string{"--nats-url", "nats://" + natsListen, "--tool", "get_title"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[0], "TIME") || !strings.Contains(lines[1], "Hello fleet") {
+		t.Errorf("sovereign audit --tool get_title printed:\n%s", out.String())
+	}
+	out.Reset()
+	if err := auditCmd(context.Background(), []string{"--nats-url", "nats://" + natsListen, "--stats"}, &out); err != nil || !strings.Contains(out.String(), "backlog") {
+		t.Errorf("sovereign audit --stats = %v:\n%s", err, out.String())
+	}
+	if err := auditCmd(context.Background(), []string{"--nats-url", "nats://" + natsListen, "--text", "ab"}, &out); err == nil || !strings.Contains(err.Error(), "at least 3") {
+		t.Errorf("a two-letter search = %v, want the minimum named", err)
+	}
 }
 
 // TestOneTrace: one MCP tool call is one trace — the gateway's span, the

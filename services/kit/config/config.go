@@ -2,9 +2,11 @@
 package config
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -37,11 +39,58 @@ func EnvDuration(name string, def time.Duration) (time.Duration, error) {
 	if v == "" {
 		return def, nil
 	}
-	d, err := time.ParseDuration(v)
+	d, err := ParseDuration(v)
 	if err != nil {
-		return 0, fmt.Errorf("%s=%q is not a duration (like 30s or 5m)", name, v)
+		return 0, fmt.Errorf("%s=%q is not a duration (like 30s, 5m or 90d)", name, v)
 	}
 	return d, nil
+}
+
+// ParseDuration is [time.ParseDuration] that also takes whole days as a
+// leading "<n>d" ("90d", "1d12h").
+func ParseDuration(s string) (time.Duration, error) {
+	days, rest, ok := strings.Cut(s, "d")
+	if !ok {
+		return time.ParseDuration(s)
+	}
+	n, err := strconv.ParseUint(days, 10, 16)
+	if err != nil {
+		return 0, fmt.Errorf("time: invalid duration %q", s)
+	}
+	d := time.Duration(n) * 24 * time.Hour
+	if rest == "" {
+		return d, nil
+	}
+	r, err := time.ParseDuration(rest)
+	if err != nil || r < 0 {
+		return 0, fmt.Errorf("time: invalid duration %q", s)
+	}
+	return d + r, nil
+}
+
+// durationValue is a flag.Value parsed by [ParseDuration].
+type durationValue struct{ p *time.Duration }
+
+func (v durationValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return v.p.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("not a duration (like 30s, 5m or 90d)")
+	}
+	*v.p = d
+	return nil
+}
+
+// DurationVar is [flag.FlagSet.DurationVar] that also takes days.
+func DurationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	fs.Var(durationValue{p}, name, usage)
 }
 
 // MustInt and MustDuration are for flag defaults: they return def and record

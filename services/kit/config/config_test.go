@@ -40,3 +40,18 @@ func TestMust(t *testing.T) {
 		t.Fatalf("errors = %v, want one per bad variable, naming it", errs)
 	}
 }
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"90d": 90 * 24 * time.Hour, "1d12h": 36 * time.Hour, "30s": 30 * time.Second, "0d": 0,
+	} {
+		if got, err := ParseDuration(in); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"d", "xd", "-1d", "1d-1h", "1dh", "ninety"} {
+		if _, err := ParseDuration(in); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", in)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Check reports whether one dependency is usable.
@@ -38,4 +40,10 @@ func Register(mux *http.ServeMux, checks ...Check) {
 		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(status)
 	})
+}
+
+// Metrics adds /metrics: the process's Prometheus metrics (default
+// registry, with Go runtime and process collectors).
+func Metrics(mux *http.ServeMux) {
+	mux.Handle("GET /metrics", promhttp.Handler())
 }

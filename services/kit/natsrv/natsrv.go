@@ -5,6 +5,7 @@ package natsrv
 import (
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -18,7 +19,7 @@ type Options struct {
 	// (in-process connections only); port 0 picks a free port.
 	Listen string
 	// DataDir holds JetStream's store (DataDir/nats). Empty means a
-	// temporary, memory-only JetStream.
+	// temporary store (1 GiB at most) removed by Stop.
 	DataDir string
 	// MaxPayload overrides the 1 MiB default (0 keeps it).
 	MaxPayload int32
@@ -27,6 +28,7 @@ type Options struct {
 // Server is a running embedded NATS server.
 type Server struct {
 	*server.Server
+	tmp string // the temporary store to remove at Stop
 }
 
 // Start starts the server and waits until it takes connections.
@@ -39,11 +41,19 @@ func Start(o Options) (*Server, error) {
 		DisableShortFirstPing: true,
 		MaxPayload:            o.MaxPayload,
 	}
+	tmp := ""
 	if o.DataDir != "" {
 		opts.StoreDir = filepath.Join(o.DataDir, "nats")
 	} else {
+		// Not NATS's default (a shared directory under /tmp): another
+		// server's streams would show up here.
+		dir, err := os.MkdirTemp("", "sovereign-nats-")
+		if err != nil {
+			return nil, fmt.Errorf("nats store: %w", err)
+		}
+		tmp = dir
 		opts.JetStreamMaxStore = 1 << 30
-		opts.StoreDir = ""
+		opts.StoreDir = dir
 	}
 	if o.Listen == "" {
 		opts.DontListen = true
@@ -69,18 +79,27 @@ func Start(o Options) (*Server, error) {
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
+		removeTmp(tmp)
 		return nil, fmt.Errorf("nats server: %w", err)
 	}
 	go s.Start()
 	if !s.ReadyForConnections(10 * time.Second) {
 		s.Shutdown()
+		removeTmp(tmp)
 		return nil, fmt.Errorf("nats server on %s did not start within 10s (port in use?)", o.Listen)
 	}
-	return &Server{s}, nil
+	return &Server{Server: s, tmp: tmp}, nil
 }
 
-// Stop shuts the server down and waits for it.
+// Stop shuts the server down, waits for it and removes a temporary store.
 func (s *Server) Stop() {
 	s.Shutdown()
 	s.WaitForShutdown()
+	removeTmp(s.tmp)
+}
+
+func removeTmp(dir string) {
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
 }

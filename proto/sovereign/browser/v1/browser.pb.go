@@ -1644,6 +1644,9 @@ type ToolResult struct {
 	Content []*Content             `protobuf:"bytes,1,rep,name=content,proto3" json:"content,omitempty"`
 	// JSON object text, or empty.
 	StructuredJson string `protobuf:"bytes,2,opt,name=structured_json,json=structuredJson,proto3" json:"structured_json,omitempty"`
+	// true when the tool typed into a password field: the call's text
+	// arguments must not be stored or logged.
+	SensitiveInput bool `protobuf:"varint,3,opt,name=sensitive_input,json=sensitiveInput,proto3" json:"sensitive_input,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1690,6 +1693,13 @@ func (x *ToolResult) GetStructuredJson() string {
 		return x.StructuredJson
 	}
 	return ""
+}
+
+func (x *ToolResult) GetSensitiveInput() bool {
+	if x != nil {
+		return x.SensitiveInput
+	}
+	return false
 }
 
 var File_sovereign_browser_v1_browser_proto protoreflect.FileDescriptor
@@ -1792,11 +1802,12 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\aContent\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x123\n" +
 	"\x05image\x18\x02 \x01(\v2\x1b.sovereign.browser.v1.ImageH\x00R\x05imageB\x06\n" +
-	"\x04part\"n\n" +
+	"\x04part\"\x97\x01\n" +
 	"\n" +
 	"ToolResult\x127\n" +
 	"\acontent\x18\x01 \x03(\v2\x1d.sovereign.browser.v1.ContentR\acontent\x12'\n" +
-	"\x0fstructured_json\x18\x02 \x01(\tR\x0estructuredJsonBKZIgithub.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1;browserv1b\x06proto3"
+	"\x0fstructured_json\x18\x02 \x01(\tR\x0estructuredJson\x12'\n" +
+	"\x0fsensitive_input\x18\x03 \x01(\bR\x0esensitiveInputBKZIgithub.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1;browserv1b\x06proto3"
 
 var (
 	file_sovereign_browser_v1_browser_proto_rawDescOnce sync.Once

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/dom"
@@ -419,10 +420,62 @@ type inputPrep struct {
 	Type    string   `json:"type"`
 	Options []string `json:"options"`
 	Desc    string   `json:"desc"`
+	// Secret is what secret the field takes ("password", "one-time
+	// code"), or "". The page never returns the value of such a field:
+	// Value is empty and N is its number of characters.
+	Secret string `json:"secret"`
+	N      int    `json:"n"`
+}
+
+// filled is what page.js's finishFill says: the value now in the field
+// (empty for a secret field) and its number of characters.
+type filled struct {
+	Value  string `json:"value"`
+	N      int    `json:"n"`
+	Secret string `json:"secret"`
+}
+
+// finish takes what finishFill said.
+func (p *inputPrep) finish(f filled) {
+	p.Value, p.N = f.Value, f.N
+	if f.Secret != "" {
+		p.Secret = f.Secret
+	}
+}
+
+// shown is how messages show value, the text for a field: quoted, or
+// only its length for a secret field.
+func (p *inputPrep) shown(value string) string {
+	if p.Secret != "" {
+		return "the hidden value (" + characters(utf8.RuneCountInString(value)) + ")"
+	}
+	return strconv.Quote(value)
+}
+
+// hiddenNote says that the value of a secret field is hidden.
+func (p *inputPrep) hiddenNote() string {
+	return fmt.Sprintf("a %s field; its value is hidden, %s", p.Secret, characters(p.N))
+}
+
+// characters says n characters.
+func characters(n int) string {
+	if n == 1 {
+		return "1 character"
+	}
+	return strconv.Itoa(n) + " characters"
+}
+
+// sensitive marks res as the result of typing into a secret field, so
+// that the call's text arguments are neither stored nor logged.
+func sensitive(res *browserv1.ToolResult) *browserv1.ToolResult {
+	res.SensitiveInput = true
+	return res
 }
 
 // fill replaces the value of a form field (or contenteditable element) so
-// that input and change events fire as if a user typed it.
+// that input and change events fire as if a user typed it. The value of a
+// password field (see inputPrep.Secret) is not in the result, which says
+// SensitiveInput.
 func (t *Tab) fill(ctx context.Context, el *browserv1.Element, value string) (*browserv1.ToolResult, error) {
 	// Three round trips and no remote object: find, describe and prepare
 	// the field (focus it, select its text); insert the text as typing
@@ -444,17 +497,23 @@ func (t *Tab) fill(ctx context.Context, el *browserv1.Element, value string) (*b
 		if _, err := chromedp.Call(ctx, input.InsertText, input.InsertTextParams{Text: value}); err != nil {
 			return nil, err
 		}
-		if _, _, err := t.onElement(ctx, el, "fill", `function() { return __sov.finishFill(this); }`, &p.Value); err != nil {
+		var f filled
+		if _, _, err := t.onElement(ctx, el, "fill", `function() { return __sov.finishFill(this); }`, &f); err != nil {
 			return nil, err
 		}
-		if p.Value == "" {
-			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "fill: %s (%s) did not accept %q; its value is empty (a number field takes only a number)", what, desc, value)
+		p.finish(f)
+		if p.N == 0 {
+			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "fill: %s (%s) did not accept %s; its value is empty (a number field takes only a number)", what, desc, p.shown(value))
 		}
+	}
+	if p.Secret != "" {
+		return sensitive(textResult("Filled %s (%s)", desc, p.hiddenNote())), nil
 	}
 	return textResult("Filled %s; its value is now %q", desc, p.Value), nil
 }
 
-// typeText appends text to a form field with real key events.
+// typeText appends text to a form field with real key events. Like fill,
+// it keeps the text out of the result for a password field.
 func (t *Tab) typeText(ctx context.Context, el *browserv1.Element, value string) (*browserv1.ToolResult, error) {
 	e, err := t.resolve(ctx, el, "type")
 	if err != nil {
@@ -471,6 +530,12 @@ func (t *Tab) typeText(ctx context.Context, el *browserv1.Element, value string)
 	if err := inputError(p, e, desc, "type", value); err != nil {
 		return nil, err
 	}
+	msg := func() string {
+		if p.Secret != "" {
+			return fmt.Sprintf("Typed %s into %s (%s)", characters(utf8.RuneCountInString(value)), desc, p.hiddenNote())
+		}
+		return fmt.Sprintf("Typed %q into %s; its value is now %q", value, desc, p.Value)
+	}
 	if p.Insert {
 		w, stop, err := t.watchNav(ctx)
 		if err != nil {
@@ -480,12 +545,21 @@ func (t *Tab) typeText(ctx context.Context, el *browserv1.Element, value string)
 		if err := chromedp.Do(ctx, chromedp.KeyEvent(value)); err != nil {
 			return nil, err
 		}
-		if err := callOn(ctx, e.obj, `function() { return this.isConnected ? __sov.finishFill(this) : ''; }`, &p.Value); err != nil && !contextGone(err) {
+		var f filled
+		if err := callOn(ctx, e.obj, `function() { return this.isConnected ? __sov.finishFill(this) : null; }`, &f); err != nil && !contextGone(err) {
 			return nil, err
 		}
-		return t.settled(ctx, w, fmt.Sprintf("Typed %q into %s; its value is now %q", value, desc, p.Value))
+		p.finish(f)
+		res, err := t.settled(ctx, w, msg())
+		if err == nil && p.Secret != "" {
+			sensitive(res)
+		}
+		return res, err
 	}
-	return textResult("Typed %q into %s; its value is now %q", value, desc, p.Value), nil
+	if p.Secret != "" {
+		return sensitive(textResult("%s", msg())), nil
+	}
+	return textResult("%s", msg()), nil
 }
 
 // inputError turns what prepareInput reported into an error for the model.
@@ -512,7 +586,7 @@ func inputError(p inputPrep, e *elem, desc, tool, value string) error {
 	case "select":
 		return bad("is a select; use fill with the option's label or value")
 	case "option":
-		return bad("has no option %q; its options are: %s", value, clipText(strings.Join(p.Options, ", ")))
+		return bad("has no option %s; its options are: %s", p.shown(value), clipText(strings.Join(p.Options, ", ")))
 	case "option-disabled":
 		return bad("has that option disabled")
 	case "bad-value":

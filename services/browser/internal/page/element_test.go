@@ -1,6 +1,7 @@
 package page
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -262,5 +263,87 @@ for (const ev of ['mouseover', 'mouseenter', 'mousedown', 'mouseup', 'click']) b
 	must(t, tab, clickReq(sel("#b")))
 	if got := text(must(t, tab, textReq(sel("#log")))); got != "mouseover mouseenter mousedown mouseup click" {
 		t.Fatalf("events = %q, want mouseover mouseenter mousedown mouseup click", got)
+	}
+}
+
+// TestSecretFields: fill and type into a field that takes a secret (a
+// password input, or autocomplete current-password, new-password or
+// one-time-code) keep the text out of the result and say sensitive_input;
+// other fields echo their value.
+func TestSecretFields(t *testing.T) {
+	tab := newTab(t, Options{})
+	srv := serve(t, map[string]string{"/": `<!doctype html><title>Login</title>
+<input id=user aria-label="User" autocomplete="username">
+<input id=pw type=password aria-label="Password">
+<input id=shown aria-label="Shown password" autocomplete="section-login current-password">
+<input id=newpw type=password aria-label="New password" autocomplete="new-password">
+<input id=otp inputmode=numeric aria-label="Code" autocomplete="one-time-code">
+<input id=clears type=password aria-label="Picky" oninput="this.value = ''">`})
+	must(t, tab, openReq(srv.URL))
+	const secret = "hunter2-Ω-secret" // 16 characters
+	tests := []struct {
+		sel, what string
+	}{
+		{"#pw", "a password field"},
+		{"#shown", "a password field"},
+		{"#newpw", "a password field"},
+		{"#otp", "a one-time code field"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.sel, func(t *testing.T) {
+			res := must(t, tab, fillReq(sel(tt.sel), secret))
+			got := text(res)
+			if strings.Contains(got, "hunter2") || !strings.Contains(got, "("+tt.what+"; its value is hidden, 16 characters)") {
+				t.Errorf("fill = %q, want no value and %q", got, tt.what+"; its value is hidden, 16 characters")
+			}
+			if !res.GetSensitiveInput() {
+				t.Error("fill into a secret field: sensitive_input is false")
+			}
+			res = must(t, tab, typeReq(sel(tt.sel), "xyzzy"))
+			got = text(res)
+			if strings.Contains(got, "xyzzy") || strings.Contains(got, "hunter2") ||
+				!strings.HasPrefix(got, "Typed 5 characters into ") || !strings.Contains(got, "its value is hidden, 21 characters)") {
+				t.Errorf("type = %q, want no text, its length and the field's", got)
+			}
+			if !res.GetSensitiveInput() {
+				t.Error("type into a secret field: sensitive_input is false")
+			}
+			// The field took the text all the same.
+			var value string
+			if err := json.Unmarshal([]byte(evalString(t, tab, `document.querySelector('`+tt.sel+`').value`)), &value); err != nil || value != secret+"xyzzy" {
+				t.Errorf("the field has %q (%v)", value, err)
+			}
+			// A second fill describes the field with its old value masked.
+			got = text(must(t, tab, fillReq(sel(tt.sel), "second")))
+			if strings.Contains(got, "hunter2") || strings.Contains(got, "xyzzy") || strings.Contains(got, "second") {
+				t.Errorf("second fill = %q shows a value", got)
+			}
+		})
+	}
+	// Clearing a password field.
+	res := must(t, tab, fillReq(sel("#pw"), ""))
+	if got := text(res); !strings.Contains(got, "its value is hidden, 0 characters") || !res.GetSensitiveInput() {
+		t.Errorf("clearing a password field = %q (sensitive_input %v)", got, res.GetSensitiveInput())
+	}
+	// An error about a password field does not show the value either.
+	_, err := call(t, tab, fillReq(sel("#clears"), secret))
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "did not accept the hidden value (16 characters)")
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error = %q shows the value", err)
+	}
+	// The snapshot masks secret fields, whatever their type.
+	snap := text(must(t, tab, snapReq(true, true)))
+	if strings.Contains(snap, "second") {
+		t.Errorf("the snapshot shows a secret field's value:\n%s", snap)
+	}
+
+	// A plain field echoes its value and is not sensitive.
+	res = must(t, tab, fillReq(sel("#user"), "ada"))
+	if got := text(res); !strings.Contains(got, `its value is now "ada"`) || res.GetSensitiveInput() {
+		t.Errorf("fill of a plain field = %q (sensitive_input %v)", got, res.GetSensitiveInput())
+	}
+	res = must(t, tab, typeReq(sel("#user"), "-l"))
+	if got := text(res); !strings.Contains(got, `Typed "-l" into`) || !strings.Contains(got, `its value is now "ada-l"`) || res.GetSensitiveInput() {
+		t.Errorf("type into a plain field = %q (sensitive_input %v)", got, res.GetSensitiveInput())
 	}
 }

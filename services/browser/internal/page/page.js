@@ -311,19 +311,53 @@
     return s;
   }
 
+  // SECRET_AUTOCOMPLETE maps the autocomplete tokens of fields that take
+  // a secret to what the secret is.
+  const SECRET_AUTOCOMPLETE = new Map([['current-password', 'password'], ['new-password', 'password'],
+    ['one-time-code', 'one-time code']]);
+
+  // secretField says what secret el takes: 'password' for a password input
+  // or a field whose autocomplete names a password (a "show password"
+  // button turns the input into a text input and leaves autocomplete
+  // alone), 'one-time code' for autocomplete=one-time-code, else ''. The
+  // value of such a field is never shown or returned.
+  function secretField(el) {
+    if (el.tagName === 'INPUT' && el.type === 'password') return 'password';
+    const ac = el.getAttribute('autocomplete');
+    if (!ac) return '';
+    for (const token of ac.toLowerCase().split(/\s+/)) {
+      const s = SECRET_AUTOCOMPLETE.get(token);
+      if (s) return s;
+    }
+    return '';
+  }
+
+  // masked stands for the value of a secret field: a dot a character, at
+  // most 8.
+  function masked(v) {
+    return '\u2022'.repeat(Math.min(chars(v), 8));
+  }
+
+  // chars returns the number of characters (code points) of s.
+  function chars(s) {
+    let n = 0;
+    for (const _ of s) n++;
+    return n;
+  }
+
   function valueOf(el, tag, role) {
     if (tag === 'INPUT') {
       const type = (el.getAttribute('type') || '').toLowerCase();
       if (type === 'checkbox' || type === 'radio' || INPUT_ROLES[type] === 'button') return '';
-      if (type === 'password') return el.value ? '\u2022'.repeat(Math.min(el.value.length, 8)) : '';
+      if (secretField(el)) return masked(el.value);
       return el.value;
     }
-    if (tag === 'TEXTAREA') return clip(el.value, 200);
+    if (tag === 'TEXTAREA') return secretField(el) ? masked(el.value) : clip(el.value, 200);
     if (tag === 'SELECT') {
       const opts = Array.from(el.selectedOptions || [], (o) => norm(o.label || o.text));
       return opts.join(', ');
     }
-    if (role === 'textbox' && el.isContentEditable) return clip(textOf(el), 200);
+    if (role === 'textbox' && el.isContentEditable) return secretField(el) ? masked(textOf(el)) : clip(textOf(el), 200);
     const vn = el.getAttribute('aria-valuenow');
     if (vn !== null && (role === 'slider' || role === 'spinbutton' || role === 'progressbar' || role === 'meter')) {
       return el.getAttribute('aria-valuetext') || vn;
@@ -602,7 +636,22 @@
   // inserted text replaces it) or type (mode "type": caret at the end). It
   // sets the value itself where typing makes no sense (select, date, ...).
   // {insert: true} asks the caller to insert the text as keyboard input.
+  // For a secret field (see secretField) it says {secret} and, in place of
+  // the value it set, its number of characters n.
   function prepareInput(el, value, mode) {
+    const r = prepare(el, value, mode);
+    const secret = el.isConnected ? secretField(el) : '';
+    if (secret) {
+      r.secret = secret;
+      if (r.value !== undefined) {
+        r.n = chars(r.value);
+        r.value = '';
+      }
+    }
+    return r;
+  }
+
+  function prepare(el, value, mode) {
     if (!el.isConnected) return { error: 'gone' };
     const kind = kindOf(el);
     if (!kind) return { error: 'not-editable' };
@@ -649,16 +698,13 @@
   }
 
   // finishFill fires change after inserted text (a browser does so when
-  // the field loses focus) and returns the value now in the field.
+  // the field loses focus) and returns the value now in the field and its
+  // number of characters, {value, n}; for a secret field {secret, n}.
   function finishFill(el) {
     if (!el.isContentEditable) fire(el, 'change');
-    return currentValue(el);
-  }
-
-  function currentValue(el) {
-    if (el.isContentEditable) return textOf(el);
-    if (el.type === 'password') return '•'.repeat(Math.min(el.value.length, 8));
-    return el.value;
+    const value = el.isContentEditable ? textOf(el) : el.value;
+    const secret = secretField(el);
+    return secret ? { secret, n: chars(value) } : { value, n: chars(value) };
   }
 
   function text(el) {

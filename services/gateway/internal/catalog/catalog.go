@@ -15,6 +15,11 @@ import (
 // session explicitly (see Call.Session).
 const SessionParam = "session"
 
+// TypedArguments are the arguments that carry text a tool types into the
+// page (the value of fill and type): when it went into a password field the
+// audit trail records them as hidden.
+var TypedArguments = []string{"value"}
+
 // Tool is one browser tool.
 type Tool struct {
 	Name        string
@@ -22,6 +27,8 @@ type Tool struct {
 	Description string
 	// ReadOnly tools only look at the page.
 	ReadOnly bool
+	// TypesText tools type their TypedArguments into the page.
+	TypesText bool
 	// Params are the tool's own arguments; Params() adds the session one.
 	params []Param
 	build  func(Args) (*browserv1.ToolRequest, error)
@@ -275,12 +282,12 @@ var tools = []Tool{
 		build:  elementTool(func(r *browserv1.ToolRequest, e *browserv1.Element) { r.Tool = &browserv1.ToolRequest_Click{Click: e} }),
 	},
 	{
-		Name: "fill", Title: "Fill input", Description: "Clear an input and fill it with a value.",
+		Name: "fill", Title: "Fill input", Description: "Clear an input and fill it with a value.", TypesText: true,
 		params: append(elementParams(""), Param{Name: "value", Type: String, Required: true, Description: "Text to put in the input (empty clears it)"}),
 		build:  fillTool(func(r *browserv1.ToolRequest, f *browserv1.Fill) { r.Tool = &browserv1.ToolRequest_Fill{Fill: f} }),
 	},
 	{
-		Name: "type", Title: "Type text", Description: "Type text into an element with key events (appends to its current value).",
+		Name: "type", Title: "Type text", Description: "Type text into an element with key events (appends to its current value).", TypesText: true,
 		params: append(elementParams(""), Param{Name: "value", Type: String, Required: true, Description: "Text to type"}),
 		build:  fillTool(func(r *browserv1.ToolRequest, f *browserv1.Fill) { r.Tool = &browserv1.ToolRequest_Type{Type: f} }),
 	},

@@ -1,0 +1,76 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
+)
+
+// History is a running `sovereign history`.
+type History struct {
+	*Proc
+	// Base is its health and metrics URL (http://127.0.0.1:port).
+	Base string
+}
+
+// StartHistory starts `sovereign history` with its SQLite file in dataDir,
+// or on the database dsn names when it is not empty, and waits for /readyz.
+func (f *Fleet) StartHistory(ctx context.Context, dataDir, dsn string, extra ...string) (*History, error) {
+	if f.NATS == nil {
+		return nil, errors.New("start NATS before history")
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	listen := fmt.Sprintf("127.0.0.1:%d", port)
+	args := []string{"history", "--nats-url", f.NATS.URL, "--listen", listen, "--data-dir", dataDir}
+	if dsn != "" {
+		args = append(args, "--history-dsn", dsn)
+	}
+	p, err := StartProc("history", f.Bins.Sovereign, append(args, extra...), nil, f.Tee)
+	if err != nil {
+		return nil, err
+	}
+	f.add(p)
+	h := &History{Proc: p, Base: "http://" + listen}
+	if err := WaitHTTPReady(ctx, p, h.Base+"/readyz", gatewayReadyTimeout); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Audit runs one audit query on the fleet's history service.
+func (f *Fleet) Audit(ctx context.Context, q *historyv1.AuditQuery) (*historyv1.AuditPage, error) {
+	bc := f.Bus()
+	if bc == nil {
+		return nil, errors.New("no NATS connection")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	page := &historyv1.AuditPage{}
+	if err := bc.Request(ctx, bc.Subject("history", "audit", "query"), q, page); err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// AuditAll walks every page of q (newest first) and returns all records.
+func (f *Fleet) AuditAll(ctx context.Context, q *historyv1.AuditQuery) ([]*historyv1.AuditRecord, error) {
+	var all []*historyv1.AuditRecord
+	q.Limit = 1000
+	for {
+		page, err := f.Audit(ctx, q)
+		if err != nil {
+			return all, err
+		}
+		all = append(all, page.GetRecords()...)
+		if page.GetNextCursor() == "" {
+			return all, nil
+		}
+		q.Cursor = page.GetNextCursor()
+	}
+}

@@ -1,0 +1,182 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"google.golang.org/protobuf/proto"
+
+	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
+	"github.com/sovereign-fleet/sovereign/services/gateway"
+	"github.com/sovereign-fleet/sovereign/services/kit/audit"
+	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
+)
+
+// auditRecords reads the records the gateway published to the audit stream
+// (history does not run here), waiting until there are want of them.
+func auditRecords(t *testing.T, srv *natsrv.Server, want int) []*historyv1.AuditRecord {
+	t.Helper()
+	js, err := jetstream.New(connect(t, srv).NATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, audit.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*historyv1.AuditRecord
+	for seq := uint64(1); len(out) < want; {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("the audit stream holds %d records, want %d", len(out), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		rec := &historyv1.AuditRecord{}
+		if err := proto.Unmarshal(m.Data, rec); err != nil {
+			t.Fatal(err)
+		}
+		if m.Subject != audit.RecordSubject("sov", "gateway") {
+			t.Errorf("record on %s", m.Subject)
+		}
+		out = append(out, rec)
+		seq++
+	}
+	return out
+}
+
+const loginPage = `<!doctype html><title>Login</title>
+<input id="user" name="user"><input id="pw" type="password" name="pw">`
+
+// TestAuditRecords: every tool call becomes one audit record with what the
+// trail promises, and neither a session handle, a password typed into a
+// field nor an nsec in the arguments reaches it.
+func TestAuditRecords(t *testing.T) {
+	needChromium(t)
+	// Tracing on (no exporter), so calls have trace ids to record.
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider())
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	srv := startNATS(t, "")
+	startWorker(t, srv, "w1", 2)
+	url := startGateway(t, srv, gateway.Config{})
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, loginPage)
+	}))
+	t.Cleanup(site.Close)
+
+	c := modernClient(t, url, map[string]string{"Authorization": "Bearer alice"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	call := func(name string, args map[string]any) *mcp.CallToolResult {
+		t.Helper()
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = name, args
+		res, err := c.CallTool(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return res
+	}
+	res := call("open", map[string]any{"url": site.URL})
+	handle := metaSession(res)
+	if handle == "" {
+		t.Fatal("no handle")
+	}
+	const password = "hunter2-correct-horse"
+	const nsec = "nsec1vl029mgpspedva04g90vltkh6fvh240zqtv9k0t9af8935ke9laqsnlfe5"
+	call("fill", map[string]any{"session": handle, "selector": "#user", "value": "bob"})
+	res = call("fill", map[string]any{"session": handle, "selector": "#pw", "value": password})
+	if strings.Contains(text(res), password) {
+		t.Errorf("the fill result shows the password: %q", text(res))
+	}
+	call("eval", map[string]any{"session": handle, "script": `"` + nsec + `".length`})
+	res = call("click", map[string]any{"session": handle, "ref": "e99"})
+	if !res.IsError {
+		t.Fatal("click on a missing ref succeeded")
+	}
+
+	recs := auditRecords(t, srv, 5)
+	for i, want := range []string{"open", "fill", "fill", "eval", "click"} {
+		r := recs[i]
+		if r.GetTool() != want {
+			t.Fatalf("record %d is %s, want %s", i, r.GetTool(), want)
+		}
+		all := r.String()
+		for _, secret := range []string{handle, password, nsec} {
+			if strings.Contains(all, secret) {
+				t.Errorf("record %d (%s) holds a secret %q: %v", i, want, secret, r)
+			}
+		}
+		if r.GetCaller() != "credential:"+strings.TrimPrefix(callerOf("Bearer alice"), "sha256:")[:12] {
+			t.Errorf("record %d caller = %q", i, r.GetCaller())
+		}
+		if r.GetBrowserSession() == "" || len(r.GetTraceId()) != 32 || r.GetDurationMicros() <= 0 || r.GetSource() != "gateway" {
+			t.Errorf("record %d lacks session, trace, duration or source: %v", i, r)
+		}
+	}
+	if !strings.Contains(recs[0].GetArguments(), site.URL) || !strings.Contains(recs[0].GetResult(), "Login") {
+		t.Errorf("open record: %v", recs[0])
+	}
+	if !strings.Contains(recs[1].GetArguments(), `"value":"bob"`) {
+		t.Errorf("a plain field's value is not recorded: %s", recs[1].GetArguments())
+	}
+	if !strings.Contains(recs[2].GetArguments(), `"value":"`+audit.Hidden+`"`) || !strings.Contains(recs[2].GetArguments(), `"selector":"#pw"`) {
+		t.Errorf("password fill arguments = %s, want the value hidden and the selector kept", recs[2].GetArguments())
+	}
+	if r := recs[4]; r.GetOutcome() != historyv1.Outcome_OUTCOME_ERROR || !strings.Contains(r.GetResult(), "e99") {
+		t.Errorf("failed click recorded as %v: %q", r.GetOutcome(), r.GetResult())
+	}
+	for _, r := range recs[:4] {
+		if r.GetOutcome() != historyv1.Outcome_OUTCOME_OK {
+			t.Errorf("%s recorded as %v", r.GetTool(), r.GetOutcome())
+		}
+	}
+}
+
+// TestCatalogReachesNoAudit: the model cannot read or erase its own trail.
+// No MCP tool (and so no agent tool, which come from the same catalog)
+// names the audit trail or the history service, and tools/list serves
+// exactly the catalog. (The gateway publishes records but has no code that
+// queries them: only `sovereign audit` does.)
+func TestCatalogReachesNoAudit(t *testing.T) {
+	url := startGateway(t, startNATS(t, ""), gateway.Config{})
+	c := modernClient(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalog := map[string]bool{}
+	for _, tool := range gateway.Tools() {
+		catalog[tool.Name] = true
+	}
+	if len(list.Tools) != len(catalog) {
+		t.Fatalf("tools/list has %d tools, the catalog %d", len(list.Tools), len(catalog))
+	}
+	for _, tool := range list.Tools {
+		if !catalog[tool.Name] {
+			t.Errorf("tools/list serves %q, which is not in the catalog", tool.Name)
+		}
+		name := strings.ToLower(tool.Name)
+		blob := strings.ToLower(tool.Description + " " + string(tool.RawInputSchema))
+		if strings.Contains(name, "audit") || strings.Contains(name, "history") ||
+			strings.Contains(blob, "audit") || strings.Contains(blob, "sov.history") {
+			t.Errorf("tool %s reaches for the audit trail or the history service: %s", tool.Name, tool.Description)
+		}
+	}
+}
