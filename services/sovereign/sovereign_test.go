@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,6 +175,46 @@ func TestUp(t *testing.T) {
 	if err := auditCmd(context.Background(), []string{"--nats-url", "nats://" + natsListen, "--text", "ab"}, &out); err == nil || !strings.Contains(err.Error(), "at least 3") {
 		t.Errorf("a two-letter search = %v, want the minimum named", err)
 	}
+
+	// --follow prints the latest records, then a call made afterwards.
+	fctx, stop := context.WithCancel(context.Background())
+	followed := &syncBuilder{}
+	done := make(chan error, 1)
+	go func() {
+		done <- auditCmd(fctx, []string{"--nats-url", "nats://" + natsListen, "--follow", "--poll", "50ms", "--json"}, followed)
+	}()
+	for !strings.Contains(followed.String(), `"tool":"snapshot"`) && time.Now().Before(deadline.Add(10*time.Second)) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	callText(t, c, "get_url", nil)
+	for !strings.Contains(followed.String(), `"tool":"get_url"`) && time.Now().Before(deadline.Add(20*time.Second)) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("sovereign audit --follow: %v", err)
+	}
+	if got := followed.String(); !strings.Contains(got, `"tool":"get_url"`) || strings.Count(got, `"tool":"get_url"`) != 1 {
+		t.Errorf("--follow printed:\n%s", got)
+	}
+}
+
+// syncBuilder is a strings.Builder safe for one writer and one reader.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestOneTrace: one MCP tool call is one trace — the gateway's span, the
