@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 )
 
 // Clean makes s storable by every backend: invalid UTF-8 sequences and NUL
@@ -22,19 +24,7 @@ func Clean(s string) string {
 // Truncate cleans s (see Clean) and returns its first n characters (runes)
 // and the number of characters it had. The cut never splits a character.
 func Truncate(s string, n int) (string, int) {
-	s = Clean(s)
-	count := utf8.RuneCountInString(s)
-	if count <= n {
-		return s, count
-	}
-	i := 0
-	for k := range s {
-		if i == n {
-			return s[:k], count
-		}
-		i++
-	}
-	return s, count
+	return audit.Truncate(Clean(s), n)
 }
 
 // CheckText validates a text filter: at least MinTextSearch characters.
