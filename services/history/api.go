@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/nats-io/nats.go/micro"
 
@@ -82,9 +81,6 @@ func (s *Service) queryAudit(ctx context.Context, q *historyv1.AuditQuery) (*his
 	}
 	if q.GetSinceUnixNano() > 0 && q.GetUntilUnixNano() > 0 && q.GetUntilUnixNano() <= q.GetSinceUnixNano() {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "until must be after since")
-	}
-	if t := strings.TrimSpace(q.GetText()); t != "" && len([]rune(t)) < store.MinTextSearch {
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "text %q: search needs at least %d characters", t, store.MinTextSearch)
 	}
 	p, err := s.store.QueryAudit(ctx, q)
 	return p, busError(err)

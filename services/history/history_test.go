@@ -250,7 +250,7 @@ func TestQueryErrors(t *testing.T) {
 		q    *historyv1.AuditQuery
 		want string
 	}{
-		{&historyv1.AuditQuery{Text: "ab"}, "at least 3 characters"},
+		{&historyv1.AuditQuery{Text: "ab"}, "at least 3"},
 		{&historyv1.AuditQuery{Limit: -1}, "limit -1"},
 		{&historyv1.AuditQuery{Cursor: "garbage!"}, "cursor"},
 		{&historyv1.AuditQuery{SinceUnixNano: 10, UntilUnixNano: 5}, "until must be after since"},

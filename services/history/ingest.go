@@ -158,7 +158,10 @@ func (s *Service) ingest(ctx context.Context, msgs []jetstream.Msg) {
 	if perr := s.store.Ping(ctx); perr != nil {
 		s.log.Error("history database unavailable; audit records stay in the stream", "err", err, "records", len(recs))
 		nakAll(good, 2*time.Second)
-		time.Sleep(time.Second)
+		select { // let the database come back before the next batch
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
 		return
 	}
 	// The database answers but refused the batch: store one by one and
@@ -175,7 +178,7 @@ func (s *Service) ingest(ctx context.Context, msgs []jetstream.Msg) {
 			_ = good[i].NakWithDelay(2 * time.Second)
 		default:
 			s.log.Error("history database refused an audit record; parking it", "id", rec.GetId(), "err", err)
-			s.park(ctx, good[i], "store: "+err.Error())
+			s.park(ctx, good[i], reasonStore+": "+err.Error())
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/history"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
@@ -146,7 +147,7 @@ func queryAudit(ctx context.Context, c *bus.Conn, q *historyv1.AuditQuery, timeo
 	defer cancel()
 	page := &historyv1.AuditPage{}
 	if err := c.Request(ctx, c.Subject("history", "audit", "query"), q, page); err != nil {
-		if errors.Is(err, nats.ErrNoResponders) || strings.Contains(err.Error(), "no responders") {
+		if bus.CodeOf(err) == commonv1.ErrorCode_UNAVAILABLE {
 			return nil, errors.New("no history service answers on NATS (is it running? `sovereign up` runs one; `sovereign history` runs one alone)")
 		}
 		return nil, fmt.Errorf("audit query: %w", err)

@@ -10,14 +10,15 @@ import (
 	"time"
 
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 )
 
 // Limits shared by every backend.
 const (
 	// MaxArgumentChars and MaxResultChars are the stored prefix lengths of
 	// a record's arguments and result (in characters, not bytes).
-	MaxArgumentChars = 4000
-	MaxResultChars   = 2000
+	MaxArgumentChars = audit.MaxArgumentChars
+	MaxResultChars   = audit.MaxResultChars
 	// DefaultPage and MaxPage bound AuditQuery.limit and chat listings.
 	DefaultPage = 50
 	MaxPage     = 1000
