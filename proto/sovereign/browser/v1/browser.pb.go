@@ -29,7 +29,10 @@ const (
 type OpenSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Opaque owner label for logs and listings (never a credential).
-	Owner         string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// What the session's pages may load, in force before its first tab
+	// loads anything.
+	Policy        *UrlPolicy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -71,6 +74,223 @@ func (x *OpenSessionRequest) GetOwner() string {
 	return ""
 }
 
+func (x *OpenSessionRequest) GetPolicy() *UrlPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+// UrlRules is one tier of URL rules. Patterns: a host ("example.com", only
+// that host), a wildcard ("*.example.com": its subdomains, not
+// example.com itself), either with a scheme ("https://example.com") or a
+// port ("example.com:8443"), an IP address or CIDR ("10.0.0.0/8"), or "*"
+// (any host).
+type UrlRules struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "global" (the operator's policy file), "token" (the caller's token) or
+	// "session" (granted by an approval); named in block messages.
+	Tier          string   `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	Allow         []string `protobuf:"bytes,2,rep,name=allow,proto3" json:"allow,omitempty"`
+	Block         []string `protobuf:"bytes,3,rep,name=block,proto3" json:"block,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UrlRules) Reset() {
+	*x = UrlRules{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UrlRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UrlRules) ProtoMessage() {}
+
+func (x *UrlRules) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UrlRules.ProtoReflect.Descriptor instead.
+func (*UrlRules) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UrlRules) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *UrlRules) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+func (x *UrlRules) GetBlock() []string {
+	if x != nil {
+		return x.Block
+	}
+	return nil
+}
+
+// UrlPolicy is what a session's pages may load; the worker enforces it on
+// every request (navigations, redirects, frames, subresources, fetch/XHR,
+// websockets, popups) through the CDP Fetch domain. A request is blocked
+// when a block rule of any tier matches it, or when a tier with allow rules
+// (other than "session") matches it with none of its own and no session
+// grant matches either, or when it goes to a private address and no allow
+// rule names that host or address explicitly ("*" does not count).
+type UrlPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// false: nothing is enforced (workers driven without a gateway).
+	Enforced bool        `protobuf:"varint,1,opt,name=enforced,proto3" json:"enforced,omitempty"`
+	Tiers    []*UrlRules `protobuf:"bytes,2,rep,name=tiers,proto3" json:"tiers,omitempty"`
+	// Block loopback, private, link-local, CGNAT and cloud metadata
+	// addresses (127/8, 10/8, 172.16/12, 192.168/16, 169.254/16, 100.64/10,
+	// ::1, fc00::/7, fe80::/10, metadata.google.internal …).
+	BlockPrivate  bool `protobuf:"varint,3,opt,name=block_private,json=blockPrivate,proto3" json:"block_private,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UrlPolicy) Reset() {
+	*x = UrlPolicy{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UrlPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UrlPolicy) ProtoMessage() {}
+
+func (x *UrlPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UrlPolicy.ProtoReflect.Descriptor instead.
+func (*UrlPolicy) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *UrlPolicy) GetEnforced() bool {
+	if x != nil {
+		return x.Enforced
+	}
+	return false
+}
+
+func (x *UrlPolicy) GetTiers() []*UrlRules {
+	if x != nil {
+		return x.Tiers
+	}
+	return nil
+}
+
+func (x *UrlPolicy) GetBlockPrivate() bool {
+	if x != nil {
+		return x.BlockPrivate
+	}
+	return false
+}
+
+// BlockedRequest is one request the URL policy refused.
+type BlockedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Url   string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// Network.ResourceType: Document, Script, XHR, Fetch, WebSocket, …
+	ResourceType string `protobuf:"bytes,2,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	// The rule that refused it, e.g. `block rule "*.evil.com" (global)`.
+	Rule string `protobuf:"bytes,3,opt,name=rule,proto3" json:"rule,omitempty"`
+	// Unix milliseconds.
+	TimeMs        int64 `protobuf:"varint,4,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlockedRequest) Reset() {
+	*x = BlockedRequest{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlockedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlockedRequest) ProtoMessage() {}
+
+func (x *BlockedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlockedRequest.ProtoReflect.Descriptor instead.
+func (*BlockedRequest) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *BlockedRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *BlockedRequest) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *BlockedRequest) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *BlockedRequest) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
 type OpenSessionResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -83,7 +303,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[1]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -95,7 +315,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[1]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -108,7 +328,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{1}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *OpenSessionResponse) GetSessionId() string {
@@ -134,7 +354,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[2]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -146,7 +366,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[2]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -159,7 +379,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{2}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -177,7 +397,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[3]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -189,7 +409,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[3]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -202,7 +422,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{3}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{6}
 }
 
 // PingRequest checks that a worker is alive (sov.browser.w.<id>.ping).
@@ -214,7 +434,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[4]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -226,7 +446,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[4]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -239,7 +459,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{4}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{7}
 }
 
 type PingResponse struct {
@@ -253,7 +473,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[5]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +485,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[5]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +498,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{5}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PingResponse) GetWorkerId() string {
@@ -316,7 +536,7 @@ type Element struct {
 
 func (x *Element) Reset() {
 	*x = Element{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[6]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -328,7 +548,7 @@ func (x *Element) String() string {
 func (*Element) ProtoMessage() {}
 
 func (x *Element) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[6]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -341,7 +561,7 @@ func (x *Element) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Element.ProtoReflect.Descriptor instead.
 func (*Element) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{6}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Element) GetBy() isElement_By {
@@ -393,7 +613,7 @@ type NoArgs struct {
 
 func (x *NoArgs) Reset() {
 	*x = NoArgs{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[7]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +625,7 @@ func (x *NoArgs) String() string {
 func (*NoArgs) ProtoMessage() {}
 
 func (x *NoArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[7]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +638,7 @@ func (x *NoArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoArgs.ProtoReflect.Descriptor instead.
 func (*NoArgs) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{7}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{10}
 }
 
 type Open struct {
@@ -430,7 +650,7 @@ type Open struct {
 
 func (x *Open) Reset() {
 	*x = Open{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[8]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +662,7 @@ func (x *Open) String() string {
 func (*Open) ProtoMessage() {}
 
 func (x *Open) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[8]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +675,7 @@ func (x *Open) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Open.ProtoReflect.Descriptor instead.
 func (*Open) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{8}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Open) GetUrl() string {
@@ -475,7 +695,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[9]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +707,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[9]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +720,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{9}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Snapshot) GetInteractive() bool {
@@ -527,7 +747,7 @@ type GetAttr struct {
 
 func (x *GetAttr) Reset() {
 	*x = GetAttr{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[10]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +759,7 @@ func (x *GetAttr) String() string {
 func (*GetAttr) ProtoMessage() {}
 
 func (x *GetAttr) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[10]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +772,7 @@ func (x *GetAttr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAttr.ProtoReflect.Descriptor instead.
 func (*GetAttr) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{10}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetAttr) GetElement() *Element {
@@ -578,7 +798,7 @@ type Eval struct {
 
 func (x *Eval) Reset() {
 	*x = Eval{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[11]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +810,7 @@ func (x *Eval) String() string {
 func (*Eval) ProtoMessage() {}
 
 func (x *Eval) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[11]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +823,7 @@ func (x *Eval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Eval.ProtoReflect.Descriptor instead.
 func (*Eval) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{11}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Eval) GetScript() string {
@@ -623,7 +843,7 @@ type Fill struct {
 
 func (x *Fill) Reset() {
 	*x = Fill{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[12]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +855,7 @@ func (x *Fill) String() string {
 func (*Fill) ProtoMessage() {}
 
 func (x *Fill) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[12]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +868,7 @@ func (x *Fill) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fill.ProtoReflect.Descriptor instead.
 func (*Fill) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{12}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Fill) GetElement() *Element {
@@ -674,7 +894,7 @@ type Press struct {
 
 func (x *Press) Reset() {
 	*x = Press{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[13]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +906,7 @@ func (x *Press) String() string {
 func (*Press) ProtoMessage() {}
 
 func (x *Press) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[13]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +919,7 @@ func (x *Press) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Press.ProtoReflect.Descriptor instead.
 func (*Press) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{13}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Press) GetKey() string {
@@ -719,7 +939,7 @@ type Scroll struct {
 
 func (x *Scroll) Reset() {
 	*x = Scroll{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[14]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +951,7 @@ func (x *Scroll) String() string {
 func (*Scroll) ProtoMessage() {}
 
 func (x *Scroll) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[14]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +964,7 @@ func (x *Scroll) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scroll.ProtoReflect.Descriptor instead.
 func (*Scroll) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{14}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Scroll) GetDirection() string {
@@ -770,7 +990,7 @@ type TabNew struct {
 
 func (x *TabNew) Reset() {
 	*x = TabNew{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[15]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +1002,7 @@ func (x *TabNew) String() string {
 func (*TabNew) ProtoMessage() {}
 
 func (x *TabNew) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[15]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,7 +1015,7 @@ func (x *TabNew) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabNew.ProtoReflect.Descriptor instead.
 func (*TabNew) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{15}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TabNew) GetUrl() string {
@@ -816,7 +1036,7 @@ type TabIndex struct {
 
 func (x *TabIndex) Reset() {
 	*x = TabIndex{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[16]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +1048,7 @@ func (x *TabIndex) String() string {
 func (*TabIndex) ProtoMessage() {}
 
 func (x *TabIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[16]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +1061,7 @@ func (x *TabIndex) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabIndex.ProtoReflect.Descriptor instead.
 func (*TabIndex) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{16}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TabIndex) GetIndex() int32 {
@@ -867,7 +1087,7 @@ type Wait struct {
 
 func (x *Wait) Reset() {
 	*x = Wait{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[17]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +1099,7 @@ func (x *Wait) String() string {
 func (*Wait) ProtoMessage() {}
 
 func (x *Wait) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[17]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +1112,7 @@ func (x *Wait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wait.ProtoReflect.Descriptor instead.
 func (*Wait) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{17}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Wait) GetMs() int32 {
@@ -912,7 +1132,7 @@ type WaitFor struct {
 
 func (x *WaitFor) Reset() {
 	*x = WaitFor{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[18]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1144,7 @@ func (x *WaitFor) String() string {
 func (*WaitFor) ProtoMessage() {}
 
 func (x *WaitFor) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[18]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1157,7 @@ func (x *WaitFor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitFor.ProtoReflect.Descriptor instead.
 func (*WaitFor) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{18}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WaitFor) GetSelector() string {
@@ -969,7 +1189,7 @@ type Screenshot struct {
 
 func (x *Screenshot) Reset() {
 	*x = Screenshot{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[19]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1201,7 @@ func (x *Screenshot) String() string {
 func (*Screenshot) ProtoMessage() {}
 
 func (x *Screenshot) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[19]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1214,7 @@ func (x *Screenshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Screenshot.ProtoReflect.Descriptor instead.
 func (*Screenshot) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{19}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Screenshot) GetFormat() string {
@@ -1030,6 +1250,9 @@ func (x *Screenshot) GetElement() *Element {
 type ToolRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The session's URL policy as of this call; the worker applies it before
+	// running the tool when it differs from the one in force.
+	Policy *UrlPolicy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Types that are valid to be assigned to Tool:
 	//
 	//	*ToolRequest_Open
@@ -1058,6 +1281,7 @@ type ToolRequest struct {
 	//	*ToolRequest_Wait
 	//	*ToolRequest_WaitFor
 	//	*ToolRequest_Screenshot
+	//	*ToolRequest_BlockedRequests
 	Tool          isToolRequest_Tool `protobuf_oneof:"tool"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1065,7 +1289,7 @@ type ToolRequest struct {
 
 func (x *ToolRequest) Reset() {
 	*x = ToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[20]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1301,7 @@ func (x *ToolRequest) String() string {
 func (*ToolRequest) ProtoMessage() {}
 
 func (x *ToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[20]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1314,7 @@ func (x *ToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRequest.ProtoReflect.Descriptor instead.
 func (*ToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{20}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ToolRequest) GetSessionId() string {
@@ -1098,6 +1322,13 @@ func (x *ToolRequest) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *ToolRequest) GetPolicy() *UrlPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
 }
 
 func (x *ToolRequest) GetTool() isToolRequest_Tool {
@@ -1341,6 +1572,15 @@ func (x *ToolRequest) GetScreenshot() *Screenshot {
 	return nil
 }
 
+func (x *ToolRequest) GetBlockedRequests() *NoArgs {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_BlockedRequests); ok {
+			return x.BlockedRequests
+		}
+	}
+	return nil
+}
+
 type isToolRequest_Tool interface {
 	isToolRequest_Tool()
 }
@@ -1449,6 +1689,10 @@ type ToolRequest_Screenshot struct {
 	Screenshot *Screenshot `protobuf:"bytes,35,opt,name=screenshot,proto3,oneof"`
 }
 
+type ToolRequest_BlockedRequests struct {
+	BlockedRequests *NoArgs `protobuf:"bytes,36,opt,name=blocked_requests,json=blockedRequests,proto3,oneof"`
+}
+
 func (*ToolRequest_Open) isToolRequest_Tool() {}
 
 func (*ToolRequest_Back) isToolRequest_Tool() {}
@@ -1501,6 +1745,8 @@ func (*ToolRequest_WaitFor) isToolRequest_Tool() {}
 
 func (*ToolRequest_Screenshot) isToolRequest_Tool() {}
 
+func (*ToolRequest_BlockedRequests) isToolRequest_Tool() {}
+
 // Image is binary image content (MCP image content).
 type Image struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1512,7 +1758,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[21]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1770,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[21]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1783,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{21}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Image) GetMimeType() string {
@@ -1568,7 +1814,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[22]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1826,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[22]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1839,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{22}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -1653,7 +1899,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[23]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1911,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[23]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1924,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{23}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -1706,9 +1952,23 @@ var File_sovereign_browser_v1_browser_proto protoreflect.FileDescriptor
 
 const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\n" +
-	"\"sovereign/browser/v1/browser.proto\x12\x14sovereign.browser.v1\"*\n" +
+	"\"sovereign/browser/v1/browser.proto\x12\x14sovereign.browser.v1\"c\n" +
 	"\x12OpenSessionRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\"Q\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x127\n" +
+	"\x06policy\x18\x02 \x01(\v2\x1f.sovereign.browser.v1.UrlPolicyR\x06policy\"J\n" +
+	"\bUrlRules\x12\x12\n" +
+	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x14\n" +
+	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x14\n" +
+	"\x05block\x18\x03 \x03(\tR\x05block\"\x82\x01\n" +
+	"\tUrlPolicy\x12\x1a\n" +
+	"\benforced\x18\x01 \x01(\bR\benforced\x124\n" +
+	"\x05tiers\x18\x02 \x03(\v2\x1e.sovereign.browser.v1.UrlRulesR\x05tiers\x12#\n" +
+	"\rblock_private\x18\x03 \x01(\bR\fblockPrivate\"t\n" +
+	"\x0eBlockedRequest\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12#\n" +
+	"\rresource_type\x18\x02 \x01(\tR\fresourceType\x12\x12\n" +
+	"\x04rule\x18\x03 \x01(\tR\x04rule\x12\x17\n" +
+	"\atime_ms\x18\x04 \x01(\x03R\x06timeMs\"Q\n" +
 	"\x13OpenSessionResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
@@ -1761,10 +2021,11 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xf8\v\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xfc\f\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x120\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
+	"\x06policy\x18\x02 \x01(\v2\x1f.sovereign.browser.v1.UrlPolicyR\x06policy\x120\n" +
 	"\x04open\x18\n" +
 	" \x01(\v2\x1a.sovereign.browser.v1.OpenH\x00R\x04open\x122\n" +
 	"\x04back\x18\v \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x04back\x128\n" +
@@ -1794,7 +2055,8 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\bwait_for\x18\" \x01(\v2\x1d.sovereign.browser.v1.WaitForH\x00R\awaitFor\x12B\n" +
 	"\n" +
 	"screenshot\x18# \x01(\v2 .sovereign.browser.v1.ScreenshotH\x00R\n" +
-	"screenshotB\x06\n" +
+	"screenshot\x12I\n" +
+	"\x10blocked_requests\x18$ \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0fblockedRequestsB\x06\n" +
 	"\x04tool\"8\n" +
 	"\x05Image\x12\x1b\n" +
 	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
@@ -1821,70 +2083,77 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 	return file_sovereign_browser_v1_browser_proto_rawDescData
 }
 
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*OpenSessionRequest)(nil),   // 0: sovereign.browser.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),  // 1: sovereign.browser.v1.OpenSessionResponse
-	(*CloseSessionRequest)(nil),  // 2: sovereign.browser.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil), // 3: sovereign.browser.v1.CloseSessionResponse
-	(*PingRequest)(nil),          // 4: sovereign.browser.v1.PingRequest
-	(*PingResponse)(nil),         // 5: sovereign.browser.v1.PingResponse
-	(*Element)(nil),              // 6: sovereign.browser.v1.Element
-	(*NoArgs)(nil),               // 7: sovereign.browser.v1.NoArgs
-	(*Open)(nil),                 // 8: sovereign.browser.v1.Open
-	(*Snapshot)(nil),             // 9: sovereign.browser.v1.Snapshot
-	(*GetAttr)(nil),              // 10: sovereign.browser.v1.GetAttr
-	(*Eval)(nil),                 // 11: sovereign.browser.v1.Eval
-	(*Fill)(nil),                 // 12: sovereign.browser.v1.Fill
-	(*Press)(nil),                // 13: sovereign.browser.v1.Press
-	(*Scroll)(nil),               // 14: sovereign.browser.v1.Scroll
-	(*TabNew)(nil),               // 15: sovereign.browser.v1.TabNew
-	(*TabIndex)(nil),             // 16: sovereign.browser.v1.TabIndex
-	(*Wait)(nil),                 // 17: sovereign.browser.v1.Wait
-	(*WaitFor)(nil),              // 18: sovereign.browser.v1.WaitFor
-	(*Screenshot)(nil),           // 19: sovereign.browser.v1.Screenshot
-	(*ToolRequest)(nil),          // 20: sovereign.browser.v1.ToolRequest
-	(*Image)(nil),                // 21: sovereign.browser.v1.Image
-	(*Content)(nil),              // 22: sovereign.browser.v1.Content
-	(*ToolResult)(nil),           // 23: sovereign.browser.v1.ToolResult
+	(*UrlRules)(nil),             // 1: sovereign.browser.v1.UrlRules
+	(*UrlPolicy)(nil),            // 2: sovereign.browser.v1.UrlPolicy
+	(*BlockedRequest)(nil),       // 3: sovereign.browser.v1.BlockedRequest
+	(*OpenSessionResponse)(nil),  // 4: sovereign.browser.v1.OpenSessionResponse
+	(*CloseSessionRequest)(nil),  // 5: sovereign.browser.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil), // 6: sovereign.browser.v1.CloseSessionResponse
+	(*PingRequest)(nil),          // 7: sovereign.browser.v1.PingRequest
+	(*PingResponse)(nil),         // 8: sovereign.browser.v1.PingResponse
+	(*Element)(nil),              // 9: sovereign.browser.v1.Element
+	(*NoArgs)(nil),               // 10: sovereign.browser.v1.NoArgs
+	(*Open)(nil),                 // 11: sovereign.browser.v1.Open
+	(*Snapshot)(nil),             // 12: sovereign.browser.v1.Snapshot
+	(*GetAttr)(nil),              // 13: sovereign.browser.v1.GetAttr
+	(*Eval)(nil),                 // 14: sovereign.browser.v1.Eval
+	(*Fill)(nil),                 // 15: sovereign.browser.v1.Fill
+	(*Press)(nil),                // 16: sovereign.browser.v1.Press
+	(*Scroll)(nil),               // 17: sovereign.browser.v1.Scroll
+	(*TabNew)(nil),               // 18: sovereign.browser.v1.TabNew
+	(*TabIndex)(nil),             // 19: sovereign.browser.v1.TabIndex
+	(*Wait)(nil),                 // 20: sovereign.browser.v1.Wait
+	(*WaitFor)(nil),              // 21: sovereign.browser.v1.WaitFor
+	(*Screenshot)(nil),           // 22: sovereign.browser.v1.Screenshot
+	(*ToolRequest)(nil),          // 23: sovereign.browser.v1.ToolRequest
+	(*Image)(nil),                // 24: sovereign.browser.v1.Image
+	(*Content)(nil),              // 25: sovereign.browser.v1.Content
+	(*ToolResult)(nil),           // 26: sovereign.browser.v1.ToolResult
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
-	6,  // 0: sovereign.browser.v1.GetAttr.element:type_name -> sovereign.browser.v1.Element
-	6,  // 1: sovereign.browser.v1.Fill.element:type_name -> sovereign.browser.v1.Element
-	6,  // 2: sovereign.browser.v1.Screenshot.element:type_name -> sovereign.browser.v1.Element
-	8,  // 3: sovereign.browser.v1.ToolRequest.open:type_name -> sovereign.browser.v1.Open
-	7,  // 4: sovereign.browser.v1.ToolRequest.back:type_name -> sovereign.browser.v1.NoArgs
-	7,  // 5: sovereign.browser.v1.ToolRequest.forward:type_name -> sovereign.browser.v1.NoArgs
-	7,  // 6: sovereign.browser.v1.ToolRequest.reload:type_name -> sovereign.browser.v1.NoArgs
-	7,  // 7: sovereign.browser.v1.ToolRequest.get_url:type_name -> sovereign.browser.v1.NoArgs
-	7,  // 8: sovereign.browser.v1.ToolRequest.get_title:type_name -> sovereign.browser.v1.NoArgs
-	9,  // 9: sovereign.browser.v1.ToolRequest.snapshot:type_name -> sovereign.browser.v1.Snapshot
-	6,  // 10: sovereign.browser.v1.ToolRequest.get_text:type_name -> sovereign.browser.v1.Element
-	6,  // 11: sovereign.browser.v1.ToolRequest.get_html:type_name -> sovereign.browser.v1.Element
-	10, // 12: sovereign.browser.v1.ToolRequest.get_attr:type_name -> sovereign.browser.v1.GetAttr
-	11, // 13: sovereign.browser.v1.ToolRequest.eval:type_name -> sovereign.browser.v1.Eval
-	6,  // 14: sovereign.browser.v1.ToolRequest.click:type_name -> sovereign.browser.v1.Element
-	12, // 15: sovereign.browser.v1.ToolRequest.fill:type_name -> sovereign.browser.v1.Fill
-	12, // 16: sovereign.browser.v1.ToolRequest.type:type_name -> sovereign.browser.v1.Fill
-	13, // 17: sovereign.browser.v1.ToolRequest.press:type_name -> sovereign.browser.v1.Press
-	14, // 18: sovereign.browser.v1.ToolRequest.scroll:type_name -> sovereign.browser.v1.Scroll
-	6,  // 19: sovereign.browser.v1.ToolRequest.hover:type_name -> sovereign.browser.v1.Element
-	6,  // 20: sovereign.browser.v1.ToolRequest.focus:type_name -> sovereign.browser.v1.Element
-	7,  // 21: sovereign.browser.v1.ToolRequest.close:type_name -> sovereign.browser.v1.NoArgs
-	7,  // 22: sovereign.browser.v1.ToolRequest.tab_list:type_name -> sovereign.browser.v1.NoArgs
-	15, // 23: sovereign.browser.v1.ToolRequest.tab_new:type_name -> sovereign.browser.v1.TabNew
-	16, // 24: sovereign.browser.v1.ToolRequest.tab_switch:type_name -> sovereign.browser.v1.TabIndex
-	16, // 25: sovereign.browser.v1.ToolRequest.tab_close:type_name -> sovereign.browser.v1.TabIndex
-	17, // 26: sovereign.browser.v1.ToolRequest.wait:type_name -> sovereign.browser.v1.Wait
-	18, // 27: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
-	19, // 28: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
-	21, // 29: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	22, // 30: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	2,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	1,  // 1: sovereign.browser.v1.UrlPolicy.tiers:type_name -> sovereign.browser.v1.UrlRules
+	9,  // 2: sovereign.browser.v1.GetAttr.element:type_name -> sovereign.browser.v1.Element
+	9,  // 3: sovereign.browser.v1.Fill.element:type_name -> sovereign.browser.v1.Element
+	9,  // 4: sovereign.browser.v1.Screenshot.element:type_name -> sovereign.browser.v1.Element
+	2,  // 5: sovereign.browser.v1.ToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	11, // 6: sovereign.browser.v1.ToolRequest.open:type_name -> sovereign.browser.v1.Open
+	10, // 7: sovereign.browser.v1.ToolRequest.back:type_name -> sovereign.browser.v1.NoArgs
+	10, // 8: sovereign.browser.v1.ToolRequest.forward:type_name -> sovereign.browser.v1.NoArgs
+	10, // 9: sovereign.browser.v1.ToolRequest.reload:type_name -> sovereign.browser.v1.NoArgs
+	10, // 10: sovereign.browser.v1.ToolRequest.get_url:type_name -> sovereign.browser.v1.NoArgs
+	10, // 11: sovereign.browser.v1.ToolRequest.get_title:type_name -> sovereign.browser.v1.NoArgs
+	12, // 12: sovereign.browser.v1.ToolRequest.snapshot:type_name -> sovereign.browser.v1.Snapshot
+	9,  // 13: sovereign.browser.v1.ToolRequest.get_text:type_name -> sovereign.browser.v1.Element
+	9,  // 14: sovereign.browser.v1.ToolRequest.get_html:type_name -> sovereign.browser.v1.Element
+	13, // 15: sovereign.browser.v1.ToolRequest.get_attr:type_name -> sovereign.browser.v1.GetAttr
+	14, // 16: sovereign.browser.v1.ToolRequest.eval:type_name -> sovereign.browser.v1.Eval
+	9,  // 17: sovereign.browser.v1.ToolRequest.click:type_name -> sovereign.browser.v1.Element
+	15, // 18: sovereign.browser.v1.ToolRequest.fill:type_name -> sovereign.browser.v1.Fill
+	15, // 19: sovereign.browser.v1.ToolRequest.type:type_name -> sovereign.browser.v1.Fill
+	16, // 20: sovereign.browser.v1.ToolRequest.press:type_name -> sovereign.browser.v1.Press
+	17, // 21: sovereign.browser.v1.ToolRequest.scroll:type_name -> sovereign.browser.v1.Scroll
+	9,  // 22: sovereign.browser.v1.ToolRequest.hover:type_name -> sovereign.browser.v1.Element
+	9,  // 23: sovereign.browser.v1.ToolRequest.focus:type_name -> sovereign.browser.v1.Element
+	10, // 24: sovereign.browser.v1.ToolRequest.close:type_name -> sovereign.browser.v1.NoArgs
+	10, // 25: sovereign.browser.v1.ToolRequest.tab_list:type_name -> sovereign.browser.v1.NoArgs
+	18, // 26: sovereign.browser.v1.ToolRequest.tab_new:type_name -> sovereign.browser.v1.TabNew
+	19, // 27: sovereign.browser.v1.ToolRequest.tab_switch:type_name -> sovereign.browser.v1.TabIndex
+	19, // 28: sovereign.browser.v1.ToolRequest.tab_close:type_name -> sovereign.browser.v1.TabIndex
+	20, // 29: sovereign.browser.v1.ToolRequest.wait:type_name -> sovereign.browser.v1.Wait
+	21, // 30: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
+	22, // 31: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
+	10, // 32: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
+	24, // 33: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	25, // 34: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -1892,11 +2161,11 @@ func file_sovereign_browser_v1_browser_proto_init() {
 	if File_sovereign_browser_v1_browser_proto != nil {
 		return
 	}
-	file_sovereign_browser_v1_browser_proto_msgTypes[6].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[9].OneofWrappers = []any{
 		(*Element_Ref)(nil),
 		(*Element_Selector)(nil),
 	}
-	file_sovereign_browser_v1_browser_proto_msgTypes[20].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[23].OneofWrappers = []any{
 		(*ToolRequest_Open)(nil),
 		(*ToolRequest_Back)(nil),
 		(*ToolRequest_Forward)(nil),
@@ -1923,8 +2192,9 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_Wait)(nil),
 		(*ToolRequest_WaitFor)(nil),
 		(*ToolRequest_Screenshot)(nil),
+		(*ToolRequest_BlockedRequests)(nil),
 	}
-	file_sovereign_browser_v1_browser_proto_msgTypes[22].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[25].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 	}
@@ -1934,7 +2204,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,45 @@
+package approval
+
+import "time"
+
+// State is where an approval request stands.
+type State string
+
+// States. Pending is the only one that changes; the others are final.
+const (
+	Pending  State = "pending"
+	Approved State = "approved"
+	Denied   State = "denied"
+	TimedOut State = "timeout"
+)
+
+// Scope says how far an approval reaches.
+type Scope string
+
+// Scopes of an approval.
+const (
+	Once    Scope = "once"    // this call only
+	Session Scope = "session" // this call and later calls of the same tool in the same browser session
+)
+
+// Request is one monitored call waiting for (or past) a person's decision.
+// It is what the console and an elicitation show: the exact tool and
+// arguments (redacted: secret values never appear; {{secrets.NAME}}
+// placeholders do).
+type Request struct {
+	ID        string    `json:"id"`         // random, URL-safe
+	Tool      string    `json:"tool"`       // e.g. "eval", or "open" for a URL grant
+	Arguments string    `json:"arguments"`  // JSON object text, without the session handle
+	Reason    string    `json:"reason"`     // why it needs approval, e.g. `tool "eval" is monitored (global policy)`
+	Caller    string    `json:"caller"`     // token name or "anonymous"
+	Client    string    `json:"client"`     // MCP clientInfo, when known
+	Scope     string    `json:"scope_key"`  // opaque key of the browser-session binding (digest), for session grants
+	Grant     string    `json:"grant"`      // what approve-for-session grants: the tool name, or "url:<host>"
+	Created   time.Time `json:"created"`
+	Deadline  time.Time `json:"deadline"`
+	State     State     `json:"state"`
+	Decision  Scope     `json:"decision,omitempty"` // with Approved
+	DecidedBy string    `json:"decided_by,omitempty"` // "console:<admin>", "elicitation:<client>", "timeout"
+	DecidedAt time.Time `json:"decided_at,omitempty"`
+	Note      string    `json:"note,omitempty"`
+}
