@@ -42,7 +42,7 @@ func TestGateway(t *testing.T) {
 	t.Run("fill_fires_input_events", func(t *testing.T) { testFillEvents(t, gw1.MCP, site) })
 	t.Run("origin_guard", func(t *testing.T) { testOriginGuard(t, gw1.MCP) })
 	t.Run("large_result", func(t *testing.T) { testLargeResult(t, gw2.MCP, site) })
-	t.Run("modern_client_handles", func(t *testing.T) { testModernClient(t, gw1.MCP, gw2.MCP, site) })
+	t.Run("modern_client_handles", func(t *testing.T) { testModernClient(t, f, gw1.MCP, gw2.MCP, site) })
 	t.Run("typescript_sdk", func(t *testing.T) { testTypeScriptSDK(t, gw1.MCP, site) })
 	t.Run("cross_gateway", func(t *testing.T) { testCrossGateway(t, f, gw1.MCP, gw2.MCP, site) })
 }
@@ -319,9 +319,10 @@ func mustModern(t *testing.T, ctx context.Context, c *client.Client, name string
 
 // testModernClient drives the gateway with mcp-go's client at 2026-07-28:
 // explicit session handles, bound to the caller's credential.
-func testModernClient(t *testing.T, url, url2, site string) {
+func testModernClient(t *testing.T, f *harness.Fleet, url, url2, site string) {
 	ctx := callCtx(t, 90*time.Second)
-	alice := modernClient(t, ctx, url, "Bearer alice-e2e")
+	aliceToken, malloryToken := newToken(t, ctx, f, "alice-e2e"), newToken(t, ctx, f, "mallory-e2e")
+	alice := modernClient(t, ctx, url, "Bearer "+aliceToken)
 
 	tools, err := alice.ListTools(ctx, mcp.ListToolsRequest{})
 	if err != nil {
@@ -360,14 +361,14 @@ func testModernClient(t *testing.T, url, url2, site string) {
 	}
 
 	// The same handle on the other gateway, same credential: same page.
-	alice2 := modernClient(t, ctx, url2, "Bearer alice-e2e")
+	alice2 := modernClient(t, ctx, url2, "Bearer "+aliceToken)
 	u := mustModern(t, ctx, alice2, "get_url", map[string]any{"session": handle})
 	if got := resultText(u); !strings.Contains(got, form) {
 		t.Errorf("get_url with the handle on gateway 2 = %q, want %q", got, form)
 	}
 
 	// Another credential presenting the handle is refused and learns nothing.
-	mallory := modernClient(t, ctx, url, "Bearer mallory-e2e")
+	mallory := modernClient(t, ctx, url, "Bearer "+malloryToken)
 	bad, err := callModern(ctx, mallory, "get_url", map[string]any{"session": handle})
 	switch {
 	case err != nil:
@@ -525,7 +526,7 @@ func testCrossGateway(t *testing.T, f *harness.Fleet, url1, url2, site string) {
 	// Another credential cannot use the session id, on either gateway.
 	thief := harness.NewMCPClient(url2)
 	thief.SessionID, thief.Protocol = c1.SessionID, c1.Protocol
-	thief.Header.Set("Authorization", "Bearer thief")
+	thief.Header.Set("Authorization", "Bearer "+newToken(t, ctx, f, "thief"))
 	if r, err := thief.Post(ctx, "tools/call", map[string]any{"name": "get_url", "arguments": map[string]any{}}, false); err != nil {
 		t.Errorf("thief get_url: %v", err)
 	} else if r.Status != http.StatusNotFound {
@@ -608,4 +609,34 @@ func testLargeResult(t *testing.T, url, site string) {
 		t.Errorf("get_html of a %d KiB element: %d bytes, want %d; they differ from byte %d (got %q…)",
 			kb, len(got), len(want), i, got[i:min(len(got), i+40)])
 	}
+}
+
+// newToken creates an API token on the fleet and waits until every
+// gateway knows it (they follow the token bucket through a watch).
+func newToken(t *testing.T, ctx context.Context, f *harness.Fleet, name string) string {
+	t.Helper()
+	tok, err := f.Token(ctx, name)
+	if err != nil {
+		t.Fatalf("create token %s: %v", name, err)
+	}
+	for _, gw := range f.Gateways {
+		for {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, gw.MCP, nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("probe %s: %v", gw.MCP, err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusUnauthorized {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("gateway %s did not learn token %s", gw.MCP, name)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return tok
 }

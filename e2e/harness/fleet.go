@@ -18,6 +18,7 @@ import (
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
 
 // Readiness bounds. Chromium on a loaded two-core machine can take a while
@@ -166,7 +167,8 @@ func (f *Fleet) StartUp(ctx context.Context, workers, maxSessions int, extra ...
 	natsListen := fmt.Sprintf("127.0.0.1:%d", natsPort)
 	args := append([]string{"up", "--listen", listen, "--nats-listen", natsListen,
 		"--data-dir", filepath.Join(f.Dir, "up"), "--workers", strconv.Itoa(workers),
-		"--worker-id", "up", "--max-sessions", strconv.Itoa(maxSessions)}, extra...)
+		"--worker-id", "up", "--max-sessions", strconv.Itoa(maxSessions),
+		"--allow-private"}, extra...) // the test pages are on loopback
 	p, err := StartProc("sovereign up", f.Bins.Sovereign, args, nil, f.Tee)
 	if err != nil {
 		return nil, err
@@ -242,7 +244,8 @@ func (f *Fleet) StartGateway(ctx context.Context, extra ...string) (*Gateway, er
 	f.mu.Lock()
 	name := fmt.Sprintf("gateway %d", len(f.Gateways)+1)
 	f.mu.Unlock()
-	args := append([]string{"gateway", "--nats-url", f.NATS.URL, "--listen", listen}, extra...)
+	args := append([]string{"gateway", "--nats-url", f.NATS.URL, "--listen", listen,
+		"--allow-private"}, extra...) // the test pages are on loopback
 	p, err := StartProc(name, f.Bins.Sovereign, args, nil, f.Tee)
 	if err != nil {
 		return nil, err
@@ -391,4 +394,16 @@ func poll(ctx context.Context, timeout time.Duration, p *Proc, what string, chec
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// Token creates an API token named name on the fleet's NATS and returns
+// it ("svt_…"), as `sovereign token create` does.
+func (f *Fleet) Token(ctx context.Context, name string) (string, error) {
+	ts, err := tokens.Open(ctx, f.Bus().NATS(), f.Bus().Prefix())
+	if err != nil {
+		return "", err
+	}
+	defer ts.Close()
+	plain, _, err := ts.Create(ctx, tokens.Spec{Name: name})
+	return plain, err
 }

@@ -2,12 +2,15 @@ package browser
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
+	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
 // RegisterFlags adds the worker's flags to fs, each with its SOVEREIGN_*
@@ -25,6 +28,14 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	})
 	if v := config.Env("SOVEREIGN_ALLOW_SCHEMES", ""); v != "" {
 		cfg.AllowedSchemes = appendSchemes(cfg.AllowedSchemes, v)
+	}
+	// The secret key only ever comes from the environment or a file: a
+	// flag would show it in the process list.
+	switch k, err := secrets.LoadKey(os.Getenv); {
+	case err == nil:
+		cfg.SecretKey = k
+	case !errors.Is(err, secrets.ErrNoKey):
+		*errs = append(*errs, err)
 	}
 	return cfg
 }

@@ -9,6 +9,7 @@ require (
 	github.com/sovereign-fleet/sovereign/proto v0.0.0
 	github.com/sovereign-fleet/sovereign/services/kit v0.0.0
 	go.opentelemetry.io/otel v1.47.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -44,7 +45,6 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.83.2 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace (

@@ -16,6 +16,7 @@ import (
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/browser/internal/guard"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 )
@@ -43,6 +44,14 @@ type session struct {
 	bcid   cdp.BrowserContextID
 	tabs   []*tab
 	active int
+
+	// URL policy (policy.go). guard is the worker's guard of the Chromium
+	// the session lives in; pol is nil while the session has no enforced
+	// policy, and then nothing is intercepted. policy is the policy in
+	// force as the gateway sent it. Owned by the holder of lock.
+	guard  *guard.Guard
+	pol    *guard.Context
+	policy *browserv1.UrlPolicy
 }
 
 type tab struct {
@@ -52,23 +61,34 @@ type tab struct {
 	page   *page.Tab
 }
 
-func newSession(id, owner string, browser context.Context) *session {
+func newSession(id, owner string, browser context.Context, g *guard.Guard) *session {
 	ctx, cancel := context.WithCancel(context.Background())
 	// busy until started: the idle reaper must not close a session that is
 	// still opening.
-	return &session{id: id, owner: owner, browser: browser, lock: make(chan struct{}, 1),
+	return &session{id: id, owner: owner, browser: browser, guard: g, lock: make(chan struct{}, 1),
 		ctx: ctx, cancel: cancel, lastUsed: time.Now(), busy: 1}
 }
 
-// start creates the browser context and its first tab.
-func (s *session) start(ctx context.Context, opts page.Options) error {
+// start creates the browser context and its first tab, with the URL
+// policy p in force before the tab loads anything.
+func (s *session) start(ctx context.Context, opts page.Options, p *browserv1.UrlPolicy) error {
+	params, err := s.prepareGuard(p)
+	if err != nil {
+		return err
+	}
 	cctx, cancel := within(s.browser, ctx)
 	defer cancel()
-	res, err := chromedp.CallBrowser(cctx, target.CreateBrowserContext, target.CreateBrowserContextParams{})
+	res, err := chromedp.CallBrowser(cctx, target.CreateBrowserContext, params)
 	if err != nil {
 		return fmt.Errorf("create browser context: %w", err)
 	}
 	s.bcid = res.BrowserContextID
+	if s.pol != nil {
+		if err := s.guard.Protect(ctx, s.bcid, s.pol); err != nil {
+			s.dispose()
+			return fmt.Errorf("put the url policy in force: %w", err)
+		}
+	}
 	t, err := s.newTab(ctx, "", opts)
 	if err != nil {
 		s.dispose()
@@ -143,6 +163,9 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 	ctx, span := tracer.Start(ctx, "browser."+toolName(req))
 	defer span.End()
 	span.SetAttributes(attribute.String("sovereign.session", s.id))
+	if err := s.applyPolicy(ctx, req.GetPolicy()); err != nil {
+		return nil, err
+	}
 	if gone := s.prune(ctx, opts); gone != "" {
 		switch req.GetTool().(type) {
 		case *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew, *browserv1.ToolRequest_TabSwitch:
@@ -165,8 +188,17 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 		return s.tabSwitch(ctx, int(t.TabSwitch.GetIndex()), opts)
 	case *browserv1.ToolRequest_TabNew:
 		return s.tabNew(ctx, t.TabNew.GetUrl(), opts)
+	case *browserv1.ToolRequest_BlockedRequests:
+		return s.blockedRequests()
 	}
-	res, err := s.tabs[s.active].page.Do(ctx, req)
+	active := s.tabs[s.active]
+	mark := s.navMark(active.id)
+	res, err := active.page.Do(ctx, req)
+	if navigates(req) {
+		if blocked := s.navBlocked(active.id, mark); blocked != nil {
+			return nil, blocked
+		}
+	}
 	if err != nil && s.tabs[s.active].page.Closed() {
 		// The tab went away during the call: drop it now, so that this
 		// error is the only one the caller sees about it.
@@ -273,7 +305,11 @@ func (s *session) tabNew(ctx context.Context, url string, opts page.Options) (*b
 	}
 	var res *browserv1.ToolResult
 	if url != "" {
+		mark := s.navMark(t.id)
 		res, err = t.page.Do(ctx, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: url}}})
+		if blocked := s.navBlocked(t.id, mark); blocked != nil {
+			err = blocked
+		}
 		if err != nil {
 			// Leave the session as it was: the model believes it is still
 			// on its old tab.
@@ -345,6 +381,7 @@ func (s *session) closeTabs() {
 		t.cancel()
 	}
 	s.tabs = nil
+	s.closeGuard()
 	s.dispose()
 }
 

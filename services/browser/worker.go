@@ -29,8 +29,10 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/chrome"
+	"github.com/sovereign-fleet/sovereign/services/browser/internal/guard"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
 // Version is reported in micro service info.
@@ -49,6 +51,9 @@ type Config struct {
 	// AllowedSchemes are the URL schemes open and tab_new accept
 	// (default http, https, about).
 	AllowedSchemes []string
+	// SecretKey decrypts the operator secrets that fill, type, open and
+	// tab_new may name as {{secrets.NAME}} (secrets.go); nil: none.
+	SecretKey *secrets.Key
 }
 
 // Worker runs one Chromium and its sessions.
@@ -60,9 +65,11 @@ type Worker struct {
 	mu       sync.Mutex
 	c        *bus.Conn
 	browser  context.Context // chromedp browser context; nil while Chromium is down
+	guard    *guard.Guard    // enforces URL policies in that Chromium
 	sessions map[string]*session
 	lost     map[string]string // session id → why it was lost
 	openSvc  micro.Service     // nil while the worker is full or down
+	secrets  *secrets.Cache    // operator secrets; nil without SecretKey
 	runCtx   context.Context
 	ready    chan struct{} // closed once the worker serves its endpoints
 }
@@ -123,6 +130,12 @@ func (w *Worker) Run(ctx context.Context, c *bus.Conn) error {
 	w.c, w.runCtx = c, ctx
 	w.mu.Unlock()
 
+	if err := w.openSecrets(ctx, c); err != nil { // secrets.go
+		return fmt.Errorf("operator secrets: %w", err)
+	}
+	if w.secrets != nil {
+		defer w.secrets.Close()
+	}
 	if err := w.startChrome(ctx); err != nil {
 		return err
 	}
@@ -171,12 +184,14 @@ func (w *Worker) Run(ctx context.Context, c *bus.Conn) error {
 
 // startChrome launches Chromium; the caller holds no lock.
 func (w *Worker) startChrome(ctx context.Context) error {
-	bctx, cancel, err := chrome.Start(ctx, w.exec)
+	g := guard.New(w.log)
+	bctx, cancel, err := chrome.StartWrapped(ctx, w.exec, g.Wrap)
 	if err != nil {
 		return err
 	}
+	g.Bind(bctx)
 	w.mu.Lock()
-	w.browser = bctx
+	w.browser, w.guard = bctx, g
 	w.mu.Unlock()
 	context.AfterFunc(ctx, cancel)
 	return nil
@@ -299,13 +314,13 @@ func (w *Worker) open(ctx context.Context, req *browserv1.OpenSessionRequest) (*
 	id := "s" + randomHex(12)
 	// busy until started: the idle reaper must not close a session that is
 	// still opening.
-	s := newSession(id, req.GetOwner(), w.browser)
+	s := newSession(id, req.GetOwner(), w.browser, w.guard)
 	s.lock <- struct{}{} // held until started: no call or close runs on a half-made session
 	w.sessions[id] = s   // reserve the slot before the slow part
 	w.updateOpenLocked()
 	w.mu.Unlock()
 
-	err := s.start(ctx, w.pageOptions())
+	err := s.start(ctx, w.pageOptions(), req.GetPolicy())
 	if err == nil && ctx.Err() != nil {
 		// The caller gave up: nobody will use or close this session.
 		err = ctx.Err()
@@ -320,6 +335,10 @@ func (w *Worker) open(ctx context.Context, req *browserv1.OpenSessionRequest) (*
 		w.updateOpenLocked()
 		w.mu.Unlock()
 		s.closeTabs()
+		var be *bus.Error
+		if errors.As(err, &be) {
+			return nil, err
+		}
 		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "open browser session on %s: %v", w.cfg.ID, err)
 	}
 	w.log.InfoContext(ctx, "session opened", "session", id, "owner", s.owner)
@@ -359,12 +378,16 @@ func (w *Worker) call(ctx context.Context, req *browserv1.ToolRequest) (*browser
 	if s.ctx.Err() != nil { // closed while this call waited for its turn
 		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_NOT_FOUND, "browser session %s was closed", s.id)
 	}
-	res, err := s.do(ctx, req, w.pageOptions())
+	run, err := w.withSecrets(req) // secrets.go: values only in this copy
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.do(ctx, run, w.pageOptions())
 	if err != nil && s.browser.Err() != nil && w.runCtxErr() == nil {
 		// Chromium went away under the call: say so, not a CDP error.
 		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_LOST, "browser session %s was lost: its Chromium crashed", s.id)
 	}
-	return res, err
+	return w.scrubResult(res), w.scrubErr(err)
 }
 
 func (w *Worker) runCtxErr() error {

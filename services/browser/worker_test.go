@@ -23,12 +23,12 @@ import (
 
 // fleet is an in-process NATS server with workers on it and a client bus.
 type fleet struct {
-	t   *testing.T
+	t   testing.TB
 	srv *natsrv.Server
 	c   *bus.Conn
 }
 
-func newFleet(t *testing.T) *fleet {
+func newFleet(t testing.TB) *fleet {
 	t.Helper()
 	srv := natstest.Server(t)
 	return &fleet{t: t, srv: srv, c: natstest.Bus(t, srv)}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +51,52 @@ type Config struct {
 	// AuditBuffer is how many audit records the gateway holds while the
 	// audit stream does not take them (audit.DefaultBuffer when 0).
 	AuditBuffer int
+
+	// Authentication (auth.go). A gateway listening beyond loopback asks
+	// every request for an API token or, with OAuthIssuer, a JWT access
+	// token; on loopback only when RequireAuth.
+	//
+	// InsecureNoAuth lets a gateway listening beyond loopback serve
+	// without credentials (a warning is logged at every start).
+	InsecureNoAuth bool
+	// RequireAuth asks for credentials on loopback too.
+	RequireAuth bool
+	// PublicURL is the base URL clients reach the gateway at, without
+	// /mcp (https://mcp.example.com): the OAuth resource is PublicURL/mcp.
+	PublicURL string
+	// OAuthIssuer makes the gateway an OAuth 2.1 resource server that
+	// accepts JWT access tokens of this issuer (needs PublicURL).
+	OAuthIssuer string
+	// OAuthAudience is the audience the JWTs must name (PublicURL/mcp
+	// when empty).
+	OAuthAudience string
+	// OAuthJWKSURL is the issuer's JWKS (discovered from its metadata
+	// when empty).
+	OAuthJWKSURL string
+
+	// Operator console (console.go). Without an admin token it is off and
+	// its routes do not exist.
+	//
+	// AdminListen is the console's host:port (DefaultAdminListen when "").
+	AdminListen string
+	// AdminToken guards the console (at least 16 characters).
+	AdminToken string
+	// AdminTokenFile holds the admin token instead (its first line).
+	AdminTokenFile string
+
+	// Approvals (approve.go). ApproveTools are the tools whose calls wait
+	// for a person's approval (catalog names); ApprovalTimeout is how long
+	// a call waits before it is denied (DefaultApprovalTimeout when 0).
+	ApproveTools    []string
+	ApprovalTimeout time.Duration
+
+	// URL policy (policy.go): the global tier of the rules every session's
+	// pages are held to, from PolicyFile plus URLAllow and URLBlock.
+	// Loopback, private and metadata addresses are refused unless an allow
+	// rule names them, or AllowPrivate.
+	PolicyFile         string
+	URLAllow, URLBlock []string
+	AllowPrivate       bool
 }
 
 // RegisterFlags adds the gateway's flags to fs, each with its environment
@@ -69,19 +116,43 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 		"NATS KV bucket for session state [SOVEREIGN_KV_BUCKET]")
 	fs.IntVar(&cfg.AuditBuffer, "audit-buffer", config.MustInt(errs, "SOVEREIGN_AUDIT_BUFFER", audit.DefaultBuffer),
 		"audit records held in memory while the NATS audit stream is unreachable or full; beyond it records are dropped and counted [SOVEREIGN_AUDIT_BUFFER]")
-	cfg.AllowedHosts = splitList(config.Env("SOVEREIGN_ALLOWED_HOSTS", strings.Join(DefaultAllowed, ",")))
-	cfg.AllowedOrigins = splitList(config.Env("SOVEREIGN_ALLOWED_ORIGINS", strings.Join(DefaultAllowed, ",")))
+	registerAuthFlags(fs, cfg, errs) // authentication (auth.go)
+	// Approvals (approve.go).
+	registerApprovalFlags(fs, cfg, errs)
+	registerPolicyFlags(fs, errs, cfg) // URL policy (policy.go)
+	// Operator console (console.go). The token itself is never a flag: it
+	// would show in the process list.
+	fs.StringVar(&cfg.AdminListen, "admin-listen", config.Env("SOVEREIGN_ADMIN_LISTEN", ""),
+		"host:port of the operator console (default "+DefaultAdminListen+"); it runs only with an admin token [SOVEREIGN_ADMIN_LISTEN]")
+	fs.StringVar(&cfg.AdminTokenFile, "admin-token-file", config.Env("SOVEREIGN_ADMIN_TOKEN_FILE", ""),
+		"file holding the operator console's admin token (at least 16 characters), instead of SOVEREIGN_ADMIN_TOKEN [SOVEREIGN_ADMIN_TOKEN_FILE]")
+	cfg.AdminToken = config.Env("SOVEREIGN_ADMIN_TOKEN", "")
+	// Listed hosts and origins are accepted besides the loopback names.
+	cfg.AllowedHosts = splitList(config.Env("SOVEREIGN_ALLOWED_HOSTS", ""))
+	cfg.AllowedOrigins = splitList(config.Env("SOVEREIGN_ALLOWED_ORIGINS", ""))
 	fs.Func("allowed-hosts", "comma-separated Host header values accepted on /mcp: name or IP (any port), host:port, *.domain or * "+
-		"(default "+strings.Join(DefaultAllowed, ",")+") [SOVEREIGN_ALLOWED_HOSTS]", func(v string) error {
+		"accepted besides the loopback names "+strings.Join(DefaultAllowed, ",")+" [SOVEREIGN_ALLOWED_HOSTS]", func(v string) error {
 		cfg.AllowedHosts = splitList(v)
 		return nil
 	})
 	fs.Func("allowed-origins", "comma-separated Origin values accepted on /mcp: scheme://host[:port], a host (any scheme and port), *.domain or * "+
-		"(default "+strings.Join(DefaultAllowed, ",")+") [SOVEREIGN_ALLOWED_ORIGINS]", func(v string) error {
+		"accepted besides the loopback names "+strings.Join(DefaultAllowed, ",")+" [SOVEREIGN_ALLOWED_ORIGINS]", func(v string) error {
 		cfg.AllowedOrigins = splitList(v)
 		return nil
 	})
 	return cfg
+}
+
+// withLoopback returns DefaultAllowed followed by the entries of extra it
+// does not already hold.
+func withLoopback(extra []string) []string {
+	out := slices.Clone(DefaultAllowed)
+	for _, e := range extra {
+		if !slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, e) }) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func splitList(v string) []string {
@@ -102,17 +173,16 @@ func (c Config) withDefaults() Config {
 	if c.ToolTimeout == 0 {
 		c.ToolTimeout = DefaultToolTimeout
 	}
-	if c.AllowedHosts == nil {
-		c.AllowedHosts = DefaultAllowed
-	}
-	if c.AllowedOrigins == nil {
-		c.AllowedOrigins = DefaultAllowed
-	}
+	c.AllowedHosts = withLoopback(c.AllowedHosts)
+	c.AllowedOrigins = withLoopback(c.AllowedOrigins)
 	if c.SessionTTL == 0 {
 		c.SessionTTL = DefaultSessionTTL
 	}
 	if c.MaxBody == 0 {
 		c.MaxBody = DefaultMaxBody
+	}
+	if c.ApprovalTimeout == 0 {
+		c.ApprovalTimeout = DefaultApprovalTimeout // approvals (approve.go)
 	}
 	if c.Bucket == "" {
 		c.Bucket = state.DefaultBucket
@@ -142,16 +212,10 @@ func (c Config) Validate() error {
 	if c.MaxBody < 1024 {
 		bad("max-body", "%d bytes is too small (at least 1024)", c.MaxBody)
 	}
-	if len(c.AllowedHosts) == 0 {
-		bad("allowed-hosts", "is empty: list at least one host (or * for any)")
-	}
 	for _, h := range c.AllowedHosts {
 		if _, err := parseHostPattern(h); err != nil {
 			bad("allowed-hosts", "%v", err)
 		}
-	}
-	if len(c.AllowedOrigins) == 0 {
-		bad("allowed-origins", "is empty: list at least one origin (or * for any)")
 	}
 	for _, o := range c.AllowedOrigins {
 		if _, err := parseOriginPattern(o); err != nil {
@@ -161,6 +225,12 @@ func (c Config) Validate() error {
 	if c.AuditBuffer < 0 {
 		bad("audit-buffer", "%d: must not be negative", c.AuditBuffer)
 	}
+	c.validateAuth(bad) // auth.go
+	// Approvals (approve.go).
+	c.validateApprovals(bad)
+	c.validatePolicy(bad) // policy.go
+
+	errs = append(errs, c.validateAdmin()...) // operator console (console.go)
 	if c.Bucket != "" && !validBucket(c.Bucket) {
 		bad("kv-bucket", "%q may only hold letters, digits, - and _", c.Bucket)
 	}

@@ -19,8 +19,10 @@ func TestRegisterFlags(t *testing.T) {
 		wantErr string // from the environment
 	}{
 		{name: "defaults", check: func(c *gateway.Config) bool {
+			// No extra hosts or origins: the loopback names are always in.
 			return c.Listen == "127.0.0.1:8080" && c.ToolTimeout == 60*time.Second &&
-				slices.Equal(c.AllowedHosts, gateway.DefaultAllowed) && slices.Equal(c.AllowedOrigins, gateway.DefaultAllowed)
+				len(c.AllowedHosts) == 0 && len(c.AllowedOrigins) == 0 &&
+				!c.InsecureNoAuth && !c.RequireAuth && c.OAuthIssuer == "" && c.PublicURL == ""
 		}},
 		{name: "env", env: map[string]string{
 			"SOVEREIGN_LISTEN": "0.0.0.0:9000", "SOVEREIGN_TOOL_TIMEOUT": "5s",
@@ -35,6 +37,16 @@ func TestRegisterFlags(t *testing.T) {
 				return c.Listen == "127.0.0.1:1234" && c.ToolTimeout == 2*time.Minute && slices.Equal(c.AllowedHosts, []string{"x.example", "y.example"})
 			}},
 		{name: "bad env duration", env: map[string]string{"SOVEREIGN_TOOL_TIMEOUT": "soon"}, wantErr: `SOVEREIGN_TOOL_TIMEOUT="soon" is not a duration`},
+		{name: "auth env", env: map[string]string{
+			"SOVEREIGN_REQUIRE_AUTH": "true", "SOVEREIGN_PUBLIC_URL": "https://mcp.example.com",
+			"SOVEREIGN_OAUTH_ISSUER": "https://auth.example.com", "SOVEREIGN_OAUTH_AUDIENCE": "sovereign", "SOVEREIGN_OAUTH_JWKS_URL": "https://auth.example.com/keys",
+		}, check: func(c *gateway.Config) bool {
+			return c.RequireAuth && !c.InsecureNoAuth && c.PublicURL == "https://mcp.example.com" && c.OAuthIssuer == "https://auth.example.com" &&
+				c.OAuthAudience == "sovereign" && c.OAuthJWKSURL == "https://auth.example.com/keys"
+		}},
+		{name: "auth flags", env: map[string]string{"SOVEREIGN_REQUIRE_AUTH": "true"}, args: []string{"--require-auth=false", "--insecure-no-auth"},
+			check: func(c *gateway.Config) bool { return !c.RequireAuth && c.InsecureNoAuth }},
+		{name: "bad env bool", env: map[string]string{"SOVEREIGN_INSECURE_NO_AUTH": "yes please"}, wantErr: `SOVEREIGN_INSECURE_NO_AUTH="yes please" is not true or false`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,7 +99,7 @@ func TestValidate(t *testing.T) {
 		{"body", func(c *gateway.Config) { c.MaxBody = 10 }, []string{"--max-body: 10 bytes is too small"}},
 		{"host", func(c *gateway.Config) { c.AllowedHosts = []string{"exa mple"} }, []string{`--allowed-hosts: "exa mple" is not a host`}},
 		{"host port", func(c *gateway.Config) { c.AllowedHosts = []string{"localhost:99999"} }, []string{`--allowed-hosts: "localhost:99999": port "99999"`}},
-		{"no hosts", func(c *gateway.Config) { c.AllowedHosts = []string{} }, []string{"--allowed-hosts: is empty"}},
+		{"no extra hosts or origins", func(c *gateway.Config) { c.AllowedHosts, c.AllowedOrigins = nil, []string{} }, nil},
 		{"origin with path", func(c *gateway.Config) { c.AllowedOrigins = []string{"https://app.example/x"} }, []string{`--allowed-origins: "https://app.example/x" is not an origin`}},
 		{"bucket", func(c *gateway.Config) { c.Bucket = "a.b" }, []string{`--kv-bucket: "a.b"`}},
 		{"several at once", func(c *gateway.Config) { c.Listen, c.ToolTimeout = "nope", 0 }, []string{"--listen:", "--tool-timeout:"}},

@@ -23,6 +23,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/approval"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/otelmcp"
@@ -32,6 +33,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/health"
 	"github.com/sovereign-fleet/sovereign/services/kit/redact"
+	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
 // Version is reported to MCP clients as serverInfo.version.
@@ -62,6 +64,15 @@ type Gateway struct {
 	handler   http.Handler
 	audit     *audit.Publisher
 	log       *slog.Logger
+	admin     admin // the operator console (console.go)
+
+	auth *authenticator // API tokens and OAuth (auth.go)
+
+	// Approvals of monitored tool calls (approve.go).
+	approvals      *approval.Queue
+	monitoredTools map[string]bool
+	policy         *globalPolicy
+	secretNames    *secrets.Store // no key: names only
 }
 
 // New builds a gateway on c: it checks cfg (zero fields take the
@@ -90,6 +101,18 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 		log:   slog.Default().With("component", "gateway"),
 	}
 	g.sessions = &sessionManagers{store: store, fleet: g.fleet, log: g.log}
+	if g.policy, err = loadGlobalPolicy(cfg); err != nil { // URL policy (policy.go)
+		store.Close()
+		return nil, err
+	}
+	if err := g.openSecretNames(ctx); err != nil { // secrets_list (local.go)
+		store.Close()
+		return nil, err
+	}
+	if err := g.openApprovals(ctx); err != nil { // approvals (approve.go)
+		store.Close()
+		return nil, err
+	}
 	g.audit, err = audit.NewPublisher(c.NATS(), audit.PublisherConfig{
 		Source: "gateway", Prefix: c.Prefix(), Buffer: cfg.AuditBuffer, Redactor: new(redact.Set),
 	})
@@ -109,8 +132,16 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 		server.WithMetaPropagator(otelmcp.MetaPropagator()),
 		server.WithToolHandlerMiddleware(g.recoverTools),
 		server.WithToolHandlerMiddleware(g.auditTools),
+		// Inside auditTools, so the audit record sees the decision
+		// (approve.go); approvals ask clients through elicitation.
+		server.WithToolHandlerMiddleware(g.approveTools),
+		server.WithElicitation(),
 	)
 	for _, t := range catalog.Tools() {
+		if t.Local {
+			g.mcp.AddTool(mcpTool(t), g.localHandler(t))
+			continue
+		}
 		g.mcp.AddTool(mcpTool(t), g.toolHandler(t))
 	}
 	g.transport = server.NewStreamableHTTPServer(g.mcp,
@@ -123,8 +154,14 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 		server.WithStreamableHTTPLogger(g.log),
 	)
 
+	if err := g.setupAuth(ctx); err != nil { // authentication (auth.go)
+		store.Close()
+		_ = g.audit.Close(context.Background())
+		return nil, err
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", guard.wrap(limitBody(cfg.MaxBody, g.sessionCheck(g.transport))))
+	mux.Handle("/mcp", guard.wrap(g.auth.wrap(limitBody(cfg.MaxBody, g.sessionCheck(g.transport)))))
+	g.authRoutes(mux, guard)
 	health.Register(mux,
 		health.Check{Name: "nats", Func: func(context.Context) error {
 			if s := c.NATS().Status(); s != nats.CONNECTED {
@@ -136,6 +173,12 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 	)
 	health.Metrics(mux)
 	g.handler = mux
+	if err := g.setupConsole(); err != nil { // operator console (console.go)
+		store.Close()
+		g.auth.tokens.Close()
+		_ = g.audit.Close(context.Background())
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -147,6 +190,7 @@ func (g *Gateway) Handler() http.Handler { return g.handler }
 // Audit records not yet accepted by the stream are flushed first.
 func (g *Gateway) Close(ctx context.Context) error {
 	defer g.store.Close()
+	defer g.auth.tokens.Close()
 	var errs []error
 	if err := g.transport.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("stop MCP transport: %w", err))
@@ -168,6 +212,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 
 // ServeListener is Run on a listener the caller opened.
 func (g *Gateway) ServeListener(ctx context.Context, ln net.Listener) error {
+	if err := g.checkServe(ln); err != nil { // authentication (auth.go)
+		return err
+	}
 	srv := &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -180,16 +227,22 @@ func (g *Gateway) ServeListener(ctx context.Context, ln net.Listener) error {
 		g.log.Warn("listening beyond loopback: clients must send a Host in --allowed-hosts and an Origin in --allowed-origins",
 			"addr", ln.Addr().String())
 	}
+	stopAdmin, err := g.serveAdmin(ctx) // operator console (console.go)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
+		_ = stopAdmin(context.Background())
 		return fmt.Errorf("serve MCP: %w", err)
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cerr := g.Close(sctx) // ends GET streams, which would hold Shutdown
+	cerr := errors.Join(stopAdmin(sctx), g.Close(sctx)) // Close ends GET streams, which would hold Shutdown
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shut down HTTP: %w", err)
 	}

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway"
+	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
 
 // seedChecks runs the seed's integration checks 1-9 with raw HTTP and
@@ -160,11 +162,14 @@ func TestSessionHeaderRequired(t *testing.T) {
 }
 
 func TestSessionBoundToCaller(t *testing.T) {
-	url := startGateway(t, startNATS(t, ""), gateway.Config{})
-	alice := &rpc{t: t, url: url, header: http.Header{"Authorization": {"Bearer alice"}}}
+	srv := startNATS(t, "")
+	aliceAuth, _ := newToken(t, srv, tokens.Spec{Name: "alice"})
+	malloryAuth, _ := newToken(t, srv, tokens.Spec{Name: "mallory"})
+	url := startGateway(t, srv, gateway.Config{})
+	alice := &rpc{t: t, url: url, header: http.Header{"Authorization": {aliceAuth}}}
 	r := alice.call(initializeBody)
 	alice.session = r.header.Get("Mcp-Session-Id")
-	mallory := &rpc{t: t, url: url, session: alice.session, header: http.Header{"Authorization": {"Bearer mallory"}}}
+	mallory := &rpc{t: t, url: url, session: alice.session, header: http.Header{"Authorization": {malloryAuth}}}
 	if r := mallory.call(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); r.status != http.StatusNotFound {
 		t.Errorf("another caller's session: status %d, want 404", r.status)
 	}
@@ -183,6 +188,16 @@ func TestHostAndOrigin(t *testing.T) {
 		AllowedHosts:   []string{"mcp.example.com", "*.internal.test", "127.0.0.1"},
 		AllowedOrigins: []string{"https://app.example.com", "localhost"},
 	})
+	// SOVEREIGN_ALLOWED_HOSTS and SOVEREIGN_ALLOWED_ORIGINS add to the
+	// loopback names.
+	t.Setenv("SOVEREIGN_ALLOWED_HOSTS", "mcp.example.com")
+	t.Setenv("SOVEREIGN_ALLOWED_ORIGINS", "https://app.example.com")
+	var errs []error
+	envCfg := gateway.RegisterFlags(flag.NewFlagSet("test", flag.ContinueOnError), &errs)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	fromEnv := startGateway(t, srv, *envCfg)
 	tests := []struct {
 		name         string
 		url          string
@@ -200,10 +215,20 @@ func TestHostAndOrigin(t *testing.T) {
 		{name: "default null origin", url: def, origin: "null", want: http.StatusForbidden},
 		{name: "custom host", url: custom, host: "mcp.example.com", want: http.StatusOK},
 		{name: "custom wildcard host", url: custom, host: "gw.internal.test:443", want: http.StatusOK},
-		{name: "custom host not listed", url: custom, host: "localhost", want: http.StatusForbidden},
+		{name: "custom host not listed", url: custom, host: "other.example.com", want: http.StatusForbidden, wantBody: `Host "other.example.com" is not allowed`},
+		{name: "custom keeps loopback names", url: custom, host: "localhost:8080", want: http.StatusOK},
+		{name: "custom keeps ipv6 loopback", url: custom, host: "[::1]", want: http.StatusOK},
+		{name: "custom origin not listed", url: custom, origin: "https://evil.example", want: http.StatusForbidden, wantBody: `Origin "https://evil.example" is not allowed`},
+		{name: "custom keeps loopback origins", url: custom, origin: "http://127.0.0.1:5173", want: http.StatusOK},
 		{name: "custom origin", url: custom, origin: "https://app.example.com", want: http.StatusOK},
 		{name: "custom origin wrong scheme", url: custom, origin: "http://app.example.com", want: http.StatusForbidden},
 		{name: "custom host-only origin", url: custom, origin: "http://localhost:3000", want: http.StatusOK},
+		{name: "env host", url: fromEnv, host: "mcp.example.com", want: http.StatusOK},
+		{name: "env keeps localhost", url: fromEnv, host: "localhost:8080", want: http.StatusOK},
+		{name: "env host not listed", url: fromEnv, host: "other.example.com", want: http.StatusForbidden},
+		{name: "env origin", url: fromEnv, origin: "https://app.example.com", want: http.StatusOK},
+		{name: "env keeps loopback origins", url: fromEnv, origin: "http://localhost:3000", want: http.StatusOK},
+		{name: "env origin not listed", url: fromEnv, origin: "https://evil.example", want: http.StatusForbidden},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -350,7 +375,9 @@ func TestCrossGateway(t *testing.T) {
 // TestClients drives the gateway with mcp-go's client in both protocol
 // generations, on a fleet with no workers.
 func TestClients(t *testing.T) {
-	url := startGateway(t, startNATS(t, ""), gateway.Config{})
+	srv := startNATS(t, "")
+	someone, _ := newToken(t, srv, tokens.Spec{Name: "someone"})
+	url := startGateway(t, srv, gateway.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -388,7 +415,7 @@ func TestClients(t *testing.T) {
 	})
 
 	t.Run("2026-07-28", func(t *testing.T) {
-		c := modernClient(t, url, map[string]string{"Authorization": "Bearer someone"})
+		c := modernClient(t, url, map[string]string{"Authorization": someone})
 		if c.GetSessionId() != "" {
 			t.Errorf("modern client has session id %q", c.GetSessionId())
 		}

@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -11,15 +10,8 @@ import (
 
 	"github.com/sovereign-fleet/sovereign/services/gateway"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
+	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
-
-func callerOf(auth string) string {
-	r, _ := http.NewRequest(http.MethodGet, "/", nil)
-	if auth != "" {
-		r.Header.Set("Authorization", auth)
-	}
-	return gateway.CallerID(r)
-}
 
 func metaSession(r *mcp.CallToolResult) string {
 	if r.Meta == nil {
@@ -34,16 +26,19 @@ func metaSession(r *mcp.CallToolResult) string {
 // "lost", drops the dead binding and makes the next call open a fresh
 // session (here: finding no worker).
 func TestHandleRouting(t *testing.T) {
-	g, url := startGatewayG(t, startNATS(t, ""), gateway.Config{})
+	srv := startNATS(t, "")
+	aliceAuth, aliceTok := newToken(t, srv, tokens.Spec{Name: "alice"})
+	malloryAuth, _ := newToken(t, srv, tokens.Spec{Name: "mallory"})
+	g, url := startGatewayG(t, srv, gateway.Config{})
 	store := gateway.StoreOf(g)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
 	h := state.NewHandle()
-	if _, err := store.Create(ctx, state.Handle, h, state.Record{Owner: callerOf("Bearer alice"), WorkerID: "gone", SessionID: "s1"}); err != nil {
+	if _, err := store.Create(ctx, state.Handle, h, state.Record{Owner: owner(aliceTok), WorkerID: "gone", SessionID: "s1"}); err != nil {
 		t.Fatal(err)
 	}
-	mallory := modernClient(t, url, map[string]string{"Authorization": "Bearer mallory"})
+	mallory := modernClient(t, url, map[string]string{"Authorization": malloryAuth})
 	anon := modernClient(t, url, nil)
 	for name, c := range map[string]interface {
 		CallTool(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error)
@@ -59,7 +54,7 @@ func TestHandleRouting(t *testing.T) {
 		}
 	}
 
-	alice := modernClient(t, url, map[string]string{"Authorization": "Bearer alice"})
+	alice := modernClient(t, url, map[string]string{"Authorization": aliceAuth})
 	res := callTool(t, alice, "get_url", map[string]any{"session": h})
 	if !res.IsError || !strings.Contains(text(res), "the browser session was lost (its worker or its browser stopped); the next call opens a fresh session") {
 		t.Fatalf("get_url on a dead worker = %q, want the lost-session error", text(res))
@@ -77,7 +72,7 @@ func TestHandleRouting(t *testing.T) {
 	}
 
 	// A 2025 client may name the handle too; ownership still applies.
-	legacy := legacyClient(t, url, map[string]string{"Authorization": "Bearer mallory"})
+	legacy := legacyClient(t, url, map[string]string{"Authorization": malloryAuth})
 	res = callTool(t, legacy, "get_url", map[string]any{"session": h})
 	if text(res) != "session handle belongs to another caller" {
 		t.Errorf("2025 client with another caller's handle = %q", text(res))

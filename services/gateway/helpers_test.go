@@ -49,6 +49,9 @@ func startGateway(t *testing.T, srv *natsrv.Server, cfg gateway.Config) string {
 // startGatewayG is startGateway that also returns the gateway.
 func startGatewayG(t *testing.T, srv *natsrv.Server, cfg gateway.Config) (*gateway.Gateway, string) {
 	t.Helper()
+	if cfg.URLAllow == nil && cfg.URLBlock == nil && cfg.PolicyFile == "" {
+		cfg.AllowPrivate = true // the test pages are on loopback
+	}
 	g, err := gateway.New(cfg, connect(t, srv))
 	if err != nil {
 		t.Fatal(err)

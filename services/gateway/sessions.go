@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,33 +14,21 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 )
 
-// Anonymous is the caller identity of requests without an Authorization
-// header.
+// Anonymous is the caller identity of requests without credentials.
 const Anonymous = "anonymous"
 
 // CallerID returns the identity a request's session state is bound to: the
-// SHA-256 of its Authorization header value, or [Anonymous].
-func CallerID(r *http.Request) string {
-	auth := r.Header.Get("Authorization")
-	if auth == "" {
-		return Anonymous
-	}
-	sum := sha256.Sum256([]byte(auth))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
+// ID of the [Caller] that authentication put in its context
+// ("token:<id>", "oauth:<digest>"), or [Anonymous].
+func CallerID(r *http.Request) string { return callerInfo(r.Context()).ID }
 
-type callerKey struct{}
-
+// withCaller carries the request's caller into the MCP handlers' context.
 func withCaller(ctx context.Context, r *http.Request) context.Context {
-	return context.WithValue(ctx, callerKey{}, CallerID(r))
+	return withCallerInfo(ctx, callerInfo(r.Context()))
 }
 
-func callerFrom(ctx context.Context) string {
-	if c, ok := ctx.Value(callerKey{}).(string); ok {
-		return c
-	}
-	return Anonymous
-}
+// callerFrom returns the caller identity that owns sessions and handles.
+func callerFrom(ctx context.Context) string { return callerInfo(ctx).ID }
 
 // sessionManagers resolves mcp-go's SessionIdManager per request, bound to
 // the request's caller and context, backed by the KV store: any replica

@@ -66,6 +66,7 @@ func (g *Gateway) toolHandler(t catalog.Tool) server.ToolHandlerFunc {
 			return mcp.NewToolResultError(g.errorText(ctx, t, err)), nil
 		}
 		call.Request.SessionId = b.sessionID
+		call.Request.Policy = g.urlPolicy(ctx, nil)
 		info := noteCall(ctx)
 		info.browserSession = b.sessionID
 		res, err := g.fleet.Call(ctx, b.workerID, call.Request)
@@ -171,7 +172,7 @@ func (g *Gateway) bind(ctx context.Context, handle string) (*binding, error) {
 		}
 		return g.ensureBound(ctx, e, caller)
 	}
-	worker, session, err := g.fleet.Open(ctx, ownerLabel(state.Handle, caller))
+	worker, session, err := g.fleet.Open(ctx, ownerLabel(state.Handle, caller), g.urlPolicy(ctx, nil))
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +203,7 @@ func (g *Gateway) ensureBound(ctx context.Context, e *state.Entry, caller string
 			}
 			return &binding{kind: e.Kind, id: e.ID, workerID: e.WorkerID, sessionID: e.SessionID}, nil
 		}
-		worker, session, err := g.fleet.Open(ctx, ownerLabel(e.Kind, caller))
+		worker, session, err := g.fleet.Open(ctx, ownerLabel(e.Kind, caller), g.urlPolicy(ctx, nil))
 		if err != nil {
 			return nil, err
 		}
@@ -375,6 +376,7 @@ type callInfo struct {
 	browserSession string
 	hide           []string // arguments never to record
 	outcome        historyv1.Outcome
+	approval       *historyv1.Approval // who decided a monitored call (approve.go)
 }
 
 type callInfoKey struct{}
@@ -396,6 +398,9 @@ func (g *Gateway) auditTools(next server.ToolHandlerFunc) server.ToolHandlerFunc
 		start := time.Now()
 		ci := &callInfo{}
 		res, err := next(context.WithValue(ctx, callInfoKey{}, ci), req)
+		if err == nil && res != nil && res.NeedsInput() {
+			return res, nil // asks the client for input (approve.go); its retry is the call recorded
+		}
 		took := time.Since(start)
 		caller := callerLabel(callerFrom(ctx))
 		attrs := []any{"tool", req.Params.Name, "caller", caller, "duration", took.Round(time.Millisecond).String()}
@@ -419,7 +424,7 @@ func (g *Gateway) auditTools(next server.ToolHandlerFunc) server.ToolHandlerFunc
 			g.audit.Publish(audit.Record{
 				Start:          start,
 				Duration:       took,
-				Caller:         auditCaller(callerFrom(ctx)),
+				Caller:         callerInfo(ctx).Name,
 				Client:         clientName(ctx),
 				MCPSession:     mcpSessionID(ctx),
 				BrowserSession: ci.browserSession,
@@ -429,19 +434,11 @@ func (g *Gateway) auditTools(next server.ToolHandlerFunc) server.ToolHandlerFunc
 				Outcome:        outcome,
 				HideArguments:  ci.hide,
 				Trace:          trace.SpanContextFromContext(ctx),
+				Approval:       ci.approval,
 			})
 		}
 		return res, err
 	}
-}
-
-// auditCaller names the caller in the trail: "anonymous" or the first 12
-// hex digits of its credential's digest (token names come with auth).
-func auditCaller(caller string) string {
-	if caller == Anonymous {
-		return caller
-	}
-	return "credential:" + callerLabel(caller)
 }
 
 // clientName is the MCP client's clientInfo ("claude-code 1.2.3"), when

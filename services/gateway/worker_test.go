@@ -29,6 +29,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
+	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
 
 const chromium = "/usr/bin/chromium"
@@ -259,7 +260,13 @@ func TestFleet(t *testing.T) {
 	})
 
 	t.Run("2026 client", func(t *testing.T) {
-		alice := modernClient(t, a, map[string]string{"Authorization": "Bearer alice"})
+		aliceAuth, _ := newToken(t, srv, tokens.Spec{Name: "alice"})
+		malloryAuth, _ := newToken(t, srv, tokens.Spec{Name: "mallory"})
+		for _, gw := range []string{a, b} { // the gateways learn of the tokens through their KV watch
+			awaitStatus(t, gw, aliceAuth, http.StatusOK)
+			awaitStatus(t, gw, malloryAuth, http.StatusOK)
+		}
+		alice := modernClient(t, a, map[string]string{"Authorization": aliceAuth})
 		res := callTool(t, alice, "open", map[string]any{"url": site})
 		mustOK(t, res, "open without a session")
 		m := handleLine.FindStringSubmatch(text(res))
@@ -281,14 +288,14 @@ func TestFleet(t *testing.T) {
 		if got := mustOK(t, res, "get_title"); !strings.Contains(got, "Sovereign test") || strings.Contains(got, "session: ") {
 			t.Errorf("get_title with the handle = %q", got)
 		}
-		aliceB := modernClient(t, b, map[string]string{"Authorization": "Bearer alice"})
+		aliceB := modernClient(t, b, map[string]string{"Authorization": aliceAuth})
 		mustOK(t, callTool(t, aliceB, "click", map[string]any{"selector": "a", "session": h}), "click on B")
 		if got := mustOK(t, callTool(t, alice, "get_title", map[string]any{"session": h}), "get_title"); !strings.Contains(got, "Next") {
 			t.Errorf("title after following the link on B = %q, want Next", got)
 		}
 
 		// Another caller cannot use it.
-		mallory := modernClient(t, b, map[string]string{"Authorization": "Bearer mallory"})
+		mallory := modernClient(t, b, map[string]string{"Authorization": malloryAuth})
 		if res := callTool(t, mallory, "get_url", map[string]any{"session": h}); text(res) != "session handle belongs to another caller" {
 			t.Errorf("mallory with alice's handle = %q", text(res))
 		}

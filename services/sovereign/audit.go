@@ -274,8 +274,33 @@ func (p *printer) records(recs []*historyv1.AuditRecord, reverse bool) {
 			time.Unix(0, r.GetTimeUnixNano()).Local().Format("2006-01-02 15:04:05.000"),
 			r.GetTool(), outcomeName(r.GetOutcome()),
 			(time.Duration(r.GetDurationMicros()) * time.Microsecond).Round(100*time.Microsecond).String(),
-			dash(r.GetCaller()), dash(short(session, 16)), oneLine(r.GetArguments(), 60), oneLine(r.GetResult(), 60))
+			dash(r.GetCaller()), dash(short(session, 16)), oneLine(r.GetArguments(), 60), resultCell(r))
 	}
+}
+
+// resultCell is the RESULT column: who decided a monitored call ("approved
+// by console:admin") before its result.
+func resultCell(r *historyv1.AuditRecord) string {
+	a := r.GetApproval()
+	if a == nil {
+		return oneLine(r.GetResult(), 60)
+	}
+	var who string
+	switch a.GetState() {
+	case "approved":
+		who = "approved by " + dash(a.GetDecidedBy())
+		if a.GetScope() == "session" {
+			who += " for the session"
+		}
+	case "timeout":
+		who = "timed out waiting for approval"
+	default:
+		who = a.GetState() + " by " + dash(a.GetDecidedBy())
+	}
+	if strings.TrimSpace(r.GetResult()) == "" {
+		return who
+	}
+	return who + "; " + oneLine(r.GetResult(), 60)
 }
 
 func (p *printer) flush() {

@@ -37,6 +37,8 @@ Usage:
   sovereign history   run the history service (audit trail, chat store) against a NATS server
   sovereign history copy --from <dsn> --to <dsn>   copy the history to another database
   sovereign audit     read the audit trail (operators only; -h for filters)
+  sovereign token     create, list and revoke the API tokens MCP clients use (-h)
+  sovereign secret    set, list or delete operator secrets that agents use as {{secrets.NAME}}
   sovereign version   print the version
 
 Run 'sovereign <command> -h' for the flags of a command.
@@ -58,6 +60,10 @@ func Command(ctx context.Context, cmd string, args []string) error {
 		return one(ctx, "history", args)
 	case "audit":
 		return auditCmd(ctx, args, os.Stdout)
+	case "token":
+		return tokenCmd(ctx, args, os.Stdout)
+	case "secret":
+		return secretCmd(ctx, args, stdio{os.Stdin, os.Stdout, os.Stderr}, os.Getenv)
 	}
 	return app.UsageError{Err: fmt.Errorf("unknown command %q\n\n%s", cmd, Usage)}
 }
@@ -128,6 +134,12 @@ func up(ctx context.Context, args []string) error {
 	if len(errs) > 0 {
 		return app.UsageError{Err: errors.Join(errs...)}
 	}
+	// Operator secrets: the configured key, or <data dir>/secret.key.
+	secretKey, err := secretKeyForUp(uc.dataDir)
+	if err != nil {
+		return err
+	}
+	wcfg.SecretKey = secretKey
 
 	// NATS: embedded unless --nats-url names one.
 	var opts []nats.Option

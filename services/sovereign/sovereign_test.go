@@ -44,7 +44,7 @@ func startUp(t *testing.T, extra ...string) (listen, natsListen, dir string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Command(ctx, "up", append([]string{"--listen", listen, "--nats-listen", natsListen, "--data-dir", dir, "--workers", "1", "--max-sessions", "2"}, extra...))
+		done <- Command(ctx, "up", append([]string{"--listen", listen, "--nats-listen", natsListen, "--data-dir", dir, "--workers", "1", "--max-sessions", "2", "--allow-private"}, extra...))
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -156,6 +156,8 @@ type Record struct {
 	HideArguments []string
 	// Trace is the call's span context (its trace id is stored).
 	Trace trace.SpanContext
+	// Approval is the decision on a monitored call, nil for the others.
+	Approval *historyv1.Approval
 }
 
 // Publish redacts, truncates and enqueues r. It never blocks: when the
@@ -209,6 +211,7 @@ func (p *Publisher) build(r Record) *historyv1.AuditRecord {
 		DurationMicros: r.Duration.Microseconds(),
 		Outcome:        r.Outcome,
 		Source:         p.cfg.Source,
+		Approval:       r.Approval,
 	}
 	if r.Trace.HasTraceID() {
 		rec.TraceId = r.Trace.TraceID().String()

@@ -121,7 +121,10 @@ type AuditRecord struct {
 	// from publishers.
 	Seq int64 `protobuf:"varint,15,opt,name=seq,proto3" json:"seq,omitempty"`
 	// The MCP client's name and version (clientInfo), when known.
-	Client        string `protobuf:"bytes,16,opt,name=client,proto3" json:"client,omitempty"`
+	Client string `protobuf:"bytes,16,opt,name=client,proto3" json:"client,omitempty"`
+	// How a person decided the call of a monitored tool; absent for tools
+	// that need no approval.
+	Approval      *Approval `protobuf:"bytes,17,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -268,6 +271,106 @@ func (x *AuditRecord) GetClient() string {
 	return ""
 }
 
+func (x *AuditRecord) GetApproval() *Approval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
+// Approval is the decision on a monitored call: who decided what, and how
+// long the call waited for it.
+type Approval struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// approved | denied | timeout
+	State string `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	// With approved: once | session.
+	Scope string `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	// "console:<admin>", "elicitation:<client>", "timeout", "cancelled";
+	// for a call allowed by an earlier approve-for-session, who gave that.
+	DecidedBy          string `protobuf:"bytes,3,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	DecidedAtUnixMilli int64  `protobuf:"varint,4,opt,name=decided_at_unix_milli,json=decidedAtUnixMilli,proto3" json:"decided_at_unix_milli,omitempty"`
+	// How long the call waited for the decision (0 when a session grant
+	// allowed it at once).
+	WaitedMs int64 `protobuf:"varint,5,opt,name=waited_ms,json=waitedMs,proto3" json:"waited_ms,omitempty"`
+	// The approval request (what the console lists).
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Approval) Reset() {
+	*x = Approval{}
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Approval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Approval) ProtoMessage() {}
+
+func (x *Approval) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Approval.ProtoReflect.Descriptor instead.
+func (*Approval) Descriptor() ([]byte, []int) {
+	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Approval) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Approval) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *Approval) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *Approval) GetDecidedAtUnixMilli() int64 {
+	if x != nil {
+		return x.DecidedAtUnixMilli
+	}
+	return 0
+}
+
+func (x *Approval) GetWaitedMs() int64 {
+	if x != nil {
+		return x.WaitedMs
+	}
+	return 0
+}
+
+func (x *Approval) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // AuditQuery filters the trail (sov.history.audit.query). Empty fields do
 // not filter. Results are newest first; pass next_cursor back as cursor for
 // the next page. With follow set the query instead returns records stored
@@ -297,7 +400,7 @@ type AuditQuery struct {
 
 func (x *AuditQuery) Reset() {
 	*x = AuditQuery{}
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[1]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -309,7 +412,7 @@ func (x *AuditQuery) String() string {
 func (*AuditQuery) ProtoMessage() {}
 
 func (x *AuditQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[1]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -322,7 +425,7 @@ func (x *AuditQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditQuery.ProtoReflect.Descriptor instead.
 func (*AuditQuery) Descriptor() ([]byte, []int) {
-	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{1}
+	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AuditQuery) GetSinceUnixNano() int64 {
@@ -413,7 +516,7 @@ type AuditPage struct {
 
 func (x *AuditPage) Reset() {
 	*x = AuditPage{}
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[2]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +528,7 @@ func (x *AuditPage) String() string {
 func (*AuditPage) ProtoMessage() {}
 
 func (x *AuditPage) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[2]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +541,7 @@ func (x *AuditPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditPage.ProtoReflect.Descriptor instead.
 func (*AuditPage) Descriptor() ([]byte, []int) {
-	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{2}
+	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AuditPage) GetRecords() []*AuditRecord {
@@ -468,7 +571,7 @@ type ChatSession struct {
 
 func (x *ChatSession) Reset() {
 	*x = ChatSession{}
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[3]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -480,7 +583,7 @@ func (x *ChatSession) String() string {
 func (*ChatSession) ProtoMessage() {}
 
 func (x *ChatSession) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[3]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -493,7 +596,7 @@ func (x *ChatSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatSession.ProtoReflect.Descriptor instead.
 func (*ChatSession) Descriptor() ([]byte, []int) {
-	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{3}
+	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ChatSession) GetId() string {
@@ -544,7 +647,7 @@ type ChatMessage struct {
 
 func (x *ChatMessage) Reset() {
 	*x = ChatMessage{}
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[4]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +659,7 @@ func (x *ChatMessage) String() string {
 func (*ChatMessage) ProtoMessage() {}
 
 func (x *ChatMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[4]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +672,7 @@ func (x *ChatMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatMessage.ProtoReflect.Descriptor instead.
 func (*ChatMessage) Descriptor() ([]byte, []int) {
-	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{4}
+	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ChatMessage) GetId() int64 {
@@ -633,7 +736,7 @@ type CreateChatSessionRequest struct {
 
 func (x *CreateChatSessionRequest) Reset() {
 	*x = CreateChatSessionRequest{}
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[5]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +748,7 @@ func (x *CreateChatSessionRequest) String() string {
 func (*CreateChatSessionRequest) ProtoMessage() {}
 
 func (x *CreateChatSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[5]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +761,7 @@ func (x *CreateChatSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateChatSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateChatSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{5}
+	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateChatSessionRequest) GetId() string {
@@ -686,7 +789,7 @@ type ListChatSessionsRequest struct {
 
 func (x *ListChatSessionsRequest) Reset() {
 	*x = ListChatSessionsRequest{}
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[6]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +801,7 @@ func (x *ListChatSessionsRequest) String() string {
 func (*ListChatSessionsRequest) ProtoMessage() {}
 
 func (x *ListChatSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[6]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +814,7 @@ func (x *ListChatSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChatSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListChatSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{6}
+	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListChatSessionsRequest) GetLimit() int32 {
@@ -738,7 +841,7 @@ type ListChatSessionsResponse struct {
 
 func (x *ListChatSessionsResponse) Reset() {
 	*x = ListChatSessionsResponse{}
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[7]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +853,7 @@ func (x *ListChatSessionsResponse) String() string {
 func (*ListChatSessionsResponse) ProtoMessage() {}
 
 func (x *ListChatSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[7]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +866,7 @@ func (x *ListChatSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChatSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListChatSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{7}
+	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListChatSessionsResponse) GetSessions() []*ChatSession {
@@ -792,7 +895,7 @@ type GetChatSessionRequest struct {
 
 func (x *GetChatSessionRequest) Reset() {
 	*x = GetChatSessionRequest{}
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[8]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +907,7 @@ func (x *GetChatSessionRequest) String() string {
 func (*GetChatSessionRequest) ProtoMessage() {}
 
 func (x *GetChatSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[8]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +920,7 @@ func (x *GetChatSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChatSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetChatSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{8}
+	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetChatSessionRequest) GetId() string {
@@ -844,7 +947,7 @@ type GetChatSessionResponse struct {
 
 func (x *GetChatSessionResponse) Reset() {
 	*x = GetChatSessionResponse{}
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[9]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +959,7 @@ func (x *GetChatSessionResponse) String() string {
 func (*GetChatSessionResponse) ProtoMessage() {}
 
 func (x *GetChatSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[9]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +972,7 @@ func (x *GetChatSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChatSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetChatSessionResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{9}
+	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetChatSessionResponse) GetSession() *ChatSession {
@@ -899,7 +1002,7 @@ type AppendChatMessagesRequest struct {
 
 func (x *AppendChatMessagesRequest) Reset() {
 	*x = AppendChatMessagesRequest{}
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[10]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1014,7 @@ func (x *AppendChatMessagesRequest) String() string {
 func (*AppendChatMessagesRequest) ProtoMessage() {}
 
 func (x *AppendChatMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[10]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1027,7 @@ func (x *AppendChatMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendChatMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendChatMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{10}
+	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AppendChatMessagesRequest) GetSessionId() string {
@@ -957,7 +1060,7 @@ type AppendChatMessagesResponse struct {
 
 func (x *AppendChatMessagesResponse) Reset() {
 	*x = AppendChatMessagesResponse{}
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[11]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1072,7 @@ func (x *AppendChatMessagesResponse) String() string {
 func (*AppendChatMessagesResponse) ProtoMessage() {}
 
 func (x *AppendChatMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[11]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1085,7 @@ func (x *AppendChatMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendChatMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendChatMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{11}
+	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AppendChatMessagesResponse) GetMessages() []*ChatMessage {
@@ -1002,7 +1105,7 @@ type DeleteChatSessionRequest struct {
 
 func (x *DeleteChatSessionRequest) Reset() {
 	*x = DeleteChatSessionRequest{}
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[12]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1117,7 @@ func (x *DeleteChatSessionRequest) String() string {
 func (*DeleteChatSessionRequest) ProtoMessage() {}
 
 func (x *DeleteChatSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[12]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1130,7 @@ func (x *DeleteChatSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteChatSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteChatSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{12}
+	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteChatSessionRequest) GetId() string {
@@ -1045,7 +1148,7 @@ type DeleteChatSessionResponse struct {
 
 func (x *DeleteChatSessionResponse) Reset() {
 	*x = DeleteChatSessionResponse{}
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[13]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1160,7 @@ func (x *DeleteChatSessionResponse) String() string {
 func (*DeleteChatSessionResponse) ProtoMessage() {}
 
 func (x *DeleteChatSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_history_v1_history_proto_msgTypes[13]
+	mi := &file_sovereign_history_v1_history_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,14 +1173,14 @@ func (x *DeleteChatSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteChatSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteChatSessionResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{13}
+	return file_sovereign_history_v1_history_proto_rawDescGZIP(), []int{14}
 }
 
 var File_sovereign_history_v1_history_proto protoreflect.FileDescriptor
 
 const file_sovereign_history_v1_history_proto_rawDesc = "" +
 	"\n" +
-	"\"sovereign/history/v1/history.proto\x12\x14sovereign.history.v1\"\xfa\x03\n" +
+	"\"sovereign/history/v1/history.proto\x12\x14sovereign.history.v1\"\xb6\x04\n" +
 	"\vAuditRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12\x16\n" +
@@ -1096,7 +1199,17 @@ const file_sovereign_history_v1_history_proto_rawDesc = "" +
 	"\x0farguments_chars\x18\r \x01(\x05R\x0eargumentsChars\x12!\n" +
 	"\fresult_chars\x18\x0e \x01(\x05R\vresultChars\x12\x10\n" +
 	"\x03seq\x18\x0f \x01(\x03R\x03seq\x12\x16\n" +
-	"\x06client\x18\x10 \x01(\tR\x06client\"\xba\x02\n" +
+	"\x06client\x18\x10 \x01(\tR\x06client\x12:\n" +
+	"\bapproval\x18\x11 \x01(\v2\x1e.sovereign.history.v1.ApprovalR\bapproval\"\xc4\x01\n" +
+	"\bApproval\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12\x14\n" +
+	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x03 \x01(\tR\tdecidedBy\x121\n" +
+	"\x15decided_at_unix_milli\x18\x04 \x01(\x03R\x12decidedAtUnixMilli\x12\x1b\n" +
+	"\twaited_ms\x18\x05 \x01(\x03R\bwaitedMs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"\xba\x02\n" +
 	"\n" +
 	"AuditQuery\x12&\n" +
 	"\x0fsince_unix_nano\x18\x01 \x01(\x03R\rsinceUnixNano\x12&\n" +
@@ -1178,37 +1291,39 @@ func file_sovereign_history_v1_history_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_history_v1_history_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sovereign_history_v1_history_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_sovereign_history_v1_history_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_sovereign_history_v1_history_proto_goTypes = []any{
 	(Outcome)(0),                       // 0: sovereign.history.v1.Outcome
 	(*AuditRecord)(nil),                // 1: sovereign.history.v1.AuditRecord
-	(*AuditQuery)(nil),                 // 2: sovereign.history.v1.AuditQuery
-	(*AuditPage)(nil),                  // 3: sovereign.history.v1.AuditPage
-	(*ChatSession)(nil),                // 4: sovereign.history.v1.ChatSession
-	(*ChatMessage)(nil),                // 5: sovereign.history.v1.ChatMessage
-	(*CreateChatSessionRequest)(nil),   // 6: sovereign.history.v1.CreateChatSessionRequest
-	(*ListChatSessionsRequest)(nil),    // 7: sovereign.history.v1.ListChatSessionsRequest
-	(*ListChatSessionsResponse)(nil),   // 8: sovereign.history.v1.ListChatSessionsResponse
-	(*GetChatSessionRequest)(nil),      // 9: sovereign.history.v1.GetChatSessionRequest
-	(*GetChatSessionResponse)(nil),     // 10: sovereign.history.v1.GetChatSessionResponse
-	(*AppendChatMessagesRequest)(nil),  // 11: sovereign.history.v1.AppendChatMessagesRequest
-	(*AppendChatMessagesResponse)(nil), // 12: sovereign.history.v1.AppendChatMessagesResponse
-	(*DeleteChatSessionRequest)(nil),   // 13: sovereign.history.v1.DeleteChatSessionRequest
-	(*DeleteChatSessionResponse)(nil),  // 14: sovereign.history.v1.DeleteChatSessionResponse
+	(*Approval)(nil),                   // 2: sovereign.history.v1.Approval
+	(*AuditQuery)(nil),                 // 3: sovereign.history.v1.AuditQuery
+	(*AuditPage)(nil),                  // 4: sovereign.history.v1.AuditPage
+	(*ChatSession)(nil),                // 5: sovereign.history.v1.ChatSession
+	(*ChatMessage)(nil),                // 6: sovereign.history.v1.ChatMessage
+	(*CreateChatSessionRequest)(nil),   // 7: sovereign.history.v1.CreateChatSessionRequest
+	(*ListChatSessionsRequest)(nil),    // 8: sovereign.history.v1.ListChatSessionsRequest
+	(*ListChatSessionsResponse)(nil),   // 9: sovereign.history.v1.ListChatSessionsResponse
+	(*GetChatSessionRequest)(nil),      // 10: sovereign.history.v1.GetChatSessionRequest
+	(*GetChatSessionResponse)(nil),     // 11: sovereign.history.v1.GetChatSessionResponse
+	(*AppendChatMessagesRequest)(nil),  // 12: sovereign.history.v1.AppendChatMessagesRequest
+	(*AppendChatMessagesResponse)(nil), // 13: sovereign.history.v1.AppendChatMessagesResponse
+	(*DeleteChatSessionRequest)(nil),   // 14: sovereign.history.v1.DeleteChatSessionRequest
+	(*DeleteChatSessionResponse)(nil),  // 15: sovereign.history.v1.DeleteChatSessionResponse
 }
 var file_sovereign_history_v1_history_proto_depIdxs = []int32{
 	0, // 0: sovereign.history.v1.AuditRecord.outcome:type_name -> sovereign.history.v1.Outcome
-	1, // 1: sovereign.history.v1.AuditPage.records:type_name -> sovereign.history.v1.AuditRecord
-	4, // 2: sovereign.history.v1.ListChatSessionsResponse.sessions:type_name -> sovereign.history.v1.ChatSession
-	4, // 3: sovereign.history.v1.GetChatSessionResponse.session:type_name -> sovereign.history.v1.ChatSession
-	5, // 4: sovereign.history.v1.GetChatSessionResponse.messages:type_name -> sovereign.history.v1.ChatMessage
-	5, // 5: sovereign.history.v1.AppendChatMessagesRequest.messages:type_name -> sovereign.history.v1.ChatMessage
-	5, // 6: sovereign.history.v1.AppendChatMessagesResponse.messages:type_name -> sovereign.history.v1.ChatMessage
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	2, // 1: sovereign.history.v1.AuditRecord.approval:type_name -> sovereign.history.v1.Approval
+	1, // 2: sovereign.history.v1.AuditPage.records:type_name -> sovereign.history.v1.AuditRecord
+	5, // 3: sovereign.history.v1.ListChatSessionsResponse.sessions:type_name -> sovereign.history.v1.ChatSession
+	5, // 4: sovereign.history.v1.GetChatSessionResponse.session:type_name -> sovereign.history.v1.ChatSession
+	6, // 5: sovereign.history.v1.GetChatSessionResponse.messages:type_name -> sovereign.history.v1.ChatMessage
+	6, // 6: sovereign.history.v1.AppendChatMessagesRequest.messages:type_name -> sovereign.history.v1.ChatMessage
+	6, // 7: sovereign.history.v1.AppendChatMessagesResponse.messages:type_name -> sovereign.history.v1.ChatMessage
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_history_v1_history_proto_init() }
@@ -1222,7 +1337,7 @@ func file_sovereign_history_v1_history_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_history_v1_history_proto_rawDesc), len(file_sovereign_history_v1_history_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"os/exec"
+	"strings"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/remote"
 )
 
 // Find returns the Chromium executable: path when it is set (from --chrome or
@@ -69,14 +72,46 @@ func Options(execPath, userDataDir string) []chromedp.ExecAllocatorOption {
 // created by chromedp) and a cancel func that stops the process. The
 // returned context is done when the browser goes away, crash included.
 func Start(ctx context.Context, execPath string) (context.Context, context.CancelFunc, error) {
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, Options(execPath, "")...)
-	bctx, cancelB := chromedp.NewContext(allocCtx)
+	return StartWrapped(ctx, execPath, nil)
+}
+
+// StartWrapped is Start with the connection to Chromium passed through
+// wrap, which may read and write messages of its own on it (the URL policy
+// guard does). With a wrap the connection is a websocket to a debugging
+// port on 127.0.0.1 instead of a pipe: chromedp takes no other transport.
+// The port's HTTP endpoints answer only requests whose Host is an address
+// or localhost, and its websocket refuses pages (no
+// --remote-allow-origins); the address and its browser id are random.
+func StartWrapped(ctx context.Context, execPath string, wrap func(chromedp.Transport) chromedp.Transport) (context.Context, context.CancelFunc, error) {
+	opts := Options(execPath, "")
+	if wrap != nil {
+		opts = append(opts, chromedp.WithDialer(func(ctx context.Context, wsURL string) (chromedp.Transport, error) {
+			c, err := remote.DialContext(ctx, wsURL)
+			if err != nil {
+				return nil, err
+			}
+			return wrap(c), nil
+		}))
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, cancelB := chromedp.NewContext(allocCtx, chromedp.WithBrowserOption(chromedp.WithBrowserErrorf(browserErrorf)))
 	if err := chromedp.Do(bctx); err != nil {
 		cancelB()
 		cancelAlloc()
 		return nil, nil, fmt.Errorf("start chromium %s: %w", execPath, err)
 	}
 	return bctx, func() { cancelB(); cancelAlloc() }, nil
+}
+
+// browserErrorf logs chromedp's browser errors, except the detach of a
+// session that chromedp did not attach: the URL policy guard attaches its
+// own sessions (see package guard), and chromedp reports each of their
+// detaches as an error.
+func browserErrorf(format string, args ...any) {
+	if strings.HasPrefix(format, "executor for %q doesn't exist") {
+		return
+	}
+	log.Printf("ERROR: "+format, args...)
 }
 
 // Process returns the Chromium process behind a browser context from Start.

@@ -29,6 +29,9 @@ type Tool struct {
 	ReadOnly bool
 	// TypesText tools type their TypedArguments into the page.
 	TypesText bool
+	// Local tools are answered by the gateway itself, without a browser
+	// session: they take no session argument and build no request.
+	Local bool
 	// Params are the tool's own arguments; Params() adds the session one.
 	params []Param
 	build  func(Args) (*browserv1.ToolRequest, error)
@@ -44,6 +47,9 @@ type Call struct {
 
 // Params returns the tool's parameters, the session handle last.
 func (t Tool) Params() []Param {
+	if t.Local {
+		return append([]Param(nil), t.params...)
+	}
 	return append(append([]Param(nil), t.params...), sessionParam)
 }
 
@@ -53,6 +59,9 @@ func (t Tool) Parse(raw any) (Call, error) {
 	args, err := check(t.Params(), raw)
 	if err != nil {
 		return Call{}, err
+	}
+	if t.Local {
+		return Call{}, nil
 	}
 	req, err := t.build(args)
 	if err != nil {
@@ -406,5 +415,19 @@ var tools = []Tool{
 				Format: a.str("format"), Quality: int32(q), FullPage: a.boolean("full_page"), Element: el,
 			}}}, nil
 		},
+	},
+	{
+		Name: "blocked_requests", Title: "Blocked requests", ReadOnly: true,
+		Description: "List the requests the session's URL policy blocked (navigations, frames, scripts, fetch/XHR, " +
+			"websockets, popups), newest last, each with the rule that blocked it.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
+			r.Tool = &browserv1.ToolRequest_BlockedRequests{BlockedRequests: n}
+		}),
+	},
+	{
+		Name: "secrets_list", Title: "List secrets", ReadOnly: true, Local: true,
+		Description: "List the names of the secrets the operator stored (never their values). Use a secret as " +
+			"{{secrets.NAME}} in the value of fill or type, or in a URL for open or tab_new: the browser worker puts " +
+			"the value in at the last moment, and any value that shows up in a result comes back as its placeholder.",
 	},
 }

@@ -42,7 +42,8 @@ func TestToolNames(t *testing.T) {
 		"open", "back", "forward", "reload", "get_url", "get_title",
 		"snapshot", "get_text", "get_html", "get_attr", "eval",
 		"click", "fill", "type", "press", "scroll", "hover", "focus", "close",
-		"tab_list", "tab_new", "tab_switch", "tab_close", "wait", "wait_for", "screenshot",
+		"tab_list", "tab_new", "tab_switch", "tab_close", "wait", "wait_for", "screenshot", "blocked_requests",
+		"secrets_list",
 	}
 	var got []string
 	for _, tool := range Tools() {
@@ -77,8 +78,8 @@ func TestInputSchemas(t *testing.T) {
 			if s.AdditionalProperties == nil || *s.AdditionalProperties {
 				t.Errorf("additionalProperties = %v, want false", s.AdditionalProperties)
 			}
-			if _, ok := s.Properties[SessionParam]; !ok {
-				t.Errorf("no %q property", SessionParam)
+			if _, ok := s.Properties[SessionParam]; ok == tool.Local {
+				t.Errorf("%q property: %v; want it on every browser tool and on no local tool", SessionParam, ok)
 			}
 			for _, r := range s.Required {
 				if _, ok := s.Properties[r]; !ok {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -52,6 +53,8 @@ type AuditRow struct {
 	Client         string
 	ArgumentsChars int32
 	ResultChars    int32
+	// Approval is the approval as JSON (ApprovalJSON), nil without one.
+	Approval *string
 }
 
 // NewAuditRow prepares r for storing; an empty id is ErrInvalid. r is not
@@ -78,6 +81,7 @@ func NewAuditRow(r *historyv1.AuditRecord) (AuditRow, error) {
 		Client:         Clean(r.GetClient()),
 		ArgumentsChars: r.GetArgumentsChars(),
 		ResultChars:    r.GetResultChars(),
+		Approval:       ApprovalJSON(r.GetApproval()),
 	}
 	if row.ArgumentsChars == 0 {
 		row.ArgumentsChars = int32(min(argsChars, 1<<31-1))
@@ -91,20 +95,78 @@ func NewAuditRow(r *historyv1.AuditRecord) (AuditRow, error) {
 // AuditColumns are the columns of the audit table that QueryAudit reads, in
 // the order ScanAudit expects.
 const AuditColumns = "seq, id, time_unix_nano, caller, mcp_session, browser_session, tool, arguments, result, " +
-	"duration_micros, outcome, trace_id, source, client, arguments_chars, result_chars"
+	"duration_micros, outcome, trace_id, source, client, arguments_chars, result_chars, approval"
+
+// AuditColumnsBeforeApproval are AuditColumns for a schema older than
+// ApprovalSchema, which has no approval column.
+const AuditColumnsBeforeApproval = "seq, id, time_unix_nano, caller, mcp_session, browser_session, tool, arguments, result, " +
+	"duration_micros, outcome, trace_id, source, client, arguments_chars, result_chars, NULL AS approval"
 
 // ScanAudit reads one row of AuditColumns with scan (sql.Rows.Scan or
 // pgx.Rows.Scan).
 func ScanAudit(scan func(dest ...any) error) (*historyv1.AuditRecord, error) {
 	r := &historyv1.AuditRecord{}
 	var outcome string
+	var approval *string
 	if err := scan(&r.Seq, &r.Id, &r.TimeUnixNano, &r.Caller, &r.McpSession, &r.BrowserSession, &r.Tool,
 		&r.Arguments, &r.Result, &r.DurationMicros, &outcome, &r.TraceId, &r.Source, &r.Client,
-		&r.ArgumentsChars, &r.ResultChars); err != nil {
+		&r.ArgumentsChars, &r.ResultChars, &approval); err != nil {
 		return nil, err
 	}
 	r.Outcome = ParseOutcome(outcome)
+	r.Approval = ParseApproval(approval)
 	return r, nil
+}
+
+// approvalRow is the stored JSON of an approval.
+type approvalRow struct {
+	State     string `json:"state"`
+	Scope     string `json:"scope,omitempty"`
+	DecidedBy string `json:"decided_by,omitempty"`
+	DecidedAt int64  `json:"decided_at_unix_milli,omitempty"`
+	WaitedMS  int64  `json:"waited_ms,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// maxApprovalChars bounds each text of a stored approval.
+const maxApprovalChars = 200
+
+// ApprovalJSON is how the approval column stores a: a JSON object with the
+// proto field names, each text cleaned and cut to 200 characters; nil (SQL
+// NULL) without an approval.
+func ApprovalJSON(a *historyv1.Approval) *string {
+	if a == nil {
+		return nil
+	}
+	text := func(s string) string {
+		t, _ := Truncate(s, maxApprovalChars)
+		return t
+	}
+	b, err := json.Marshal(approvalRow{
+		State: text(a.GetState()), Scope: text(a.GetScope()), DecidedBy: text(a.GetDecidedBy()),
+		DecidedAt: a.GetDecidedAtUnixMilli(), WaitedMS: a.GetWaitedMs(), RequestID: text(a.GetRequestId()),
+	})
+	if err != nil {
+		return nil // not reached: the row holds only strings and numbers
+	}
+	s := string(b)
+	return &s
+}
+
+// ParseApproval reads the approval column back; nil for NULL (or a value
+// that is not an approval).
+func ParseApproval(s *string) *historyv1.Approval {
+	if s == nil {
+		return nil
+	}
+	var row approvalRow
+	if json.Unmarshal([]byte(*s), &row) != nil {
+		return nil
+	}
+	return &historyv1.Approval{
+		State: row.State, Scope: row.Scope, DecidedBy: row.DecidedBy,
+		DecidedAtUnixMilli: row.DecidedAt, WaitedMs: row.WaitedMS, RequestId: row.RequestID,
+	}
 }
 
 // AuditFilter is a validated AuditQuery.
@@ -163,6 +225,9 @@ type Dialect struct {
 	// Text is the condition for a text filter; arg adds a parameter and
 	// returns its placeholder.
 	Text func(arg func(v any) string, text string) string
+	// Columns are the columns to read: AuditColumns when empty, or
+	// AuditColumnsBeforeApproval on an older schema.
+	Columns string
 }
 
 // AuditSQL builds QueryAudit's statement for f: one page plus one row (to
@@ -174,6 +239,10 @@ func AuditSQL(f AuditFilter, d Dialect) (string, []any) {
 	arg := func(v any) string {
 		args = append(args, v)
 		return d.Placeholder(len(args))
+	}
+	columns := d.Columns
+	if columns == "" {
+		columns = AuditColumns
 	}
 	order := "time_unix_nano DESC, id DESC"
 	if f.Follow {
@@ -216,11 +285,11 @@ func AuditSQL(f AuditFilter, d Dialect) (string, []any) {
 		return " WHERE " + strings.Join(c, " AND ")
 	}
 	if f.Session == "" {
-		q := "SELECT " + AuditColumns + " FROM audit" + where("") + " ORDER BY " + order + " LIMIT " + arg(limit)
+		q := "SELECT " + columns + " FROM audit" + where("") + " ORDER BY " + order + " LIMIT " + arg(limit)
 		return q, args
 	}
 	branch := func(col, alias string) string {
-		return "SELECT * FROM (SELECT " + AuditColumns + " FROM audit" + where(col+" = "+arg(f.Session)) +
+		return "SELECT * FROM (SELECT " + columns + " FROM audit" + where(col+" = "+arg(f.Session)) +
 			" ORDER BY " + order + " LIMIT " + arg(limit) + ") AS " + alias
 	}
 	q := branch("mcp_session", "m") + " UNION " + branch("browser_session", "b") + " ORDER BY " + order + " LIMIT " + arg(limit)

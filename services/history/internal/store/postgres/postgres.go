@@ -30,6 +30,9 @@ const (
 // Store is a store.Store on a PostgreSQL database.
 type Store struct {
 	pool *pgxpool.Pool
+	// approval: schema 3 (store.ApprovalSchema), the audit table has the
+	// approval column.
+	approval bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -66,6 +69,12 @@ func OpenAt(ctx context.Context, dsn string, version int) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
+	cur, err := s.SchemaVersion(ctx)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.approval = cur >= store.ApprovalSchema
 	return s, nil
 }
 
@@ -146,6 +155,18 @@ func (s *Store) Close() error {
 
 // insertAudit inserts a batch given as one array per column, in order.
 const insertAudit = `INSERT INTO audit (id, time_unix_nano, caller, mcp_session, browser_session, tool,
+	arguments, result, duration_micros, outcome, trace_id, source, client, arguments_chars, result_chars, approval)
+	SELECT id, t, caller, mcp, browser, tool, args, res, dur, outcome, trace, source, client, args_chars, res_chars, approval
+	FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+		$9::bigint[], $10::text[], $11::text[], $12::text[], $13::text[], $14::integer[], $15::integer[], $16::text[])
+		WITH ORDINALITY AS u (id, t, caller, mcp, browser, tool, args, res, dur, outcome, trace, source, client,
+			args_chars, res_chars, approval, ord)
+	ORDER BY ord
+	ON CONFLICT (id) DO NOTHING`
+
+// insertAuditBeforeApproval is insertAudit on a schema before
+// store.ApprovalSchema (without the approvals).
+const insertAuditBeforeApproval = `INSERT INTO audit (id, time_unix_nano, caller, mcp_session, browser_session, tool,
 	arguments, result, duration_micros, outcome, trace_id, source, client, arguments_chars, result_chars)
 	SELECT id, t, caller, mcp, browser, tool, args, res, dur, outcome, trace, source, client, args_chars, res_chars
 	FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
@@ -167,6 +188,7 @@ func (s *Store) InsertAudit(ctx context.Context, recs []*historyv1.AuditRecord) 
 		outcomes, traces, sources, clients = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		times, durations                   = make([]int64, n), make([]int64, n)
 		argChars, resChars                 = make([]int32, n), make([]int32, n)
+		approvals                          = make([]*string, n)
 	)
 	for i, rec := range recs {
 		r, err := store.NewAuditRow(rec)
@@ -176,14 +198,19 @@ func (s *Store) InsertAudit(ctx context.Context, recs []*historyv1.AuditRecord) 
 		ids[i], times[i], callers[i], mcps[i], browsers[i], tools[i] = r.ID, r.TimeUnixNano, r.Caller, r.MCPSession, r.BrowserSession, r.Tool
 		args[i], results[i], durations[i], outcomes[i], traces[i] = r.Arguments, r.Result, r.DurationMicros, r.Outcome, r.TraceID
 		sources[i], clients[i], argChars[i], resChars[i] = r.Source, r.Client, r.ArgumentsChars, r.ResultChars
+		approvals[i] = r.Approval
+	}
+	stmt, params := insertAudit, []any{ids, times, callers, mcps, browsers, tools, args, results,
+		durations, outcomes, traces, sources, clients, argChars, resChars, approvals}
+	if !s.approval {
+		stmt, params = insertAuditBeforeApproval, params[:15]
 	}
 	var inserted int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockInsert); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, insertAudit, ids, times, callers, mcps, browsers, tools, args, results,
-			durations, outcomes, traces, sources, clients, argChars, resChars)
+		tag, err := tx.Exec(ctx, stmt, params...)
 		inserted = tag.RowsAffected()
 		return err
 	})
@@ -211,7 +238,11 @@ func (s *Store) QueryAudit(ctx context.Context, q *historyv1.AuditQuery) (*histo
 	if err != nil {
 		return nil, err
 	}
-	query, args := store.AuditSQL(f, dialect)
+	d := dialect
+	if !s.approval {
+		d.Columns = store.AuditColumnsBeforeApproval
+	}
+	query, args := store.AuditSQL(f, d)
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: query audit: %w", err)

@@ -58,4 +58,10 @@ var migrations = [][]string{
 		`CREATE INDEX audit_arguments_trgm ON audit USING gin (arguments gin_trgm_ops)`,
 		`CREATE INDEX audit_result_trgm ON audit USING gin (result gin_trgm_ops)`,
 	},
+	// 3: how a person decided a monitored call: JSON (see
+	// store.ApprovalJSON), NULL for calls that needed no approval and for
+	// the records stored before this version.
+	{
+		`ALTER TABLE audit ADD COLUMN approval text`,
+	},
 }

@@ -74,4 +74,10 @@ var migrations = [][]string{
 		// Index the records stored before this version.
 		`INSERT INTO audit_fts (audit_fts) VALUES ('rebuild')`,
 	},
+	// 3: how a person decided a monitored call: JSON (see
+	// store.ApprovalJSON), NULL for calls that needed no approval and for
+	// the records stored before this version.
+	{
+		`ALTER TABLE audit ADD COLUMN approval TEXT`,
+	},
 }

@@ -28,6 +28,9 @@ type Store struct {
 	r      *sql.DB // readers (query_only)
 	insert *sql.Stmt
 	fts    bool // schema 2: audit_fts to keep up to date
+	// approval: schema 3 (store.ApprovalSchema), the audit table has the
+	// approval column.
+	approval bool
 	// scanFirst is how many of the newest records a text query checks one
 	// by one before it asks the trigram index (tests lower it).
 	scanFirst int
@@ -86,6 +89,7 @@ func OpenAt(ctx context.Context, path string, version int) (*Store, error) {
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
 	s.fts = cur >= 2
+	s.approval = cur >= store.ApprovalSchema
 	if s.r, err = sql.Open("sqlite", path+reader); err != nil {
 		s.w.Close()
 		return nil, fmt.Errorf("sqlite: %w", err)
@@ -93,7 +97,11 @@ func OpenAt(ctx context.Context, path string, version int) (*Store, error) {
 	n := max(4, runtime.GOMAXPROCS(0))
 	s.r.SetMaxOpenConns(n)
 	s.r.SetMaxIdleConns(n)
-	if s.insert, err = s.w.PrepareContext(ctx, insertAudit); err != nil {
+	insert := insertAudit
+	if !s.approval {
+		insert = insertAuditBeforeApproval
+	}
+	if s.insert, err = s.w.PrepareContext(ctx, insert); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
@@ -181,6 +189,12 @@ func (s *Store) Close() error {
 }
 
 const insertAudit = `INSERT INTO audit (id, time_unix_nano, caller, mcp_session, browser_session, tool,
+	arguments, result, duration_micros, outcome, trace_id, source, client, arguments_chars, result_chars, approval)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+
+// insertAuditBeforeApproval is insertAudit on a schema before
+// store.ApprovalSchema (without the approval).
+const insertAuditBeforeApproval = `INSERT INTO audit (id, time_unix_nano, caller, mcp_session, browser_session, tool,
 	arguments, result, duration_micros, outcome, trace_id, source, client, arguments_chars, result_chars)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 
@@ -210,8 +224,12 @@ func (s *Store) InsertAudit(ctx context.Context, recs []*historyv1.AuditRecord) 
 	stmt := tx.StmtContext(ctx, s.insert)
 	inserted := 0
 	for _, r := range rows {
-		res, err := stmt.ExecContext(ctx, r.ID, r.TimeUnixNano, r.Caller, r.MCPSession, r.BrowserSession, r.Tool,
-			r.Arguments, r.Result, r.DurationMicros, r.Outcome, r.TraceID, r.Source, r.Client, r.ArgumentsChars, r.ResultChars)
+		args := []any{r.ID, r.TimeUnixNano, r.Caller, r.MCPSession, r.BrowserSession, r.Tool,
+			r.Arguments, r.Result, r.DurationMicros, r.Outcome, r.TraceID, r.Source, r.Client, r.ArgumentsChars, r.ResultChars}
+		if s.approval {
+			args = append(args, r.Approval)
+		}
+		res, err := stmt.ExecContext(ctx, args...)
 		if err != nil {
 			return 0, fmt.Errorf("sqlite: insert audit record %s: %w", r.ID, err)
 		}
@@ -259,8 +277,12 @@ func (s *Store) QueryAudit(ctx context.Context, q *historyv1.AuditQuery) (*histo
 		return nil, fmt.Errorf("sqlite: query audit: %w", err)
 	}
 	defer tx.Rollback()
+	d := dialect
+	if !s.approval {
+		d.Columns = store.AuditColumnsBeforeApproval
+	}
 	if f.Text == "" {
-		query, args := store.AuditSQL(f, dialect)
+		query, args := store.AuditSQL(f, d)
 		recs, err := queryRecords(ctx, tx, f.Limit+1, query, args)
 		if err != nil {
 			return nil, err
@@ -275,7 +297,7 @@ func (s *Store) QueryAudit(ctx context.Context, q *historyv1.AuditQuery) (*histo
 		// in order.
 		others := f
 		others.Text, others.Limit = "", s.scanFirst-1
-		scan, args := store.AuditSQL(others, dialect)
+		scan, args := store.AuditSQL(others, d)
 		query := "SELECT * FROM (" + scan + ") WHERE " + textCheck(func(any) string { return "?" }, f.Text) +
 			" ORDER BY time_unix_nano DESC, id DESC LIMIT ?"
 		recs, err = queryRecords(ctx, tx, f.Limit+1, query, append(slices.Clone(args), f.Text, f.Limit+1))
@@ -300,7 +322,9 @@ func (s *Store) QueryAudit(ctx context.Context, q *historyv1.AuditQuery) (*histo
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: query audit: %w", err)
 	}
-	query, args := store.AuditSQL(rest, withText(terms))
+	text := withText(terms)
+	text.Columns = d.Columns
+	query, args := store.AuditSQL(rest, text)
 	more, err := queryRecords(ctx, tx, rest.Limit+1, query, args)
 	if err != nil {
 		return nil, err

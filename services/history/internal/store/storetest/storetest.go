@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/proto"
+
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/history/internal/store"
 )
@@ -57,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"AfterSeq", testAfterSeq},
 		{"Duplicates", testDuplicates},
 		{"Fields", testFields},
+		{"Approval", testApproval},
 		{"Truncation", testTruncation},
 		{"InvalidText", testInvalidText},
 		{"EmptyID", testEmptyID},
@@ -537,10 +540,45 @@ func testFields(t *testing.T, s store.Store) {
 			t.Errorf("stored %v,\ngave %v", r, w)
 		}
 	}
+	for _, r := range got {
+		if r.Approval != nil {
+			t.Errorf("record %s without an approval comes back with %v", r.Id, r.Approval)
+		}
+	}
 	// An outcome this version does not know is stored as unspecified.
 	insert(t, s, []*historyv1.AuditRecord{{Id: "future", TimeUnixNano: 1, Outcome: 42}})
 	if got := query(t, s, &historyv1.AuditQuery{UntilUnixNano: 2}).GetRecords(); len(got) != 1 || got[0].Outcome != historyv1.Outcome_OUTCOME_UNSPECIFIED {
 		t.Errorf("unknown outcome: %v", got)
+	}
+}
+
+// testApproval: the decision on a monitored call is stored with its record
+// and read back by every kind of query; its texts are cleaned and bounded.
+func testApproval(t *testing.T, s store.Store) {
+	approved := &historyv1.Approval{State: "approved", Scope: "session", DecidedBy: "console:admin",
+		DecidedAtUnixMilli: base.UnixMilli(), WaitedMs: 4200, RequestId: "req1"}
+	denied := &historyv1.Approval{State: "denied", DecidedBy: "elicitation:claude \xff\x00" + strings.Repeat("x", 300),
+		DecidedAtUnixMilli: base.UnixMilli() + 1, WaitedMs: 10, RequestId: "req2"}
+	recs := []*historyv1.AuditRecord{
+		{Id: "a1", TimeUnixNano: base.UnixNano(), McpSession: "m", Tool: "eval", Result: "ran the script", Approval: approved},
+		{Id: "a2", TimeUnixNano: base.Add(time.Second).UnixNano(), McpSession: "m", Tool: "eval", Result: "eval was denied",
+			Outcome: historyv1.Outcome_OUTCOME_DENIED, Approval: denied},
+		{Id: "a3", TimeUnixNano: base.Add(2 * time.Second).UnixNano(), McpSession: "m", Tool: "snapshot", Result: "no approval needed"},
+	}
+	insert(t, s, recs)
+	wantDenied := proto.Clone(denied).(*historyv1.Approval)
+	wantDenied.DecidedBy = string([]rune("elicitation:claude \uFFFD\uFFFD" + strings.Repeat("x", 300))[:200])
+	want := map[string]*historyv1.Approval{"a1": approved, "a2": wantDenied, "a3": nil}
+	for _, q := range []*historyv1.AuditQuery{{}, {Session: "m"}, {Text: "eval"}, {Text: "approval"}, {Follow: true}, {Tool: "eval"}} {
+		got := walk(t, s, q)
+		if len(got) == 0 {
+			t.Errorf("query %v found nothing", q)
+		}
+		for _, r := range got {
+			if !proto.Equal(r.GetApproval(), want[r.GetId()]) {
+				t.Errorf("query %v: record %s has approval %v, want %v", q, r.GetId(), r.GetApproval(), want[r.GetId()])
+			}
+		}
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/history/internal/store"
 )
@@ -26,6 +28,19 @@ func testUpgrade(t *testing.T, open func(version int) (store.Store, error)) {
 	}
 	recs := dataset()
 	insert(t, old, recs)
+	// A schema before the approval column stores records without it and
+	// reads them back without one.
+	withApproval := &historyv1.AuditRecord{Id: "approved-old", TimeUnixNano: base.Add(-time.Hour).UnixNano(), Tool: "eval",
+		Approval: &historyv1.Approval{State: "approved", DecidedBy: "console:admin"}}
+	insert(t, old, []*historyv1.AuditRecord{withApproval})
+	recs = append(recs, withApproval)
+	for _, q := range []*historyv1.AuditQuery{{}, {Session: "m1"}} {
+		for _, r := range walk(t, old, q) {
+			if r.GetApproval() != nil {
+				t.Errorf("old schema, query %v: record %s has approval %v", q, r.GetId(), r.GetApproval())
+			}
+		}
+	}
 	if _, err := old.CreateChatSession(ctx, "c", "kept"); err != nil {
 		t.Fatal(err)
 	}
@@ -39,8 +54,15 @@ func testUpgrade(t *testing.T, open func(version int) (store.Store, error)) {
 	for _, q := range []*historyv1.AuditQuery{{Text: "alpha"}, {Session: "m1"}, {Session: "b2", Text: "DELTA"}} {
 		equalIDs(t, fmt.Sprintf("old records, %v", q), ids(walk(t, s, q)), reference(recs, q))
 	}
-	fresh := &historyv1.AuditRecord{Id: "fresh", TimeUnixNano: base.Add(time.Hour).UnixNano(), BrowserSession: "m1", Result: "alphabet"}
+	fresh := &historyv1.AuditRecord{Id: "fresh", TimeUnixNano: base.Add(time.Hour).UnixNano(), BrowserSession: "m1", Result: "alphabet",
+		Approval: &historyv1.Approval{State: "denied", DecidedBy: "console:admin", RequestId: "r1"}}
 	insert(t, s, []*historyv1.AuditRecord{fresh})
+	for _, r := range walk(t, s, &historyv1.AuditQuery{}) {
+		if want := fresh.GetApproval(); r.GetId() == "fresh" && !proto.Equal(r.GetApproval(), want) ||
+			r.GetId() != "fresh" && r.GetApproval() != nil {
+			t.Errorf("after the upgrade, record %s has approval %v", r.GetId(), r.GetApproval())
+		}
+	}
 	equalIDs(t, "old and new records", ids(query(t, s, &historyv1.AuditQuery{Text: "alpha", Limit: 100}).GetRecords()),
 		reference(append(recs, fresh), &historyv1.AuditQuery{Text: "alpha"}))
 	if cs, _, err := s.GetChatSession(ctx, "c", 0); err != nil || cs.GetTitle() != "kept" {

@@ -1,0 +1,141 @@
+package browser
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
+)
+
+// Operator secrets in tool calls.
+//
+// fill and type values and open and tab_new URLs may hold placeholders
+// {{secrets.NAME}}. The worker puts the values in at the last moment, on a
+// copy of the request that never leaves this process, and scrubs every
+// result and error: any secret value in them (plain or encoded) becomes
+// its placeholder again. So the gateway, the model, logs, traces and the
+// audit trail only ever see placeholders.
+
+// openSecrets starts following the secrets bucket when the worker has a
+// key.
+func (w *Worker) openSecrets(ctx context.Context, c *bus.Conn) error {
+	if w.cfg.SecretKey == nil {
+		return nil
+	}
+	store, err := secrets.Open(ctx, c.NATS(), c.Prefix(), w.cfg.SecretKey)
+	if err != nil {
+		return err
+	}
+	cache, err := store.Watch(ctx)
+	if err != nil {
+		return err
+	}
+	if err := cache.Check(); err != nil {
+		// Secrets of another key stay unusable, and calls naming them say
+		// so; the others work.
+		w.log.Warn("some secrets cannot be decrypted with this worker's key", "key_id", w.cfg.SecretKey.ID(), "err", err)
+	}
+	w.secrets = cache
+	w.log.Info("operator secrets available", "count", len(cache.Names()), "key_id", w.cfg.SecretKey.ID())
+	return nil
+}
+
+// hasPlaceholder reports whether s may hold a secret placeholder.
+func hasPlaceholder(s string) bool { return strings.Contains(s, "{{") }
+
+// withSecrets returns req with its placeholders replaced by the values,
+// or req itself when it has none. The copy must not leave the worker.
+func (w *Worker) withSecrets(req *browserv1.ToolRequest) (*browserv1.ToolRequest, error) {
+	var field *string
+	switch t := req.GetTool().(type) {
+	case *browserv1.ToolRequest_Fill:
+		if t.Fill != nil && hasPlaceholder(t.Fill.GetValue()) {
+			field = &t.Fill.Value
+		}
+	case *browserv1.ToolRequest_Type:
+		if t.Type != nil && hasPlaceholder(t.Type.GetValue()) {
+			field = &t.Type.Value
+		}
+	case *browserv1.ToolRequest_Open:
+		if t.Open != nil && hasPlaceholder(t.Open.GetUrl()) {
+			field = &t.Open.Url
+		}
+	case *browserv1.ToolRequest_TabNew:
+		if t.TabNew != nil && hasPlaceholder(t.TabNew.GetUrl()) {
+			field = &t.TabNew.Url
+		}
+	}
+	if field == nil {
+		return req, nil
+	}
+	if w.secrets == nil {
+		if strings.Contains(*field, "secrets.") {
+			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
+				"this worker has no secret key, so {{secrets.NAME}} placeholders cannot be used: set %s or %s on the browser workers",
+				secrets.EnvKey, secrets.EnvKeyFile)
+		}
+		return req, nil
+	}
+	out, used, err := w.secrets.Substitute(*field)
+	if err != nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s", err.Error())
+	}
+	if len(used) == 0 {
+		return req, nil
+	}
+	// Work on a copy: the caller's request (and anything that logs or
+	// traces it) keeps the placeholder.
+	cp := proto.Clone(req).(*browserv1.ToolRequest)
+	switch t := cp.GetTool().(type) {
+	case *browserv1.ToolRequest_Fill:
+		t.Fill.Value = out
+	case *browserv1.ToolRequest_Type:
+		t.Type.Value = out
+	case *browserv1.ToolRequest_Open:
+		t.Open.Url = out
+	case *browserv1.ToolRequest_TabNew:
+		t.TabNew.Url = out
+	}
+	return cp, nil
+}
+
+// scrubResult replaces secret values in a result with their placeholders.
+func (w *Worker) scrubResult(res *browserv1.ToolResult) *browserv1.ToolResult {
+	if w.secrets == nil || res == nil {
+		return res
+	}
+	for _, c := range res.GetContent() {
+		if t, ok := c.GetPart().(*browserv1.Content_Text); ok {
+			t.Text = w.secrets.Scrub(t.Text)
+		}
+	}
+	if s := res.GetStructuredJson(); s != "" {
+		res.StructuredJson = string(w.secrets.ScrubJSON([]byte(s)))
+	}
+	return res
+}
+
+// scrubErr replaces secret values in an error's message (a navigation
+// error names its URL, a script error may quote the page).
+func (w *Worker) scrubErr(err error) error {
+	if w.secrets == nil || err == nil {
+		return err
+	}
+	var be *bus.Error
+	if errors.As(err, &be) {
+		if msg := w.secrets.Scrub(be.Message); msg != be.Message {
+			return bus.Errorf(be.Code, "%s", msg)
+		}
+		return err
+	}
+	if msg := w.secrets.Scrub(err.Error()); msg != err.Error() {
+		return errors.New(msg)
+	}
+	return err
+}

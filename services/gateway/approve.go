@@ -1,0 +1,403 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/approval"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/kit/config"
+	"github.com/sovereign-fleet/sovereign/services/kit/redact"
+)
+
+// Approvals: a call of a monitored tool waits until a person approves it
+// (once, or for the rest of its browser session) or denies it, on the
+// operator console of any replica or in the calling client when it can ask
+// its user (MCP elicitation):
+//
+//   - 2025 clients that declared the elicitation capability get an
+//     elicitation/create request on the call's response stream, while the
+//     console can decide too; the first decision counts.
+//   - 2026 clients that declare elicitation get an input_required result
+//     (multi round-trip): their retry carries the user's answer and a
+//     request state that names the pending request, so the retry resumes
+//     it (on any replica). A request is used by one call only.
+//   - Other clients wait for the console.
+//
+// A call nobody decides is denied after ApprovalTimeout.
+
+// Approval timeout: default and bounds.
+const (
+	DefaultApprovalTimeout = 2 * time.Minute
+	minApprovalTimeout     = 5 * time.Second
+	maxApprovalTimeout     = time.Hour
+)
+
+// Elicitation form of an approval.
+const (
+	// approvalInput keys the approval in a multi round-trip call.
+	approvalInput = "sovereign_approval"
+	// approvalState prefixes the request state of a multi round-trip call
+	// that waits for an approval: the request's id follows.
+	approvalState = "sov-approval:"
+	// decisionField is the form's one field and its answers.
+	decisionField  = "decision"
+	approveOnce    = "approve_once"
+	approveSession = "approve_session"
+	deny           = "deny"
+)
+
+// registerApprovalFlags adds --approve-tools and --approval-timeout.
+func registerApprovalFlags(fs *flag.FlagSet, cfg *Config, errs *[]error) {
+	fs.DurationVar(&cfg.ApprovalTimeout, "approval-timeout", config.MustDuration(errs, "SOVEREIGN_APPROVAL_TIMEOUT", DefaultApprovalTimeout),
+		"a call of a monitored tool that nobody approves within this time is denied (5s to 1h) [SOVEREIGN_APPROVAL_TIMEOUT]")
+	cfg.ApproveTools = splitList(config.Env("SOVEREIGN_APPROVE_TOOLS", ""))
+	fs.Func("approve-tools", "comma-separated tools whose calls wait for a person's approval on the operator console "+
+		"or in the client (e.g. eval,fill) [SOVEREIGN_APPROVE_TOOLS]", func(v string) error {
+		cfg.ApproveTools = splitList(v)
+		return nil
+	})
+}
+
+// validateApprovals checks the approval settings.
+func (c Config) validateApprovals(bad func(flag, format string, a ...any)) {
+	if c.ApprovalTimeout != 0 && (c.ApprovalTimeout < minApprovalTimeout || c.ApprovalTimeout > maxApprovalTimeout) {
+		bad("approval-timeout", "%s must be from %s to %s", c.ApprovalTimeout, minApprovalTimeout, maxApprovalTimeout)
+	}
+	var names []string
+	known := map[string]bool{}
+	for _, t := range catalog.Tools() {
+		names = append(names, t.Name)
+		known[t.Name] = true
+	}
+	for _, t := range c.ApproveTools {
+		if !known[t] {
+			bad("approve-tools", "%q is not a tool of the catalog; the tools are %s", t, strings.Join(names, ", "))
+		}
+	}
+}
+
+// openApprovals opens the approval queue (every gateway has one: its
+// console decides requests made on any replica).
+func (g *Gateway) openApprovals(ctx context.Context) error {
+	q, err := approval.Open(ctx, g.bus.NATS(), g.bus.Prefix())
+	if err != nil {
+		return fmt.Errorf("approval queue: %w", err)
+	}
+	g.approvals = q
+	g.monitoredTools = map[string]bool{}
+	for _, t := range g.cfg.ApproveTools {
+		g.monitoredTools[t] = true
+	}
+	for _, t := range g.policy.approve {
+		g.monitoredTools[t] = true
+	}
+	return nil
+}
+
+// Approvals is the gateway's approval queue (what the console lists and
+// decides).
+func (g *Gateway) Approvals() *approval.Queue { return g.approvals }
+
+// monitored reports whether a call of tool must wait for a person's
+// approval, and why (the reason the console and the client show).
+func (g *Gateway) monitored(ctx context.Context, tool string) (reason string, ok bool) {
+	if g.monitoredTools[tool] {
+		return fmt.Sprintf("tool %q is monitored (global policy)", tool), true
+	}
+	if c := callerInfo(ctx); slices.Contains(c.Approve, tool) {
+		return fmt.Sprintf("tool %q is monitored for token %q", tool, c.Name), true
+	}
+	return "", false
+}
+
+// approveTools holds calls of monitored tools until they are approved.
+// It runs inside auditTools, so the audit record says who decided what.
+func (g *Gateway) approveTools(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		tool := req.Params.Name
+		reason, ok := g.monitored(ctx, tool)
+		if !ok || g.approvals == nil {
+			return next(ctx, req)
+		}
+		info := noteCall(ctx)
+		scope := approvalScope(ctx, req.Params.Arguments)
+		grant := "tool:" + tool
+		if gr, ok, err := g.approvals.LookupGrant(ctx, scope, grant); err != nil {
+			g.log.WarnContext(ctx, "read approval grant; asking instead", "tool", tool, "err", err)
+		} else if ok {
+			by := gr.DecidedBy
+			if by == "" {
+				by = "session grant"
+			}
+			info.approval = &historyv1.Approval{State: string(approval.Approved), Scope: string(approval.Session),
+				DecidedBy: by, DecidedAtUnixMilli: gr.Created.UnixMilli(), RequestId: gr.RequestID}
+			return next(ctx, req)
+		}
+		r := approval.Request{
+			Tool:      tool,
+			Arguments: string(redact.JSON(auditArguments(req.Params.Arguments))),
+			Reason:    reason,
+			Caller:    callerInfo(ctx).Name,
+			Client:    requestClient(ctx),
+			Scope:     scope,
+			Grant:     grant,
+			Deadline:  time.Now().Add(g.cfg.ApprovalTimeout),
+			Owner:     ownerDigest(callerFrom(ctx)),
+		}
+		if server.IsModernRequest(ctx) {
+			if caps := server.RequestProtocolInfoFromContext(ctx).ClientCapabilities; caps != nil && caps.Elicitation != nil {
+				return g.approveRoundTrip(ctx, req, r, next)
+			}
+			got, err := g.approvals.Ask(ctx, r, nil)
+			return g.decided(ctx, req, got, err, next)
+		}
+		var elicit approval.Elicitor
+		if legacyElicits(ctx) {
+			elicit = g.elicit
+		}
+		got, err := g.approvals.Ask(ctx, r, elicit)
+		return g.decided(ctx, req, got, err, next)
+	}
+}
+
+// decided runs the call when r was approved, and otherwise returns the
+// error result that says who refused it.
+func (g *Gateway) decided(ctx context.Context, req mcp.CallToolRequest, r approval.Request, err error, next server.ToolHandlerFunc) (*mcp.CallToolResult, error) {
+	tool := req.Params.Name
+	info := noteCall(ctx)
+	if r.ID != "" && r.State != approval.Pending {
+		info.approval = approvalRecord(r)
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		info.outcome = historyv1.Outcome_OUTCOME_DENIED
+		return mcp.NewToolResultError(fmt.Sprintf("%s was cancelled while it waited for approval; it was not run", tool)), nil
+	case err != nil:
+		g.log.ErrorContext(ctx, "approval queue", "tool", tool, "err", err)
+		return mcp.NewToolResultError(fmt.Sprintf("%s needs approval, but the approval queue failed (%v); it was not run", tool, err)), nil
+	case r.State == approval.Approved:
+		return next(ctx, req)
+	case r.State == approval.TimedOut:
+		info.outcome = historyv1.Outcome_OUTCOME_DENIED
+		return mcp.NewToolResultError(fmt.Sprintf("%s needs approval and nobody decided within %s; it was not run",
+			tool, r.Deadline.Sub(r.Created).Round(time.Second))), nil
+	default:
+		info.outcome = historyv1.Outcome_OUTCOME_DENIED
+		msg := fmt.Sprintf("%s was denied by %s", tool, r.DecidedBy)
+		if r.Note != "" {
+			msg += ": " + r.Note
+		}
+		return mcp.NewToolResultError(msg), nil
+	}
+}
+
+// approveRoundTrip asks a 2026 client for the approval with a multi
+// round-trip result, or resumes the request its retry names.
+func (g *Gateway) approveRoundTrip(ctx context.Context, req mcp.CallToolRequest, r approval.Request, next server.ToolHandlerFunc) (*mcp.CallToolResult, error) {
+	tool := req.Params.Name
+	if id, ok := strings.CutPrefix(req.Params.RequestState, approvalState); ok {
+		return g.resumeApproval(ctx, req, r, id, next)
+	}
+	p, err := g.approvals.Submit(ctx, r)
+	if err != nil {
+		g.log.ErrorContext(ctx, "approval queue", "tool", tool, "err", err)
+		return mcp.NewToolResultError(fmt.Sprintf("%s needs approval, but the approval queue failed (%v); it was not run", tool, err)), nil
+	}
+	return server.NewInputRequestBuilder(approvalState+p.ID).Elicit(approvalInput, g.elicitParams(p)).ToolResult(), nil
+}
+
+// resumeApproval is the retry of a multi round-trip call: it applies the
+// user's answer to the pending request (unless the console decided first),
+// waits for the console when there is no usable answer, and runs the call
+// once when it is approved.
+func (g *Gateway) resumeApproval(ctx context.Context, req mcp.CallToolRequest, r approval.Request, id string, next server.ToolHandlerFunc) (*mcp.CallToolResult, error) {
+	tool := req.Params.Name
+	info := noteCall(ctx)
+	refuse := func(format string, a ...any) (*mcp.CallToolResult, error) {
+		info.outcome = historyv1.Outcome_OUTCOME_DENIED
+		return mcp.NewToolResultError(fmt.Sprintf(format, a...)), nil
+	}
+	cur, err := g.approvals.Get(ctx, id)
+	if errors.Is(err, approval.ErrNotFound) {
+		return refuse("%s: its approval request is unknown or expired; call again (without a request state) to ask anew", tool)
+	}
+	if err != nil {
+		return g.decided(ctx, req, cur, err, next)
+	}
+	if cur.Owner != r.Owner || cur.Tool != r.Tool || cur.Arguments != r.Arguments || cur.Scope != r.Scope {
+		return refuse("%s: the request state names the approval of another call; call again without it to ask for this one", tool)
+	}
+	if cur.State == approval.Pending {
+		if ans := server.ElicitationResponse(req.Params.InputResponses, approvalInput); ans != nil {
+			if approve, scope, aerr := elicitAnswer(ans); aerr == nil {
+				cur, err = g.approvals.Decide(ctx, id, approve, scope, "elicitation:"+clientOr(r.Client), "")
+				if errors.Is(err, approval.ErrDecided) {
+					err = nil // the console came first: its decision counts
+				}
+			}
+		}
+	}
+	if err == nil && cur.State == approval.Pending {
+		cur, err = g.approvals.Wait(ctx, cur, nil) // no usable answer: the console decides
+	}
+	if err == nil && cur.State == approval.Approved {
+		if _, cerr := g.approvals.Consume(ctx, id); cerr != nil {
+			return refuse("%s: %v", tool, cerr)
+		}
+	}
+	return g.decided(ctx, req, cur, err, next)
+}
+
+// elicit asks a 2025 client's user to decide r (elicitation/create on the
+// call's response stream).
+func (g *Gateway) elicit(ctx context.Context, r approval.Request) (bool, approval.Scope, error) {
+	res, err := g.mcp.RequestElicitation(ctx, mcp.ElicitationRequest{
+		Request: mcp.Request{Method: string(mcp.MethodElicitationCreate)},
+		Params:  g.elicitParams(r),
+	})
+	if err != nil {
+		return false, "", err
+	}
+	return elicitAnswer(res)
+}
+
+// elicitParams is the form that asks for r's decision: a message with the
+// exact tool and arguments, and one field "decision".
+func (g *Gateway) elicitParams(r approval.Request) mcp.ElicitationParams {
+	choices := []string{approveOnce, approveSession, deny}
+	hint := "approve_once runs this call; approve_session also allows later " + r.Tool + " calls in this browser session; deny refuses it."
+	if r.Scope == "" {
+		// The call opens a new browser session: no session to approve for.
+		choices = []string{approveOnce, deny}
+		hint = "approve_once runs this call; deny refuses it."
+	}
+	msg := fmt.Sprintf("Approve this tool call?\n\nTool: %s\nArguments: %s\nWhy: %s\n\n"+
+		"If nobody decides within %s it is denied. The operator console can decide it too (request %s).",
+		r.Tool, r.Arguments, r.Reason, r.Deadline.Sub(r.Created).Round(time.Second), r.ID)
+	return mcp.ElicitationParams{
+		Message: msg,
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				decisionField: map[string]any{
+					"type": "string", "title": "Decision", "description": hint, "enum": choices,
+				},
+			},
+			"required": []string{decisionField},
+		},
+	}
+}
+
+// elicitAnswer maps a client's answer to a decision. Declining or
+// cancelling the form denies; an accepted form without a known decision is
+// an error (the console decides).
+func elicitAnswer(res *mcp.ElicitationResult) (bool, approval.Scope, error) {
+	if res == nil {
+		return false, "", errors.New("no elicitation result")
+	}
+	switch res.Action {
+	case mcp.ElicitationResponseActionDecline, mcp.ElicitationResponseActionCancel:
+		return false, "", nil
+	case mcp.ElicitationResponseActionAccept:
+	default:
+		return false, "", fmt.Errorf("unknown elicitation action %q", res.Action)
+	}
+	content, _ := res.Content.(map[string]any)
+	switch d, _ := content[decisionField].(string); d {
+	case approveOnce:
+		return true, approval.Once, nil
+	case approveSession:
+		return true, approval.Session, nil
+	case deny:
+		return false, "", nil
+	default:
+		return false, "", fmt.Errorf("the client accepted the approval form without a decision (%q)", d)
+	}
+}
+
+// legacyElicits reports whether the 2025 client of ctx declared the
+// elicitation capability at initialize.
+func legacyElicits(ctx context.Context) bool {
+	s, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo)
+	if !ok {
+		return false
+	}
+	_, can := s.(server.SessionWithElicitation)
+	return can && s.GetClientCapabilities().Elicitation != nil
+}
+
+// approvalScope is the opaque key of a call's browser-session binding: a
+// digest of its caller and its session handle, else its MCP session id
+// (2025 clients); "" for a call that opens a new browser session (it can
+// have no grant). Handles and session ids are bearer secrets: only digests
+// are stored.
+func approvalScope(ctx context.Context, args any) string {
+	if m, ok := args.(map[string]any); ok {
+		if h, _ := m[catalog.SessionParam].(string); h != "" {
+			return scopeDigest(callerFrom(ctx), "handle", h)
+		}
+	}
+	if !server.IsModernRequest(ctx) {
+		if id := mcpSessionID(ctx); id != "" {
+			return scopeDigest(callerFrom(ctx), "mcp", id)
+		}
+	}
+	return ""
+}
+
+func scopeDigest(caller, kind, id string) string {
+	sum := sha256.Sum256([]byte("sovereign approval scope\x00" + caller + "\x00" + kind + "\x00" + id))
+	return hex.EncodeToString(sum[:])
+}
+
+// ownerDigest is the opaque owner of an approval request.
+func ownerDigest(caller string) string {
+	sum := sha256.Sum256([]byte("sovereign approval owner\x00" + caller))
+	return hex.EncodeToString(sum[:16])
+}
+
+// requestClient is the MCP client of the call: its session's clientInfo
+// (2025) or the request's (2026).
+func requestClient(ctx context.Context) string {
+	if c := clientName(ctx); c != "" {
+		return c
+	}
+	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.ClientInfo != nil {
+		return strings.TrimSpace(info.ClientInfo.Name + " " + info.ClientInfo.Version)
+	}
+	return ""
+}
+
+func clientOr(c string) string {
+	if c == "" {
+		return "client"
+	}
+	return c
+}
+
+// approvalRecord is the audit trail's view of a decided request.
+func approvalRecord(r approval.Request) *historyv1.Approval {
+	a := &historyv1.Approval{
+		State:     string(r.State),
+		Scope:     string(r.Decision),
+		DecidedBy: r.DecidedBy,
+		WaitedMs:  r.Waited().Milliseconds(),
+		RequestId: r.ID,
+	}
+	if !r.DecidedAt.IsZero() {
+		a.DecidedAtUnixMilli = r.DecidedAt.UnixMilli()
+	}
+	return a
+}

@@ -1,0 +1,687 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/config"
+	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
+)
+
+// Kinds of callers.
+const (
+	KindAnonymous = "anonymous" // no credential, on a gateway that does not require one
+	KindToken     = "token"     // an API token (kit/tokens)
+	KindOAuth     = "oauth"     // a JWT access token of the configured OAuth issuer
+)
+
+// Caller is who a request acts for, as authentication established it.
+type Caller struct {
+	// Kind is KindAnonymous, KindToken or KindOAuth.
+	Kind string
+	// ID owns MCP sessions and session handles: "token:<token id>",
+	// "oauth:<digest of issuer and subject>" or "anonymous". A token
+	// revoked and created again under the same name is another ID.
+	ID string
+	// Name names the caller in the audit trail and approval requests: the
+	// token's name ("ci-agent"), "oauth:<sub>" or "anonymous".
+	Name string
+	// URLAllow, URLBlock and Approve are an API token's own policy (empty
+	// for other callers).
+	URLAllow, URLBlock, Approve []string
+}
+
+var anonymousCaller = Caller{Kind: KindAnonymous, ID: Anonymous, Name: Anonymous}
+
+type callerKey struct{}
+
+// withCallerInfo returns ctx carrying c.
+func withCallerInfo(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// callerInfo returns the request's caller (anonymous when authentication
+// did not run).
+func callerInfo(ctx context.Context) Caller {
+	if c, ok := ctx.Value(callerKey{}).(Caller); ok {
+		return c
+	}
+	return anonymousCaller
+}
+
+// authenticator checks the credentials of /mcp requests: API tokens
+// (svt_…) against kit/tokens, other bearer tokens as OAuth JWT access
+// tokens when an issuer is configured.
+type authenticator struct {
+	tokens   *tokens.Store
+	oauth    *oauthVerifier // nil without --oauth-issuer
+	required atomic.Bool    // a request without credentials gets 401
+	// metadataURL is the RFC 9728 document (OAuth mode).
+	metadataURL string
+	log         *slog.Logger
+}
+
+// Reasons of 401 answers.
+const (
+	reasonMissing = "missing bearer token"
+	reasonInvalid = "invalid or revoked token"
+	reasonScheme  = `unsupported authorization: send "Authorization: Bearer <token>"`
+)
+
+// wrap answers 401 to a request whose credentials are missing (when they
+// are required) or not valid, and puts the caller in the context of the
+// others.
+func (a *authenticator) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		header := r.Header.Get("Authorization")
+		if header == "" {
+			if a.required.Load() {
+				a.deny(w, reasonMissing, "")
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(withCallerInfo(r.Context(), anonymousCaller)))
+			return
+		}
+		scheme, credential, _ := strings.Cut(header, " ")
+		credential = strings.TrimSpace(credential)
+		if !strings.EqualFold(scheme, "Bearer") || credential == "" {
+			a.deny(w, reasonScheme, "invalid_request")
+			return
+		}
+		c, err := a.authenticate(r.Context(), credential)
+		if err != nil {
+			// The error says why (unknown id, revoked, bad signature…) and
+			// never holds the credential.
+			a.log.InfoContext(r.Context(), "refused credential", "reason", err.Error(), "remote", r.RemoteAddr)
+			a.deny(w, reasonInvalid, "invalid_token")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(withCallerInfo(r.Context(), c)))
+	})
+}
+
+// authenticate checks one bearer credential.
+func (a *authenticator) authenticate(ctx context.Context, credential string) (Caller, error) {
+	if strings.HasPrefix(credential, tokens.Prefix) {
+		t, err := a.tokens.Verify(credential)
+		if err != nil {
+			return Caller{}, err
+		}
+		return Caller{
+			Kind: KindToken, ID: "token:" + t.ID, Name: t.Name,
+			URLAllow: t.URLAllow, URLBlock: t.URLBlock, Approve: t.Approve,
+		}, nil
+	}
+	if a.oauth == nil {
+		return Caller{}, errors.New("not an API token (svt_…), and no OAuth issuer is configured")
+	}
+	return a.oauth.verify(ctx, credential)
+}
+
+// deny answers 401 with a WWW-Authenticate challenge (RFC 6750, and the
+// RFC 9728 metadata in OAuth mode).
+func (a *authenticator) deny(w http.ResponseWriter, reason, code string) {
+	challenge := `Bearer realm="sovereign"`
+	if a.metadataURL != "" {
+		challenge += `, resource_metadata="` + a.metadataURL + `"`
+	}
+	if code != "" {
+		challenge += `, error="` + code + `"`
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, "unauthorized: "+reason, http.StatusUnauthorized)
+}
+
+// exposedHost reports whether a listen host reaches beyond this machine:
+// every interface (""), an address that is not loopback, or a host name
+// other than localhost.
+func exposedHost(host string) bool {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "" {
+		return true
+	}
+	if strings.EqualFold(host, "localhost") {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return !ip.IsLoopback()
+	}
+	return true
+}
+
+func exposedAddr(addr net.Addr) bool {
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		return tcp.IP == nil || !tcp.IP.IsLoopback()
+	}
+	host, _, err := net.SplitHostPort(addr.String())
+	return err != nil || exposedHost(host)
+}
+
+// checkExposed refuses to serve on an exposed address without any way to
+// authenticate: no active API token, no OAuth issuer, and no
+// --insecure-no-auth.
+func (g *Gateway) checkExposed(ctx context.Context, addr string) error {
+	if g.cfg.InsecureNoAuth || g.auth.oauth != nil {
+		return nil
+	}
+	n, err := g.auth.tokens.Count(ctx)
+	if err != nil {
+		return fmt.Errorf("count API tokens before serving on %s: %w", addr, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	return fmt.Errorf("refusing to serve MCP on %s without authentication: that address is reachable from other machines and no API token exists. "+
+		"Create one with `sovereign token create --name <name>` and start again; clients then send \"Authorization: Bearer <token>\" "+
+		"(with `sovereign up`, whose NATS runs only while it does: start it once without --listen, create the token, stop it and start it again with --listen). "+
+		"Or configure OAuth with --oauth-issuer, listen on 127.0.0.1 only, or pass --insecure-no-auth to let anyone who reaches it drive the browsers", addr)
+}
+
+// Tokens returns the gateway's API token store, for surfaces that list
+// tokens (the operator console).
+func (g *Gateway) Tokens() *tokens.Store { return g.auth.tokens }
+
+// newAuthenticator checks requests against ts, and JWTs of the OAuth issuer
+// when one is configured. Credentials are required from the start when
+// cfg.Listen is exposed (checkServe decides again on the real listener).
+func newAuthenticator(ctx context.Context, cfg Config, ts *tokens.Store, log *slog.Logger) *authenticator {
+	a := &authenticator{tokens: ts, log: log}
+	if cfg.OAuthIssuer != "" {
+		base := strings.TrimSuffix(cfg.PublicURL, "/")
+		a.oauth = &oauthVerifier{
+			issuer:   cfg.OAuthIssuer,
+			audience: cfg.OAuthAudience,
+			resource: base + "/mcp",
+			jwksURL:  cfg.OAuthJWKSURL,
+			client:   &http.Client{Timeout: 10 * time.Second},
+			log:      log,
+		}
+		if a.oauth.audience == "" {
+			a.oauth.audience = a.oauth.resource
+		}
+		a.metadataURL = base + metadataPath
+		// Fetch the keys now, so that a wrong issuer shows in the log at
+		// start rather than at the first client.
+		go func() {
+			if err := a.oauth.refresh(ctx); err != nil {
+				log.Warn("OAuth: cannot fetch the issuer's signing keys yet (JWT access tokens are refused until it works)",
+					"issuer", cfg.OAuthIssuer, "err", err)
+			}
+		}()
+	}
+	required := cfg.RequireAuth
+	if host, _, err := net.SplitHostPort(cfg.Listen); err == nil && exposedHost(host) && !cfg.InsecureNoAuth {
+		required = true
+	}
+	a.required.Store(required)
+	return a
+}
+
+// metadataPath serves the OAuth protected resource metadata (RFC 9728);
+// metadataPath+"/mcp" serves it too (the path-suffixed form).
+const metadataPath = "/.well-known/oauth-protected-resource"
+
+// serveMetadata answers the RFC 9728 document (OAuth mode only).
+func (a *authenticator) serveMetadata(w http.ResponseWriter, r *http.Request) {
+	if a.oauth == nil {
+		http.Error(w, "not found: this gateway has no OAuth issuer configured (--oauth-issuer)", http.StatusNotFound)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "max-age=300")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"resource":                 a.oauth.resource,
+		"authorization_servers":    []string{a.oauth.issuer},
+		"bearer_methods_supported": []string{"header"},
+		"resource_name":            "Sovereign browser fleet",
+	})
+}
+
+// JWT checks.
+const (
+	jwtLeeway        = time.Minute
+	jwksMinInterval  = time.Minute     // between fetches once keys are known
+	jwksRetryBackoff = 5 * time.Second // between failed fetches while none are
+	maxMetadataBytes = 1 << 20
+)
+
+// jwtAlgorithms are the signature algorithms accepted (asymmetric only).
+var jwtAlgorithms = []jose.SignatureAlgorithm{
+	jose.RS256, jose.RS384, jose.RS512, jose.PS256, jose.PS384, jose.PS512,
+	jose.ES256, jose.ES384, jose.ES512, jose.EdDSA,
+}
+
+// oauthVerifier validates JWT access tokens of one issuer (OAuth 2.1
+// resource server): signature against the issuer's JWKS, iss, aud, exp and
+// nbf.
+type oauthVerifier struct {
+	issuer, audience, resource string
+	jwksURL                    string // "" = discover from the issuer's metadata
+	client                     *http.Client
+	log                        *slog.Logger
+
+	fetchMu sync.Mutex // one fetch at a time
+
+	mu         sync.RWMutex
+	keys       *jose.JSONWebKeySet
+	fetched    time.Time // last attempt
+	fetchErr   error     // of the last attempt
+	discovered string    // JWKS URL found in the issuer's metadata
+}
+
+// verify checks a JWT and returns its caller.
+func (v *oauthVerifier) verify(ctx context.Context, raw string) (Caller, error) {
+	tok, err := jwt.ParseSigned(raw, jwtAlgorithms)
+	if err != nil {
+		return Caller{}, fmt.Errorf("not a signed JWT with an accepted algorithm: %w", err)
+	}
+	if len(tok.Headers) != 1 {
+		return Caller{}, errors.New("JWT has more than one signature")
+	}
+	var unverified jwt.Claims
+	if err := tok.UnsafeClaimsWithoutVerification(&unverified); err != nil {
+		return Caller{}, fmt.Errorf("JWT claims: %w", err)
+	}
+	// Another issuer's token would only make us fetch keys in vain.
+	if unverified.Issuer != v.issuer {
+		return Caller{}, fmt.Errorf("JWT issuer %q is not the configured issuer %q", clipClaim(unverified.Issuer, 200), v.issuer)
+	}
+	h := tok.Headers[0]
+	keys, err := v.keysFor(ctx, h.KeyID)
+	if err != nil {
+		return Caller{}, err
+	}
+	var claims jwt.Claims
+	verified := false
+	for _, k := range keys {
+		if k.Algorithm != "" && k.Algorithm != h.Algorithm {
+			continue
+		}
+		if tok.Claims(k.Key, &claims) == nil {
+			verified = true
+			break
+		}
+	}
+	if !verified {
+		return Caller{}, fmt.Errorf("JWT signature does not verify with the issuer's keys (kid %q, alg %s)", clipClaim(h.KeyID, 100), h.Algorithm)
+	}
+	if claims.Expiry == nil {
+		return Caller{}, errors.New("JWT has no expiry (exp)")
+	}
+	if claims.Subject == "" {
+		return Caller{}, errors.New("JWT has no subject (sub)")
+	}
+	if err := claims.ValidateWithLeeway(jwt.Expected{
+		Issuer: v.issuer, AnyAudience: jwt.Audience{v.audience}, Time: time.Now(),
+	}, jwtLeeway); err != nil {
+		switch {
+		case errors.Is(err, jwt.ErrInvalidAudience):
+			return Caller{}, fmt.Errorf("JWT audience %q does not include %q", claims.Audience, v.audience)
+		case errors.Is(err, jwt.ErrExpired):
+			return Caller{}, fmt.Errorf("JWT expired at %s", claims.Expiry.Time().UTC().Format(time.RFC3339))
+		case errors.Is(err, jwt.ErrNotValidYet):
+			return Caller{}, errors.New("JWT is not valid yet (nbf)")
+		}
+		return Caller{}, fmt.Errorf("JWT claims: %w", err)
+	}
+	sum := sha256.Sum256([]byte(claims.Issuer + "\x00" + claims.Subject))
+	return Caller{
+		Kind: KindOAuth,
+		ID:   "oauth:" + hex.EncodeToString(sum[:16]),
+		Name: "oauth:" + clipClaim(claims.Subject, 128),
+	}, nil
+}
+
+func clipClaim(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// keysFor returns the issuer's signing keys for kid (all of them when kid
+// is empty), fetching the JWKS when it has none for kid: at most once per
+// jwksMinInterval, so that made-up key ids cannot make us hammer the
+// issuer.
+func (v *oauthVerifier) keysFor(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
+	if keys := v.lookup(kid); len(keys) > 0 {
+		return keys, nil
+	}
+	if err := v.refresh(ctx); err != nil {
+		return nil, err
+	}
+	if keys := v.lookup(kid); len(keys) > 0 {
+		return keys, nil
+	}
+	return nil, fmt.Errorf("the issuer's JWKS has no signing key with kid %q", clipClaim(kid, 100))
+}
+
+func (v *oauthVerifier) lookup(kid string) []jose.JSONWebKey {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if v.keys == nil {
+		return nil
+	}
+	if kid == "" {
+		return v.keys.Keys
+	}
+	return v.keys.Key(kid)
+}
+
+// refresh fetches the JWKS unless it was fetched lately.
+func (v *oauthVerifier) refresh(ctx context.Context) error {
+	v.fetchMu.Lock()
+	defer v.fetchMu.Unlock()
+	v.mu.RLock()
+	have, last, lastErr := v.keys != nil, v.fetched, v.fetchErr
+	v.mu.RUnlock()
+	wait := jwksMinInterval
+	if !have {
+		wait = jwksRetryBackoff
+	}
+	if !last.IsZero() && time.Since(last) < wait {
+		if !have && lastErr != nil {
+			return fmt.Errorf("the issuer's signing keys are unavailable: %w", lastErr)
+		}
+		return nil
+	}
+	// Detached from the request: one client giving up must not fail the
+	// fetch for the others waiting on it.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	keys, err := v.fetch(fctx)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.fetched, v.fetchErr = time.Now(), err
+	if err != nil {
+		if v.keys == nil {
+			return fmt.Errorf("the issuer's signing keys are unavailable: %w", err)
+		}
+		v.log.Warn("OAuth: refreshing the issuer's signing keys failed; keeping the known ones", "err", err)
+		return nil
+	}
+	v.keys = keys
+	return nil
+}
+
+// fetch reads the JWKS, discovering its URL from the issuer's metadata
+// when none is configured.
+func (v *oauthVerifier) fetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
+	jwksURL := v.jwksURL
+	if jwksURL == "" {
+		v.mu.RLock()
+		jwksURL = v.discovered
+		v.mu.RUnlock()
+	}
+	if jwksURL == "" {
+		u, err := v.discover(ctx)
+		if err != nil {
+			return nil, err
+		}
+		jwksURL = u
+		v.mu.Lock()
+		v.discovered = u
+		v.mu.Unlock()
+	}
+	var set jose.JSONWebKeySet
+	if err := getJSON(ctx, v.client, jwksURL, &set); err != nil {
+		return nil, fmt.Errorf("JWKS: %w", err)
+	}
+	out := &jose.JSONWebKeySet{}
+	for _, k := range set.Keys {
+		if k.Use == "enc" || !k.Valid() || !k.IsPublic() {
+			continue
+		}
+		out.Keys = append(out.Keys, k)
+	}
+	if len(out.Keys) == 0 {
+		return nil, fmt.Errorf("JWKS at %s holds no public signing key", jwksURL)
+	}
+	return out, nil
+}
+
+// discover finds the JWKS URL in the issuer's OpenID Connect or OAuth
+// authorization server metadata (RFC 8414).
+func (v *oauthVerifier) discover(ctx context.Context) (string, error) {
+	var errs []error
+	for _, u := range metadataURLs(v.issuer) {
+		var meta struct {
+			Issuer  string `json:"issuer"`
+			JWKSURI string `json:"jwks_uri"`
+		}
+		if err := getJSON(ctx, v.client, u, &meta); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if meta.Issuer != v.issuer {
+			errs = append(errs, fmt.Errorf("%s names issuer %q, not %q", u, meta.Issuer, v.issuer))
+			continue
+		}
+		if meta.JWKSURI == "" {
+			errs = append(errs, fmt.Errorf("%s has no jwks_uri", u))
+			continue
+		}
+		return meta.JWKSURI, nil
+	}
+	return "", fmt.Errorf("discover the issuer's JWKS (or set --oauth-jwks-url): %w", errors.Join(errs...))
+}
+
+// metadataURLs are where an issuer's metadata may be: OpenID Connect
+// Discovery, then RFC 8414 (path inserted after the well-known prefix).
+func metadataURLs(issuer string) []string {
+	trimmed := strings.TrimSuffix(issuer, "/")
+	out := []string{trimmed + "/.well-known/openid-configuration"}
+	if u, err := url.Parse(trimmed); err == nil {
+		path := u.Path
+		u.Path = "/.well-known/oauth-authorization-server" + path
+		out = append(out, u.String())
+	}
+	return out
+}
+
+func getJSON(ctx context.Context, client *http.Client, u string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadataBytes+1))
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
+	}
+	if len(body) > maxMetadataBytes {
+		return fmt.Errorf("GET %s: larger than %d bytes", u, maxMetadataBytes)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("GET %s: not the expected JSON: %w", u, err)
+	}
+	return nil
+}
+
+// validOAuthURL checks an issuer, JWKS or public URL: https, or http on a
+// loopback host (development and tests).
+func validOAuthURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%q is not an absolute URL like https://auth.example.com (no query or fragment)", s)
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if !exposedHost(u.Hostname()) {
+			return nil
+		}
+		return fmt.Errorf("%q: use https (plain http only on loopback)", s)
+	}
+	return fmt.Errorf("%q: the scheme must be https", s)
+}
+
+// validateAuth reports the auth flags' problems (part of Config.Validate).
+func (c Config) validateAuth(bad func(flag, format string, a ...any)) {
+	if c.InsecureNoAuth && c.RequireAuth {
+		bad("insecure-no-auth", "contradicts --require-auth: pick one")
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			bad("public-url", "%q is not a URL like https://mcp.example.com", c.PublicURL)
+		}
+	}
+	if c.OAuthIssuer == "" {
+		if c.OAuthAudience != "" {
+			bad("oauth-audience", "needs --oauth-issuer")
+		}
+		if c.OAuthJWKSURL != "" {
+			bad("oauth-jwks-url", "needs --oauth-issuer")
+		}
+		return
+	}
+	if err := validOAuthURL(c.OAuthIssuer); err != nil {
+		bad("oauth-issuer", "%v", err)
+	}
+	if c.PublicURL == "" {
+		bad("oauth-issuer", "needs --public-url, the URL clients reach this gateway at (like https://mcp.example.com): "+
+			"it is the resource in the OAuth metadata and the default audience")
+	}
+	if c.OAuthJWKSURL != "" {
+		if err := validOAuthURL(c.OAuthJWKSURL); err != nil {
+			bad("oauth-jwks-url", "%v", err)
+		}
+	}
+	if c.OAuthAudience != "" && strings.TrimSpace(c.OAuthAudience) != c.OAuthAudience {
+		bad("oauth-audience", "%q has surrounding spaces", c.OAuthAudience)
+	}
+}
+
+// registerAuthFlags adds the authentication flags (part of RegisterFlags).
+func registerAuthFlags(fs *flag.FlagSet, cfg *Config, errs *[]error) {
+	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", envBool(errs, "SOVEREIGN_INSECURE_NO_AUTH"),
+		"serve MCP without authentication even when listening beyond loopback: anyone who reaches the port drives the browsers (a warning is logged at every start) [SOVEREIGN_INSECURE_NO_AUTH]")
+	fs.BoolVar(&cfg.RequireAuth, "require-auth", envBool(errs, "SOVEREIGN_REQUIRE_AUTH"),
+		"require an API token (or OAuth access token) on every request, on loopback too; beyond loopback it is always required [SOVEREIGN_REQUIRE_AUTH]")
+	fs.StringVar(&cfg.PublicURL, "public-url", config.Env("SOVEREIGN_PUBLIC_URL", ""),
+		"the URL clients reach this gateway at, without /mcp (like https://mcp.example.com): the OAuth resource and default audience [SOVEREIGN_PUBLIC_URL]")
+	fs.StringVar(&cfg.OAuthIssuer, "oauth-issuer", config.Env("SOVEREIGN_OAUTH_ISSUER", ""),
+		"also accept JWT access tokens of this OAuth 2.1 authorization server (its issuer URL); needs --public-url [SOVEREIGN_OAUTH_ISSUER]")
+	fs.StringVar(&cfg.OAuthAudience, "oauth-audience", config.Env("SOVEREIGN_OAUTH_AUDIENCE", ""),
+		"the audience JWT access tokens must name (default: the public /mcp URL) [SOVEREIGN_OAUTH_AUDIENCE]")
+	fs.StringVar(&cfg.OAuthJWKSURL, "oauth-jwks-url", config.Env("SOVEREIGN_OAUTH_JWKS_URL", ""),
+		"the issuer's JWKS URL (default: from its /.well-known/openid-configuration or oauth-authorization-server metadata) [SOVEREIGN_OAUTH_JWKS_URL]")
+}
+
+// envBool reads a boolean environment variable (false when unset); a
+// malformed value is appended to errs.
+func envBool(errs *[]error, name string) bool {
+	v := config.Env(name, "")
+	if v == "" {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("%s=%q is not true or false", name, v))
+	}
+	return b
+}
+
+// setupAuth opens the API token store and sets up authentication (part of
+// New). A gateway configured to listen beyond loopback with no way to
+// authenticate is refused here already, before it serves.
+func (g *Gateway) setupAuth(ctx context.Context) error {
+	ts, err := tokens.Open(ctx, g.bus.NATS(), g.bus.Prefix())
+	if err != nil {
+		return fmt.Errorf("API tokens: %w", err)
+	}
+	g.auth = newAuthenticator(ctx, g.cfg, ts, g.log)
+	if host, _, err := net.SplitHostPort(g.cfg.Listen); err == nil && exposedHost(host) {
+		if err := g.checkExposed(ctx, g.cfg.Listen); err != nil {
+			ts.Close()
+			return err
+		}
+	}
+	return nil
+}
+
+// authRoutes serves the OAuth protected resource metadata, behind the Host
+// and Origin guard.
+func (g *Gateway) authRoutes(mux *http.ServeMux, guard *guard) {
+	h := guard.wrap(http.HandlerFunc(g.auth.serveMetadata))
+	mux.Handle(metadataPath, h)
+	mux.Handle(metadataPath+"/mcp", h)
+}
+
+// checkServe runs as ServeListener starts: on an address reachable from
+// other machines it requires credentials (unless --insecure-no-auth, which
+// it warns about), and refuses to serve without any way to authenticate.
+// When it refuses, it closes ln and the gateway.
+func (g *Gateway) checkServe(ln net.Listener) error {
+	addr := ln.Addr().String()
+	exposed := exposedAddr(ln.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if exposed {
+		if err := g.checkExposed(ctx, addr); err != nil {
+			_ = ln.Close()
+			_ = g.Close(ctx)
+			return err
+		}
+		if g.cfg.InsecureNoAuth {
+			g.log.Warn("--insecure-no-auth: serving MCP WITHOUT authentication on an address other machines can reach; "+
+				"anyone who reaches it drives the browsers. Create an API token (sovereign token create --name <name>) and drop the flag",
+				"addr", addr)
+		} else {
+			g.auth.required.Store(true)
+		}
+	}
+	if g.auth.required.Load() && g.auth.oauth == nil {
+		if n, err := g.auth.tokens.Count(ctx); err == nil && n == 0 {
+			g.log.Warn("authentication is required and no API token exists: every MCP request is refused until you create one with 'sovereign token create --name <name>'")
+		}
+	}
+	g.log.Info("MCP authentication", "required", g.auth.required.Load(), "oauth_issuer", g.cfg.OAuthIssuer, "api_tokens_bucket", g.auth.tokens.BucketName())
+	return nil
+}
+
+// ownerName names a session owner for display: the API token's name for
+// "token:<id>" (while the gateway knows the token), else the identity
+// itself ("oauth:<digest>", "anonymous").
+func (g *Gateway) ownerName(owner string) string {
+	if id, ok := strings.CutPrefix(owner, "token:"); ok {
+		if t, ok := g.auth.tokens.Lookup(id); ok {
+			return t.Name
+		}
+	}
+	return owner
+}

@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
+)
+
+// Tools the gateway answers itself (catalog.Tool.Local).
+
+// openSecretNames opens the secrets bucket without a key: the gateway can
+// list names and never read a value (workers hold the key).
+func (g *Gateway) openSecretNames(ctx context.Context) error {
+	s, err := secrets.Open(ctx, g.bus.NATS(), g.bus.Prefix(), nil)
+	if err != nil {
+		return fmt.Errorf("secrets bucket: %w", err)
+	}
+	g.secretNames = s
+	return nil
+}
+
+// localHandler is the handler of a local tool.
+func (g *Gateway) localHandler(t catalog.Tool) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if _, err := t.Parse(req.Params.Arguments); err != nil {
+			return mcp.NewToolResultError(fmt.Sprintf("%s: %v", t.Name, err)), nil
+		}
+		switch t.Name {
+		case "secrets_list":
+			return g.secretsList(ctx)
+		}
+		return mcp.NewToolResultError(t.Name + ": internal error: no handler"), nil
+	}
+}
+
+// secretsList answers secrets_list: names, never values.
+func (g *Gateway) secretsList(ctx context.Context) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	list, err := g.secretNames.Names(ctx)
+	if err != nil {
+		g.log.WarnContext(ctx, "list secrets", "err", err)
+		return mcp.NewToolResultError("secrets_list: the secrets store did not answer: " + err.Error()), nil
+	}
+	type item struct {
+		Name        string    `json:"name"`
+		Placeholder string    `json:"placeholder"`
+		Updated     time.Time `json:"updated"`
+	}
+	out := struct {
+		Secrets []item `json:"secrets"`
+	}{Secrets: []item{}}
+	var b strings.Builder
+	if len(list) == 0 {
+		b.WriteString("No secrets are stored. An operator adds one with: sovereign secret set NAME")
+	} else {
+		fmt.Fprintf(&b, "%d secrets (use the placeholder in fill/type values and URLs):", len(list))
+	}
+	for _, s := range list {
+		p := secrets.Placeholder(s.Name)
+		out.Secrets = append(out.Secrets, item{Name: s.Name, Placeholder: p, Updated: s.Updated})
+		fmt.Fprintf(&b, "\n- %s", p)
+	}
+	structured, _ := json.Marshal(out)
+	res := mcp.NewToolResultText(b.String())
+	res.StructuredContent = json.RawMessage(structured)
+	return res, nil
+}
