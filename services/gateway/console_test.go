@@ -158,7 +158,7 @@ func TestConsole(t *testing.T) {
 	srv := startNATS(t, "")
 	startWorker(t, srv, "console-w1", 2)
 	startHistory(t, srv)
-	g, mcpURL := serveGateway(t, srv, gateway.Config{AdminListen: "127.0.0.1:0", AdminToken: adminToken, ApproveTools: []string{"eval"}})
+	g, mcpURL := serveGateway(t, srv, gateway.Config{AdminListen: "127.0.0.1:0", AdminToken: adminToken, ApproveTools: []string{"eval"}, AllowPrivate: true})
 	admin := adminURL(t, g)
 
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

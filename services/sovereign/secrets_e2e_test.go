@@ -19,11 +19,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
@@ -34,18 +29,12 @@ import (
 // events, status) or audit record holds it, plain or encoded.
 func TestSecretNeverLeaves(t *testing.T) {
 	const value = "Tr0ub4dor&3 horse-battery"
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
+	rec, tp := recordSpans()
+	before := len(rec.Ended())
 	logs := &syncBuilder{}
 	prevLog := slog.Default()
 	slog.SetDefault(slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	t.Cleanup(func() {
-		otel.SetTracerProvider(noop.NewTracerProvider())
-		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
-		slog.SetDefault(prevLog)
-	})
+	t.Cleanup(func() { slog.SetDefault(prevLog) })
 
 	// The site echoes what it received in its page, its title and its URL:
 	// the worst case for a leak.
@@ -178,13 +167,14 @@ func TestSecretNeverLeaves(t *testing.T) {
 
 	_ = tp.ForceFlush(context.Background())
 	var spans strings.Builder
-	for _, s := range rec.Ended() {
+	ended := rec.Ended()[before:]
+	for _, s := range ended {
 		fmt.Fprintf(&spans, "%s %s %v\n", s.Name(), s.Status().Description, s.Attributes())
 		for _, e := range s.Events() {
 			fmt.Fprintf(&spans, "  %s %v\n", e.Name, e.Attributes)
 		}
 	}
-	if len(rec.Ended()) == 0 {
+	if len(ended) == 0 {
 		t.Error("no spans were recorded")
 	}
 

@@ -21,7 +21,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
 )
@@ -220,14 +219,7 @@ func (s *syncBuilder) String() string {
 // TestOneTrace: one MCP tool call is one trace — the gateway's span, the
 // bus client and server spans, and the worker's browser span.
 func TestOneTrace(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	t.Cleanup(func() {
-		otel.SetTracerProvider(noop.NewTracerProvider())
-		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
-	})
+	rec, tp := recordSpans()
 	listen, _, _ := startUp(t)
 	c := mcpSession(t, listen)
 	callText(t, c, "get_title", nil) // opens the browser session; the next call is the one checked
@@ -268,6 +260,25 @@ func TestOneTrace(t *testing.T) {
 	if !bus || !gateway || len(inTrace) < 4 {
 		t.Fatalf("the worker's span is in a trace of %v; want the gateway's tool span and the bus client and server spans too", keys(inTrace))
 	}
+}
+
+// recordSpans installs one span recorder as the global tracer provider for
+// the whole test binary: tracers taken from the global provider follow only
+// the first provider ever set, so tests cannot each install their own.
+func recordSpans() (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
+	tracing.once.Do(func() {
+		tracing.rec = tracetest.NewSpanRecorder()
+		tracing.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracing.rec))
+		otel.SetTracerProvider(tracing.tp)
+		otel.SetTextMapPropagator(propagation.TraceContext{})
+	})
+	return tracing.rec, tracing.tp
+}
+
+var tracing struct {
+	once sync.Once
+	rec  *tracetest.SpanRecorder
+	tp   *sdktrace.TracerProvider
 }
 
 func names(spans []sdktrace.ReadOnlySpan) []string {
