@@ -127,13 +127,23 @@ func (g *Gateway) monitored(ctx context.Context, tool string) (reason string, ok
 func (g *Gateway) approveTools(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		tool := req.Params.Name
-		reason, ok := g.monitored(ctx, tool)
-		if !ok || g.approvals == nil {
+		if g.approvals == nil {
 			return next(ctx, req)
 		}
 		info := noteCall(ctx)
 		scope := approvalScope(ctx, req.Params.Arguments)
+		reason, ok := g.monitored(ctx, tool)
 		grant := "tool:" + tool
+		if !ok {
+			// Not monitored, but perhaps a navigation that only a person's
+			// grant of its host lets through (policy.go).
+			var pattern string
+			if reason, pattern, ok = g.navigationNeedsGrant(ctx, tool, req.Params.Arguments, scope); !ok {
+				return next(ctx, req)
+			}
+			grant = approval.URLGrantPrefix + pattern
+			info.urlOnce = pattern // in force for this call once approved, whatever the scope
+		}
 		if gr, ok, err := g.approvals.LookupGrant(ctx, scope, grant); err != nil {
 			g.log.WarnContext(ctx, "read approval grant; asking instead", "tool", tool, "err", err)
 		} else if ok {

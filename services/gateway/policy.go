@@ -6,8 +6,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -154,4 +156,61 @@ func (g *Gateway) urlPolicy(ctx context.Context, sessionGrants []string) *browse
 		p.Tiers = append(p.Tiers, &browserv1.UrlRules{Tier: "session", Allow: sessionGrants})
 	}
 	return p
+}
+
+// hasAllowRules reports whether the call's policy has allow rules: only
+// then can a session grant change anything.
+func (g *Gateway) hasAllowRules(ctx context.Context) bool {
+	return len(g.policy.urls.Allow) > 0 || len(callerInfo(ctx).URLAllow) > 0
+}
+
+// sessionGrants are the URL patterns people granted to the call's browser
+// session, plus the host a person let this very call navigate to.
+func (g *Gateway) sessionGrants(ctx context.Context, args any) []string {
+	if !g.hasAllowRules(ctx) {
+		return nil
+	}
+	var grants []string
+	if g.approvals != nil {
+		list, err := g.approvals.URLGrants(ctx, approvalScope(ctx, args))
+		if err != nil {
+			g.log.WarnContext(ctx, "read the session's URL grants; the call goes without them", "err", err)
+		}
+		grants = list
+	}
+	if once := noteCall(ctx).urlOnce; once != "" && !slices.Contains(grants, once) {
+		grants = append(grants, once)
+	}
+	return grants
+}
+
+// navigationNeedsGrant reports whether a call of tool navigates to a URL
+// that the policy refuses only because no allow list names its host: a
+// person may then let the session go there (approve once: this call;
+// approve for the session: a session grant of the host). pattern is the
+// host to grant.
+func (g *Gateway) navigationNeedsGrant(ctx context.Context, tool string, args any, scope string) (reason, pattern string, ok bool) {
+	if tool != "open" && tool != "tab_new" || !g.hasAllowRules(ctx) {
+		return "", "", false
+	}
+	m, _ := args.(map[string]any)
+	raw, _ := m["url"].(string)
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || u.Hostname() == "" || !urlpolicy.IsNetworkScheme(u.Scheme) {
+		return "", "", false // the worker refuses or lets it through itself
+	}
+	var grants []string
+	if g.approvals != nil && scope != "" {
+		grants, _ = g.approvals.URLGrants(ctx, scope)
+	}
+	pol, err := urlpolicy.Compile(g.urlPolicy(ctx, grants))
+	if err != nil {
+		return "", "", false
+	}
+	d := pol.Check(u, nil)
+	if d.Allowed || !d.Grantable {
+		return "", "", false
+	}
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	return fmt.Sprintf("%s is %s; approving lets this browser session load %s", u.Redacted(), d.Rule, host), host, true
 }

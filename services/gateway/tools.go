@@ -66,7 +66,7 @@ func (g *Gateway) toolHandler(t catalog.Tool) server.ToolHandlerFunc {
 			return mcp.NewToolResultError(g.errorText(ctx, t, err)), nil
 		}
 		call.Request.SessionId = b.sessionID
-		call.Request.Policy = g.urlPolicy(ctx, nil)
+		call.Request.Policy = g.urlPolicy(ctx, g.sessionGrants(ctx, req.Params.Arguments))
 		info := noteCall(ctx)
 		info.browserSession = b.sessionID
 		res, err := g.fleet.Call(ctx, b.workerID, call.Request)
@@ -377,6 +377,7 @@ type callInfo struct {
 	hide           []string // arguments never to record
 	outcome        historyv1.Outcome
 	approval       *historyv1.Approval // who decided a monitored call (approve.go)
+	urlOnce        string              // a host a person let this call navigate to (policy.go)
 }
 
 type callInfoKey struct{}

@@ -33,6 +33,10 @@ type tier struct {
 // Decision is the verdict on one URL.
 type Decision struct {
 	Allowed bool
+	// Grantable: the URL is refused only because no allow list names it,
+	// so a session grant of its host (an approval) would let it through.
+	// Block rules and private addresses are never grantable.
+	Grantable bool
 	// Rule says why a URL is blocked, in words fit for an error message:
 	// `block rule "*.evil.com" (global)`, `not in the allow list of the
 	// token tier`, `private address 10.1.2.3 (block_private; …)`. Empty
@@ -184,7 +188,9 @@ func (p *Policy) check(t target, ips []netip.Addr) Decision {
 			continue
 		}
 		if !matchAny(tr.allow, t) {
-			return Decision{Rule: fmt.Sprintf("not in the allow list of the %s tier", tr.name)}
+			d := Decision{Rule: fmt.Sprintf("not in the allow list of the %s tier", tr.name)}
+			d.Grantable = !p.blockPrivate || p.checkPrivate(t, ips).Allowed
+			return d
 		}
 	}
 	if p.blockPrivate {
@@ -224,6 +230,9 @@ func (p *Policy) checkPrivate(t target, ips []netip.Addr) Decision {
 // nor a wildcard), on t's scheme and port.
 func (p *Policy) namesHost(t target) bool {
 	for _, tr := range p.tiers {
+		if tr.name == SessionTier {
+			continue // a session grant never opens a private address
+		}
 		for _, r := range tr.allow {
 			if r.explicit() && r.matchesLiteral(t) {
 				return true
@@ -236,6 +245,9 @@ func (p *Policy) namesHost(t target) bool {
 // namesAddr reports whether an allow rule names the address a explicitly.
 func (p *Policy) namesAddr(t target, a netip.Addr) bool {
 	for _, tr := range p.tiers {
+		if tr.name == SessionTier {
+			continue // a session grant never opens a private address
+		}
 		for _, r := range tr.allow {
 			if r.namesAddr(t, a) {
 				return true

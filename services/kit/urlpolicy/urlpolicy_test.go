@@ -366,3 +366,40 @@ func TestCheckHostPort(t *testing.T) {
 		t.Errorf("CheckHostPort(::1) = %+v, want private", d)
 	}
 }
+
+// TestGrantable: only a URL refused for want of an allow rule may be
+// granted for a session, and a session grant never opens a private address.
+func TestGrantable(t *testing.T) {
+	p := policy(t, true, rules("global", []string{"public.example", "*"}, []string{"*.evil.example"}))
+	for _, c := range []struct {
+		url       string
+		grantable bool
+	}{
+		{"https://x.evil.example/", false}, // block rule
+		{"http://10.1.2.3/", false},        // private address
+		{"http://localhost:3000/", false},  // private name
+	} {
+		u, _ := url.Parse(c.url)
+		if d := p.Check(u, nil); d.Allowed || d.Grantable != c.grantable {
+			t.Errorf("%s: %+v, want blocked, grantable %v", c.url, d, c.grantable)
+		}
+	}
+	p = policy(t, true, rules("global", []string{"public.example"}, nil))
+	u, _ := url.Parse("https://intranet.example/")
+	if d := p.Check(u, nil); d.Allowed || !d.Grantable {
+		t.Errorf("allow-list miss: %+v, want grantable", d)
+	}
+	// Granted for the session: allowed, but not once it resolves privately
+	// or as a private address literal.
+	p = policy(t, true, rules("global", []string{"public.example"}, nil), rules("session", []string{"intranet.example", "10.1.2.3"}, nil))
+	if d := p.Check(u, []net.IP{net.ParseIP("203.0.113.7")}); !d.Allowed {
+		t.Errorf("granted host: %+v", d)
+	}
+	if d := p.Check(u, []net.IP{net.ParseIP("10.9.9.9")}); d.Allowed {
+		t.Errorf("granted host resolving to 10.9.9.9 was allowed")
+	}
+	lit, _ := url.Parse("http://10.1.2.3/")
+	if d := p.Check(lit, nil); d.Allowed {
+		t.Errorf("granted private literal was allowed")
+	}
+}

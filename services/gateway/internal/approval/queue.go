@@ -577,6 +577,11 @@ func (q *Queue) putGrant(ctx context.Context, scopeKey string, g Grant) error {
 	if _, err := q.kv.Put(ctx, k, data); err != nil {
 		return fmt.Errorf("store session grant: %w", err)
 	}
+	if p, ok := urlPattern(g.Grant); ok {
+		if err := q.addURLGrant(ctx, scopeKey, p); err != nil {
+			return err
+		}
+	}
 	q.grants.Store(k, g)
 	return nil
 }
