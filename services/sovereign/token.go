@@ -74,7 +74,7 @@ func tokenCmd(ctx context.Context, args []string, out io.Writer) error {
 	case "list":
 		fs.BoolVar(&asJSON, "json", false, "print a JSON array")
 	}
-	pos, err := parseTokenArgs(fs, args)
+	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -139,23 +139,6 @@ func appendTo(list *[]string) func(string) error {
 	return func(v string) error {
 		*list = append(*list, v)
 		return nil
-	}
-}
-
-// parseTokenArgs parses flags before and after positional arguments
-// ("revoke ci-agent --nats-url …") and returns the positional ones.
-// (secret.go's parseInterleaved is the same; one could go.)
-func parseTokenArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
 	}
 }
 
