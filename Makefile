@@ -41,10 +41,16 @@ e2e: deps ## only the end-to-end tests (separate processes, real MCP clients)
 bench: deps ## tool-call latency and throughput vs direct CDP, then audit ingest and query (prints tables)
 	$(GO) run ./e2e/cmd/bench $(ARGS)
 	$(MAKE) bench-history
+	$(MAKE) bench-guard
 
 .PHONY: bench-history
 bench-history: deps ## audit ingest (records/s) and query latency at 100k and 1M records, SQLite and PostgreSQL
 	set -o pipefail; SOVEREIGN_BENCH=1 $(GO) test -count=1 -timeout 60m -run '^TestAuditBench$$' -v ./services/history/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS$$' -e '^ok '
+
+.PHONY: bench-guard
+bench-guard: deps ## cost of the guard: a page of 31 requests with and without URL policy enforcement; secret scrubbing of 1 MB
+	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkPolicyCost' -benchtime 30x ./services/browser/
+	$(GO) test -count=1 -run '^$$' -bench 'Scrub|Substitute' -benchmem ./services/kit/secrets/
 
 .PHONY: gen
 gen: ## regenerate protobuf Go code and docs/tools.md
