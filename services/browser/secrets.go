@@ -82,6 +82,11 @@ func (w *Worker) withSecrets(req *browserv1.ToolRequest) (*browserv1.ToolRequest
 		}
 		return req, nil
 	}
+	if isURLField(req) {
+		if err := placeholderOutsideHost(*field); err != nil {
+			return nil, err
+		}
+	}
 	out, used, err := w.secrets.Substitute(*field)
 	if err != nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s", err.Error())
@@ -103,6 +108,35 @@ func (w *Worker) withSecrets(req *browserv1.ToolRequest) (*browserv1.ToolRequest
 		t.TabNew.Url = out
 	}
 	return cp, nil
+}
+
+func isURLField(req *browserv1.ToolRequest) bool {
+	return req.GetOpen() != nil || req.GetTabNew() != nil
+}
+
+// placeholderOutsideHost refuses a secret in a URL's scheme or host: the
+// browser rewrites hosts (lower case, punycode), so the value would come
+// back in forms scrubbing cannot recognise, and a host is a DNS query that
+// leaks it to any resolver on the way.
+func placeholderOutsideHost(raw string) error {
+	host := raw
+	if i := strings.Index(host, "://"); i >= 0 {
+		if strings.Contains(host[:i], "{{") {
+			return bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "a {{secrets.NAME}} placeholder may not stand in a URL's scheme")
+		}
+		host = host[i+3:]
+	}
+	if i := strings.IndexAny(host, "/?#"); i >= 0 {
+		host = host[:i]
+	}
+	if at := strings.LastIndex(host, "@"); at >= 0 {
+		host = host[at+1:] // user info may hold a secret
+	}
+	if strings.Contains(host, "{{") {
+		return bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
+			"a {{secrets.NAME}} placeholder may stand in a URL's path, query or user info, not in its host")
+	}
+	return nil
 }
 
 // scrubResult replaces secret values in a result with their placeholders.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -62,6 +63,9 @@ const (
 func registerApprovalFlags(fs *flag.FlagSet, cfg *Config, errs *[]error) {
 	fs.DurationVar(&cfg.ApprovalTimeout, "approval-timeout", config.MustDuration(errs, "SOVEREIGN_APPROVAL_TIMEOUT", DefaultApprovalTimeout),
 		"a call of a monitored tool that nobody approves within this time is denied (5s to 1h) [SOVEREIGN_APPROVAL_TIMEOUT]")
+	fs.BoolVar(&cfg.ApprovalConsoleOnly, "approval-console-only", envBool(errs, "SOVEREIGN_APPROVAL_CONSOLE_ONLY"),
+		"decide approvals on the operator console only, never through the calling client's elicitation; use it when agents run unattended "+
+			"(a client that answers its own elicitation approves its own calls) [SOVEREIGN_APPROVAL_CONSOLE_ONLY]")
 	cfg.ApproveTools = splitList(config.Env("SOVEREIGN_APPROVE_TOOLS", ""))
 	fs.Func("approve-tools", "comma-separated tools whose calls wait for a person's approval on the operator console "+
 		"or in the client (e.g. eval,fill) [SOVEREIGN_APPROVE_TOOLS]", func(v string) error {
@@ -165,16 +169,21 @@ func (g *Gateway) approveTools(next server.ToolHandlerFunc) server.ToolHandlerFu
 			Grant:     grant,
 			Deadline:  time.Now().Add(g.cfg.ApprovalTimeout),
 			Owner:     ownerDigest(callerFrom(ctx)),
+			Call:      callDigest(tool, req.Params.Arguments),
 		}
+		// The client's user may decide, unless the operator wants the
+		// console only. A URL grant lifts the operator's allow lists: only
+		// the console grants one.
+		clientDecides := !g.cfg.ApprovalConsoleOnly && !strings.HasPrefix(grant, approval.URLGrantPrefix)
 		if server.IsModernRequest(ctx) {
-			if caps := server.RequestProtocolInfoFromContext(ctx).ClientCapabilities; caps != nil && caps.Elicitation != nil {
+			if caps := server.RequestProtocolInfoFromContext(ctx).ClientCapabilities; clientDecides && caps != nil && caps.Elicitation != nil {
 				return g.approveRoundTrip(ctx, req, r, next)
 			}
 			got, err := g.approvals.Ask(ctx, r, nil)
 			return g.decided(ctx, req, got, err, next)
 		}
 		var elicit approval.Elicitor
-		if legacyElicits(ctx) {
+		if clientDecides && legacyElicits(ctx) {
 			elicit = g.elicit
 		}
 		got, err := g.approvals.Ask(ctx, r, elicit)
@@ -198,6 +207,19 @@ func (g *Gateway) decided(ctx context.Context, req mcp.CallToolRequest, r approv
 		g.log.ErrorContext(ctx, "approval queue", "tool", tool, "err", err)
 		return mcp.NewToolResultError(fmt.Sprintf("%s needs approval, but the approval queue failed (%v); it was not run", tool, err)), nil
 	case r.State == approval.Approved:
+		// One approval runs one call: a replayed retry naming the same
+		// request finds it consumed.
+		if _, cerr := g.approvals.Consume(ctx, r.ID); cerr != nil {
+			info.outcome = historyv1.Outcome_OUTCOME_DENIED
+			return mcp.NewToolResultError(fmt.Sprintf("%s: %v", tool, cerr)), nil
+		}
+		// The token may have been revoked while the call waited.
+		if c := callerInfo(ctx); c.Kind == KindToken && g.auth != nil && g.auth.tokens != nil {
+			if t, ok := g.auth.tokens.Lookup(strings.TrimPrefix(c.ID, "token:")); !ok || t.Revoked() {
+				info.outcome = historyv1.Outcome_OUTCOME_DENIED
+				return mcp.NewToolResultError(fmt.Sprintf("%s: the caller's token was revoked while the call waited for approval; it was not run", tool)), nil
+			}
+		}
 		return next(ctx, req)
 	case r.State == approval.TimedOut:
 		info.outcome = historyv1.Outcome_OUTCOME_DENIED
@@ -246,7 +268,7 @@ func (g *Gateway) resumeApproval(ctx context.Context, req mcp.CallToolRequest, r
 	if err != nil {
 		return g.decided(ctx, req, cur, err, next)
 	}
-	if cur.Owner != r.Owner || cur.Tool != r.Tool || cur.Arguments != r.Arguments || cur.Scope != r.Scope {
+	if cur.Owner != r.Owner || cur.Tool != r.Tool || cur.Call != r.Call || cur.Scope != r.Scope {
 		return refuse("%s: the request state names the approval of another call; call again without it to ask for this one", tool)
 	}
 	if cur.State == approval.Pending {
@@ -261,11 +283,6 @@ func (g *Gateway) resumeApproval(ctx context.Context, req mcp.CallToolRequest, r
 	}
 	if err == nil && cur.State == approval.Pending {
 		cur, err = g.approvals.Wait(ctx, cur, nil) // no usable answer: the console decides
-	}
-	if err == nil && cur.State == approval.Approved {
-		if _, cerr := g.approvals.Consume(ctx, id); cerr != nil {
-			return refuse("%s: %v", tool, cerr)
-		}
 	}
 	return g.decided(ctx, req, cur, err, next)
 }
@@ -369,6 +386,15 @@ func approvalScope(ctx context.Context, args any) string {
 
 func scopeDigest(caller, kind, id string) string {
 	sum := sha256.Sum256([]byte("sovereign approval scope\x00" + caller + "\x00" + kind + "\x00" + id))
+	return hex.EncodeToString(sum[:])
+}
+
+// callDigest identifies a call's exact tool and arguments (unredacted,
+// the session handle included), so that a multi round-trip retry can only
+// resume the approval of the very same call.
+func callDigest(tool string, args any) string {
+	b, _ := json.Marshal(args)
+	sum := sha256.Sum256(append([]byte("sovereign approval call\x00"+tool+"\x00"), b...))
 	return hex.EncodeToString(sum[:])
 }
 

@@ -89,6 +89,10 @@ type Config struct {
 	// a call waits before it is denied (DefaultApprovalTimeout when 0).
 	ApproveTools    []string
 	ApprovalTimeout time.Duration
+	// ApprovalConsoleOnly refuses decisions from the calling client (MCP
+	// elicitation): for agents that run unattended, whose "user" is the
+	// agent itself. URL grants are decided on the console only, always.
+	ApprovalConsoleOnly bool
 
 	// URL policy (policy.go): the global tier of the rules every session's
 	// pages are held to, from PolicyFile plus URLAllow and URLBlock.

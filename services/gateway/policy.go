@@ -212,5 +212,10 @@ func (g *Gateway) navigationNeedsGrant(ctx context.Context, tool string, args an
 		return "", "", false
 	}
 	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if r, err := urlpolicy.ParsePattern(host); err != nil || !r.Exact() {
+		// "http://*/" parses as a URL; its grant would lift every allow
+		// list. Only one exact host can be granted.
+		return "", "", false
+	}
 	return fmt.Sprintf("%s is %s; approving lets this browser session load %s", u.Redacted(), d.Rule, host), host, true
 }

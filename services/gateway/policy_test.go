@@ -48,6 +48,11 @@ func TestURLPolicyThroughGateway(t *testing.T) {
 		t.Fatalf("blocked page: %v %q", res.IsError, text(res))
 	}
 
+	// Only an exact host can be granted: "*" would lift the allow list.
+	if res := callTool(t, c, "open", map[string]any{"url": "http://*/"}); !res.IsError {
+		t.Fatalf("open http://*/ went through: %q", text(res))
+	}
+
 	// Refused once by a person.
 	call := toolCall(t, c, "open", map[string]any{"url": at("127.0.0.2")})
 	p := pendingOf(t, watch)
@@ -88,10 +93,16 @@ func TestURLPolicyThroughGateway(t *testing.T) {
 			t.Fatalf("%s after a session grant: %q", step, text(res))
 		}
 	}
-	// The grant belongs to this session only.
-	other := elicitingClient(t, url, false, nil)
+	// The grant belongs to this session only, and the calling client never
+	// grants a URL itself: its elicitation is not asked, the console is.
+	e := &elicitor{}
+	e.decide("approve_session")
+	other := elicitingClient(t, url, false, e)
 	call = toolCall(t, other, "open", map[string]any{"url": at("localhost")})
 	p = pendingOf(t, watch)
+	if e.count() != 0 {
+		t.Errorf("the client was asked to grant a URL %d times", e.count())
+	}
 	if _, err := q.Decide(ctx, p.ID, false, "", "console:admin", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -135,5 +146,42 @@ func TestPolicyFile(t *testing.T) {
 	if _, err := gateway.New(gateway.Config{PolicyFile: filepath.Join(dir, "missing.yaml")}, connect(t, startNATS(t, ""))); err == nil ||
 		!strings.Contains(err.Error(), "missing.yaml") {
 		t.Errorf("missing policy file: %v", err)
+	}
+}
+
+// TestApprovalConsoleOnly: with --approval-console-only a client that
+// answers its own elicitation cannot approve its calls.
+func TestApprovalConsoleOnly(t *testing.T) {
+	needChromium(t)
+	srv := startNATS(t, "")
+	startWorker(t, srv, "w1", 2)
+	url := startGateway(t, srv, gateway.Config{ApproveTools: []string{"eval"}, ApprovalConsoleOnly: true})
+	q := console(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watch, err := q.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, modern := range []bool{false, true} {
+		e := &elicitor{}
+		e.decide("approve_session")
+		c := elicitingClient(t, url, modern, e)
+		handle := metaSession(callTool(t, c, "open", map[string]any{"url": titleSite(t)}))
+		args := map[string]any{"script": "6 * 7"}
+		if handle != "" {
+			args["session"] = handle
+		}
+		call := toolCall(t, c, "eval", args)
+		p := pendingOf(t, watch)
+		if e.count() != 0 {
+			t.Errorf("modern %v: the client was asked %d times", modern, e.count())
+		}
+		if _, err := q.Decide(ctx, p.ID, true, approval.Once, "console:admin", ""); err != nil {
+			t.Fatal(err)
+		}
+		if res := await(t, call); res.IsError || text(res) != "42" {
+			t.Errorf("modern %v: eval approved on the console: %q", modern, text(res))
+		}
 	}
 }

@@ -148,15 +148,13 @@ func (g *Gateway) bind(ctx context.Context, handle string) (*binding, error) {
 				handle, state.HandlePrefix, catalog.SessionParam)
 		}
 		e, err := g.store.Get(ctx, state.Handle, handle)
-		if errors.Is(err, state.ErrNotFound) {
+		if errors.Is(err, state.ErrNotFound) || err == nil && e.Owner != caller {
+			// Another caller's handle is as unknown as a made-up one.
 			return nil, toolErr("unknown or expired session handle %s (handles expire after %s unused); omit %q to open a new browser session",
 				handle, g.cfg.SessionTTL, catalog.SessionParam)
 		}
 		if err != nil {
 			return nil, err
-		}
-		if e.Owner != caller {
-			return nil, toolErr("session handle belongs to another caller")
 		}
 		return g.ensureBound(ctx, e, caller)
 	case !server.IsModernRequest(ctx) && mcpSessionID(ctx) != "":

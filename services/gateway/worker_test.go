@@ -296,7 +296,7 @@ func TestFleet(t *testing.T) {
 
 		// Another caller cannot use it.
 		mallory := modernClient(t, b, map[string]string{"Authorization": malloryAuth})
-		if res := callTool(t, mallory, "get_url", map[string]any{"session": h}); text(res) != "session handle belongs to another caller" {
+		if res := callTool(t, mallory, "get_url", map[string]any{"session": h}); !strings.HasPrefix(text(res), "unknown or expired session handle") {
 			t.Errorf("mallory with alice's handle = %q", text(res))
 		}
 		if n := workerSessions(t, workerBus, "w1"); n != 1 {

@@ -119,6 +119,8 @@ func variants(v []byte) [][]byte {
 	add(percent(v, queryKeep, true))
 	add(percent(v, componentKeep, false))
 	add(percent(v, pathKeep, false))
+	add(percent(v, whatwgPathKeep, false))  // what Chromium shows in a URL's path
+	add(percent(v, whatwgQueryKeep, false)) // and in its query
 	add(htmlEscape(v, `&amp;`, `&lt;`, `&gt;`, `&#34;`, `&#39;`))
 	add(htmlEscape(v, `&amp;`, `&lt;`, `&gt;`, `&quot;`, `'`))
 	add(htmlEscape(v, `&amp;`, `&lt;`, `&gt;`, `"`, `'`))
@@ -141,6 +143,23 @@ const (
 	pathKeep      = "-_.~$&+,:;=@" // url.PathEscape
 	upperHex      = "0123456789ABCDEF"
 )
+
+// The WHATWG URL standard's path and special-query percent-encode sets, as
+// what they keep: every printable ASCII byte but a few.
+var (
+	whatwgPathKeep  = printableExcept("\"#<>?`{}")
+	whatwgQueryKeep = printableExcept("\"#<>'")
+)
+
+func printableExcept(enc string) string {
+	var b []byte
+	for c := byte(0x21); c < 0x7f; c++ {
+		if bytes.IndexByte([]byte(enc), c) < 0 {
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
 
 func percent(v []byte, keep string, spacePlus bool) []byte {
 	out := make([]byte, 0, len(v)*3)

@@ -217,6 +217,13 @@ func (r Rule) String() string { return r.Pattern }
 // through "*" or a wildcard: only such an allow rule lifts block_private.
 func (r Rule) explicit() bool { return r.kind == kindHost || r.kind == kindIP || r.kind == kindCIDR }
 
+// Exact reports whether the rule names one host or one address (no
+// wildcard, no "*", no CIDR block, no scheme or port): the only kind of
+// rule a person may grant a session.
+func (r Rule) Exact() bool {
+	return (r.kind == kindHost || r.kind == kindIP) && r.Scheme == "" && r.Port == 0
+}
+
 // target is a URL's parts that rules look at.
 type target struct {
 	scheme string

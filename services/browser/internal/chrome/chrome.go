@@ -52,6 +52,9 @@ func Options(execPath, userDataDir string) []chromedp.ExecAllocatorOption {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-quic", true),
+		// WebRTC may only use the session's proxy (which checks the URL
+		// policy), never direct UDP to arbitrary addresses.
+		chromedp.Flag("force-webrtc-ip-handling-policy", "disable_non_proxied_udp"),
 		chromedp.Flag("disable-features", "SitePerProcess,IsolateOrigins,Translate,OptimizationHints,MediaRouter"),
 		chromedp.Flag("disable-site-isolation-trials", true),
 		chromedp.Flag("metrics-recording-only", true),

@@ -66,7 +66,9 @@ type Guard struct {
 	mu       sync.RWMutex // read on every message of the connection
 	contexts map[cdp.BrowserContextID]*Context
 	sessions map[target.SessionID]*session
-	auto     bool // browser-level auto-attach is on
+	auto     bool // browser-level auto-attach is on (written under autoMu)
+
+	autoMu sync.Mutex // held across a change of auto and its CDP command
 }
 
 // New returns a guard. Wrap its connection to Chromium with Wrap, and
@@ -128,21 +130,26 @@ func (g *Guard) Protect(ctx context.Context, bcid cdp.BrowserContextID, c *Conte
 		return fmt.Errorf("the url policy guard is not connected to Chromium")
 	}
 	c.bcid = bcid
+	ctx, cancel := within(g.browser, ctx)
+	defer cancel()
+	// autoMu orders the auto-attach commands with the state they set: an
+	// Unprotect racing this Protect must not leave Chromium's auto-attach
+	// off while g.auto says on (new tabs would then go unchecked).
+	g.autoMu.Lock()
 	g.mu.Lock()
 	g.contexts[bcid] = c
 	turnOn := !g.auto
-	g.auto = true
 	g.mu.Unlock()
-	ctx, cancel := within(g.browser, ctx)
-	defer cancel()
 	if turnOn {
 		if err := g.autoAttach(ctx, true); err != nil {
-			g.mu.Lock()
-			g.auto = false
-			g.mu.Unlock()
+			g.autoMu.Unlock()
 			return fmt.Errorf("hold new targets for the URL policy: %w", err)
 		}
+		g.mu.Lock()
+		g.auto = true
+		g.mu.Unlock()
 	}
+	g.autoMu.Unlock()
 	infos, err := chromedp.CallBrowser(ctx, target.GetTargets, target.GetTargetsParams{})
 	if err != nil {
 		return fmt.Errorf("list the targets to protect: %w", err)
@@ -161,18 +168,25 @@ func (g *Guard) Protect(ctx context.Context, bcid cdp.BrowserContextID, c *Conte
 // Unprotect stops watching the browser context bcid (it is being
 // disposed of). The last one turns auto-attach off again.
 func (g *Guard) Unprotect(bcid cdp.BrowserContextID) {
+	g.autoMu.Lock()
+	defer g.autoMu.Unlock()
 	g.mu.Lock()
 	delete(g.contexts, bcid)
 	turnOff := g.auto && len(g.contexts) == 0
-	if turnOff {
-		g.auto = false
-	}
 	g.mu.Unlock()
-	if turnOff && g.browser != nil && g.browser.Err() == nil {
+	if !turnOff {
+		return
+	}
+	if g.browser != nil && g.browser.Err() == nil {
 		ctx, cancel := context.WithTimeout(g.browser, 5*time.Second)
 		defer cancel()
-		_ = g.autoAttach(ctx, false)
+		if g.autoAttach(ctx, false) != nil {
+			return // still on: g.auto stays true, which is what Chromium does
+		}
 	}
+	g.mu.Lock()
+	g.auto = false
+	g.mu.Unlock()
 }
 
 func (g *Guard) autoAttach(ctx context.Context, on bool) error {

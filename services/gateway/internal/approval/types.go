@@ -47,6 +47,8 @@ type Request struct {
 	// resumes a request (the retry of a 2026 client's multi round-trip call)
 	// must come from the same caller. It is not for display.
 	Owner string `json:"owner,omitempty"`
+	// Call is an opaque digest of the exact tool and arguments (never shown).
+	Call string `json:"call,omitempty"`
 	// Consumed is when the gateway ran the approved call of a request that
 	// is resumed by a later call (multi round-trip); a request is used at
 	// most once. Zero for requests decided while their call waited.
