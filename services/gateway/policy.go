@@ -155,6 +155,9 @@ func (g *Gateway) urlPolicy(ctx context.Context, sessionGrants []string) *browse
 	if len(sessionGrants) > 0 {
 		p.Tiers = append(p.Tiers, &browserv1.UrlRules{Tier: "session", Allow: sessionGrants})
 	}
+	// Nothing to enforce (no rules, private addresses allowed): the worker
+	// then intercepts nothing, at no cost per request.
+	p.Enforced = len(p.Tiers) > 0 || p.BlockPrivate
 	return p
 }
 
