@@ -107,3 +107,9 @@ func isWord(w string) bool {
 		}
 	}
 }
+
+// BIP39English returns the BIP-39 English word list: 2048 words in
+// order, index 0 "abandon" to 2047 "zoo". The slice is a fresh copy.
+func BIP39English() []string {
+	return strings.Split(strings.TrimSuffix(englishList, "\n"), "\n")
+}
