@@ -107,7 +107,9 @@ func bech32Decode(s string) (hrp string, data []byte, err error) {
 	for i := pos + 1; i < len(s); i++ {
 		v := bech32Rev[s[i]]
 		if v < 0 {
-			return "", nil, fmt.Errorf("bech32: invalid character %q at position %d", s[i], i+1)
+			// The position only: the string may be an nsec, and its
+			// characters are the secret.
+			return "", nil, fmt.Errorf("bech32: character %d is not in the bech32 alphabet (it has no b, i, o or 1 after the separator)", i+1)
 		}
 		values = append(values, byte(v))
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -442,4 +443,50 @@ func corrupt(sig string) string {
 		b[i] = '0'
 	}
 	return string(b)
+}
+
+// Links serves every connection a listener accepts with one device, until
+// Close.
+type Links struct {
+	ln    net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+// ServeListener serves each connection ln accepts with dev, in its own
+// goroutine, until the returned Links is closed.
+func ServeListener(ln net.Listener, dev *Device) *Links {
+	l := &Links{ln: ln}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			l.mu.Lock()
+			l.conns = append(l.conns, c)
+			l.mu.Unlock()
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				defer c.Close()
+				_ = Serve(c, dev)
+			}()
+		}
+	}()
+	return l
+}
+
+// Close closes the listener and every open link, and waits for them.
+func (l *Links) Close() {
+	l.ln.Close()
+	l.mu.Lock()
+	for _, c := range l.conns {
+		c.Close()
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
 }

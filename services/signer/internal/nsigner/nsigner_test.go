@@ -64,40 +64,12 @@ func shortDir(t *testing.T) string {
 	return dir
 }
 
-// serve accepts connections on ln and serves each with dev until ln closes.
+// serve accepts connections on ln and serves each with dev until the test
+// ends.
 func serve(t *testing.T, ln net.Listener, dev *Device) {
 	t.Helper()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				Serve(c, dev)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
+	links := ServeListener(ln, dev)
+	t.Cleanup(links.Close)
 }
 
 func listenUnix(t *testing.T, path string, dev *Device) net.Listener {

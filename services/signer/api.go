@@ -1,0 +1,247 @@
+package signer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/signer/internal/nostr"
+)
+
+// Subjects of the signer endpoints, under the bus prefix.
+const (
+	SubjectLogin        = "signer.login"
+	SubjectLogout       = "signer.logout"
+	SubjectStatus       = "signer.status"
+	SubjectGetPublicKey = "signer.get_public_key"
+	SubjectSignEvent    = "signer.sign_event"
+	SubjectEncrypt      = "signer.encrypt"
+	SubjectDecrypt      = "signer.decrypt"
+)
+
+// register adds the micro service "sovereign-signer" with its endpoints
+// (default queue group; but see Service: run one replica).
+func (s *Service) register() error {
+	svc, err := s.bus.AddService("sovereign-signer", Version, "Sovereign signer: Nostr identities per browser session (one replica)", nil)
+	if err != nil {
+		return fmt.Errorf("signer service: %w", err)
+	}
+	s.svc = svc
+	c := s.bus
+	g := svc.AddGroup(c.Subject("signer"))
+	for _, e := range []struct {
+		name string
+		h    micro.Handler
+	}{
+		{"login", bus.Handle(c, s.login)},
+		{"logout", bus.Handle(c, s.logout)},
+		{"status", bus.Handle(c, s.status)},
+		{"get_public_key", bus.Handle(c, s.getPublicKey)},
+		{"sign_event", bus.Handle(c, s.signEvent)},
+		{"encrypt", bus.Handle(c, s.encrypt)},
+		{"decrypt", bus.Handle(c, s.decrypt)},
+	} {
+		if err := g.AddEndpoint(e.name, e.h); err != nil {
+			_ = svc.Stop()
+			return fmt.Errorf("signer endpoint %s: %w", e.name, err)
+		}
+	}
+	return nil
+}
+
+// login never logs r: it carries secrets. Only the method and the scope's
+// digest are logged.
+func (s *Service) login(ctx context.Context, r *signerv1.Login) (*signerv1.LoginResponse, error) {
+	if r.GetScope() == "" {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "scope is required (the browser session's scope key)")
+	}
+	log := s.log.With("method", methodName(r.GetMethod()), "scope", scopeDigest(r.GetScope()))
+	id, err := s.newIdentity(ctx, r)
+	if err != nil {
+		log.Info("login failed", "code", bus.CodeOf(err).String())
+		return nil, err
+	}
+	if err := s.install(r.GetScope(), id); err != nil {
+		return nil, err
+	}
+	log.Info("logged in", "pubkey", id.pubkey)
+	return &signerv1.LoginResponse{Pubkey: id.pubkey, Npub: id.npub, Method: id.method}, nil
+}
+
+func (s *Service) logout(_ context.Context, r *signerv1.Logout) (*signerv1.LogoutResponse, error) {
+	if r.GetScope() == "" {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "scope is required (the browser session's scope key)")
+	}
+	was := s.remove(r.GetScope())
+	if was {
+		s.log.Info("logged out", "scope", scopeDigest(r.GetScope()))
+	}
+	return &signerv1.LogoutResponse{WasLoggedIn: was}, nil
+}
+
+func (s *Service) status(_ context.Context, r *signerv1.Status) (*signerv1.StatusResponse, error) {
+	id, err := s.lookup(r.GetScope())
+	if bus.Is(err, commonv1.ErrorCode_NOT_FOUND) {
+		return &signerv1.StatusResponse{State: signerv1.LoginState_LOGIN_STATE_LOGGED_OUT}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	resp := &signerv1.StatusResponse{State: signerv1.LoginState_LOGIN_STATE_LOGGED_IN, Method: id.method, Pubkey: id.pubkey, Npub: id.npub}
+	if id.link != nil {
+		st := id.link.State()
+		resp.LinkState, resp.LinkError = string(st.State), st.LastError
+	}
+	return resp, nil
+}
+
+func (s *Service) getPublicKey(_ context.Context, r *signerv1.GetPublicKey) (*signerv1.GetPublicKeyResponse, error) {
+	id, err := s.lookup(r.GetScope())
+	if err != nil {
+		return nil, err
+	}
+	return &signerv1.GetPublicKeyResponse{Pubkey: id.pubkey, Npub: id.npub}, nil
+}
+
+// errReadOnly is what signing or decrypting with a readonly identity gets.
+var errReadOnly = bus.Errorf(commonv1.ErrorCode_FORBIDDEN, "read-only identity: it can only give its public key (log in with local, seed or nsigner to sign)")
+
+func (s *Service) signEvent(ctx context.Context, r *signerv1.SignEvent) (*signerv1.SignEventResponse, error) {
+	id, err := s.lookup(r.GetScope())
+	if err != nil {
+		return nil, err
+	}
+	in := r.GetEvent()
+	if in == nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "event is required")
+	}
+	if in.GetKind() < 0 || in.GetKind() > 65535 {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "event kind %d: must be 0 to 65535", in.GetKind())
+	}
+	if err := allow(r.GetOrigin(), int(in.GetKind())); err != nil {
+		return nil, err
+	}
+	if id.method == signerv1.Method_METHOD_READONLY {
+		return nil, errReadOnly
+	}
+	ev := &nostr.Event{Kind: int(in.GetKind()), CreatedAt: in.GetCreatedAt(), Content: in.GetContent(), Tags: make([][]string, 0, len(in.GetTags()))}
+	if ev.CreatedAt == 0 {
+		ev.CreatedAt = time.Now().Unix()
+	}
+	for _, t := range in.GetTags() {
+		ev.Tags = append(ev.Tags, append([]string{}, t.GetValues()...))
+	}
+	if id.link != nil {
+		signed, err := id.link.SignEvent(ctx, id.index, ev)
+		if err != nil {
+			return nil, nsignerError("sign_event", err)
+		}
+		ev = signed
+	} else if err := id.withKey(func(k *nostr.SecretKey) error { return nostr.SignEvent(k, ev) }); err != nil {
+		return nil, err
+	}
+	out := &signerv1.SignEventResponse{Id: ev.ID, Pubkey: ev.PubKey, CreatedAt: ev.CreatedAt, Kind: int64(ev.Kind), Content: ev.Content, Sig: ev.Sig}
+	for _, t := range ev.Tags {
+		out.Tags = append(out.Tags, &signerv1.Tag{Values: t})
+	}
+	return out, nil
+}
+
+func (s *Service) encrypt(ctx context.Context, r *signerv1.Encrypt) (*signerv1.EncryptResponse, error) {
+	text, err := s.crypt(ctx, r.GetScope(), r.GetOrigin(), r.GetScheme(), r.GetPeerPubkey(), r.GetText(), false)
+	if err != nil {
+		return nil, err
+	}
+	return &signerv1.EncryptResponse{Text: text}, nil
+}
+
+func (s *Service) decrypt(ctx context.Context, r *signerv1.Decrypt) (*signerv1.DecryptResponse, error) {
+	text, err := s.crypt(ctx, r.GetScope(), r.GetOrigin(), r.GetScheme(), r.GetPeerPubkey(), r.GetText(), true)
+	if err != nil {
+		return nil, err
+	}
+	return &signerv1.DecryptResponse{Text: text}, nil
+}
+
+// crypt encrypts or decrypts text between scope's identity and peer.
+// Neither the text nor the result ever goes into an error or log record.
+func (s *Service) crypt(ctx context.Context, scope, origin string, scheme signerv1.Scheme, peer, text string, decrypt bool) (string, error) {
+	id, err := s.lookup(scope)
+	if err != nil {
+		return "", err
+	}
+	op := "encrypt"
+	if decrypt {
+		op = "decrypt"
+		if err := allow(origin, kindDecrypt); err != nil {
+			return "", err
+		}
+	}
+	nip44 := true
+	switch scheme {
+	case signerv1.Scheme_SCHEME_UNSPECIFIED, signerv1.Scheme_SCHEME_NIP44:
+	case signerv1.Scheme_SCHEME_NIP04:
+		nip44 = false
+	default:
+		return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: unknown scheme %d: use nip44 or nip04", op, scheme)
+	}
+	peerHex, err := nostr.ParsePublicKey(peer)
+	if err != nil {
+		return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: peer_pubkey: %v", op, err)
+	}
+	if id.method == signerv1.Method_METHOD_READONLY {
+		return "", errReadOnly
+	}
+	if id.link != nil {
+		var out string
+		switch {
+		case nip44 && decrypt:
+			out, err = id.link.Nip44Decrypt(ctx, id.index, peerHex, text)
+		case nip44:
+			out, err = id.link.Nip44Encrypt(ctx, id.index, peerHex, text)
+		case decrypt:
+			out, err = id.link.Nip04Decrypt(ctx, id.index, peerHex, text)
+		default:
+			out, err = id.link.Nip04Encrypt(ctx, id.index, peerHex, text)
+		}
+		if err != nil {
+			return "", nsignerError(op, err)
+		}
+		return out, nil
+	}
+	var out string
+	err = id.withKey(func(k *nostr.SecretKey) error {
+		var err error
+		if !nip44 {
+			if decrypt {
+				out, err = nostr.Nip04Decrypt(k, peerHex, text)
+			} else {
+				out, err = nostr.Nip04Encrypt(k, peerHex, text)
+			}
+			return err
+		}
+		ck, err := nostr.ConversationKey(k, peerHex)
+		if err != nil {
+			return err
+		}
+		defer clear(ck[:])
+		if decrypt {
+			out, err = nostr.Nip44Decrypt(text, ck)
+		} else {
+			out, err = nostr.Nip44Encrypt(text, ck)
+		}
+		return err
+	})
+	if err != nil {
+		if bus.CodeOf(err) != commonv1.ErrorCode_INTERNAL {
+			return "", err
+		}
+		return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: %v", op, err)
+	}
+	return out, nil
+}

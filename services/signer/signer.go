@@ -1,0 +1,316 @@
+package signer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/signer/internal/nostr"
+	"github.com/sovereign-fleet/sovereign/services/signer/internal/nsigner"
+)
+
+// Version of the service, reported to `nats micro info`.
+const Version = "0.1.0"
+
+// DefaultLoginTimeout bounds an nsigner login (connect, hello and
+// get_public_key) when the request's own deadline is longer.
+const DefaultLoginTimeout = 15 * time.Second
+
+// Config configures the signer service.
+type Config struct {
+	// LoginTimeout bounds an nsigner login; default DefaultLoginTimeout.
+	LoginTimeout time.Duration
+	// NsignerSlowTimeout bounds an nsigner sign_event or decrypt, which a
+	// person may approve on the device; default nsigner.DefaultSlowTimeout
+	// (lower it only in tests).
+	NsignerSlowTimeout time.Duration
+	// Logger receives the service's records (never a secret); default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.LoginTimeout <= 0 {
+		c.LoginTimeout = DefaultLoginTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Service is the signer: a table of identities keyed by browser-session
+// scope, served on the bus. It runs as ONE replica: the identities live in
+// this process's memory only.
+type Service struct {
+	cfg Config
+	bus *bus.Conn
+	svc micro.Service
+	log *slog.Logger
+
+	mu     sync.Mutex
+	ids    map[string]*identity // by scope
+	closed bool
+}
+
+// New registers the signer's bus endpoints (sov.signer.*) on c. Call Run,
+// and Close when done.
+func New(cfg Config, c *bus.Conn) (*Service, error) {
+	cfg = cfg.withDefaults()
+	s := &Service{cfg: cfg, bus: c, ids: map[string]*identity{},
+		log: cfg.Logger.With("component", "signer")}
+	if err := s.register(); err != nil {
+		return nil, err
+	}
+	// The subscriptions reach the server before New returns: a request
+	// made right after is answered.
+	if err := c.NATS().Flush(); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("signer: register endpoints: %w", err)
+	}
+	s.log.Info("signer ready (one replica: identities live in this process's memory)")
+	return s, nil
+}
+
+// Run serves until ctx ends; the endpoints answer from New on. It returns
+// nil when ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// Close stops the bus endpoints, lets running requests finish (up to 5 s),
+// then wipes every identity's keys and closes every nsigner link.
+func (s *Service) Close() error {
+	var err error
+	if s.svc != nil {
+		err = s.svc.Stop()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// The unsubscriptions reach the server before Close returns: no
+	// request is taken afterwards.
+	_ = s.bus.NATS().FlushWithContext(ctx)
+	_ = s.bus.Wait(ctx)
+	s.mu.Lock()
+	s.closed = true
+	ids := s.ids
+	s.ids = map[string]*identity{}
+	s.mu.Unlock()
+	for _, id := range ids {
+		id.wipe()
+	}
+	return err
+}
+
+// identity is one scope's logged-in identity. Exactly one of key (local,
+// seed), link (nsigner) is set, or neither (readonly).
+type identity struct {
+	method signerv1.Method
+	pubkey string // hex
+	npub   string
+
+	// mu guards key: operations hold it for reading while they use the
+	// key, wipe holds it for writing, so a key is never wiped mid-use.
+	mu    sync.RWMutex
+	key   *nostr.SecretKey
+	wiped bool
+
+	link  *nsigner.Client // safe for concurrent use; Close fails calls in flight
+	index uint32
+}
+
+// errLoggedOut is what an operation on an identity wiped meanwhile returns.
+var errLoggedOut = bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "the identity was logged out while the request ran; log in again")
+
+// withKey runs fn with the identity's secret key, unless it was wiped.
+func (id *identity) withKey(fn func(k *nostr.SecretKey) error) error {
+	id.mu.RLock()
+	defer id.mu.RUnlock()
+	if id.wiped {
+		return errLoggedOut
+	}
+	return fn(id.key)
+}
+
+// wipe zeroes the key and closes the link.
+func (id *identity) wipe() {
+	id.mu.Lock()
+	id.wiped = true
+	if id.key != nil {
+		id.key.Wipe()
+	}
+	id.mu.Unlock()
+	if id.link != nil {
+		_ = id.link.Close()
+	}
+}
+
+// lookup returns scope's identity.
+func (s *Service) lookup(scope string) (*identity, error) {
+	if scope == "" {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "scope is required (the browser session's scope key)")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.ids[scope]
+	if id == nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "not logged in: this browser session has no Nostr identity; call login first")
+	}
+	return id, nil
+}
+
+// install makes id scope's identity and wipes the one it replaces. It
+// fails, wiping id, once the service is closed.
+func (s *Service) install(scope string, id *identity) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		id.wipe()
+		return bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "the signer is shutting down; try again")
+	}
+	old := s.ids[scope]
+	s.ids[scope] = id
+	s.mu.Unlock()
+	if old != nil {
+		old.wipe()
+	}
+	return nil
+}
+
+// remove takes scope's identity out of the table and wipes it.
+func (s *Service) remove(scope string) bool {
+	s.mu.Lock()
+	old := s.ids[scope]
+	delete(s.ids, scope)
+	s.mu.Unlock()
+	if old != nil {
+		old.wipe()
+	}
+	return old != nil
+}
+
+// scopeDigest is what log records carry instead of a scope key.
+func scopeDigest(scope string) string {
+	h := sha256.Sum256([]byte(scope))
+	return hex.EncodeToString(h[:6])
+}
+
+// newIdentity builds, and for nsigner connects, the identity a Login asks
+// for. It does not touch the table; on error nothing is left open.
+func (s *Service) newIdentity(ctx context.Context, r *signerv1.Login) (*identity, error) {
+	invalid := func(err error) error {
+		return bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "login (%s): %v", methodName(r.GetMethod()), err)
+	}
+	id := &identity{method: r.GetMethod()}
+	switch r.GetMethod() {
+	case signerv1.Method_METHOD_LOCAL:
+		if r.GetNsecOrHex() == "" {
+			return nil, invalid(errors.New("nsec_or_hex is required: an nsec1… string or 64 hex characters"))
+		}
+		k, err := nostr.ParseSecretKey(r.GetNsecOrHex())
+		if err != nil {
+			return nil, invalid(err)
+		}
+		id.key = k
+	case signerv1.Method_METHOD_SEED:
+		if r.GetMnemonic() == "" {
+			return nil, invalid(errors.New("mnemonic is required: 12 or 24 BIP-39 English words"))
+		}
+		k, err := nostr.KeyFromMnemonic(r.GetMnemonic(), r.GetPassphrase(), r.GetAccount())
+		if err != nil {
+			return nil, invalid(err)
+		}
+		id.key = k
+	case signerv1.Method_METHOD_READONLY:
+		if r.GetPubkey() == "" {
+			return nil, invalid(errors.New("pubkey is required: an npub1… string or 64 hex characters"))
+		}
+		pk, err := nostr.ParsePublicKey(r.GetPubkey())
+		if err != nil {
+			return nil, invalid(err)
+		}
+		id.pubkey = pk
+	case signerv1.Method_METHOD_NSIGNER:
+		t := r.GetNsigner()
+		if t == nil {
+			return nil, invalid(errors.New("nsigner is required: transport (serial, unix, tcp or qrexec), device, service, index"))
+		}
+		dctx, cancel := context.WithTimeout(ctx, s.cfg.LoginTimeout)
+		defer cancel()
+		c, err := nsigner.Dial(dctx, nsigner.Config{Transport: t.GetTransport(), Device: t.GetDevice(),
+			Service: t.GetService(), Index: t.GetIndex(), SlowTimeout: s.cfg.NsignerSlowTimeout, Logger: s.log})
+		if err != nil {
+			if errors.Is(err, nsigner.ErrLinkDown) || errors.Is(err, context.DeadlineExceeded) {
+				return nil, bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "login (nsigner): the device is unreachable: %v", err)
+			}
+			return nil, invalid(err)
+		}
+		pk, err := c.GetPublicKey(dctx, t.GetIndex())
+		if err != nil {
+			_ = c.Close()
+			return nil, nsignerError("login (nsigner): get_public_key", err)
+		}
+		id.link, id.index, id.pubkey = c, t.GetIndex(), pk
+	default:
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "login: method is required: local, seed, readonly or nsigner")
+	}
+	if id.key != nil {
+		id.pubkey = id.key.PublicKey()
+	}
+	npub, err := nostr.EncodeNpub(id.pubkey)
+	if err != nil {
+		id.wipe()
+		return nil, fmt.Errorf("login: encode npub: %w", err)
+	}
+	id.npub = npub
+	return id, nil
+}
+
+// nsignerError maps an nsigner client error to a bus error.
+func nsignerError(what string, err error) error {
+	switch {
+	case errors.Is(err, nsigner.ErrClosed):
+		return errLoggedOut
+	case errors.Is(err, nsigner.ErrLinkDown):
+		return bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "%s: the nsigner device is unreachable: %v", what, err)
+	case errors.Is(err, nsigner.ErrBadSignature):
+		return bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "%s: %v", what, err)
+	case errors.Is(err, nsigner.ErrRejected):
+		return bus.Errorf(commonv1.ErrorCode_FORBIDDEN, "%s: the request was rejected on the nsigner device: %v", what, err)
+	case errors.Is(err, nsigner.ErrKeyNotFound):
+		return bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: the nsigner device has no such key index: %v", what, err)
+	case errors.Is(err, nsigner.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return bus.Errorf(commonv1.ErrorCode_TIMEOUT, "%s: %v", what, err)
+	case errors.Is(err, nsigner.ErrBusy):
+		return bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "%s: the nsigner device is busy; try again: %v", what, err)
+	case errors.Is(err, nsigner.ErrBadRequest), errors.Is(err, nsigner.ErrTooLarge):
+		return bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: %v", what, err)
+	}
+	return bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "%s: %v", what, err)
+}
+
+// methodName is the lower-case name of m, as logs and errors say it.
+func methodName(m signerv1.Method) string {
+	switch m {
+	case signerv1.Method_METHOD_LOCAL:
+		return "local"
+	case signerv1.Method_METHOD_SEED:
+		return "seed"
+	case signerv1.Method_METHOD_READONLY:
+		return "readonly"
+	case signerv1.Method_METHOD_NSIGNER:
+		return "nsigner"
+	}
+	return "unspecified"
+}
