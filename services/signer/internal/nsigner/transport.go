@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -120,20 +121,32 @@ func startQrexec(cfg *Config) (*qrexecConn, error) {
 func (q *qrexecConn) Read(p []byte) (int, error) {
 	n, err := q.stdout.Read(p)
 	if errors.Is(err, io.EOF) {
-		// The client ended: say why (a refused call prints on stderr).
-		werr := q.exitStatus()
-		if werr == nil {
-			werr = errors.New("exited")
-		}
-		if msg := strings.TrimSpace(q.stderr.String()); msg != "" {
-			return n, fmt.Errorf("%s %s ended (%v): %s", QrexecClient, q.target, werr, msg)
-		}
-		return n, fmt.Errorf("%s %s ended (%v)", QrexecClient, q.target, werr)
+		return n, q.ended()
 	}
 	return n, err
 }
 
-func (q *qrexecConn) Write(p []byte) (int, error) { return q.stdin.Write(p) }
+// ended says why the client ended (a refused call prints on stderr).
+func (q *qrexecConn) ended() error {
+	werr := q.exitStatus()
+	if werr == nil {
+		werr = errors.New("exited")
+	}
+	if msg := strings.TrimSpace(q.stderr.String()); msg != "" {
+		return fmt.Errorf("%s %s ended (%v): %s", QrexecClient, q.target, werr, msg)
+	}
+	return fmt.Errorf("%s %s ended (%v)", QrexecClient, q.target, werr)
+}
+
+// Write writes to the client's stdin; when the client is gone (a broken
+// pipe), the error says why it ended.
+func (q *qrexecConn) Write(p []byte) (int, error) {
+	n, err := q.stdin.Write(p)
+	if errors.Is(err, syscall.EPIPE) {
+		return n, q.ended()
+	}
+	return n, err
+}
 
 // SetWriteDeadline bounds writes to the client's stdin.
 func (q *qrexecConn) SetWriteDeadline(t time.Time) error { return q.stdin.SetWriteDeadline(t) }
