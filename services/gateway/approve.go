@@ -63,7 +63,7 @@ const (
 func registerApprovalFlags(fs *flag.FlagSet, cfg *Config, errs *[]error) {
 	fs.DurationVar(&cfg.ApprovalTimeout, "approval-timeout", config.MustDuration(errs, "SOVEREIGN_APPROVAL_TIMEOUT", DefaultApprovalTimeout),
 		"a call of a monitored tool that nobody approves within this time is denied (5s to 1h) [SOVEREIGN_APPROVAL_TIMEOUT]")
-	fs.BoolVar(&cfg.ApprovalConsoleOnly, "approval-console-only", envBool(errs, "SOVEREIGN_APPROVAL_CONSOLE_ONLY"),
+	fs.BoolVar(&cfg.ApprovalConsoleOnly, "approval-console-only", config.MustBool(errs, "SOVEREIGN_APPROVAL_CONSOLE_ONLY", false),
 		"decide approvals on the operator console only, never through the calling client's elicitation; use it when agents run unattended "+
 			"(a client that answers its own elicitation approves its own calls) [SOVEREIGN_APPROVAL_CONSOLE_ONLY]")
 	cfg.ApproveTools = splitList(config.Env("SOVEREIGN_APPROVE_TOOLS", ""))

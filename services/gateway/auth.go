@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -588,9 +587,9 @@ func (c Config) validateAuth(bad func(flag, format string, a ...any)) {
 
 // registerAuthFlags adds the authentication flags (part of RegisterFlags).
 func registerAuthFlags(fs *flag.FlagSet, cfg *Config, errs *[]error) {
-	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", envBool(errs, "SOVEREIGN_INSECURE_NO_AUTH"),
+	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", config.MustBool(errs, "SOVEREIGN_INSECURE_NO_AUTH", false),
 		"serve MCP without authentication even when listening beyond loopback: anyone who reaches the port drives the browsers (a warning is logged at every start) [SOVEREIGN_INSECURE_NO_AUTH]")
-	fs.BoolVar(&cfg.RequireAuth, "require-auth", envBool(errs, "SOVEREIGN_REQUIRE_AUTH"),
+	fs.BoolVar(&cfg.RequireAuth, "require-auth", config.MustBool(errs, "SOVEREIGN_REQUIRE_AUTH", false),
 		"require an API token (or OAuth access token) on every request, on loopback too; beyond loopback it is always required [SOVEREIGN_REQUIRE_AUTH]")
 	fs.StringVar(&cfg.PublicURL, "public-url", config.Env("SOVEREIGN_PUBLIC_URL", ""),
 		"the URL clients reach this gateway at, without /mcp (like https://mcp.example.com): the OAuth resource and default audience [SOVEREIGN_PUBLIC_URL]")
@@ -600,20 +599,6 @@ func registerAuthFlags(fs *flag.FlagSet, cfg *Config, errs *[]error) {
 		"the audience JWT access tokens must name (default: the public /mcp URL) [SOVEREIGN_OAUTH_AUDIENCE]")
 	fs.StringVar(&cfg.OAuthJWKSURL, "oauth-jwks-url", config.Env("SOVEREIGN_OAUTH_JWKS_URL", ""),
 		"the issuer's JWKS URL (default: from its /.well-known/openid-configuration or oauth-authorization-server metadata) [SOVEREIGN_OAUTH_JWKS_URL]")
-}
-
-// envBool reads a boolean environment variable (false when unset); a
-// malformed value is appended to errs.
-func envBool(errs *[]error, name string) bool {
-	v := config.Env(name, "")
-	if v == "" {
-		return false
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		*errs = append(*errs, fmt.Errorf("%s=%q is not true or false", name, v))
-	}
-	return b
 }
 
 // setupAuth opens the API token store and sets up authentication (part of

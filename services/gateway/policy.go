@@ -54,10 +54,10 @@ func LoadPolicyFile(path string) (*PolicyFile, error) {
 		return nil, fmt.Errorf("policy file %s: %w", path, err)
 	}
 	var errs []error
-	if err := validPatterns(p.URLs.Allow); err != nil {
+	if err := urlpolicy.ValidatePatterns(p.URLs.Allow); err != nil {
 		errs = append(errs, fmt.Errorf("urls.allow: %w", err))
 	}
-	if err := validPatterns(p.URLs.Block); err != nil {
+	if err := urlpolicy.ValidatePatterns(p.URLs.Block); err != nil {
 		errs = append(errs, fmt.Errorf("urls.block: %w", err))
 	}
 	for _, t := range p.Approvals.Tools {
@@ -92,22 +92,17 @@ func registerPolicyFlags(fs *flag.FlagSet, errs *[]error, cfg *Config) {
 		cfg.URLBlock = append(cfg.URLBlock, splitList(v)...)
 		return nil
 	})
-	fs.BoolVar(&cfg.AllowPrivate, "allow-private", envBool(errs, "SOVEREIGN_ALLOW_PRIVATE"),
+	fs.BoolVar(&cfg.AllowPrivate, "allow-private", config.MustBool(errs, "SOVEREIGN_ALLOW_PRIVATE", false),
 		"let pages reach loopback, private-network and cloud metadata addresses; by default only hosts an allow rule names explicitly are reachable there [SOVEREIGN_ALLOW_PRIVATE]")
-}
-
-func validPatterns(patterns []string) error {
-	_, err := urlpolicy.ParseRules(patterns)
-	return err
 }
 
 // validatePolicy checks the URL rules of cfg (the file is checked when it
 // is loaded).
 func (c Config) validatePolicy(bad func(flag, format string, a ...any)) {
-	if err := validPatterns(c.URLAllow); err != nil {
+	if err := urlpolicy.ValidatePatterns(c.URLAllow); err != nil {
 		bad("url-allow", "%v", err)
 	}
-	if err := validPatterns(c.URLBlock); err != nil {
+	if err := urlpolicy.ValidatePatterns(c.URLBlock); err != nil {
 		bad("url-block", "%v", err)
 	}
 }

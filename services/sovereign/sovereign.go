@@ -112,7 +112,7 @@ func up(ctx context.Context, args []string) error {
 	fs.IntVar(&uc.workers, "workers", config.MustInt(&errs, "SOVEREIGN_WORKERS", 1), "browser workers to run in this process (one Chromium each) [SOVEREIGN_WORKERS]")
 	fs.StringVar(&uc.natsListen, "nats-listen", config.Env("SOVEREIGN_NATS_LISTEN", "127.0.0.1:4222"), "address of the embedded NATS server, so more workers and CLI tools can join; 'off' for none [SOVEREIGN_NATS_LISTEN]")
 	fs.StringVar(&uc.natsURL, "nats-url", config.Env("NATS_URL", ""), "use this NATS server instead of the embedded one [NATS_URL]")
-	fs.BoolVar(&uc.history, "history", config.Env("SOVEREIGN_HISTORY", "true") != "false", "run the history service here (audit trail and chat store); --history=false when another process runs it [SOVEREIGN_HISTORY]")
+	fs.BoolVar(&uc.history, "history", config.MustBool(&errs, "SOVEREIGN_HISTORY", true), "run the history service here (audit trail and chat store); --history=false when another process runs it [SOVEREIGN_HISTORY]")
 	gcfg := gateway.RegisterFlags(fs, &errs)
 	wcfg := browser.RegisterFlags(fs, &errs)
 	hcfg := history.RegisterFlags(fs, &errs)

@@ -113,3 +113,17 @@ func MustDuration(errs *[]error, name string, def time.Duration) time.Duration {
 	}
 	return d
 }
+
+// MustBool is [MustInt] for booleans (true/false, 1/0, t/f): unset is def.
+func MustBool(errs *[]error, name string, def bool) bool {
+	v := Env(name, "")
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("%s=%q is not true or false", name, v))
+		return def
+	}
+	return b
+}

@@ -55,3 +55,15 @@ func TestParseDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestMustBool(t *testing.T) {
+	var errs []error
+	t.Setenv("SOVEREIGN_T_ON", "true")
+	t.Setenv("SOVEREIGN_T_BAD", "maybe")
+	if !MustBool(&errs, "SOVEREIGN_T_ON", false) || !MustBool(&errs, "SOVEREIGN_T_UNSET", true) || MustBool(&errs, "SOVEREIGN_T_UNSET", false) {
+		t.Error("MustBool read the wrong values")
+	}
+	if MustBool(&errs, "SOVEREIGN_T_BAD", false) || len(errs) != 1 || !strings.Contains(errs[0].Error(), `SOVEREIGN_T_BAD="maybe"`) {
+		t.Errorf("a bad value: %v", errs)
+	}
+}

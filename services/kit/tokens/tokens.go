@@ -146,19 +146,19 @@ func (s Spec) Validate() error {
 			errs = append(errs, fmt.Errorf("approve: %q is not a tool name (like eval or click)", t))
 		}
 	}
-	if err := ValidatePatterns("allow", s.URLAllow); err != nil {
+	if err := validPatterns("allow", s.URLAllow); err != nil {
 		errs = append(errs, err)
 	}
-	if err := ValidatePatterns("block", s.URLBlock); err != nil {
+	if err := validPatterns("block", s.URLBlock); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// ValidatePatterns checks a token's URL patterns of one list ("allow" or
-// "block") with urlpolicy: the error names every bad pattern.
-func ValidatePatterns(list string, patterns []string) error {
-	if _, err := urlpolicy.ParseRules(patterns); err != nil {
+// validPatterns checks a token's URL patterns of one list ("allow" or
+// "block"): the error names the list and every bad pattern.
+func validPatterns(list string, patterns []string) error {
+	if err := urlpolicy.ValidatePatterns(patterns); err != nil {
 		return fmt.Errorf("%s: %w", list, err)
 	}
 	return nil

@@ -210,6 +210,13 @@ func ParseRules(patterns []string) ([]Rule, error) {
 	return rules, nil
 }
 
+// ValidatePatterns checks patterns, as for one allow or block list; the
+// error names every bad pattern.
+func ValidatePatterns(patterns []string) error {
+	_, err := ParseRules(patterns)
+	return err
+}
+
 // String returns the pattern as written.
 func (r Rule) String() string { return r.Pattern }
 
