@@ -1282,6 +1282,7 @@ type ToolRequest struct {
 	//	*ToolRequest_WaitFor
 	//	*ToolRequest_Screenshot
 	//	*ToolRequest_BlockedRequests
+	//	*ToolRequest_SetIdentity
 	Tool          isToolRequest_Tool `protobuf_oneof:"tool"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1581,6 +1582,15 @@ func (x *ToolRequest) GetBlockedRequests() *NoArgs {
 	return nil
 }
 
+func (x *ToolRequest) GetSetIdentity() *SetIdentity {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_SetIdentity); ok {
+			return x.SetIdentity
+		}
+	}
+	return nil
+}
+
 type isToolRequest_Tool interface {
 	isToolRequest_Tool()
 }
@@ -1693,6 +1703,12 @@ type ToolRequest_BlockedRequests struct {
 	BlockedRequests *NoArgs `protobuf:"bytes,36,opt,name=blocked_requests,json=blockedRequests,proto3,oneof"`
 }
 
+type ToolRequest_SetIdentity struct {
+	// Not a catalog tool: the gateway sends it after a login, logout or
+	// switch_identity in this session.
+	SetIdentity *SetIdentity `protobuf:"bytes,37,opt,name=set_identity,json=setIdentity,proto3,oneof"`
+}
+
 func (*ToolRequest_Open) isToolRequest_Tool() {}
 
 func (*ToolRequest_Back) isToolRequest_Tool() {}
@@ -1747,6 +1763,58 @@ func (*ToolRequest_Screenshot) isToolRequest_Tool() {}
 
 func (*ToolRequest_BlockedRequests) isToolRequest_Tool() {}
 
+func (*ToolRequest_SetIdentity) isToolRequest_Tool() {}
+
+// SetIdentity tells the worker the session's Nostr identity. With a pubkey,
+// every page and frame of the session gets window.nostr (NIP-07), each call
+// going to the signer (sov.signer.*) with scope = the session id and the
+// calling frame's origin; with "" window.nostr is removed from new
+// documents (calls from pages already loaded fail: logged out).
+type SetIdentity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 64 lowercase hex characters, or "" after a logout.
+	Pubkey        string `protobuf:"bytes,1,opt,name=pubkey,proto3" json:"pubkey,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetIdentity) Reset() {
+	*x = SetIdentity{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetIdentity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetIdentity) ProtoMessage() {}
+
+func (x *SetIdentity) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
+func (*SetIdentity) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SetIdentity) GetPubkey() string {
+	if x != nil {
+		return x.Pubkey
+	}
+	return ""
+}
+
 // Image is binary image content (MCP image content).
 type Image struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1758,7 +1826,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +1838,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +1851,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{24}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Image) GetMimeType() string {
@@ -1814,7 +1882,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +1894,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +1907,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{25}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -1899,7 +1967,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +1979,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +1992,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{26}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -2021,7 +2089,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xfc\f\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xc4\r\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
@@ -2056,8 +2124,11 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\n" +
 	"screenshot\x18# \x01(\v2 .sovereign.browser.v1.ScreenshotH\x00R\n" +
 	"screenshot\x12I\n" +
-	"\x10blocked_requests\x18$ \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0fblockedRequestsB\x06\n" +
-	"\x04tool\"8\n" +
+	"\x10blocked_requests\x18$ \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0fblockedRequests\x12F\n" +
+	"\fset_identity\x18% \x01(\v2!.sovereign.browser.v1.SetIdentityH\x00R\vsetIdentityB\x06\n" +
+	"\x04tool\"%\n" +
+	"\vSetIdentity\x12\x16\n" +
+	"\x06pubkey\x18\x01 \x01(\tR\x06pubkey\"8\n" +
 	"\x05Image\x12\x1b\n" +
 	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\"\\\n" +
@@ -2083,7 +2154,7 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 	return file_sovereign_browser_v1_browser_proto_rawDescData
 }
 
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*OpenSessionRequest)(nil),   // 0: sovereign.browser.v1.OpenSessionRequest
 	(*UrlRules)(nil),             // 1: sovereign.browser.v1.UrlRules
@@ -2109,9 +2180,10 @@ var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*WaitFor)(nil),              // 21: sovereign.browser.v1.WaitFor
 	(*Screenshot)(nil),           // 22: sovereign.browser.v1.Screenshot
 	(*ToolRequest)(nil),          // 23: sovereign.browser.v1.ToolRequest
-	(*Image)(nil),                // 24: sovereign.browser.v1.Image
-	(*Content)(nil),              // 25: sovereign.browser.v1.Content
-	(*ToolResult)(nil),           // 26: sovereign.browser.v1.ToolResult
+	(*SetIdentity)(nil),          // 24: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                // 25: sovereign.browser.v1.Image
+	(*Content)(nil),              // 26: sovereign.browser.v1.Content
+	(*ToolResult)(nil),           // 27: sovereign.browser.v1.ToolResult
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	2,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -2147,13 +2219,14 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	21, // 30: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
 	22, // 31: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
 	10, // 32: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	24, // 33: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	25, // 34: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	24, // 33: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	25, // 34: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	26, // 35: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -2193,8 +2266,9 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_WaitFor)(nil),
 		(*ToolRequest_Screenshot)(nil),
 		(*ToolRequest_BlockedRequests)(nil),
+		(*ToolRequest_SetIdentity)(nil),
 	}
-	file_sovereign_browser_v1_browser_proto_msgTypes[25].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[26].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 	}
@@ -2204,7 +2278,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -63,6 +63,8 @@ const (
 	Method_METHOD_READONLY Method = 3
 	// A hardware or isolated-VM signer over the nsigner link protocol.
 	Method_METHOD_NSIGNER Method = 4
+	// A NIP-46 remote signer ("bunker") reached through Nostr relays.
+	Method_METHOD_NIP46 Method = 5
 )
 
 // Enum value maps for Method.
@@ -73,6 +75,7 @@ var (
 		2: "METHOD_SEED",
 		3: "METHOD_READONLY",
 		4: "METHOD_NSIGNER",
+		5: "METHOD_NIP46",
 	}
 	Method_value = map[string]int32{
 		"METHOD_UNSPECIFIED": 0,
@@ -80,6 +83,7 @@ var (
 		"METHOD_SEED":        2,
 		"METHOD_READONLY":    3,
 		"METHOD_NSIGNER":     4,
+		"METHOD_NIP46":       5,
 	}
 )
 
@@ -307,9 +311,21 @@ type Login struct {
 	// readonly: npub1… or 64 hex characters.
 	Pubkey string `protobuf:"bytes,7,opt,name=pubkey,proto3" json:"pubkey,omitempty"`
 	// nsigner: the device to use.
-	Nsigner       *NsignerTarget `protobuf:"bytes,8,opt,name=nsigner,proto3" json:"nsigner,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Nsigner *NsignerTarget `protobuf:"bytes,8,opt,name=nsigner,proto3" json:"nsigner,omitempty"`
+	// nip46: bunker://<remote-signer-pubkey>?relay=wss://…&secret=…
+	// SECRET (the connect secret).
+	BunkerUrl string `protobuf:"bytes,9,opt,name=bunker_url,json=bunkerUrl,proto3" json:"bunker_url,omitempty"`
+	// local, seed: also keep the key encrypted (NIP-49 ncryptsec) under the
+	// signer's data dir, with the passphrase the signer was started with
+	// (SOVEREIGN_SIGNER_PASSPHRASE); refused when it has none. A later login
+	// with method local and only pubkey set (npub or hex) loads it again.
+	Remember bool `protobuf:"varint,10,opt,name=remember,proto3" json:"remember,omitempty"`
+	// Where the signer publishes LoginProgress while the login waits on
+	// someone (a NIP-46 auth_url challenge); "" for none. The caller
+	// subscribes before sending the request.
+	ProgressSubject string `protobuf:"bytes,11,opt,name=progress_subject,json=progressSubject,proto3" json:"progress_subject,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Login) Reset() {
@@ -398,6 +414,83 @@ func (x *Login) GetNsigner() *NsignerTarget {
 	return nil
 }
 
+func (x *Login) GetBunkerUrl() string {
+	if x != nil {
+		return x.BunkerUrl
+	}
+	return ""
+}
+
+func (x *Login) GetRemember() bool {
+	if x != nil {
+		return x.Remember
+	}
+	return false
+}
+
+func (x *Login) GetProgressSubject() string {
+	if x != nil {
+		return x.ProgressSubject
+	}
+	return ""
+}
+
+// LoginProgress is published on Login.progress_subject while a login waits
+// for a person, e.g. to open a NIP-46 bunker's auth_url and approve.
+type LoginProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The URL to open (NIP-46 auth_url), if any.
+	AuthUrl string `protobuf:"bytes,1,opt,name=auth_url,json=authUrl,proto3" json:"auth_url,omitempty"`
+	// What is happening, for a person to read.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoginProgress) Reset() {
+	*x = LoginProgress{}
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoginProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoginProgress) ProtoMessage() {}
+
+func (x *LoginProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoginProgress.ProtoReflect.Descriptor instead.
+func (*LoginProgress) Descriptor() ([]byte, []int) {
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LoginProgress) GetAuthUrl() string {
+	if x != nil {
+		return x.AuthUrl
+	}
+	return ""
+}
+
+func (x *LoginProgress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // LoginResponse is the identity now logged in.
 type LoginResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -411,7 +504,7 @@ type LoginResponse struct {
 
 func (x *LoginResponse) Reset() {
 	*x = LoginResponse{}
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[2]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +516,7 @@ func (x *LoginResponse) String() string {
 func (*LoginResponse) ProtoMessage() {}
 
 func (x *LoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[2]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +529,7 @@ func (x *LoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginResponse.ProtoReflect.Descriptor instead.
 func (*LoginResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{2}
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LoginResponse) GetPubkey() string {
@@ -471,7 +564,7 @@ type Logout struct {
 
 func (x *Logout) Reset() {
 	*x = Logout{}
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[3]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +576,7 @@ func (x *Logout) String() string {
 func (*Logout) ProtoMessage() {}
 
 func (x *Logout) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[3]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +589,7 @@ func (x *Logout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Logout.ProtoReflect.Descriptor instead.
 func (*Logout) Descriptor() ([]byte, []int) {
-	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{3}
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Logout) GetScope() string {
@@ -516,7 +609,7 @@ type LogoutResponse struct {
 
 func (x *LogoutResponse) Reset() {
 	*x = LogoutResponse{}
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[4]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +621,7 @@ func (x *LogoutResponse) String() string {
 func (*LogoutResponse) ProtoMessage() {}
 
 func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[4]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +634,7 @@ func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutResponse.ProtoReflect.Descriptor instead.
 func (*LogoutResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{4}
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LogoutResponse) GetWasLoggedIn() bool {
@@ -561,7 +654,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[5]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +666,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[5]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +679,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{5}
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Status) GetScope() string {
@@ -603,17 +696,25 @@ type StatusResponse struct {
 	Method Method                 `protobuf:"varint,2,opt,name=method,proto3,enum=sovereign.signer.v1.Method" json:"method,omitempty"`
 	Pubkey string                 `protobuf:"bytes,3,opt,name=pubkey,proto3" json:"pubkey,omitempty"`
 	Npub   string                 `protobuf:"bytes,4,opt,name=npub,proto3" json:"npub,omitempty"`
-	// nsigner only: connected, connecting or disconnected.
+	// nsigner and nip46: connected, connecting or disconnected.
 	LinkState string `protobuf:"bytes,5,opt,name=link_state,json=linkState,proto3" json:"link_state,omitempty"`
-	// nsigner only: the last link error, "" if none.
-	LinkError     string `protobuf:"bytes,6,opt,name=link_error,json=linkError,proto3" json:"link_error,omitempty"`
+	// nsigner and nip46: the last link error, "" if none.
+	LinkError string `protobuf:"bytes,6,opt,name=link_error,json=linkError,proto3" json:"link_error,omitempty"`
+	// nip46: an auth_url the bunker asked a person to open, while a request
+	// waits on it; "" if none.
+	PendingAuthUrl string `protobuf:"bytes,7,opt,name=pending_auth_url,json=pendingAuthUrl,proto3" json:"pending_auth_url,omitempty"`
+	// npubs of the identities remembered under the data dir (any scope can
+	// log in with one of them: method local, pubkey = the npub).
+	Remembered []string `protobuf:"bytes,8,rep,name=remembered,proto3" json:"remembered,omitempty"`
+	// The origin policy in force, one rule per line, first match wins.
+	Policy        []string `protobuf:"bytes,9,rep,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[6]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +726,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[6]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +739,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{6}
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StatusResponse) GetState() LoginState {
@@ -683,6 +784,27 @@ func (x *StatusResponse) GetLinkError() string {
 	return ""
 }
 
+func (x *StatusResponse) GetPendingAuthUrl() string {
+	if x != nil {
+		return x.PendingAuthUrl
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetRemembered() []string {
+	if x != nil {
+		return x.Remembered
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetPolicy() []string {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
 // GetPublicKey asks for scope's public key.
 type GetPublicKey struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -693,7 +815,7 @@ type GetPublicKey struct {
 
 func (x *GetPublicKey) Reset() {
 	*x = GetPublicKey{}
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[7]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -705,7 +827,7 @@ func (x *GetPublicKey) String() string {
 func (*GetPublicKey) ProtoMessage() {}
 
 func (x *GetPublicKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[7]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -718,7 +840,7 @@ func (x *GetPublicKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublicKey.ProtoReflect.Descriptor instead.
 func (*GetPublicKey) Descriptor() ([]byte, []int) {
-	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{7}
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetPublicKey) GetScope() string {
@@ -739,7 +861,7 @@ type GetPublicKeyResponse struct {
 
 func (x *GetPublicKeyResponse) Reset() {
 	*x = GetPublicKeyResponse{}
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[8]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +873,7 @@ func (x *GetPublicKeyResponse) String() string {
 func (*GetPublicKeyResponse) ProtoMessage() {}
 
 func (x *GetPublicKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[8]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +886,7 @@ func (x *GetPublicKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublicKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetPublicKeyResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{8}
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetPublicKeyResponse) GetPubkey() string {
@@ -791,7 +913,7 @@ type Tag struct {
 
 func (x *Tag) Reset() {
 	*x = Tag{}
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[9]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +925,7 @@ func (x *Tag) String() string {
 func (*Tag) ProtoMessage() {}
 
 func (x *Tag) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[9]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +938,7 @@ func (x *Tag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tag.ProtoReflect.Descriptor instead.
 func (*Tag) Descriptor() ([]byte, []int) {
-	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{9}
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Tag) GetValues() []string {
@@ -840,7 +962,7 @@ type UnsignedEvent struct {
 
 func (x *UnsignedEvent) Reset() {
 	*x = UnsignedEvent{}
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[10]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +974,7 @@ func (x *UnsignedEvent) String() string {
 func (*UnsignedEvent) ProtoMessage() {}
 
 func (x *UnsignedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[10]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +987,7 @@ func (x *UnsignedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsignedEvent.ProtoReflect.Descriptor instead.
 func (*UnsignedEvent) Descriptor() ([]byte, []int) {
-	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{10}
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UnsignedEvent) GetKind() int64 {
@@ -896,20 +1018,23 @@ func (x *UnsignedEvent) GetContent() string {
 	return ""
 }
 
-// SignEvent asks scope's identity to sign event for origin (the page's
-// origin, e.g. https://example.com, or "" for the agent itself).
+// SignEvent asks scope's identity to sign event for origin (the calling
+// frame's origin, e.g. https://example.com, or "" for the agent itself).
+// top_origin is the origin of the tab's top-level page (the one the session
+// navigated to); the policy allows more for a frame of that origin.
 type SignEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Scope         string                 `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
 	Origin        string                 `protobuf:"bytes,2,opt,name=origin,proto3" json:"origin,omitempty"`
 	Event         *UnsignedEvent         `protobuf:"bytes,3,opt,name=event,proto3" json:"event,omitempty"`
+	TopOrigin     string                 `protobuf:"bytes,4,opt,name=top_origin,json=topOrigin,proto3" json:"top_origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SignEvent) Reset() {
 	*x = SignEvent{}
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[11]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1046,7 @@ func (x *SignEvent) String() string {
 func (*SignEvent) ProtoMessage() {}
 
 func (x *SignEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[11]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1059,7 @@ func (x *SignEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignEvent.ProtoReflect.Descriptor instead.
 func (*SignEvent) Descriptor() ([]byte, []int) {
-	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{11}
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SignEvent) GetScope() string {
@@ -958,6 +1083,13 @@ func (x *SignEvent) GetEvent() *UnsignedEvent {
 	return nil
 }
 
+func (x *SignEvent) GetTopOrigin() string {
+	if x != nil {
+		return x.TopOrigin
+	}
+	return ""
+}
+
 // SignEventResponse is the signed event (NIP-01 fields).
 type SignEventResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -974,7 +1106,7 @@ type SignEventResponse struct {
 
 func (x *SignEventResponse) Reset() {
 	*x = SignEventResponse{}
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[12]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1118,7 @@ func (x *SignEventResponse) String() string {
 func (*SignEventResponse) ProtoMessage() {}
 
 func (x *SignEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[12]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1131,7 @@ func (x *SignEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignEventResponse.ProtoReflect.Descriptor instead.
 func (*SignEventResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{12}
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SignEventResponse) GetId() string {
@@ -1053,10 +1185,11 @@ func (x *SignEventResponse) GetSig() string {
 
 // Encrypt encrypts text from scope's identity to peer_pubkey.
 type Encrypt struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Scope  string                 `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
-	Origin string                 `protobuf:"bytes,2,opt,name=origin,proto3" json:"origin,omitempty"`
-	Scheme Scheme                 `protobuf:"varint,3,opt,name=scheme,proto3,enum=sovereign.signer.v1.Scheme" json:"scheme,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Scope     string                 `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	Origin    string                 `protobuf:"bytes,2,opt,name=origin,proto3" json:"origin,omitempty"`
+	TopOrigin string                 `protobuf:"bytes,6,opt,name=top_origin,json=topOrigin,proto3" json:"top_origin,omitempty"`
+	Scheme    Scheme                 `protobuf:"varint,3,opt,name=scheme,proto3,enum=sovereign.signer.v1.Scheme" json:"scheme,omitempty"`
 	// npub1… or 64 hex characters.
 	PeerPubkey string `protobuf:"bytes,4,opt,name=peer_pubkey,json=peerPubkey,proto3" json:"peer_pubkey,omitempty"`
 	// The plaintext.
@@ -1067,7 +1200,7 @@ type Encrypt struct {
 
 func (x *Encrypt) Reset() {
 	*x = Encrypt{}
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[13]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1212,7 @@ func (x *Encrypt) String() string {
 func (*Encrypt) ProtoMessage() {}
 
 func (x *Encrypt) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[13]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1225,7 @@ func (x *Encrypt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Encrypt.ProtoReflect.Descriptor instead.
 func (*Encrypt) Descriptor() ([]byte, []int) {
-	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{13}
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Encrypt) GetScope() string {
@@ -1105,6 +1238,13 @@ func (x *Encrypt) GetScope() string {
 func (x *Encrypt) GetOrigin() string {
 	if x != nil {
 		return x.Origin
+	}
+	return ""
+}
+
+func (x *Encrypt) GetTopOrigin() string {
+	if x != nil {
+		return x.TopOrigin
 	}
 	return ""
 }
@@ -1140,7 +1280,7 @@ type EncryptResponse struct {
 
 func (x *EncryptResponse) Reset() {
 	*x = EncryptResponse{}
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[14]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1292,7 @@ func (x *EncryptResponse) String() string {
 func (*EncryptResponse) ProtoMessage() {}
 
 func (x *EncryptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[14]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1305,7 @@ func (x *EncryptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EncryptResponse.ProtoReflect.Descriptor instead.
 func (*EncryptResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{14}
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EncryptResponse) GetText() string {
@@ -1180,6 +1320,7 @@ type Decrypt struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Scope      string                 `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
 	Origin     string                 `protobuf:"bytes,2,opt,name=origin,proto3" json:"origin,omitempty"`
+	TopOrigin  string                 `protobuf:"bytes,6,opt,name=top_origin,json=topOrigin,proto3" json:"top_origin,omitempty"`
 	Scheme     Scheme                 `protobuf:"varint,3,opt,name=scheme,proto3,enum=sovereign.signer.v1.Scheme" json:"scheme,omitempty"`
 	PeerPubkey string                 `protobuf:"bytes,4,opt,name=peer_pubkey,json=peerPubkey,proto3" json:"peer_pubkey,omitempty"`
 	// The payload.
@@ -1190,7 +1331,7 @@ type Decrypt struct {
 
 func (x *Decrypt) Reset() {
 	*x = Decrypt{}
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[15]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1343,7 @@ func (x *Decrypt) String() string {
 func (*Decrypt) ProtoMessage() {}
 
 func (x *Decrypt) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[15]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1356,7 @@ func (x *Decrypt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decrypt.ProtoReflect.Descriptor instead.
 func (*Decrypt) Descriptor() ([]byte, []int) {
-	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{15}
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Decrypt) GetScope() string {
@@ -1228,6 +1369,13 @@ func (x *Decrypt) GetScope() string {
 func (x *Decrypt) GetOrigin() string {
 	if x != nil {
 		return x.Origin
+	}
+	return ""
+}
+
+func (x *Decrypt) GetTopOrigin() string {
+	if x != nil {
+		return x.TopOrigin
 	}
 	return ""
 }
@@ -1263,7 +1411,7 @@ type DecryptResponse struct {
 
 func (x *DecryptResponse) Reset() {
 	*x = DecryptResponse{}
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[16]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1423,7 @@ func (x *DecryptResponse) String() string {
 func (*DecryptResponse) ProtoMessage() {}
 
 func (x *DecryptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[16]
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1436,7 @@ func (x *DecryptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecryptResponse.ProtoReflect.Descriptor instead.
 func (*DecryptResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{16}
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DecryptResponse) GetText() string {
@@ -1307,7 +1455,7 @@ const file_sovereign_signer_v1_signer_proto_rawDesc = "" +
 	"\ttransport\x18\x01 \x01(\tR\ttransport\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x18\n" +
 	"\aservice\x18\x03 \x01(\tR\aservice\x12\x14\n" +
-	"\x05index\x18\x04 \x01(\rR\x05index\"\x9e\x02\n" +
+	"\x05index\x18\x04 \x01(\rR\x05index\"\x84\x03\n" +
 	"\x05Login\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x123\n" +
 	"\x06method\x18\x02 \x01(\x0e2\x1b.sovereign.signer.v1.MethodR\x06method\x12\x1e\n" +
@@ -1318,7 +1466,15 @@ const file_sovereign_signer_v1_signer_proto_rawDesc = "" +
 	"passphrase\x12\x18\n" +
 	"\aaccount\x18\x06 \x01(\rR\aaccount\x12\x16\n" +
 	"\x06pubkey\x18\a \x01(\tR\x06pubkey\x12<\n" +
-	"\ansigner\x18\b \x01(\v2\".sovereign.signer.v1.NsignerTargetR\ansigner\"p\n" +
+	"\ansigner\x18\b \x01(\v2\".sovereign.signer.v1.NsignerTargetR\ansigner\x12\x1d\n" +
+	"\n" +
+	"bunker_url\x18\t \x01(\tR\tbunkerUrl\x12\x1a\n" +
+	"\bremember\x18\n" +
+	" \x01(\bR\bremember\x12)\n" +
+	"\x10progress_subject\x18\v \x01(\tR\x0fprogressSubject\"D\n" +
+	"\rLoginProgress\x12\x19\n" +
+	"\bauth_url\x18\x01 \x01(\tR\aauthUrl\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"p\n" +
 	"\rLoginResponse\x12\x16\n" +
 	"\x06pubkey\x18\x01 \x01(\tR\x06pubkey\x12\x12\n" +
 	"\x04npub\x18\x02 \x01(\tR\x04npub\x123\n" +
@@ -1328,7 +1484,7 @@ const file_sovereign_signer_v1_signer_proto_rawDesc = "" +
 	"\x0eLogoutResponse\x12\"\n" +
 	"\rwas_logged_in\x18\x01 \x01(\bR\vwasLoggedIn\"\x1e\n" +
 	"\x06Status\x12\x14\n" +
-	"\x05scope\x18\x01 \x01(\tR\x05scope\"\xe6\x01\n" +
+	"\x05scope\x18\x01 \x01(\tR\x05scope\"\xc8\x02\n" +
 	"\x0eStatusResponse\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.sovereign.signer.v1.LoginStateR\x05state\x123\n" +
 	"\x06method\x18\x02 \x01(\x0e2\x1b.sovereign.signer.v1.MethodR\x06method\x12\x16\n" +
@@ -1337,7 +1493,12 @@ const file_sovereign_signer_v1_signer_proto_rawDesc = "" +
 	"\n" +
 	"link_state\x18\x05 \x01(\tR\tlinkState\x12\x1d\n" +
 	"\n" +
-	"link_error\x18\x06 \x01(\tR\tlinkError\"$\n" +
+	"link_error\x18\x06 \x01(\tR\tlinkError\x12(\n" +
+	"\x10pending_auth_url\x18\a \x01(\tR\x0ependingAuthUrl\x12\x1e\n" +
+	"\n" +
+	"remembered\x18\b \x03(\tR\n" +
+	"remembered\x12\x16\n" +
+	"\x06policy\x18\t \x03(\tR\x06policy\"$\n" +
 	"\fGetPublicKey\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\"B\n" +
 	"\x14GetPublicKeyResponse\x12\x16\n" +
@@ -1350,11 +1511,13 @@ const file_sovereign_signer_v1_signer_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x02 \x01(\x03R\tcreatedAt\x12,\n" +
 	"\x04tags\x18\x03 \x03(\v2\x18.sovereign.signer.v1.TagR\x04tags\x12\x18\n" +
-	"\acontent\x18\x04 \x01(\tR\acontent\"s\n" +
+	"\acontent\x18\x04 \x01(\tR\acontent\"\x92\x01\n" +
 	"\tSignEvent\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x16\n" +
 	"\x06origin\x18\x02 \x01(\tR\x06origin\x128\n" +
-	"\x05event\x18\x03 \x01(\v2\".sovereign.signer.v1.UnsignedEventR\x05event\"\xc8\x01\n" +
+	"\x05event\x18\x03 \x01(\v2\".sovereign.signer.v1.UnsignedEventR\x05event\x12\x1d\n" +
+	"\n" +
+	"top_origin\x18\x04 \x01(\tR\ttopOrigin\"\xc8\x01\n" +
 	"\x11SignEventResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06pubkey\x18\x02 \x01(\tR\x06pubkey\x12\x1d\n" +
@@ -1363,31 +1526,36 @@ const file_sovereign_signer_v1_signer_proto_rawDesc = "" +
 	"\x04kind\x18\x04 \x01(\x03R\x04kind\x12,\n" +
 	"\x04tags\x18\x05 \x03(\v2\x18.sovereign.signer.v1.TagR\x04tags\x12\x18\n" +
 	"\acontent\x18\x06 \x01(\tR\acontent\x12\x10\n" +
-	"\x03sig\x18\a \x01(\tR\x03sig\"\xa1\x01\n" +
+	"\x03sig\x18\a \x01(\tR\x03sig\"\xc0\x01\n" +
 	"\aEncrypt\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x16\n" +
-	"\x06origin\x18\x02 \x01(\tR\x06origin\x123\n" +
+	"\x06origin\x18\x02 \x01(\tR\x06origin\x12\x1d\n" +
+	"\n" +
+	"top_origin\x18\x06 \x01(\tR\ttopOrigin\x123\n" +
 	"\x06scheme\x18\x03 \x01(\x0e2\x1b.sovereign.signer.v1.SchemeR\x06scheme\x12\x1f\n" +
 	"\vpeer_pubkey\x18\x04 \x01(\tR\n" +
 	"peerPubkey\x12\x12\n" +
 	"\x04text\x18\x05 \x01(\tR\x04text\"%\n" +
 	"\x0fEncryptResponse\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\tR\x04text\"\xa1\x01\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"\xc0\x01\n" +
 	"\aDecrypt\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x16\n" +
-	"\x06origin\x18\x02 \x01(\tR\x06origin\x123\n" +
+	"\x06origin\x18\x02 \x01(\tR\x06origin\x12\x1d\n" +
+	"\n" +
+	"top_origin\x18\x06 \x01(\tR\ttopOrigin\x123\n" +
 	"\x06scheme\x18\x03 \x01(\x0e2\x1b.sovereign.signer.v1.SchemeR\x06scheme\x12\x1f\n" +
 	"\vpeer_pubkey\x18\x04 \x01(\tR\n" +
 	"peerPubkey\x12\x12\n" +
 	"\x04text\x18\x05 \x01(\tR\x04text\"%\n" +
 	"\x0fDecryptResponse\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\tR\x04text*l\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text*~\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fMETHOD_LOCAL\x10\x01\x12\x0f\n" +
 	"\vMETHOD_SEED\x10\x02\x12\x13\n" +
 	"\x0fMETHOD_READONLY\x10\x03\x12\x12\n" +
-	"\x0eMETHOD_NSIGNER\x10\x04*`\n" +
+	"\x0eMETHOD_NSIGNER\x10\x04\x12\x10\n" +
+	"\fMETHOD_NIP46\x10\x05*`\n" +
 	"\n" +
 	"LoginState\x12\x1b\n" +
 	"\x17LOGIN_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
@@ -1411,28 +1579,29 @@ func file_sovereign_signer_v1_signer_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_signer_v1_signer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sovereign_signer_v1_signer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_sovereign_signer_v1_signer_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_sovereign_signer_v1_signer_proto_goTypes = []any{
 	(Method)(0),                  // 0: sovereign.signer.v1.Method
 	(LoginState)(0),              // 1: sovereign.signer.v1.LoginState
 	(Scheme)(0),                  // 2: sovereign.signer.v1.Scheme
 	(*NsignerTarget)(nil),        // 3: sovereign.signer.v1.NsignerTarget
 	(*Login)(nil),                // 4: sovereign.signer.v1.Login
-	(*LoginResponse)(nil),        // 5: sovereign.signer.v1.LoginResponse
-	(*Logout)(nil),               // 6: sovereign.signer.v1.Logout
-	(*LogoutResponse)(nil),       // 7: sovereign.signer.v1.LogoutResponse
-	(*Status)(nil),               // 8: sovereign.signer.v1.Status
-	(*StatusResponse)(nil),       // 9: sovereign.signer.v1.StatusResponse
-	(*GetPublicKey)(nil),         // 10: sovereign.signer.v1.GetPublicKey
-	(*GetPublicKeyResponse)(nil), // 11: sovereign.signer.v1.GetPublicKeyResponse
-	(*Tag)(nil),                  // 12: sovereign.signer.v1.Tag
-	(*UnsignedEvent)(nil),        // 13: sovereign.signer.v1.UnsignedEvent
-	(*SignEvent)(nil),            // 14: sovereign.signer.v1.SignEvent
-	(*SignEventResponse)(nil),    // 15: sovereign.signer.v1.SignEventResponse
-	(*Encrypt)(nil),              // 16: sovereign.signer.v1.Encrypt
-	(*EncryptResponse)(nil),      // 17: sovereign.signer.v1.EncryptResponse
-	(*Decrypt)(nil),              // 18: sovereign.signer.v1.Decrypt
-	(*DecryptResponse)(nil),      // 19: sovereign.signer.v1.DecryptResponse
+	(*LoginProgress)(nil),        // 5: sovereign.signer.v1.LoginProgress
+	(*LoginResponse)(nil),        // 6: sovereign.signer.v1.LoginResponse
+	(*Logout)(nil),               // 7: sovereign.signer.v1.Logout
+	(*LogoutResponse)(nil),       // 8: sovereign.signer.v1.LogoutResponse
+	(*Status)(nil),               // 9: sovereign.signer.v1.Status
+	(*StatusResponse)(nil),       // 10: sovereign.signer.v1.StatusResponse
+	(*GetPublicKey)(nil),         // 11: sovereign.signer.v1.GetPublicKey
+	(*GetPublicKeyResponse)(nil), // 12: sovereign.signer.v1.GetPublicKeyResponse
+	(*Tag)(nil),                  // 13: sovereign.signer.v1.Tag
+	(*UnsignedEvent)(nil),        // 14: sovereign.signer.v1.UnsignedEvent
+	(*SignEvent)(nil),            // 15: sovereign.signer.v1.SignEvent
+	(*SignEventResponse)(nil),    // 16: sovereign.signer.v1.SignEventResponse
+	(*Encrypt)(nil),              // 17: sovereign.signer.v1.Encrypt
+	(*EncryptResponse)(nil),      // 18: sovereign.signer.v1.EncryptResponse
+	(*Decrypt)(nil),              // 19: sovereign.signer.v1.Decrypt
+	(*DecryptResponse)(nil),      // 20: sovereign.signer.v1.DecryptResponse
 }
 var file_sovereign_signer_v1_signer_proto_depIdxs = []int32{
 	0,  // 0: sovereign.signer.v1.Login.method:type_name -> sovereign.signer.v1.Method
@@ -1440,9 +1609,9 @@ var file_sovereign_signer_v1_signer_proto_depIdxs = []int32{
 	0,  // 2: sovereign.signer.v1.LoginResponse.method:type_name -> sovereign.signer.v1.Method
 	1,  // 3: sovereign.signer.v1.StatusResponse.state:type_name -> sovereign.signer.v1.LoginState
 	0,  // 4: sovereign.signer.v1.StatusResponse.method:type_name -> sovereign.signer.v1.Method
-	12, // 5: sovereign.signer.v1.UnsignedEvent.tags:type_name -> sovereign.signer.v1.Tag
-	13, // 6: sovereign.signer.v1.SignEvent.event:type_name -> sovereign.signer.v1.UnsignedEvent
-	12, // 7: sovereign.signer.v1.SignEventResponse.tags:type_name -> sovereign.signer.v1.Tag
+	13, // 5: sovereign.signer.v1.UnsignedEvent.tags:type_name -> sovereign.signer.v1.Tag
+	14, // 6: sovereign.signer.v1.SignEvent.event:type_name -> sovereign.signer.v1.UnsignedEvent
+	13, // 7: sovereign.signer.v1.SignEventResponse.tags:type_name -> sovereign.signer.v1.Tag
 	2,  // 8: sovereign.signer.v1.Encrypt.scheme:type_name -> sovereign.signer.v1.Scheme
 	2,  // 9: sovereign.signer.v1.Decrypt.scheme:type_name -> sovereign.signer.v1.Scheme
 	10, // [10:10] is the sub-list for method output_type
@@ -1463,7 +1632,7 @@ func file_sovereign_signer_v1_signer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_signer_v1_signer_proto_rawDesc), len(file_sovereign_signer_v1_signer_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
