@@ -10,7 +10,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
-	"github.com/sovereign-fleet/sovereign/services/signer/internal/nostr"
+	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
 )
 
 // Subjects of the signer endpoints, under the bus prefix.

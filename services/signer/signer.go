@@ -15,8 +15,8 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
-	"github.com/sovereign-fleet/sovereign/services/signer/internal/nostr"
-	"github.com/sovereign-fleet/sovereign/services/signer/internal/nsigner"
+	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
+	"github.com/sovereign-fleet/sovereign/services/signer/nsigner"
 )
 
 // Version of the service, reported to `nats micro info`.

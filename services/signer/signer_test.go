@@ -18,8 +18,8 @@ import (
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
-	"github.com/sovereign-fleet/sovereign/services/signer/internal/nostr"
-	"github.com/sovereign-fleet/sovereign/services/signer/internal/nsigner"
+	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
+	"github.com/sovereign-fleet/sovereign/services/signer/nsigner"
 )
 
 // NIP-06 test vectors (../shared/specs/nips/06.md).

@@ -31,7 +31,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sovereign-fleet/sovereign/services/signer/internal/nsigner"
+	"github.com/sovereign-fleet/sovereign/services/signer/nsigner"
 )
 
 type nsecFlags []string

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sovereign-fleet/sovereign/services/signer/internal/nostr"
+	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
 )
 
 // The first NIP-06 test vector: account 0 of this mnemonic.

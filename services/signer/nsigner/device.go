@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sovereign-fleet/sovereign/services/signer/internal/nostr"
+	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
 )
 
 // DefaultDeviceName is what a Device without a Name reports in hello.

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sovereign-fleet/sovereign/services/signer/internal/nostr"
+	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
 )
 
 // Default timeouts and backoff.
