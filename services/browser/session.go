@@ -52,6 +52,10 @@ type session struct {
 	guard  *guard.Guard
 	pol    *guard.Context
 	policy *browserv1.UrlPolicy
+
+	// Nostr identity (nostr.go): the logged-in pubkey, "" if none. Owned
+	// by the holder of lock.
+	pubkey string
 }
 
 type tab struct {
@@ -190,6 +194,8 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 		return s.tabNew(ctx, t.TabNew.GetUrl(), opts)
 	case *browserv1.ToolRequest_BlockedRequests:
 		return s.blockedRequests()
+	case *browserv1.ToolRequest_SetIdentity:
+		return s.setIdentity(ctx, t.SetIdentity.GetPubkey())
 	}
 	active := s.tabs[s.active]
 	mark := s.navMark(active.id)

@@ -17,7 +17,7 @@
 // hook for the per-origin allow/deny/ask policy; for now signing kinds 0, 3,
 // 5 and 10002 and every decrypt from a page are denied as "needs approval".
 //
-// internal/nostr holds the NIP-01, 04, 06, 19, 44 and 49 primitives, tested
-// against the specifications' vectors, and internal/nsigner the nsigner link
+// Package nostr holds the NIP-01, 04, 06, 19, 44 and 49 primitives, tested
+// against the specifications' vectors, and package nsigner the nsigner link
 // protocol with its simulator.
 package signer
