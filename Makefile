@@ -5,7 +5,7 @@ SHELL := /bin/bash
 GO       ?= go
 BIN      := $(CURDIR)/bin
 PKGS     := ./proto/... ./services/kit/... ./services/browser/... ./services/gateway/... ./services/history/... ./services/signer/... ./services/sovereign/...
-CMDS     := ./services/sovereign/cmd/sovereign ./services/gateway/cmd/gateway ./services/browser/cmd/browser
+CMDS     := ./services/sovereign/cmd/sovereign ./services/gateway/cmd/gateway ./services/browser/cmd/browser ./services/signer/cmd/signer
 # Tests start Chromium and NATS: keep parallel packages low on small machines.
 TESTFLAGS ?= -count=1 -p 2 -timeout 20m
 

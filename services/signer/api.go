@@ -87,12 +87,14 @@ func (s *Service) logout(_ context.Context, r *signerv1.Logout) (*signerv1.Logou
 func (s *Service) status(_ context.Context, r *signerv1.Status) (*signerv1.StatusResponse, error) {
 	id, err := s.lookup(r.GetScope())
 	if bus.Is(err, commonv1.ErrorCode_NOT_FOUND) {
-		return &signerv1.StatusResponse{State: signerv1.LoginState_LOGIN_STATE_LOGGED_OUT}, nil
+		return &signerv1.StatusResponse{State: signerv1.LoginState_LOGIN_STATE_LOGGED_OUT,
+			Remembered: s.rememberedList(), Policy: s.policy.Lines()}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	resp := &signerv1.StatusResponse{State: signerv1.LoginState_LOGIN_STATE_LOGGED_IN, Method: id.method, Pubkey: id.pubkey, Npub: id.npub}
+	resp := &signerv1.StatusResponse{State: signerv1.LoginState_LOGIN_STATE_LOGGED_IN, Method: id.method, Pubkey: id.pubkey, Npub: id.npub,
+		Remembered: s.rememberedList(), Policy: s.policy.Lines()}
 	if id.link != nil {
 		st := id.link.State()
 		resp.LinkState, resp.LinkError = string(st.State), st.LastError
@@ -100,9 +102,12 @@ func (s *Service) status(_ context.Context, r *signerv1.Status) (*signerv1.Statu
 	return resp, nil
 }
 
-func (s *Service) getPublicKey(_ context.Context, r *signerv1.GetPublicKey) (*signerv1.GetPublicKeyResponse, error) {
+func (s *Service) getPublicKey(ctx context.Context, r *signerv1.GetPublicKey) (*signerv1.GetPublicKeyResponse, error) {
 	id, err := s.lookup(r.GetScope())
 	if err != nil {
+		return nil, err
+	}
+	if err := s.check(ctx, r.GetScope(), Request{Origin: r.GetOrigin(), TopOrigin: r.GetTopOrigin(), Op: OpGetPublicKey}); err != nil {
 		return nil, err
 	}
 	return &signerv1.GetPublicKeyResponse{Pubkey: id.pubkey, Npub: id.npub}, nil
@@ -123,7 +128,7 @@ func (s *Service) signEvent(ctx context.Context, r *signerv1.SignEvent) (*signer
 	if in.GetKind() < 0 || in.GetKind() > 65535 {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "event kind %d: must be 0 to 65535", in.GetKind())
 	}
-	if err := allow(r.GetOrigin(), int(in.GetKind())); err != nil {
+	if err := s.check(ctx, r.GetScope(), Request{Origin: r.GetOrigin(), TopOrigin: r.GetTopOrigin(), Op: OpSign, Kind: int(in.GetKind())}); err != nil {
 		return nil, err
 	}
 	if id.method == signerv1.Method_METHOD_READONLY {
@@ -153,7 +158,7 @@ func (s *Service) signEvent(ctx context.Context, r *signerv1.SignEvent) (*signer
 }
 
 func (s *Service) encrypt(ctx context.Context, r *signerv1.Encrypt) (*signerv1.EncryptResponse, error) {
-	text, err := s.crypt(ctx, r.GetScope(), r.GetOrigin(), r.GetScheme(), r.GetPeerPubkey(), r.GetText(), false)
+	text, err := s.crypt(ctx, r.GetScope(), Request{Origin: r.GetOrigin(), TopOrigin: r.GetTopOrigin(), Op: OpEncrypt}, r.GetScheme(), r.GetPeerPubkey(), r.GetText())
 	if err != nil {
 		return nil, err
 	}
@@ -161,26 +166,24 @@ func (s *Service) encrypt(ctx context.Context, r *signerv1.Encrypt) (*signerv1.E
 }
 
 func (s *Service) decrypt(ctx context.Context, r *signerv1.Decrypt) (*signerv1.DecryptResponse, error) {
-	text, err := s.crypt(ctx, r.GetScope(), r.GetOrigin(), r.GetScheme(), r.GetPeerPubkey(), r.GetText(), true)
+	text, err := s.crypt(ctx, r.GetScope(), Request{Origin: r.GetOrigin(), TopOrigin: r.GetTopOrigin(), Op: OpDecrypt}, r.GetScheme(), r.GetPeerPubkey(), r.GetText())
 	if err != nil {
 		return nil, err
 	}
 	return &signerv1.DecryptResponse{Text: text}, nil
 }
 
-// crypt encrypts or decrypts text between scope's identity and peer.
+// crypt encrypts or decrypts (req.Op) text between scope's identity and
+// peer.
 // Neither the text nor the result ever goes into an error or log record.
-func (s *Service) crypt(ctx context.Context, scope, origin string, scheme signerv1.Scheme, peer, text string, decrypt bool) (string, error) {
+func (s *Service) crypt(ctx context.Context, scope string, req Request, scheme signerv1.Scheme, peer, text string) (string, error) {
 	id, err := s.lookup(scope)
 	if err != nil {
 		return "", err
 	}
-	op := "encrypt"
-	if decrypt {
-		op = "decrypt"
-		if err := allow(origin, kindDecrypt); err != nil {
-			return "", err
-		}
+	op, decrypt := string(req.Op), req.Op == OpDecrypt
+	if err := s.check(ctx, scope, req); err != nil {
+		return "", err
 	}
 	nip44 := true
 	switch scheme {

@@ -14,6 +14,7 @@ import (
 
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/app"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
 	"github.com/sovereign-fleet/sovereign/services/signer/nsigner"
@@ -37,6 +38,24 @@ type Config struct {
 	// Logger receives the service's records (never a secret); default
 	// slog.Default().
 	Logger *slog.Logger
+	// Policy is the origin policy for requests from pages; default
+	// PolicyFile's rules, else the built-in rules alone (DefaultRules).
+	Policy *Policy
+	// PolicyFile is a YAML policy file (see PolicyFile), read by New
+	// when Policy is nil.
+	PolicyFile string
+	// Ask, when set, asks a person about requests the policy says "ask"
+	// for; without it they are denied with an error saying so.
+	Ask AskFunc
+	// DataDir is where remembered identities live (<DataDir>/identities);
+	// "" disables remember.
+	DataDir string
+	// Passphrase encrypts remembered identities (NIP-49); "" refuses
+	// remember. SECRET.
+	Passphrase string
+	// RememberLogN is NIP-49's scrypt cost for new files (default 16:
+	// 64 MiB and a fraction of a second; lower only in tests).
+	RememberLogN uint8
 }
 
 func (c Config) withDefaults() Config {
@@ -45,6 +64,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.RememberLogN == 0 {
+		c.RememberLogN = 16
 	}
 	return c
 }
@@ -55,8 +77,9 @@ func (c Config) withDefaults() Config {
 type Service struct {
 	cfg Config
 	bus *bus.Conn
-	svc micro.Service
-	log *slog.Logger
+	svc    micro.Service
+	log    *slog.Logger
+	policy *Policy
 
 	mu     sync.Mutex
 	ids    map[string]*identity // by scope
@@ -67,8 +90,15 @@ type Service struct {
 // and Close when done.
 func New(cfg Config, c *bus.Conn) (*Service, error) {
 	cfg = cfg.withDefaults()
-	s := &Service{cfg: cfg, bus: c, ids: map[string]*identity{},
+	s := &Service{cfg: cfg, bus: c, ids: map[string]*identity{}, policy: cfg.Policy,
 		log: cfg.Logger.With("component", "signer")}
+	if s.policy == nil {
+		p, err := LoadPolicy(cfg.PolicyFile)
+		if err != nil {
+			return nil, app.UsageError{Err: err}
+		}
+		s.policy = p
+	}
 	if err := s.register(); err != nil {
 		return nil, err
 	}
@@ -213,10 +243,23 @@ func (s *Service) newIdentity(ctx context.Context, r *signerv1.Login) (*identity
 		return bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "login (%s): %v", methodName(r.GetMethod()), err)
 	}
 	id := &identity{method: r.GetMethod()}
+	if r.GetRemember() {
+		if err := s.canRemember(r.GetMethod()); err != nil {
+			return nil, err
+		}
+	}
 	switch r.GetMethod() {
 	case signerv1.Method_METHOD_LOCAL:
+		if r.GetNsecOrHex() == "" && r.GetPubkey() != "" {
+			k, err := s.loadRemembered(r.GetPubkey())
+			if err != nil {
+				return nil, err
+			}
+			id.key = k
+			break
+		}
 		if r.GetNsecOrHex() == "" {
-			return nil, invalid(errors.New("nsec_or_hex is required: an nsec1… string or 64 hex characters"))
+			return nil, invalid(errors.New("nsec_or_hex is required: an nsec1… string or 64 hex characters (or only pubkey, to load a remembered identity)"))
 		}
 		k, err := nostr.ParseSecretKey(r.GetNsecOrHex())
 		if err != nil {
@@ -274,6 +317,12 @@ func (s *Service) newIdentity(ctx context.Context, r *signerv1.Login) (*identity
 		return nil, fmt.Errorf("login: encode npub: %w", err)
 	}
 	id.npub = npub
+	if r.GetRemember() {
+		if err := s.remember(id); err != nil {
+			id.wipe()
+			return nil, err
+		}
+	}
 	return id, nil
 }
 

@@ -58,12 +58,16 @@ type env struct {
 	logs *syncBuffer
 }
 
-func start(t *testing.T) *env {
+func start(t *testing.T) *env { return startWith(t, Config{}) }
+
+// startWith is start with cfg (its Logger and LoginTimeout are set here).
+func startWith(t *testing.T, cfg Config) *env {
 	t.Helper()
 	srv := natstest.Server(t)
 	logs := &syncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := New(Config{Logger: log, LoginTimeout: 5 * time.Second}, natstest.Bus(t, srv))
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.LoginTimeout = 5 * time.Second
+	s, err := New(cfg, natstest.Bus(t, srv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +127,7 @@ func (e *env) status(scope string) *signerv1.StatusResponse {
 func (e *env) sign(scope, origin string, kind int64) (*signerv1.SignEventResponse, error) {
 	e.t.Helper()
 	resp := &signerv1.SignEventResponse{}
-	err := e.call("sign_event", &signerv1.SignEvent{Scope: scope, Origin: origin, Event: &signerv1.UnsignedEvent{
+	err := e.call("sign_event", &signerv1.SignEvent{Scope: scope, Origin: origin, TopOrigin: origin, Event: &signerv1.UnsignedEvent{
 		Kind: kind, CreatedAt: 1700000000, Content: "hello from the test",
 		Tags: []*signerv1.Tag{{Values: []string{"p", vecPub24, "wss://relay.example"}}, {Values: []string{"t", "sovereign"}}},
 	}}, resp)
@@ -285,7 +289,7 @@ func TestEncryptDecryptBetweenScopes(t *testing.T) {
 	for _, scheme := range []signerv1.Scheme{signerv1.Scheme_SCHEME_NIP44, signerv1.Scheme_SCHEME_UNSPECIFIED, signerv1.Scheme_SCHEME_NIP04} {
 		plain := "meet at noon · " + scheme.String()
 		enc := &signerv1.EncryptResponse{}
-		if err := e.call("encrypt", &signerv1.Encrypt{Scope: "alice", Origin: "https://chat.example", Scheme: scheme, PeerPubkey: bob.GetNpub(), Text: plain}, enc); err != nil {
+		if err := e.call("encrypt", &signerv1.Encrypt{Scope: "alice", Origin: "https://chat.example", TopOrigin: "https://chat.example", Scheme: scheme, PeerPubkey: bob.GetNpub(), Text: plain}, enc); err != nil {
 			t.Fatalf("%s encrypt: %v", scheme, err)
 		}
 		if enc.GetText() == "" || strings.Contains(enc.GetText(), "noon") {

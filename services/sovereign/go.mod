@@ -8,6 +8,7 @@ require (
 	github.com/sovereign-fleet/sovereign/services/browser v0.0.0
 	github.com/sovereign-fleet/sovereign/services/gateway v0.0.0
 	github.com/sovereign-fleet/sovereign/services/kit v0.0.0
+	github.com/sovereign-fleet/sovereign/services/signer v0.0.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
@@ -83,4 +84,5 @@ replace (
 	github.com/sovereign-fleet/sovereign/services/gateway => ../gateway
 	github.com/sovereign-fleet/sovereign/services/history => ../history
 	github.com/sovereign-fleet/sovereign/services/kit => ../kit
+	github.com/sovereign-fleet/sovereign/services/signer => ../signer
 )

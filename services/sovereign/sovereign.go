@@ -19,6 +19,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/gateway"
 	"github.com/sovereign-fleet/sovereign/services/history"
+	"github.com/sovereign-fleet/sovereign/services/signer"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
@@ -35,6 +36,7 @@ Usage:
   sovereign gateway   run the MCP gateway against a NATS server
   sovereign browser   run one browser worker against a NATS server
   sovereign history   run the history service (audit trail, chat store) against a NATS server
+  sovereign signer    run the signer (Nostr identities, window.nostr) against a NATS server
   sovereign history copy --from <dsn> --to <dsn>   copy the history to another database
   sovereign audit     read the audit trail (operators only; -h for filters)
   sovereign token     create, list and revoke the API tokens MCP clients use (-h)
@@ -53,6 +55,8 @@ func Command(ctx context.Context, cmd string, args []string) error {
 		return one(ctx, "gateway", args)
 	case "browser":
 		return one(ctx, "browser", args)
+	case "signer":
+		return one(ctx, "signer", args)
 	case "history":
 		if len(args) > 0 && args[0] == "copy" {
 			return historyCopy(ctx, args[1:], os.Stdout)
@@ -86,6 +90,10 @@ func one(ctx context.Context, name string, args []string) error {
 		fs.StringVar(&cfg.DataDir, "data-dir", config.Env("SOVEREIGN_DATA_DIR", "./.sovereign"), "where the SQLite history.db lives (unless --history-dsn says otherwise) [SOVEREIGN_DATA_DIR]")
 		fs.StringVar(&cfg.Listen, "listen", config.Env("SOVEREIGN_HISTORY_LISTEN", "127.0.0.1:8092"), "host:port for /healthz, /readyz and /metrics; empty for none [SOVEREIGN_HISTORY_LISTEN]")
 		run = func() error { return history.Serve(ctx, *cfg, *natsURL) }
+	case "signer":
+		cfg := signer.RegisterFlags(fs, &errs)
+		fs.StringVar(&cfg.DataDir, "data-dir", config.Env("SOVEREIGN_DATA_DIR", "./.sovereign"), "where remembered identities live (<data dir>/identities) [SOVEREIGN_DATA_DIR]")
+		run = func() error { return signer.Serve(ctx, *cfg, *natsURL) }
 	}
 	if err := fs.Parse(args); err != nil {
 		return app.UsageError{Err: err}
@@ -102,6 +110,7 @@ type upConfig struct {
 	natsListen string
 	natsURL    string
 	history    bool
+	signer     bool
 }
 
 func up(ctx context.Context, args []string) error {
@@ -113,13 +122,16 @@ func up(ctx context.Context, args []string) error {
 	fs.StringVar(&uc.natsListen, "nats-listen", config.Env("SOVEREIGN_NATS_LISTEN", "127.0.0.1:4222"), "address of the embedded NATS server, so more workers and CLI tools can join; 'off' for none [SOVEREIGN_NATS_LISTEN]")
 	fs.StringVar(&uc.natsURL, "nats-url", config.Env("NATS_URL", ""), "use this NATS server instead of the embedded one [NATS_URL]")
 	fs.BoolVar(&uc.history, "history", config.MustBool(&errs, "SOVEREIGN_HISTORY", true), "run the history service here (audit trail and chat store); --history=false when another process runs it [SOVEREIGN_HISTORY]")
+	fs.BoolVar(&uc.signer, "signer", config.MustBool(&errs, "SOVEREIGN_SIGNER", true), "run the signer here (Nostr identities for login and window.nostr); --signer=false when another process runs it [SOVEREIGN_SIGNER]")
 	gcfg := gateway.RegisterFlags(fs, &errs)
 	wcfg := browser.RegisterFlags(fs, &errs)
 	hcfg := history.RegisterFlags(fs, &errs)
+	scfg := signer.RegisterFlags(fs, &errs)
 	if err := fs.Parse(args); err != nil {
 		return app.UsageError{Err: err}
 	}
 	hcfg.DataDir = uc.dataDir
+	scfg.DataDir = uc.dataDir
 	if uc.workers < 0 {
 		errs = append(errs, fmt.Errorf("--workers %d: must be 0 or more", uc.workers))
 	}
@@ -186,6 +198,19 @@ func up(ctx context.Context, args []string) error {
 		}
 		defer h.Close()
 		g.Go(func() error { return h.Run(ctx) })
+	}
+	if uc.signer {
+		c, closeConn, err := app.Connect(natsURL, "sovereign-signer", "", opts...)
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		sg, err := signer.New(*scfg, c)
+		if err != nil {
+			return err
+		}
+		defer sg.Close()
+		g.Go(func() error { return sg.Run(ctx) })
 	}
 	var workers []*browser.Worker
 	for i := range uc.workers {

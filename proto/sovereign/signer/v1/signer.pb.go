@@ -805,10 +805,13 @@ func (x *StatusResponse) GetPolicy() []string {
 	return nil
 }
 
-// GetPublicKey asks for scope's public key.
+// GetPublicKey asks for scope's public key, for origin (a page's, or ""
+// for the agent itself; see SignEvent for top_origin).
 type GetPublicKey struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Scope         string                 `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	Origin        string                 `protobuf:"bytes,2,opt,name=origin,proto3" json:"origin,omitempty"`
+	TopOrigin     string                 `protobuf:"bytes,3,opt,name=top_origin,json=topOrigin,proto3" json:"top_origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -846,6 +849,20 @@ func (*GetPublicKey) Descriptor() ([]byte, []int) {
 func (x *GetPublicKey) GetScope() string {
 	if x != nil {
 		return x.Scope
+	}
+	return ""
+}
+
+func (x *GetPublicKey) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *GetPublicKey) GetTopOrigin() string {
+	if x != nil {
+		return x.TopOrigin
 	}
 	return ""
 }
@@ -1498,9 +1515,12 @@ const file_sovereign_signer_v1_signer_proto_rawDesc = "" +
 	"\n" +
 	"remembered\x18\b \x03(\tR\n" +
 	"remembered\x12\x16\n" +
-	"\x06policy\x18\t \x03(\tR\x06policy\"$\n" +
+	"\x06policy\x18\t \x03(\tR\x06policy\"[\n" +
 	"\fGetPublicKey\x12\x14\n" +
-	"\x05scope\x18\x01 \x01(\tR\x05scope\"B\n" +
+	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x16\n" +
+	"\x06origin\x18\x02 \x01(\tR\x06origin\x12\x1d\n" +
+	"\n" +
+	"top_origin\x18\x03 \x01(\tR\ttopOrigin\"B\n" +
 	"\x14GetPublicKeyResponse\x12\x16\n" +
 	"\x06pubkey\x18\x01 \x01(\tR\x06pubkey\x12\x12\n" +
 	"\x04npub\x18\x02 \x01(\tR\x04npub\"\x1d\n" +

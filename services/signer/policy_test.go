@@ -1,0 +1,118 @@
+package signer
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
+)
+
+func TestPolicyDecide(t *testing.T) {
+	p, err := NewPolicy([]Rule{
+		{Origin: "https://snort.example", Op: OpSign, Kinds: []int{0, 3}, Action: Allow},
+		{Origin: "https://*.evil.example", Action: Deny},
+		{Origin: "https://chat.example", Op: OpDecrypt, Action: Allow},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := "https://app.example"
+	for _, c := range []struct {
+		name           string
+		origin, top    string
+		op             Op
+		kind           int
+		want           Action
+		ruleHasDefault bool
+	}{
+		{"top page signs kind 1", top, top, OpSign, 1, Allow, true},
+		{"top page with default port", "https://app.example:443", top, OpSign, 1, Allow, true},
+		{"top page signs kind 0", top, top, OpSign, 0, Ask, true},
+		{"top page decrypts", top, top, OpDecrypt, 0, Ask, true},
+		{"top page encrypts", top, top, OpEncrypt, 0, Allow, true},
+		{"top page reads the key", top, top, OpGetPublicKey, 0, Allow, true},
+		{"third-party frame signs kind 1", "https://widget.example", top, OpSign, 1, Ask, true},
+		{"third-party frame reads the key", "https://widget.example", top, OpGetPublicKey, 0, Ask, true},
+		{"opaque origin never matches top", "null", "null", OpSign, 1, Ask, true},
+		{"operator allows kind 0", "https://snort.example", "https://snort.example", OpSign, 0, Allow, false},
+		{"operator rule is kind-limited", "https://snort.example", "https://snort.example", OpSign, 5, Ask, true},
+		{"subdomain denied", "https://a.b.evil.example", "https://a.b.evil.example", OpSign, 1, Deny, false},
+		{"wildcard does not match the apex", "https://evil.example", "https://evil.example", OpSign, 1, Allow, true},
+		{"scheme matters", "http://x.evil.example", "http://x.evil.example", OpSign, 1, Allow, true},
+		{"operator allows decrypt", "https://chat.example", "https://chat.example", OpDecrypt, 0, Allow, false},
+	} {
+		got, rule := p.Decide(Request{Origin: c.origin, TopOrigin: c.top, Op: c.op, Kind: c.kind})
+		if got != c.want || strings.HasSuffix(rule.String(), "(default)") != c.ruleHasDefault {
+			t.Errorf("%s: %s by %q, want %s (default rule: %v)", c.name, got, rule, c.want, c.ruleHasDefault)
+		}
+	}
+	lines := p.Lines()
+	if len(lines) != 7 || lines[0] != "allow sign kinds 0,3 from https://snort.example" ||
+		lines[3] != "ask sign kinds 0,3,5,10002 from any origin (default)" ||
+		lines[5] != "allow * from the top-level page's origin (default)" {
+		t.Fatalf("lines:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+func TestLoadPolicyErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ yaml, want string }{
+		{"rules:\n  - origin: https://a.example\n    action: maybe\n", `rule 1: action "maybe": must be allow, deny or ask`},
+		{"rules:\n  - origin: https://a.example/path\n    action: allow\n", `must be scheme://host[:port] with nothing after it`},
+		{"rules:\n  - origin: https://a.*.example\n    action: allow\n", `a wildcard may only be the first label`},
+		{"rules:\n  - action: allow\n", `origin is required`},
+		{"rules:\n  - origin: '*'\n    op: decrypt\n    kinds: [1]\n    action: allow\n", `kinds only apply to op: sign`},
+		{"rules:\n  - origin: '*'\n    op: sign\n    kinds: [70000]\n    action: allow\n", `kind 70000: must be 0 to 65535`},
+		{"rules:\n  - origin: '*'\n    op: publish\n    action: allow\n", `op "publish"`},
+		{"rulez: []\n", `field rulez not found`},
+	} {
+		path := filepath.Join(dir, "p.yaml")
+		if err := os.WriteFile(path, []byte(c.yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadPolicy(path)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%q: error %v, want it to name the file and say %q", c.yaml, err, c.want)
+		}
+	}
+	if _, err := LoadPolicy(filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Errorf("missing file: %v", err)
+	}
+	empty := filepath.Join(dir, "empty.yaml")
+	_ = os.WriteFile(empty, nil, 0o600)
+	if p, err := LoadPolicy(empty); err != nil || len(p.Lines()) != 4 {
+		t.Errorf("empty file: %v", err)
+	}
+}
+
+// TestPolicyOverTheBus: the operator's policy decides for pages, a frame of
+// another origin than the top-level page asks, and login_status shows the
+// rules.
+func TestPolicyOverTheBus(t *testing.T) {
+	p, err := NewPolicy([]Rule{{Origin: "https://profile.example", Op: OpSign, Kinds: []int{0}, Action: Allow},
+		{Origin: "https://blocked.example", Action: Deny}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startWith(t, Config{Policy: p})
+	e.mustLogin(&signerv1.Login{Scope: "a", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: vecSecret12})
+	if r, err := e.sign("a", "https://profile.example", 0); err != nil {
+		t.Fatal(err)
+	} else {
+		verified(t, r, vecPub12)
+	}
+	_, err = e.sign("a", "https://blocked.example", 1)
+	wantErr(t, err, commonv1.ErrorCode_FORBIDDEN, "signing a kind 1 event for https://blocked.example is denied by the signer's policy", "deny * from https://blocked.example")
+	err = e.call("sign_event", &signerv1.SignEvent{Scope: "a", Origin: "https://widget.example", TopOrigin: "https://app.example",
+		Event: &signerv1.UnsignedEvent{Kind: 1}}, &signerv1.SignEventResponse{})
+	wantErr(t, err, commonv1.ErrorCode_FORBIDDEN, "for https://widget.example needs approval", "ask * from any origin")
+	err = e.call("get_public_key", &signerv1.GetPublicKey{Scope: "a", Origin: "https://widget.example", TopOrigin: "https://app.example"}, &signerv1.GetPublicKeyResponse{})
+	wantErr(t, err, commonv1.ErrorCode_FORBIDDEN, "reading the public key for https://widget.example needs approval")
+	st := e.status("a")
+	if len(st.GetPolicy()) != 6 || st.GetPolicy()[0] != "allow sign kinds 0 from https://profile.example" {
+		t.Fatalf("status policy: %q", st.GetPolicy())
+	}
+}
