@@ -19,7 +19,7 @@ import (
 
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway"
-	"github.com/sovereign-fleet/sovereign/services/gateway/internal/approval"
+	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 )
 

@@ -21,8 +21,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway"
-	"github.com/sovereign-fleet/sovereign/services/gateway/internal/approval"
 	"github.com/sovereign-fleet/sovereign/services/history"
+	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"

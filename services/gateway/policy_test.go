@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway"
-	"github.com/sovereign-fleet/sovereign/services/gateway/internal/approval"
+	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 )
 
 // TestURLPolicyThroughGateway: the gateway's global rules reach the

@@ -28,7 +28,7 @@ import (
 	"time"
 
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
-	"github.com/sovereign-fleet/sovereign/services/gateway/internal/approval"
+	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 )
 
 // MinTokenLen is the shortest admin token New accepts.
