@@ -306,7 +306,7 @@ func (s *Service) check(ctx context.Context, scope string, r Request) error {
 	}
 	if s.cfg.Ask != nil {
 		if err := s.cfg.Ask(ctx, scope, r); err != nil {
-			return bus.Errorf(commonv1.ErrorCode_FORBIDDEN, "%s for %s needs approval, and it was not approved: %v", describe(r), r.Origin, err)
+			return bus.Errorf(commonv1.ErrorCode_FORBIDDEN, "%s for %s needs approval (rule: %s), and it was not approved: %v", describe(r), r.Origin, rule, err)
 		}
 		return nil
 	}

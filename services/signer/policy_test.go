@@ -1,6 +1,10 @@
 package signer
 
 import (
+	"context"
+	"time"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,5 +118,69 @@ func TestPolicyOverTheBus(t *testing.T) {
 	st := e.status("a")
 	if len(st.GetPolicy()) != 6 || st.GetPolicy()[0] != "allow sign kinds 0 from https://profile.example" {
 		t.Fatalf("status policy: %q", st.GetPolicy())
+	}
+}
+
+// TestAskOnTheConsole: an "ask" waits in the fleet's approval queue, where
+// the console decides; approve-for-session grants that origin and kind for
+// the rest of the browser session only.
+func TestAskOnTheConsole(t *testing.T) {
+	e := startWith(t, Config{ApprovalTimeout: 20 * time.Second})
+	q, err := approval.Open(context.Background(), e.c.NATS(), e.c.Prefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustLogin(&signerv1.Login{Scope: "a", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: vecSecret12})
+	e.mustLogin(&signerv1.Login{Scope: "b", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: vecSecret12})
+	// decide answers the next pending request, after checking what it shows.
+	decide := func(approve bool, scope approval.Scope) <-chan approval.Request {
+		out := make(chan approval.Request, 1)
+		go func() {
+			for range 200 {
+				list, _ := q.List(context.Background())
+				for _, r := range list {
+					if r.State == approval.Pending {
+						d, err := q.Decide(context.Background(), r.ID, approve, scope, "console:admin", "")
+						if err != nil {
+							t.Error(err)
+						}
+						out <- d
+						return
+					}
+				}
+				time.Sleep(25 * time.Millisecond)
+			}
+			t.Error("no pending request appeared")
+			close(out)
+		}()
+		return out
+	}
+	got := decide(true, approval.Session)
+	r, err := e.sign("a", "https://app.example", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verified(t, r, vecPub12)
+	req := <-got
+	if req.Tool != "window.nostr.signEvent" || req.Arguments != `{"origin":"https://app.example","top_origin":"https://app.example","kind":0}` ||
+		req.Caller != "page https://app.example" || !strings.Contains(req.Reason, "signing a kind 0 event for https://app.example") {
+		t.Fatalf("request: %+v", req)
+	}
+	// Granted for the session: no second request.
+	if _, err := e.sign("a", "https://app.example", 0); err != nil {
+		t.Fatalf("after approve for session: %v", err)
+	}
+	// Not for another kind, not for another session.
+	got = decide(false, "")
+	_, err = e.sign("a", "https://app.example", 3)
+	wantErr(t, err, commonv1.ErrorCode_FORBIDDEN, "signing a kind 3 event", "not approved: denied by console:admin")
+	<-got
+	got = decide(true, approval.Once)
+	if _, err := e.sign("b", "https://app.example", 0); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	if list, _ := q.List(context.Background()); len(list) != 3 {
+		t.Fatalf("%d requests, want 3", len(list))
 	}
 }

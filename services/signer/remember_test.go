@@ -89,7 +89,7 @@ func TestAskHook(t *testing.T) {
 	}
 	verified(t, r, vecPub12)
 	err = e.call("decrypt", &signerv1.Decrypt{Scope: "a", Origin: "https://app.example", TopOrigin: "https://app.example", PeerPubkey: vecPub24, Text: "x"}, &signerv1.DecryptResponse{})
-	wantErr(t, err, commonv1.ErrorCode_FORBIDDEN, "decrypting for https://app.example needs approval, and it was not approved: denied by a person")
+	wantErr(t, err, commonv1.ErrorCode_FORBIDDEN, "decrypting for https://app.example needs approval", "it was not approved: denied by a person")
 	if len(asked) != 2 || asked[0].Kind != 0 || asked[0].Op != OpSign || asked[1].Op != OpDecrypt {
 		t.Fatalf("asked %v", asked)
 	}

@@ -15,6 +15,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
+	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
 	"github.com/sovereign-fleet/sovereign/services/signer/nsigner"
@@ -45,8 +46,13 @@ type Config struct {
 	// when Policy is nil.
 	PolicyFile string
 	// Ask, when set, asks a person about requests the policy says "ask"
-	// for; without it they are denied with an error saying so.
+	// for. Without it New uses the fleet's approval queue (the operator
+	// console decides) when the bus has JetStream; failing that, "ask" is
+	// denied with an error saying so.
 	Ask AskFunc
+	// ApprovalTimeout bounds the wait for a console decision; default
+	// DefaultApprovalTimeout.
+	ApprovalTimeout time.Duration
 	// DataDir is where remembered identities live (<DataDir>/identities);
 	// "" disables remember.
 	DataDir string
@@ -64,6 +70,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.ApprovalTimeout <= 0 {
+		c.ApprovalTimeout = DefaultApprovalTimeout
 	}
 	if c.RememberLogN == 0 {
 		c.RememberLogN = 16
@@ -98,6 +107,16 @@ func New(cfg Config, c *bus.Conn) (*Service, error) {
 			return nil, app.UsageError{Err: err}
 		}
 		s.policy = p
+	}
+	if s.cfg.Ask == nil {
+		qctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		q, err := approval.Open(qctx, c.NATS(), c.Prefix())
+		cancel()
+		if err != nil {
+			s.log.Warn("no approval queue: window.nostr requests the policy says ask for are denied", "err", err)
+		} else {
+			s.cfg.Ask = s.consoleAsk(q, cfg.ApprovalTimeout)
+		}
 	}
 	if err := s.register(); err != nil {
 		return nil, err

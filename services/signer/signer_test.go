@@ -67,6 +67,9 @@ func startWith(t *testing.T, cfg Config) *env {
 	logs := &syncBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg.LoginTimeout = 5 * time.Second
+	if cfg.ApprovalTimeout == 0 {
+		cfg.ApprovalTimeout = 300 * time.Millisecond // nobody decides in these tests
+	}
 	s, err := New(cfg, natstest.Bus(t, srv))
 	if err != nil {
 		t.Fatal(err)
