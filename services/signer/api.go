@@ -38,13 +38,13 @@ func (s *Service) register() error {
 		name string
 		h    micro.Handler
 	}{
-		{"login", bus.Handle(c, s.login)},
-		{"logout", bus.Handle(c, s.logout)},
-		{"status", bus.Handle(c, s.status)},
-		{"get_public_key", bus.Handle(c, s.getPublicKey)},
-		{"sign_event", bus.Handle(c, s.signEvent)},
-		{"encrypt", bus.Handle(c, s.encrypt)},
-		{"decrypt", bus.Handle(c, s.decrypt)},
+		{"login", bus.Handle(c, counted("login", s.login))},
+		{"logout", bus.Handle(c, counted("logout", s.logout))},
+		{"status", bus.Handle(c, counted("status", s.status))},
+		{"get_public_key", bus.Handle(c, counted("get_public_key", s.getPublicKey))},
+		{"sign_event", bus.Handle(c, counted("sign_event", s.signEvent))},
+		{"encrypt", bus.Handle(c, counted("encrypt", s.encrypt))},
+		{"decrypt", bus.Handle(c, counted("decrypt", s.decrypt))},
 	} {
 		if err := g.AddEndpoint(e.name, e.h); err != nil {
 			_ = svc.Stop()

@@ -22,11 +22,22 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	fs.StringVar(&cfg.PolicyFile, "signer-policy", config.Env("SOVEREIGN_SIGNER_POLICY", ""),
 		"YAML file of window.nostr origin rules (allow, deny, ask) checked before the defaults; see docs/identity.md [SOVEREIGN_SIGNER_POLICY]")
 	p, err := passphrase(os.Getenv)
+	if err == nil && p != "" && len(p) < 8 {
+		err = fmt.Errorf("SOVEREIGN_SIGNER_PASSPHRASE: use at least 8 characters (it guards every remembered key)")
+	}
 	if err != nil {
 		*errs = append(*errs, err)
 	}
 	cfg.Passphrase = p
 	return cfg
+}
+
+// RegisterStandaloneFlags adds the flags of a signer running as its own
+// process (`sovereign signer`, cmd/signer): --data-dir and --listen.
+// `sovereign up` sets DataDir itself and serves no signer listener.
+func RegisterStandaloneFlags(fs *flag.FlagSet, cfg *Config) {
+	fs.StringVar(&cfg.DataDir, "data-dir", config.Env("SOVEREIGN_DATA_DIR", "./.sovereign"), "where remembered identities live (<data dir>/identities) [SOVEREIGN_DATA_DIR]")
+	fs.StringVar(&cfg.Listen, "listen", config.Env("SOVEREIGN_SIGNER_LISTEN", "127.0.0.1:8093"), "host:port for /healthz, /readyz and /metrics; empty for none [SOVEREIGN_SIGNER_LISTEN]")
 }
 
 // passphrase reads SOVEREIGN_SIGNER_PASSPHRASE, or the file

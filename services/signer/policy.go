@@ -300,16 +300,21 @@ func (s *Service) check(ctx context.Context, scope string, r Request) error {
 	action, rule := s.policy.Decide(r)
 	switch action {
 	case Allow:
+		policyTotal.WithLabelValues("allow").Inc()
 		return nil
 	case Deny:
+		policyTotal.WithLabelValues("deny").Inc()
 		return bus.Errorf(commonv1.ErrorCode_FORBIDDEN, "%s for %s is denied by the signer's policy (rule: %s)", describe(r), r.Origin, rule)
 	}
 	if s.cfg.Ask != nil {
 		if err := s.cfg.Ask(ctx, scope, r); err != nil {
+			policyTotal.WithLabelValues("ask_denied").Inc()
 			return bus.Errorf(commonv1.ErrorCode_FORBIDDEN, "%s for %s needs approval (rule: %s), and it was not approved: %v", describe(r), r.Origin, rule, err)
 		}
+		policyTotal.WithLabelValues("ask_approved").Inc()
 		return nil
 	}
+	policyTotal.WithLabelValues("ask_denied").Inc()
 	return bus.Errorf(commonv1.ErrorCode_FORBIDDEN,
 		"%s for %s needs approval (rule: %s), and this signer has no approval channel: the request is denied (an operator can allow it in the signer's policy file)",
 		describe(r), r.Origin, rule)

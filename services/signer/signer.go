@@ -36,6 +36,8 @@ type Config struct {
 	// person may approve on the device; default nsigner.DefaultSlowTimeout
 	// (lower it only in tests).
 	NsignerSlowTimeout time.Duration
+	// Listen serves /healthz, /readyz and /metrics; "" for none.
+	Listen string
 	// Logger receives the service's records (never a secret); default
 	// slog.Default().
 	Logger *slog.Logger
@@ -134,6 +136,11 @@ func New(cfg Config, c *bus.Conn) (*Service, error) {
 // Run serves until ctx ends; the endpoints answer from New on. It returns
 // nil when ctx ends.
 func (s *Service) Run(ctx context.Context) error {
+	if s.cfg.Listen != "" {
+		if err := s.serveHealth(ctx); err != nil {
+			return err
+		}
+	}
 	<-ctx.Done()
 	return nil
 }
@@ -155,6 +162,7 @@ func (s *Service) Close() error {
 	s.closed = true
 	ids := s.ids
 	s.ids = map[string]*identity{}
+	identitiesGauge.Set(0)
 	s.mu.Unlock()
 	for _, id := range ids {
 		id.wipe()
@@ -230,6 +238,7 @@ func (s *Service) install(scope string, id *identity) error {
 	}
 	old := s.ids[scope]
 	s.ids[scope] = id
+	identitiesGauge.Set(float64(len(s.ids)))
 	s.mu.Unlock()
 	if old != nil {
 		old.wipe()
@@ -242,6 +251,7 @@ func (s *Service) remove(scope string) bool {
 	s.mu.Lock()
 	old := s.ids[scope]
 	delete(s.ids, scope)
+	identitiesGauge.Set(float64(len(s.ids)))
 	s.mu.Unlock()
 	if old != nil {
 		old.wipe()

@@ -92,7 +92,7 @@ func one(ctx context.Context, name string, args []string) error {
 		run = func() error { return history.Serve(ctx, *cfg, *natsURL) }
 	case "signer":
 		cfg := signer.RegisterFlags(fs, &errs)
-		fs.StringVar(&cfg.DataDir, "data-dir", config.Env("SOVEREIGN_DATA_DIR", "./.sovereign"), "where remembered identities live (<data dir>/identities) [SOVEREIGN_DATA_DIR]")
+		signer.RegisterStandaloneFlags(fs, cfg)
 		run = func() error { return signer.Serve(ctx, *cfg, *natsURL) }
 	}
 	if err := fs.Parse(args); err != nil {

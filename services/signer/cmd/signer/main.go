@@ -22,7 +22,7 @@ func run(ctx context.Context, args []string) error {
 	var errs []error
 	natsURL := fs.String("nats-url", config.Env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL [NATS_URL]")
 	cfg := signer.RegisterFlags(fs, &errs)
-	fs.StringVar(&cfg.DataDir, "data-dir", config.Env("SOVEREIGN_DATA_DIR", "./.sovereign"), "where remembered identities live (<data dir>/identities) [SOVEREIGN_DATA_DIR]")
+	signer.RegisterStandaloneFlags(fs, cfg)
 	if err := fs.Parse(args); err != nil {
 		return app.UsageError{Err: err}
 	}

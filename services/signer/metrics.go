@@ -1,0 +1,66 @@
+package signer
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/health"
+)
+
+var (
+	identitiesGauge = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "sovereign_signer_identities",
+		Help: "Browser sessions with a Nostr identity logged in.",
+	})
+	requestsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "sovereign_signer_requests_total",
+		Help: "Signer requests by endpoint and outcome (ok or the error code).",
+	}, []string{"endpoint", "outcome"})
+	policyTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "sovereign_signer_policy_decisions_total",
+		Help: "Origin-policy decisions on window.nostr requests: allow, deny, ask_approved, ask_denied.",
+	}, []string{"decision"})
+)
+
+// counted wraps a bus handler to count its outcomes.
+func counted[Req, Resp any](name string, h func(context.Context, Req) (Resp, error)) func(context.Context, Req) (Resp, error) {
+	return func(ctx context.Context, r Req) (Resp, error) {
+		resp, err := h(ctx, r)
+		outcome := "ok"
+		if err != nil {
+			outcome = bus.CodeOf(err).String()
+		}
+		requestsTotal.WithLabelValues(name, outcome).Inc()
+		return resp, err
+	}
+}
+
+// serveHealth serves /healthz, /readyz and /metrics on cfg.Listen until ctx
+// ends.
+func (s *Service) serveHealth(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	mux := http.NewServeMux()
+	health.Register(mux, health.Check{Name: "nats", Func: func(context.Context) error {
+		if st := s.bus.NATS().Status(); st != nats.CONNECTED {
+			return fmt.Errorf("NATS connection is %s", st)
+		}
+		return nil
+	}})
+	health.Metrics(mux)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	s.log.Info("signer health and metrics", "url", "http://"+ln.Addr().String()+"/readyz")
+	return nil
+}
