@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -53,9 +54,13 @@ type session struct {
 	pol    *guard.Context
 	policy *browserv1.UrlPolicy
 
-	// Nostr identity (nostr.go): the logged-in pubkey, "" if none. Owned
-	// by the holder of lock.
+	// Nostr identity (nostr.go): the logged-in pubkey, "" if none, and
+	// window.nostr's bridge (nil until the first identity). Owned by the
+	// holder of lock. bus (the signer's) and log are set by the worker.
 	pubkey string
+	nostr  *nostrBridge
+	bus    *bus.Conn
+	log    *slog.Logger
 }
 
 type tab struct {
@@ -388,6 +393,7 @@ func (s *session) closeTabs() {
 	}
 	s.tabs = nil
 	s.closeGuard()
+	s.closeNostr()
 	s.dispose()
 }
 

@@ -315,6 +315,8 @@ func (w *Worker) open(ctx context.Context, req *browserv1.OpenSessionRequest) (*
 	// busy until started: the idle reaper must not close a session that is
 	// still opening.
 	s := newSession(id, req.GetOwner(), w.browser, w.guard)
+	// window.nostr asks the signer (nostr.go).
+	s.bus, s.log = w.c, w.log
 	s.lock <- struct{}{} // held until started: no call or close runs on a half-made session
 	w.sessions[id] = s   // reserve the slot before the slow part
 	w.updateOpenLocked()

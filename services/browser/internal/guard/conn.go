@@ -42,7 +42,7 @@ func (m *mux) Read(ctx context.Context, msg *cdproto.Message) error {
 			// new session reaches chromedp.
 			var ev target.EventAttachedToTarget
 			if err := json.Unmarshal(msg.Params, &ev); err == nil && ev.WaitingForDebugger && ev.TargetInfo != nil {
-				s := m.g.claim(ev.SessionID, ev.TargetInfo)
+				s := m.g.claimAuto(ev.SessionID, ev.TargetInfo, nil)
 				go m.g.adopt(s, ev.TargetInfo)
 			}
 		case "Target.detachedFromTarget":
@@ -61,11 +61,20 @@ type session struct {
 	target target.ID
 	g      *Guard
 	ctx    *Context // nil: not protected (only released and detached)
+	parent *session // the session that auto-attached this one (an out-of-process iframe's page); nil: the browser
 
 	mu      sync.Mutex
+	hook    *Target // non-nil while the target's browser context is hooked (hooks.go)
 	pending map[int64]chan *cdproto.Message
 	gone    chan struct{}
 	closed  bool
+}
+
+// hooked returns the session's target as the hooks see it, or nil.
+func (s *session) hooked() *Target {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hook
 }
 
 var errDetached = errors.New("the target went away")
@@ -129,11 +138,33 @@ func (s *session) receive(msg *cdproto.Message) {
 		}
 		return
 	}
-	if string(msg.Method) == fetch.RequestPaused.Method && s.ctx != nil {
-		var ev fetch.EventRequestPaused
-		if err := json.Unmarshal(msg.Params, &ev); err == nil {
-			go s.g.decide(s, &ev)
+	switch string(msg.Method) {
+	case fetch.RequestPaused.Method:
+		if s.ctx != nil {
+			var ev fetch.EventRequestPaused
+			if err := json.Unmarshal(msg.Params, &ev); err == nil {
+				go s.g.decide(s, &ev)
+			}
 		}
+		return
+	case "Target.attachedToTarget":
+		// An out-of-process iframe of a hooked page (hooks.go): claimed
+		// here, before the next read, like the browser's own.
+		var ev target.EventAttachedToTarget
+		if err := json.Unmarshal(msg.Params, &ev); err == nil && ev.TargetInfo != nil {
+			c := s.g.claimAuto(ev.SessionID, ev.TargetInfo, s)
+			go s.g.adopt(c, ev.TargetInfo)
+		}
+		return
+	case "Target.detachedFromTarget":
+		var ev target.EventDetachedFromTarget
+		if err := json.Unmarshal(msg.Params, &ev); err == nil {
+			s.g.drop(ev.SessionID)
+		}
+		return
+	}
+	if t := s.hooked(); t != nil {
+		t.hooks.Event(t, string(msg.Method), msg.Params)
 	}
 }
 

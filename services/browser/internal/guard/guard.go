@@ -1,4 +1,6 @@
-// Package guard enforces URL policies in a worker's Chromium.
+// Package guard enforces URL policies in a worker's Chromium, and gives
+// browser contexts that ask for it a CDP session of their own to each of
+// their pages before it runs (Hooks, hooks.go: window.nostr uses it).
 //
 // How each kind of request is covered (each verified in Chromium by the
 // worker's policy tests and guard_test.go):
@@ -65,6 +67,7 @@ type Guard struct {
 
 	mu       sync.RWMutex // read on every message of the connection
 	contexts map[cdp.BrowserContextID]*Context
+	hooks    map[cdp.BrowserContextID]Hooks // hooks.go
 	sessions map[target.SessionID]*session
 	auto     bool // browser-level auto-attach is on (written under autoMu)
 
@@ -74,7 +77,8 @@ type Guard struct {
 // New returns a guard. Wrap its connection to Chromium with Wrap, and
 // Bind it to the browser once started.
 func New(log *slog.Logger) *Guard {
-	g := &Guard{log: log, contexts: make(map[cdp.BrowserContextID]*Context), sessions: make(map[target.SessionID]*session)}
+	g := &Guard{log: log, contexts: make(map[cdp.BrowserContextID]*Context), hooks: make(map[cdp.BrowserContextID]Hooks),
+		sessions: make(map[target.SessionID]*session)}
 	// Replies to the guard's commands come on its own sessions, so ids
 	// need not differ from chromedp's; Chromium takes 32-bit ids only.
 	g.next.Store(1 << 30)
@@ -98,26 +102,63 @@ func (g *Guard) session(id target.SessionID) *session {
 	return g.sessions[id]
 }
 
-// claim registers a session that the browser auto-attached.
-func (g *Guard) claim(id target.SessionID, info *target.Info) *session {
+// claimAuto registers a session that the browser (or, for an
+// out-of-process iframe, the guard's session to its page) auto-attached:
+// it takes the roles that the target's browser context has.
+func (g *Guard) claimAuto(id target.SessionID, info *target.Info, parent *session) *session {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s := &session{id: id, target: info.TargetID, g: g, ctx: g.contexts[info.BrowserContextID],
+	var c *Context
+	if guardedType(info.Type) {
+		c = g.contexts[info.BrowserContextID]
+	}
+	return g.claimLocked(id, info, parent, c, g.hooks[info.BrowserContextID])
+}
+
+// claim registers a session that the guard attached to a running target
+// for one role: the policy c or the hooks h.
+func (g *Guard) claim(id target.SessionID, info *target.Info, c *Context, h Hooks) *session {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.claimLocked(id, info, nil, c, h)
+}
+
+func (g *Guard) claimLocked(id target.SessionID, info *target.Info, parent *session, c *Context, h Hooks) *session {
+	s := &session{id: id, target: info.TargetID, g: g, ctx: c, parent: parent,
 		pending: make(map[int64]chan *cdproto.Message), gone: make(chan struct{})}
-	if !guardedType(info.Type) {
-		s.ctx = nil
+	if h != nil && hookedType(info.Type) {
+		t := &Target{ID: info.TargetID, Type: info.Type, bcid: info.BrowserContextID, s: s, hooks: h}
+		if parent != nil {
+			t.Parent = parent.hooked()
+		}
+		s.hook = t
 	}
 	g.sessions[id] = s
 	return s
 }
 
+// drop forgets the session id (its target went away or was detached),
+// and the sessions of its out-of-process iframes with it.
 func (g *Guard) drop(id target.SessionID) {
 	g.mu.Lock()
 	s := g.sessions[id]
 	delete(g.sessions, id)
+	var children []target.SessionID
+	for cid, c := range g.sessions {
+		if s != nil && c.parent == s {
+			children = append(children, cid)
+		}
+	}
 	g.mu.Unlock()
-	if s != nil {
-		s.close()
+	if s == nil {
+		return
+	}
+	for _, cid := range children {
+		g.drop(cid)
+	}
+	s.close()
+	if t := s.hooked(); t != nil {
+		t.hooks.Detached(t)
 	}
 }
 
@@ -132,24 +173,12 @@ func (g *Guard) Protect(ctx context.Context, bcid cdp.BrowserContextID, c *Conte
 	c.bcid = bcid
 	ctx, cancel := within(g.browser, ctx)
 	defer cancel()
-	// autoMu orders the auto-attach commands with the state they set: an
-	// Unprotect racing this Protect must not leave Chromium's auto-attach
-	// off while g.auto says on (new tabs would then go unchecked).
-	g.autoMu.Lock()
 	g.mu.Lock()
 	g.contexts[bcid] = c
-	turnOn := !g.auto
 	g.mu.Unlock()
-	if turnOn {
-		if err := g.autoAttach(ctx, true); err != nil {
-			g.autoMu.Unlock()
-			return fmt.Errorf("hold new targets for the URL policy: %w", err)
-		}
-		g.mu.Lock()
-		g.auto = true
-		g.mu.Unlock()
+	if err := g.syncAuto(ctx); err != nil {
+		return fmt.Errorf("hold new targets for the URL policy: %w", err)
 	}
-	g.autoMu.Unlock()
 	infos, err := chromedp.CallBrowser(ctx, target.GetTargets, target.GetTargetsParams{})
 	if err != nil {
 		return fmt.Errorf("list the targets to protect: %w", err)
@@ -168,25 +197,47 @@ func (g *Guard) Protect(ctx context.Context, bcid cdp.BrowserContextID, c *Conte
 // Unprotect stops watching the browser context bcid (it is being
 // disposed of). The last one turns auto-attach off again.
 func (g *Guard) Unprotect(bcid cdp.BrowserContextID) {
+	g.mu.Lock()
+	delete(g.contexts, bcid)
+	g.mu.Unlock()
+	g.release()
+}
+
+// syncAuto turns browser-level auto-attach on while some browser context
+// is protected or hooked, and off when none is. autoMu orders the
+// commands with the state they set: an Unprotect racing a Protect must
+// not leave Chromium's auto-attach off while g.auto says on (new tabs
+// would then go unchecked); each call decides from the registry as it is
+// when it holds autoMu, so the last one leaves the right state.
+func (g *Guard) syncAuto(ctx context.Context) error {
 	g.autoMu.Lock()
 	defer g.autoMu.Unlock()
 	g.mu.Lock()
-	delete(g.contexts, bcid)
-	turnOff := g.auto && len(g.contexts) == 0
+	want, have := len(g.contexts)+len(g.hooks) > 0, g.auto
 	g.mu.Unlock()
-	if !turnOff {
-		return
+	if want == have {
+		return nil
 	}
-	if g.browser != nil && g.browser.Err() == nil {
-		ctx, cancel := context.WithTimeout(g.browser, 5*time.Second)
-		defer cancel()
-		if g.autoAttach(ctx, false) != nil {
-			return // still on: g.auto stays true, which is what Chromium does
+	if want || (g.browser != nil && g.browser.Err() == nil) {
+		if err := g.autoAttach(ctx, want); err != nil {
+			return err // unchanged: g.auto stays what Chromium does
 		}
 	}
 	g.mu.Lock()
-	g.auto = false
+	g.auto = want
 	g.mu.Unlock()
+	return nil
+}
+
+// release turns auto-attach off when nothing needs it any more.
+func (g *Guard) release() {
+	base := context.Background()
+	if g.browser != nil {
+		base = g.browser // once it is gone, auto-attach is off with it
+	}
+	ctx, cancel := context.WithTimeout(base, 5*time.Second)
+	defer cancel()
+	_ = g.syncAuto(ctx)
 }
 
 func (g *Guard) autoAttach(ctx context.Context, on bool) error {
@@ -217,9 +268,10 @@ func (g *Guard) guarded(id target.ID) bool {
 
 // adopt handles a new target that waits for the debugger on the session
 // s that the browser auto-attached: when its browser context is
-// protected, it enables request interception on s; then it lets the
-// target run. s stays attached for as long as it protects the target;
-// otherwise it is detached.
+// protected, it enables request interception on s; when it is hooked, it
+// runs the hooks (hooks.go); then it lets the target run. s stays
+// attached for as long as it protects or hooks the target; otherwise it
+// is detached.
 func (g *Guard) adopt(s *session, info *target.Info) {
 	if g.browser == nil {
 		return
@@ -234,12 +286,19 @@ func (g *Guard) adopt(s *session, info *target.Info) {
 			return
 		}
 	}
+	if t := s.hooked(); t != nil {
+		g.runHooks(ctx, t)
+	}
 	if err := s.call(ctx, "Runtime.runIfWaitingForDebugger", nil, nil); err != nil && err != errDetached {
 		g.log.Debug("url policy: run target", "err", err)
 	}
-	if s.ctx == nil {
+	if s.ctx == nil && s.hooked() == nil {
 		g.drop(s.id)
-		_, _ = chromedp.CallBrowser(ctx, target.DetachFromTarget, target.DetachFromTargetParams{SessionID: s.id})
+		if s.parent == nil {
+			_, _ = chromedp.CallBrowser(ctx, target.DetachFromTarget, target.DetachFromTargetParams{SessionID: s.id})
+		} else {
+			_ = s.parent.call(ctx, target.DetachFromTarget.Method, target.DetachFromTargetParams{SessionID: s.id}, nil)
+		}
 	}
 }
 
@@ -252,8 +311,7 @@ func (g *Guard) attach(ctx context.Context, info *target.Info, c *Context) error
 	if err != nil {
 		return fmt.Errorf("attach: %w", err)
 	}
-	s := g.claim(res.SessionID, info)
-	s.ctx = c
+	s := g.claim(res.SessionID, info, c, nil)
 	if err := s.call(ctx, fetch.Enable.Method, fetchAll, nil); err != nil {
 		g.drop(s.id)
 		_, _ = chromedp.CallBrowser(ctx, target.DetachFromTarget, target.DetachFromTargetParams{SessionID: s.id})
