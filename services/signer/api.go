@@ -95,9 +95,8 @@ func (s *Service) status(_ context.Context, r *signerv1.Status) (*signerv1.Statu
 	}
 	resp := &signerv1.StatusResponse{State: signerv1.LoginState_LOGIN_STATE_LOGGED_IN, Method: id.method, Pubkey: id.pubkey, Npub: id.npub,
 		Remembered: s.rememberedList(), Policy: s.policy.Lines()}
-	if id.link != nil {
-		st := id.link.State()
-		resp.LinkState, resp.LinkError = string(st.State), st.LastError
+	if id.remote != nil {
+		resp.LinkState, resp.LinkError, resp.PendingAuthUrl = id.remote.link()
 	}
 	return resp, nil
 }
@@ -141,10 +140,10 @@ func (s *Service) signEvent(ctx context.Context, r *signerv1.SignEvent) (*signer
 	for _, t := range in.GetTags() {
 		ev.Tags = append(ev.Tags, append([]string{}, t.GetValues()...))
 	}
-	if id.link != nil {
-		signed, err := id.link.SignEvent(ctx, id.index, ev)
+	if id.remote != nil {
+		signed, err := id.remote.sign(ctx, ev)
 		if err != nil {
-			return nil, nsignerError("sign_event", err)
+			return nil, err
 		}
 		ev = signed
 	} else if err := id.withKey(func(k *nostr.SecretKey) error { return nostr.SignEvent(k, ev) }); err != nil {
@@ -200,22 +199,8 @@ func (s *Service) crypt(ctx context.Context, scope string, req Request, scheme s
 	if id.method == signerv1.Method_METHOD_READONLY {
 		return "", errReadOnly
 	}
-	if id.link != nil {
-		var out string
-		switch {
-		case nip44 && decrypt:
-			out, err = id.link.Nip44Decrypt(ctx, id.index, peerHex, text)
-		case nip44:
-			out, err = id.link.Nip44Encrypt(ctx, id.index, peerHex, text)
-		case decrypt:
-			out, err = id.link.Nip04Decrypt(ctx, id.index, peerHex, text)
-		default:
-			out, err = id.link.Nip04Encrypt(ctx, id.index, peerHex, text)
-		}
-		if err != nil {
-			return "", nsignerError(op, err)
-		}
-		return out, nil
+	if id.remote != nil {
+		return id.remote.crypt(ctx, op, nip44, peerHex, text)
 	}
 	var out string
 	err = id.withKey(func(k *nostr.SecretKey) error {

@@ -171,7 +171,7 @@ func (s *Service) Close() error {
 }
 
 // identity is one scope's logged-in identity. Exactly one of key (local,
-// seed), link (nsigner) is set, or neither (readonly).
+// seed), remote (nsigner, nip46) is set, or neither (readonly).
 type identity struct {
 	method signerv1.Method
 	pubkey string // hex
@@ -183,8 +183,7 @@ type identity struct {
 	key   *nostr.SecretKey
 	wiped bool
 
-	link  *nsigner.Client // safe for concurrent use; Close fails calls in flight
-	index uint32
+	remote remote // nsigner or nip46; safe for concurrent use, close fails calls in flight
 }
 
 // errLoggedOut is what an operation on an identity wiped meanwhile returns.
@@ -208,8 +207,8 @@ func (id *identity) wipe() {
 		id.key.Wipe()
 	}
 	id.mu.Unlock()
-	if id.link != nil {
-		_ = id.link.Close()
+	if id.remote != nil {
+		id.remote.close()
 	}
 }
 
@@ -333,9 +332,18 @@ func (s *Service) newIdentity(ctx context.Context, r *signerv1.Login) (*identity
 			_ = c.Close()
 			return nil, nsignerError("login (nsigner): get_public_key", err)
 		}
-		id.link, id.index, id.pubkey = c, t.GetIndex(), pk
+		id.remote, id.pubkey = nsignerRemote{c: c, index: t.GetIndex()}, pk
+	case signerv1.Method_METHOD_NIP46:
+		if r.GetBunkerUrl() == "" {
+			return nil, invalid(errors.New("bunker_url is required: bunker://<remote-signer-pubkey>?relay=wss://…&secret=…"))
+		}
+		c, err := s.dialBunker(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		id.remote, id.pubkey = bunkerRemote{c: c}, c.PublicKey()
 	default:
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "login: method is required: local, seed, readonly or nsigner")
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "login: method is required: local, seed, readonly, nip46 or nsigner")
 	}
 	if id.key != nil {
 		id.pubkey = id.key.PublicKey()
@@ -355,29 +363,6 @@ func (s *Service) newIdentity(ctx context.Context, r *signerv1.Login) (*identity
 	return id, nil
 }
 
-// nsignerError maps an nsigner client error to a bus error.
-func nsignerError(what string, err error) error {
-	switch {
-	case errors.Is(err, nsigner.ErrClosed):
-		return errLoggedOut
-	case errors.Is(err, nsigner.ErrLinkDown):
-		return bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "%s: the nsigner device is unreachable: %v", what, err)
-	case errors.Is(err, nsigner.ErrBadSignature):
-		return bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "%s: %v", what, err)
-	case errors.Is(err, nsigner.ErrRejected):
-		return bus.Errorf(commonv1.ErrorCode_FORBIDDEN, "%s: the request was rejected on the nsigner device: %v", what, err)
-	case errors.Is(err, nsigner.ErrKeyNotFound):
-		return bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: the nsigner device has no such key index: %v", what, err)
-	case errors.Is(err, nsigner.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return bus.Errorf(commonv1.ErrorCode_TIMEOUT, "%s: %v", what, err)
-	case errors.Is(err, nsigner.ErrBusy):
-		return bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "%s: the nsigner device is busy; try again: %v", what, err)
-	case errors.Is(err, nsigner.ErrBadRequest), errors.Is(err, nsigner.ErrTooLarge):
-		return bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: %v", what, err)
-	}
-	return bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "%s: %v", what, err)
-}
-
 // methodName is the lower-case name of m, as logs and errors say it.
 func methodName(m signerv1.Method) string {
 	switch m {
@@ -389,6 +374,8 @@ func methodName(m signerv1.Method) string {
 		return "readonly"
 	case signerv1.Method_METHOD_NSIGNER:
 		return "nsigner"
+	case signerv1.Method_METHOD_NIP46:
+		return "nip46"
 	}
 	return "unspecified"
 }

@@ -522,7 +522,7 @@ func TestNsignerUnix(t *testing.T) {
 	}
 
 	// Logout closes the link.
-	link := e.identity("hw").link
+	link := e.identity("hw").remote.(nsignerRemote).c
 	if err := e.call("logout", &signerv1.Logout{Scope: "hw"}, &signerv1.LogoutResponse{}); err != nil {
 		t.Fatal(err)
 	}
