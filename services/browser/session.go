@@ -177,7 +177,7 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 	}
 	if gone := s.prune(ctx, opts); gone != "" {
 		switch req.GetTool().(type) {
-		case *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew, *browserv1.ToolRequest_TabSwitch:
+		case *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew, *browserv1.ToolRequest_TabSwitch, *browserv1.ToolRequest_SetIdentity:
 		default:
 			return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s; tab %d is active now: take a snapshot before acting on it", gone, s.active)
 		}

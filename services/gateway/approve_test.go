@@ -451,7 +451,7 @@ func TestApprovalConfig(t *testing.T) {
 		modify func(*gateway.Config)
 		want   string
 	}{
-		{func(c *gateway.Config) { c.ApproveTools = []string{"eval", "evaluate"} }, `--approve-tools: "evaluate" is not a tool of the catalog; the tools are open, `},
+		{func(c *gateway.Config) { c.ApproveTools = []string{"eval", "evaluate"} }, `--approve-tools: "evaluate" is not a tool of the catalog; the tools are login_status, login, logout, switch_identity, open, `},
 		{func(c *gateway.Config) { c.ApprovalTimeout = time.Second }, "--approval-timeout: 1s must be from 5s to 1h0m0s"},
 		{func(c *gateway.Config) { c.ApprovalTimeout = 2 * time.Hour }, "--approval-timeout: 2h0m0s must be from 5s to 1h0m0s"},
 	} {

@@ -101,6 +101,13 @@ type Config struct {
 	PolicyFile         string
 	URLAllow, URLBlock []string
 	AllowPrivate       bool
+
+	// Nostr identities (login.go). RequireLogin makes browser tools refuse
+	// until the call's browser session has logged in; LoginTimeout bounds
+	// login and switch_identity, which may wait for a person
+	// (DefaultLoginTimeout when 0).
+	RequireLogin bool
+	LoginTimeout time.Duration
 }
 
 // RegisterFlags adds the gateway's flags to fs, each with its environment
@@ -124,6 +131,7 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	// Approvals (approve.go).
 	registerApprovalFlags(fs, cfg, errs)
 	registerPolicyFlags(fs, errs, cfg) // URL policy (policy.go)
+	registerLoginFlags(fs, errs, cfg)  // Nostr identities (login.go)
 	// Operator console (console.go). The token itself is never a flag: it
 	// would show in the process list.
 	fs.StringVar(&cfg.AdminListen, "admin-listen", config.Env("SOVEREIGN_ADMIN_LISTEN", ""),
@@ -191,6 +199,9 @@ func (c Config) withDefaults() Config {
 	if c.Bucket == "" {
 		c.Bucket = state.DefaultBucket
 	}
+	if c.LoginTimeout == 0 {
+		c.LoginTimeout = DefaultLoginTimeout // login.go
+	}
 	return c
 }
 
@@ -233,6 +244,7 @@ func (c Config) Validate() error {
 	// Approvals (approve.go).
 	c.validateApprovals(bad)
 	c.validatePolicy(bad) // policy.go
+	c.validateLogin(bad)  // login.go
 
 	errs = append(errs, c.validateAdmin()...) // operator console (console.go)
 	if c.Bucket != "" && !validBucket(c.Bucket) {

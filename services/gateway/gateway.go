@@ -49,6 +49,8 @@ const localIdle = 30 * time.Minute
 const instructions = `Sovereign drives real Chromium browsers.
 Start with open (a URL), then snapshot to see the page as an accessibility tree with refs like e5,
 and act with click, fill, type and press on those refs. Take a new snapshot after the page changes.
+For Nostr web apps, log the browser session in first with login (login_status shows who is logged in):
+its pages then get window.nostr.
 Clients without an MCP session (protocol 2026-07-28): the first browser call returns a session handle
 (session: sov_…); pass it as "session" in every later call to keep using the same browser session.`
 
@@ -140,6 +142,10 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 	for _, t := range catalog.Tools() {
 		if t.Local {
 			g.mcp.AddTool(mcpTool(t), g.localHandler(t))
+			continue
+		}
+		if t.Identity {
+			g.mcp.AddTool(mcpTool(t), g.identityHandler(t)) // login.go
 			continue
 		}
 		g.mcp.AddTool(mcpTool(t), g.toolHandler(t))

@@ -64,13 +64,11 @@ func seedChecks(t *testing.T, url string) {
 			t.Errorf("tools/list: %v has no inputSchema", m["name"])
 		}
 	}
-	for _, want := range []string{"open", "snapshot", "click", "screenshot", "get_url", "tab_list", "wait_for"} {
+	for _, want := range []string{"login_status", "login", "logout", "switch_identity",
+		"open", "snapshot", "click", "screenshot", "get_url", "tab_list", "wait_for"} {
 		if !names[want] {
 			t.Errorf("tools/list: no %s", want)
 		}
-	}
-	if names["login"] || names["login_status"] {
-		t.Errorf("tools/list lists login tools, which do not work yet")
 	}
 
 	// 3. ping with the session.

@@ -65,10 +65,13 @@ func (g *Gateway) toolHandler(t catalog.Tool) server.ToolHandlerFunc {
 		if err != nil {
 			return mcp.NewToolResultError(g.errorText(ctx, t, err)), nil
 		}
-		call.Request.SessionId = b.sessionID
-		call.Request.Policy = g.urlPolicy(ctx, g.sessionGrants(ctx, req.Params.Arguments))
 		info := noteCall(ctx)
 		info.browserSession = b.sessionID
+		if refused := g.refuseWithoutLogin(ctx, t, b); refused != nil { // --require-login (login.go)
+			return refused, nil
+		}
+		call.Request.SessionId = b.sessionID
+		call.Request.Policy = g.urlPolicy(ctx, g.sessionGrants(ctx, req.Params.Arguments))
 		res, err := g.fleet.Call(ctx, b.workerID, call.Request)
 		if err != nil {
 			// A failed fill or type does not say whether its field was a
@@ -454,8 +457,12 @@ func clientName(ctx context.Context) string {
 // auditArguments renders a call's arguments as JSON without the session
 // handle: a handle is a bearer of the browser session and never leaves the
 // gateway's memory and KV (the record names the browser session instead).
+// The secrets of the login tools (catalog.SecretArguments, a bunker URL's
+// secret) are hidden.
 func auditArguments(args any) []byte {
 	if m, ok := args.(map[string]any); ok {
+		m = catalog.HideSecrets(m, audit.Hidden)
+		args = m
 		if _, has := m[catalog.SessionParam]; has {
 			c := make(map[string]any, len(m))
 			for k, v := range m {

@@ -1,14 +1,17 @@
 // Package catalog declares the browser tools once: name, description,
-// parameters and how a call's arguments become a browserv1.ToolRequest.
+// parameters and how a call's arguments become a browserv1.ToolRequest (or,
+// for the identity tools, a signerv1.Login).
 // MCP tools/list, the argument checks and docs/tools.md are all generated
 // from it.
 package catalog
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 )
 
 // SessionParam is the argument every browser tool takes to name its browser
@@ -32,15 +35,24 @@ type Tool struct {
 	// Local tools are answered by the gateway itself, without a browser
 	// session: they take no session argument and build no request.
 	Local bool
+	// Identity tools (login.go) are answered by the gateway with the
+	// signer service, in the call's browser session: they take the session
+	// argument and build no worker request (login and switch_identity
+	// build a signer Login instead).
+	Identity bool
 	// Params are the tool's own arguments; Params() adds the session one.
 	params []Param
 	build  func(Args) (*browserv1.ToolRequest, error)
+	login  func(Args) (*signerv1.Login, error)
 }
 
 // Call is a checked tool call, ready to be sent to a worker once its
 // SessionId is filled in.
 type Call struct {
 	Request *browserv1.ToolRequest
+	// Login is the signer request of login and switch_identity, ready to
+	// be sent once its Scope is filled in. SECRET: never log it.
+	Login *signerv1.Login
 	// Session is the explicit session handle argument, "" when absent.
 	Session string
 }
@@ -62,6 +74,15 @@ func (t Tool) Parse(raw any) (Call, error) {
 	}
 	if t.Local {
 		return Call{}, nil
+	}
+	if t.Identity {
+		c := Call{Session: args.str(SessionParam)}
+		if t.login != nil {
+			if c.Login, err = t.login(args); err != nil {
+				return Call{}, err
+			}
+		}
+		return c, nil
 	}
 	req, err := t.build(args)
 	if err != nil {
@@ -182,7 +203,11 @@ func fillTool(set func(*browserv1.ToolRequest, *browserv1.Fill)) func(Args) (*br
 	}
 }
 
-var tools = []Tool{
+// tools is the catalog: the identity tools (login.go), then the browser
+// tools.
+var tools = slices.Concat(identityTools, browserTools)
+
+var browserTools = []Tool{
 	// Navigation.
 	{
 		Name: "open", Title: "Open URL",

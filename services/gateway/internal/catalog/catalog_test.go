@@ -39,6 +39,7 @@ func TestDocsUpToDate(t *testing.T) {
 
 func TestToolNames(t *testing.T) {
 	want := []string{
+		"login_status", "login", "logout", "switch_identity",
 		"open", "back", "forward", "reload", "get_url", "get_title",
 		"snapshot", "get_text", "get_html", "get_attr", "eval",
 		"click", "fill", "type", "press", "scroll", "hover", "focus", "close",

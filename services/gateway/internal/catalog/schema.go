@@ -91,6 +91,14 @@ to the caller that opened it (its Authorization header). When a worker stops, th
 **Elements.** Element tools take ` + "`ref`" + ` (a snapshot ref such as ` + "`e5`" + `, with or without a
 leading ` + "`@`" + `), ` + "`target`" + ` (an alias of ` + "`ref`" + `) or ` + "`selector`" + ` (CSS): exactly one of them.
 
+**Identity.** ` + "`login`" + `, ` + "`switch_identity`" + `, ` + "`logout`" + ` and ` + "`login_status`" + ` act on the Nostr
+identity of the call's browser session (the same session rules as above): the signer service
+(` + "`sovereign signer`" + `, or inside ` + "`sovereign up`" + `) holds the key, and the session's pages get
+` + "`window.nostr`" + `. Another session does not see it. The secret arguments (` + "`nsec`" + `,
+` + "`privkey_hex`" + `, ` + "`mnemonic`" + `, ` + "`passphrase`" + ` and the secret of a ` + "`bunker_url`" + `) are never
+recorded. A gateway started with ` + "`--require-login`" + ` refuses browser tools in a session until it
+has logged in.
+
 | tool | what it does |
 |---|---|
 `)

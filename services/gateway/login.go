@@ -1,0 +1,483 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
+	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/config"
+)
+
+// Nostr identities: the identity tools (login, switch_identity, logout,
+// login_status; catalog Tool.Identity) and --require-login.
+//
+// The signer service (<prefix>.signer.*) holds each browser session's
+// identity under a scope: the worker's session id of the call's browser
+// session, bound exactly as for a browser tool. After a login or logout
+// the worker is told the pubkey (ToolRequest.set_identity), so that the
+// session's pages get, or lose, window.nostr. A login the worker does not
+// take is logged out again at the signer: nothing stays half-logged-in.
+// When the gateway or a worker closes a browser session, the worker logs
+// its scope out itself.
+//
+// The login arguments are secrets: they go to the signer and nowhere else
+// (auditArguments hides them; no log line or result carries them).
+
+// Login timeout: default and bounds.
+const (
+	DefaultLoginTimeout = 3 * time.Minute
+	minLoginTimeout     = 5 * time.Second
+	maxLoginTimeout     = time.Hour
+)
+
+// cleanupTimeout bounds the requests that undo a failed login.
+const cleanupTimeout = 5 * time.Second
+
+// registerLoginFlags adds --require-login and --login-timeout.
+func registerLoginFlags(fs *flag.FlagSet, errs *[]error, cfg *Config) {
+	fs.BoolVar(&cfg.RequireLogin, "require-login", config.MustBool(errs, "SOVEREIGN_REQUIRE_LOGIN", false),
+		"browser tools refuse until the call's browser session has logged in with a Nostr identity (the login tool) [SOVEREIGN_REQUIRE_LOGIN]")
+	fs.DurationVar(&cfg.LoginTimeout, "login-timeout", config.MustDuration(errs, "SOVEREIGN_LOGIN_TIMEOUT", DefaultLoginTimeout),
+		"longest a login or switch_identity call may take; nip46 and nsigner logins may wait for a person to approve (5s to 1h) [SOVEREIGN_LOGIN_TIMEOUT]")
+}
+
+// validateLogin checks the login settings.
+func (c Config) validateLogin(bad func(flag, format string, a ...any)) {
+	if c.LoginTimeout != 0 && (c.LoginTimeout < minLoginTimeout || c.LoginTimeout > maxLoginTimeout) {
+		bad("login-timeout", "%s must be from %s to %s", c.LoginTimeout, minLoginTimeout, maxLoginTimeout)
+	}
+}
+
+// identityHandler is the handler of the identity tools: check the
+// arguments, bind the call's browser session like a browser tool, and act
+// on its identity at the signer and on its worker.
+func (g *Gateway) identityHandler(t catalog.Tool) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		call, err := t.Parse(req.Params.Arguments)
+		if err != nil {
+			return mcp.NewToolResultError(fmt.Sprintf("%s: %v", t.Name, err)), nil
+		}
+		limit := g.cfg.ToolTimeout
+		if call.Login != nil {
+			limit = g.cfg.LoginTimeout // nip46 and nsigner may wait for a person
+		}
+		ctx, cancel := context.WithTimeout(ctx, limit)
+		defer cancel()
+		b, err := g.bind(ctx, call.Session)
+		if err != nil {
+			return mcp.NewToolResultError(g.errorText(ctx, t, err)), nil
+		}
+		noteCall(ctx).browserSession = b.sessionID
+		var res *mcp.CallToolResult
+		switch {
+		case t.Name == "login_status":
+			res = g.loginStatus(ctx, t, b, limit)
+		case t.Name == "logout":
+			res = g.logout(ctx, t, b, limit)
+		case call.Login != nil:
+			call.Login.Scope = b.sessionID
+			res = g.login(ctx, t, req, b, call.Login, t.Name == "switch_identity", limit)
+		default:
+			res = mcp.NewToolResultError(t.Name + ": internal error: no handler")
+		}
+		return b.decorate(res), nil
+	}
+}
+
+// login logs the session of b in with lr (switching: after logging its
+// identity out), then tells its worker the new pubkey.
+func (g *Gateway) login(ctx context.Context, t catalog.Tool, req mcp.CallToolRequest, b *binding, lr *signerv1.Login, switching bool, limit time.Duration) *mcp.CallToolResult {
+	var prev *signerv1.StatusResponse // the identity switch_identity freed
+	if switching {
+		st := &signerv1.StatusResponse{}
+		if err := g.signerCall(ctx, signerStatus, &signerv1.Status{Scope: lr.GetScope()}, st); err != nil {
+			return mcp.NewToolResultError(g.signerErrorText(ctx, t, err, limit))
+		}
+		if st.GetState() == signerv1.LoginState_LOGIN_STATE_LOGGED_IN {
+			if err := g.signerCall(ctx, signerLogout, &signerv1.Logout{Scope: lr.GetScope()}, &signerv1.LogoutResponse{}); err != nil {
+				return mcp.NewToolResultError(g.signerErrorText(ctx, t, err, limit) + "; the previous identity is still logged in")
+			}
+			prev = st
+		}
+	}
+	resp, authURL, err := g.signerLogin(ctx, req, lr)
+	if err != nil {
+		msg := g.signerErrorText(ctx, t, err, limit)
+		if authURL != "" && (ctx.Err() != nil || bus.Is(err, commonv1.ErrorCode_TIMEOUT)) {
+			msg += fmt.Sprintf(" (the bunker asked for approval at %s)", authURL)
+		}
+		switch {
+		case ctx.Err() != nil:
+			// Given up on without an answer: the signer may still finish
+			// it. Leave nothing half-logged-in.
+			g.forgetIdentity(ctx, b)
+			msg += "; this browser session was logged out, so that no login completes unseen"
+		case prev != nil:
+			g.forgetIdentity(ctx, b) // the signer holds none now; the worker must not think so
+			msg += fmt.Sprintf("; the previous identity %s was logged out first, so this browser session is now logged out", prev.GetNpub())
+		case !switching && !errors.As(err, new(*toolError)):
+			msg += "; the browser session's identity is unchanged"
+		}
+		return mcp.NewToolResultError(msg)
+	}
+	if err := g.setIdentity(ctx, b, resp.GetPubkey()); err != nil {
+		text := g.errorText(ctx, t, err)
+		if lost(ctx, err) {
+			g.unbind(ctx, b)
+		}
+		g.signerForget(ctx, lr.GetScope())
+		return mcp.NewToolResultError(fmt.Sprintf("%s: the signer logged %s in, but the browser session did not take the identity (%s); "+
+			"it was logged out again", t.Name, resp.GetNpub(), text))
+	}
+
+	method := resp.GetMethod()
+	if method == signerv1.Method_METHOD_UNSPECIFIED {
+		method = lr.GetMethod()
+	}
+	name := catalog.MethodName(method)
+	out := map[string]any{"state": "logged_in", "method": name, "pubkey": resp.GetPubkey(), "npub": resp.GetNpub()}
+	detail := "method: " + name
+	switch method {
+	case signerv1.Method_METHOD_LOCAL:
+		switch {
+		case lr.GetPubkey() != "":
+			detail += ", loaded from the remembered identities"
+		case lr.GetRemember():
+			detail += ", remembered encrypted by the signer"
+		}
+	case signerv1.Method_METHOD_SEED:
+		detail += fmt.Sprintf(", account %d", lr.GetAccount())
+		out["account"] = lr.GetAccount()
+		if lr.GetRemember() {
+			detail += ", remembered encrypted by the signer"
+		}
+	case signerv1.Method_METHOD_READONLY:
+		detail += ": it gives its public key but cannot sign or decrypt"
+	case signerv1.Method_METHOD_NSIGNER:
+		tg := lr.GetNsigner()
+		detail += fmt.Sprintf(" over %s, key index %d", tg.GetTransport(), tg.GetIndex())
+		out["transport"], out["device"], out["index"] = tg.GetTransport(), tg.GetDevice(), tg.GetIndex()
+	}
+	if lr.GetMethod() == signerv1.Method_METHOD_LOCAL || lr.GetMethod() == signerv1.Method_METHOD_SEED {
+		out["remembered"] = lr.GetRemember() || lr.GetPubkey() != ""
+	}
+	var text strings.Builder
+	if switching {
+		text.WriteString("Switched identity. ")
+		if prev != nil {
+			out["previous_npub"] = prev.GetNpub()
+		}
+	}
+	fmt.Fprintf(&text, "Logged in as %s (%s)\npubkey: %s\nPages of this browser session get window.nostr (NIP-07) for this identity.",
+		resp.GetNpub(), detail, resp.GetPubkey())
+	if prev != nil {
+		fmt.Fprintf(&text, "\nThe previous identity %s was logged out.", prev.GetNpub())
+	}
+	return structuredResult(text.String(), out)
+}
+
+// logout wipes the identity of b's session at the signer and tells its
+// worker.
+func (g *Gateway) logout(ctx context.Context, t catalog.Tool, b *binding, limit time.Duration) *mcp.CallToolResult {
+	resp := &signerv1.LogoutResponse{}
+	if err := g.signerCall(ctx, signerLogout, &signerv1.Logout{Scope: b.sessionID}, resp); err != nil {
+		return mcp.NewToolResultError(g.signerErrorText(ctx, t, err, limit))
+	}
+	// Also when there was nothing to wipe: a worker may still think it
+	// has an identity the signer lost (a signer restart).
+	if err := g.setIdentity(ctx, b, ""); err != nil {
+		if !lost(ctx, err) {
+			return mcp.NewToolResultError(fmt.Sprintf("%s: the identity was wiped at the signer (window.nostr calls now fail), "+
+				"but the browser session did not confirm removing window.nostr: %s", t.Name, g.errorText(ctx, t, err)))
+		}
+		g.unbind(ctx, b) // the session is gone, and its identity with it
+	}
+	text := "Logged out: the Nostr identity of this browser session was wiped from the signer; new pages get no window.nostr."
+	if !resp.GetWasLoggedIn() {
+		text = "Not logged in: this browser session had no Nostr identity to log out."
+	}
+	return structuredResult(text, map[string]any{"state": "logged_out", "was_logged_in": resp.GetWasLoggedIn()})
+}
+
+// loginStatus describes the identity of b's session, the identities the
+// signer remembers and its origin policy.
+func (g *Gateway) loginStatus(ctx context.Context, t catalog.Tool, b *binding, limit time.Duration) *mcp.CallToolResult {
+	st := &signerv1.StatusResponse{}
+	if err := g.signerCall(ctx, signerStatus, &signerv1.Status{Scope: b.sessionID}, st); err != nil {
+		return mcp.NewToolResultError(g.signerErrorText(ctx, t, err, limit))
+	}
+	out := map[string]any{"state": "logged_out", "remembered": nonNil(st.GetRemembered()), "policy": nonNil(st.GetPolicy())}
+	var text strings.Builder
+	if st.GetState() == signerv1.LoginState_LOGIN_STATE_LOGGED_IN {
+		name := catalog.MethodName(st.GetMethod())
+		out["state"], out["method"], out["pubkey"], out["npub"] = "logged_in", name, st.GetPubkey(), st.GetNpub()
+		fmt.Fprintf(&text, "Logged in as %s (method: %s)\npubkey: %s", st.GetNpub(), name, st.GetPubkey())
+		if s := st.GetLinkState(); s != "" {
+			out["link_state"] = s
+			fmt.Fprintf(&text, "\nsigner link: %s", s)
+		}
+		if e := st.GetLinkError(); e != "" {
+			out["link_error"] = e
+			fmt.Fprintf(&text, " (last error: %s)", e)
+		}
+		if u := st.GetPendingAuthUrl(); u != "" {
+			out["pending_auth_url"] = u
+			fmt.Fprintf(&text, "\nA request waits for approval in the bunker: open %s", u)
+		}
+	} else {
+		text.WriteString("Not logged in: this browser session has no Nostr identity; " + catalog.LoginHint + ".")
+	}
+	if r := st.GetRemembered(); len(r) > 0 {
+		fmt.Fprintf(&text, "\nRemembered identities (log in with method local and only the npub): %s", strings.Join(r, ", "))
+	}
+	if p := st.GetPolicy(); len(p) > 0 {
+		text.WriteString("\nwindow.nostr origin policy (first match wins):")
+		for _, line := range p {
+			text.WriteString("\n- " + line)
+		}
+	}
+	return structuredResult(text.String(), out)
+}
+
+// loginRefusal is the refusal of a browser tool call whose session has no
+// identity while the gateway requires a login; "" lets the call run.
+func (g *Gateway) loginRefusal(ctx context.Context, t catalog.Tool, sessionID string) string {
+	if !g.cfg.RequireLogin {
+		return ""
+	}
+	st := &signerv1.StatusResponse{}
+	if err := g.signerCall(ctx, signerStatus, &signerv1.Status{Scope: sessionID}, st); err != nil {
+		var te *toolError
+		if errors.As(err, &te) {
+			return fmt.Sprintf("%s: this gateway requires a Nostr login first, but %s", t.Name, te.msg)
+		}
+		return fmt.Sprintf("%s: this gateway requires a Nostr login first, but the signer could not say whether this browser session "+
+			"has logged in: %s", t.Name, busMessage(err))
+	}
+	if st.GetState() != signerv1.LoginState_LOGIN_STATE_LOGGED_IN {
+		return "this gateway requires a Nostr login first: " + catalog.LoginHint
+	}
+	return ""
+}
+
+// refuseWithoutLogin is the require-login check of toolHandler: a refusal
+// result (recorded as denied) or nil.
+func (g *Gateway) refuseWithoutLogin(ctx context.Context, t catalog.Tool, b *binding) *mcp.CallToolResult {
+	msg := g.loginRefusal(ctx, t, b.sessionID)
+	if msg == "" {
+		return nil
+	}
+	noteCall(ctx).outcome = historyv1.Outcome_OUTCOME_DENIED
+	return b.decorate(mcp.NewToolResultError(msg))
+}
+
+// Signer operations (subjects <prefix>.signer.<op>).
+const (
+	signerLogin  = "login"
+	signerLogout = "logout"
+	signerStatus = "status"
+)
+
+// signerCall sends req to the signer's op. When nothing answers there, the
+// error is a *toolError that says the signer is not running.
+func (g *Gateway) signerCall(ctx context.Context, op string, req, resp proto.Message) error {
+	err := g.bus.Request(ctx, g.bus.Subject("signer", op), req, resp)
+	if bus.Is(err, commonv1.ErrorCode_UNAVAILABLE) && ctx.Err() == nil && !g.signerRunning(ctx) {
+		return &toolError{msg: fmt.Sprintf("the signer service is not running (%s has no responders): start `sovereign signer` or use `sovereign up`",
+			g.bus.Subject("signer", "*"))}
+	}
+	return err
+}
+
+// signerRunning reports whether anything serves the signer's subjects (an
+// UNAVAILABLE error may also be a device the signer cannot reach).
+func (g *Gateway) signerRunning(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	// An empty status request: any answer, even an error, is a signer.
+	_, err := g.bus.NATS().RequestWithContext(ctx, g.bus.Subject("signer", signerStatus), nil)
+	return !errors.Is(err, nats.ErrNoResponders)
+}
+
+// signerLogin sends lr to the signer and, while it runs, forwards each
+// LoginProgress the signer publishes (a NIP-46 bunker's auth_url) to the
+// MCP client. It returns the last auth_url seen too.
+func (g *Gateway) signerLogin(ctx context.Context, req mcp.CallToolRequest, lr *signerv1.Login) (*signerv1.LoginResponse, string, error) {
+	nc := g.bus.NATS()
+	progress := make(chan *nats.Msg, 16)
+	sub, err := nc.ChanSubscribe(nc.NewInbox(), progress)
+	if err != nil {
+		return nil, "", fmt.Errorf("subscribe to login progress: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	// The subscription reaches the server before the request, on the same
+	// connection: no progress is missed.
+	lr.ProgressSubject = sub.Subject
+	type reply struct {
+		resp *signerv1.LoginResponse
+		err  error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		resp := &signerv1.LoginResponse{}
+		err := g.signerCall(ctx, signerLogin, lr, resp)
+		done <- reply{resp, err}
+	}()
+	var token mcp.ProgressToken
+	if req.Params.Meta != nil {
+		token = req.Params.Meta.ProgressToken
+	}
+	authURL := ""
+	for n := 1; ; {
+		select {
+		case r := <-done:
+			return r.resp, authURL, r.err
+		case m := <-progress:
+			var p signerv1.LoginProgress
+			if err := proto.Unmarshal(m.Data, &p); err != nil {
+				g.log.WarnContext(ctx, "bad login progress message from the signer", "err", err)
+				continue
+			}
+			if p.GetAuthUrl() != "" {
+				authURL = p.GetAuthUrl()
+			}
+			if g.notifyLogin(ctx, token, n, &p) {
+				n++
+			}
+		}
+	}
+}
+
+// notifyLogin tells the MCP client what a login waits for: a progress
+// notification when the call asked for progress, and a log message (sent
+// when the client's log level lets it through). It reports whether there
+// was anything to say.
+func (g *Gateway) notifyLogin(ctx context.Context, token mcp.ProgressToken, n int, p *signerv1.LoginProgress) bool {
+	text, level := strings.TrimSpace(p.GetMessage()), mcp.LoggingLevelNotice
+	if u := p.GetAuthUrl(); u != "" {
+		text, level = fmt.Sprintf("Open %s to approve this login in your bunker; waiting…", u), mcp.LoggingLevelWarning
+	}
+	if text == "" {
+		return false
+	}
+	g.log.InfoContext(ctx, "login waits for a person", "auth_url", p.GetAuthUrl() != "")
+	srv := server.ServerFromContext(ctx)
+	if srv == nil {
+		return true
+	}
+	if token != nil {
+		err := srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress),
+			map[string]any{"progressToken": token, "progress": n, "message": text})
+		if err != nil {
+			g.log.InfoContext(ctx, "send login progress", "err", err)
+		}
+	}
+	err := srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(level, "sovereign.login", text))
+	if err != nil && !errors.Is(err, server.ErrSessionDoesNotSupportLogging) {
+		g.log.InfoContext(ctx, "send login message", "err", err)
+	}
+	return true
+}
+
+// setIdentity tells b's worker the session's pubkey ("" after a logout).
+func (g *Gateway) setIdentity(ctx context.Context, b *binding, pubkey string) error {
+	_, err := g.fleet.Call(ctx, b.workerID, &browserv1.ToolRequest{SessionId: b.sessionID,
+		Tool: &browserv1.ToolRequest_SetIdentity{SetIdentity: &browserv1.SetIdentity{Pubkey: pubkey}}})
+	return err
+}
+
+// forgetIdentity logs b's session out at the signer and on its worker, on
+// a context of its own (the call's may be over).
+func (g *Gateway) forgetIdentity(ctx context.Context, b *binding) {
+	g.signerForget(ctx, b.sessionID)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := g.setIdentity(ctx, b, ""); err != nil && !lost(ctx, err) {
+		g.log.WarnContext(ctx, "remove window.nostr after a failed login", "worker", b.workerID, "err", err)
+	}
+}
+
+// signerForget logs scope out at the signer, on a context of its own.
+func (g *Gateway) signerForget(ctx context.Context, scope string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := g.signerCall(ctx, signerLogout, &signerv1.Logout{Scope: scope}, &signerv1.LogoutResponse{}); err != nil {
+		g.log.ErrorContext(ctx, "log out after a failed login", "err", err)
+	}
+}
+
+// signerErrorText maps a signer failure to the message of its kind: the
+// signer's own message (which never holds a secret) for what it refused.
+func (g *Gateway) signerErrorText(ctx context.Context, t catalog.Tool, err error, limit time.Duration) string {
+	var te *toolError
+	if errors.As(err, &te) {
+		return te.msg
+	}
+	// The signer's copy of the deadline may expire first, and answer
+	// TIMEOUT: the call's deadline all the same.
+	deadline, _ := ctx.Deadline()
+	callDeadline := bus.Is(err, commonv1.ErrorCode_TIMEOUT) && time.Until(deadline) < 250*time.Millisecond
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		return t.Name + " was cancelled"
+	case ctx.Err() != nil || callDeadline:
+		if t.Name == "login" || t.Name == "switch_identity" {
+			return fmt.Sprintf("%s did not finish within %s (a nip46 bunker or an nsigner device may wait for a person to approve; "+
+				"the gateway's --login-timeout sets how long)", t.Name, limit)
+		}
+		return fmt.Sprintf("%s did not finish within %s", t.Name, limit)
+	}
+	msg := busMessage(err)
+	if !strings.HasPrefix(msg, t.Name) {
+		msg = t.Name + ": " + msg
+	}
+	switch bus.CodeOf(err) {
+	case commonv1.ErrorCode_INVALID_ARGUMENT, commonv1.ErrorCode_NOT_FOUND, commonv1.ErrorCode_FORBIDDEN,
+		commonv1.ErrorCode_UNAVAILABLE, commonv1.ErrorCode_TIMEOUT:
+		// What the signer refused, and said why.
+	default:
+		g.log.ErrorContext(ctx, "signer request failed", "tool", t.Name, "err", err)
+	}
+	return msg
+}
+
+// busMessage is the message of a bus error without its code.
+func busMessage(err error) string {
+	var be *bus.Error
+	if errors.As(err, &be) {
+		return be.Message
+	}
+	return err.Error()
+}
+
+// structuredResult is a text result with the same facts as structured
+// content (a JSON object, so that a new handle can join it).
+func structuredResult(text string, fields map[string]any) *mcp.CallToolResult {
+	res := mcp.NewToolResultText(text)
+	if raw, err := json.Marshal(fields); err == nil {
+		res.StructuredContent = json.RawMessage(raw)
+	}
+	return res
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
