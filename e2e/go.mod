@@ -13,12 +13,17 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/sovereign-fleet/sovereign/proto v0.0.0
 	github.com/sovereign-fleet/sovereign/services/kit v0.0.0
+	github.com/sovereign-fleet/sovereign/services/signer v0.0.0
 )
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/btcsuite/btcd/btcec/v2 v2.3.5 // indirect
+	github.com/btcsuite/btcd/chaincfg/chainhash v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/decred/dcrd/crypto/blake256 v1.0.0 // indirect
+	github.com/decred/dcrd/dcrec/secp256k1/v4 v4.0.1 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
@@ -60,5 +65,6 @@ replace (
 	github.com/sovereign-fleet/sovereign/services/gateway => ../services/gateway
 	github.com/sovereign-fleet/sovereign/services/history => ../services/history
 	github.com/sovereign-fleet/sovereign/services/kit => ../services/kit
+	github.com/sovereign-fleet/sovereign/services/signer => ../services/signer
 	github.com/sovereign-fleet/sovereign/services/sovereign => ../services/sovereign
 )
