@@ -130,6 +130,9 @@ func TestUp(t *testing.T) {
 		{"open", map[string]any{"url": page.URL}, "Hello fleet"},
 		{"get_title", nil, "Hello fleet"},
 		{"snapshot", nil, `button "Go" [ref=e`},
+		// The signer runs inside up (NIP-06 vector key, read-only).
+		{"login", map[string]any{"method": "readonly", "pubkey_hex": "17162c921dc4d2518f9a101db33695df1afb56ab82f5ff3e5da6eec3ca5cd917"}, "npub1zutzeysacnf9rru6zqwmxd54mud0k44tst6l70ja5mhv8jjumytsd2x7nu"},
+		{"login_status", nil, "readonly"},
 	} {
 		if got := callText(t, c, step.tool, step.args); !strings.Contains(got, step.want) {
 			t.Fatalf("%s = %q, want it to contain %q", step.tool, got, step.want)
