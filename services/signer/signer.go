@@ -86,8 +86,8 @@ func (c Config) withDefaults() Config {
 // scope, served on the bus. It runs as ONE replica: the identities live in
 // this process's memory only.
 type Service struct {
-	cfg Config
-	bus *bus.Conn
+	cfg    Config
+	bus    *bus.Conn
 	svc    micro.Service
 	log    *slog.Logger
 	policy *Policy
