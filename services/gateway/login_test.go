@@ -26,6 +26,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/signer"
+	"github.com/sovereign-fleet/sovereign/services/signer/nip46/nip46test"
 	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
 	"github.com/sovereign-fleet/sovereign/services/signer/nsigner"
 )
@@ -410,6 +411,75 @@ func TestLogin(t *testing.T) {
 			t.Errorf("audit: %d login records, %d refused calls and %d with a bunker URL, want ≥ 10, 2 and 1", logins, denied, bunkers)
 		}
 	})
+	// nip46 through the real signer, a real relay and a real bunker that
+	// first answers with an auth_url: the MCP client is told to open it, and
+	// the login completes once the bunker answers.
+	t.Run("nip46 bunker with auth_url", func(t *testing.T) {
+		relay := nip46test.NewRelay(t)
+		const authURL = "https://bunker.example/approve?req=7"
+		bunker := nip46test.NewBunker(t, nip46test.BunkerConfig{Relays: []string{relay.URL()}, Secret: "s3cr3t-bunker",
+			AuthURL: authURL, AuthFor: []string{"connect"}})
+		p := legacyClient(t, url, nil)
+		var mu sync.Mutex
+		var got []mcp.JSONRPCNotification
+		p.OnNotification(func(n mcp.JSONRPCNotification) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, n)
+			if n.Method == string(mcp.MethodNotificationProgress) {
+				bunker.Approve() // the person opened the URL and approved
+			}
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := p.SetLevel(ctx, mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelInfo}}); err != nil {
+			t.Fatal(err)
+		}
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "login"
+		req.Params.Arguments = map[string]any{"method": "nip46", "bunker_url": bunker.URL()}
+		req.Params.Meta = &mcp.Meta{ProgressToken: "login-1"}
+		res, err := p.CallTool(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		npub, _ := nostr.EncodeNpub(bunker.UserPubkey())
+		if txt := wantOK(t, "nip46 login", res); !strings.HasPrefix(txt, "Logged in as "+npub+" (method: nip46)") || strings.Contains(txt, "s3cr3t-bunker") {
+			t.Errorf("nip46 login = %q", txt)
+		}
+		want := "Open " + authURL + " to approve this login in your bunker; waiting…"
+		mu.Lock()
+		var progress, message bool
+		for _, n := range got {
+			f := n.Params.AdditionalFields
+			switch n.Method {
+			case string(mcp.MethodNotificationProgress):
+				progress = progress || f["progressToken"] == "login-1" && f["message"] == want
+			case string(mcp.MethodNotificationMessage):
+				message = message || f["level"] == "warning" && f["data"] == want
+			}
+		}
+		mu.Unlock()
+		if !progress || !message {
+			t.Errorf("notifications = %+v, want a progress notification and a warning saying %q", got, want)
+		}
+		s := wantStatus(t, p, nil, "nip46", bunker.UserPubkey())
+		if s["link_state"] != "connected" {
+			t.Errorf("login_status link_state = %v, want connected", s["link_state"])
+		}
+		// A page signs through the bunker; the event verifies.
+		wantOK(t, "open", lcall(t, p, "open", map[string]any{"url": site}))
+		r := lcall(t, p, "eval", map[string]any{"script": `window.nostr.signEvent({kind: 1, created_at: 1700000000, tags: [], content: "via bunker"}).then(JSON.stringify)`})
+		var raw string
+		if err := json.Unmarshal([]byte(wantOK(t, "signEvent", r)), &raw); err != nil {
+			t.Fatal(err)
+		}
+		var ev nostr.Event
+		if err := json.Unmarshal([]byte(raw), &ev); err != nil || nostr.VerifyEvent(&ev) != nil || ev.PubKey != bunker.UserPubkey() {
+			t.Errorf("event signed through the bunker: %s (%v)", raw, err)
+		}
+		wantOK(t, "logout", lcall(t, p, "logout", nil))
+	})
 	t.Run("signer stopped", func(t *testing.T) {
 		if err := sig.Close(); err != nil {
 			t.Fatal(err)
@@ -420,51 +490,9 @@ func TestLogin(t *testing.T) {
 		s := legacyClient(t, strict, nil)
 		wantErr(t, "get_url", callTool(t, s, "get_url", nil), down)
 	})
-	// A nip46 login that waits for a person, against a stand-in signer
-	// (the real one with a bunker is tested in services/signer and e2e).
+	// Gateway timeouts against a signer that misbehaves (a stand-in: the
+	// real signer cannot be made to hang on purpose).
 	stand := startStandInSigner(t, srv)
-	t.Run("progress", func(t *testing.T) {
-		p := legacyClient(t, url, nil)
-		var mu sync.Mutex
-		var got []mcp.JSONRPCNotification
-		p.OnNotification(func(n mcp.JSONRPCNotification) {
-			mu.Lock()
-			defer mu.Unlock()
-			got = append(got, n)
-		})
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := p.SetLevel(ctx, mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelInfo}}); err != nil {
-			t.Fatal(err)
-		}
-		req := mcp.CallToolRequest{}
-		req.Params.Name = "login"
-		req.Params.Arguments = map[string]any{"method": "nip46", "bunker_url": bunkerURL}
-		req.Params.Meta = &mcp.Meta{ProgressToken: "login-1"}
-		res, err := p.CallTool(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if txt := wantOK(t, "nip46 login", res); !strings.HasPrefix(txt, "Logged in as "+readonlyNpb+" (method: nip46)") {
-			t.Errorf("nip46 login = %q", txt)
-		}
-		want := "Open " + standInAuthURL + " to approve this login in your bunker; waiting…"
-		mu.Lock()
-		defer mu.Unlock()
-		var progress, message bool
-		for _, n := range got {
-			f := n.Params.AdditionalFields
-			switch n.Method {
-			case string(mcp.MethodNotificationProgress):
-				progress = f["progressToken"] == "login-1" && f["message"] == want && f["progress"] == 1.0
-			case string(mcp.MethodNotificationMessage):
-				message = f["level"] == "warning" && f["data"] == want
-			}
-		}
-		if !progress || !message {
-			t.Errorf("notifications = %+v, want a progress notification and a warning saying %q", got, want)
-		}
-	})
 	t.Run("login timeout", func(t *testing.T) {
 		quick := startGateway(t, srv, gateway.Config{LoginTimeout: 5 * time.Second})
 		q := legacyClient(t, quick, nil)
