@@ -42,10 +42,16 @@ bench: deps ## tool-call latency and throughput vs direct CDP, then audit ingest
 	$(GO) run ./e2e/cmd/bench $(ARGS)
 	$(MAKE) bench-history
 	$(MAKE) bench-guard
+	$(MAKE) bench-signer
 
 .PHONY: bench-history
 bench-history: deps ## audit ingest (records/s) and query latency at 100k and 1M records, SQLite and PostgreSQL
 	set -o pipefail; SOVEREIGN_BENCH=1 $(GO) test -count=1 -timeout 60m -run '^TestAuditBench$$' -v ./services/history/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS$$' -e '^ok '
+
+.PHONY: bench-signer
+bench-signer: deps ## the signer over the bus (local key, nsigner, NIP-46 bunker) and window.nostr.signEvent from a page in Chromium
+	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkSigner' -benchtime 300x ./services/signer/
+	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkNostrSign' -benchtime 20x ./services/browser/
 
 .PHONY: bench-guard
 bench-guard: deps ## cost of the guard: a page of 31 requests with and without URL policy enforcement; secret scrubbing of 1 MB

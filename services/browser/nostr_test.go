@@ -633,3 +633,44 @@ func TestNostrOutOfProcessIframe(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// BenchmarkNostrSign measures window.nostr.signEvent from a page: page →
+// binding → worker → NATS → signer (local key) → back into the page. One
+// eval runs 20 signs one after another, or 16 at once, so the eval tool's
+// own cost is left out (the page times them).
+func BenchmarkNostrSign(b *testing.B) {
+	// One log record per call would drown the table.
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	b.Cleanup(func() { slog.SetDefault(prev) })
+	f := newFleet(b)
+	f.startSigner(&asker{})
+	f.worker(browser.Config{ID: "bench", MaxSessions: 2})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "<!doctype html><title>bench</title>")
+	}))
+	b.Cleanup(srv.Close)
+	s := f.mustOpen()
+	defer f.close(s)
+	f.mustCall(s, openReq(srv.URL+"/"))
+	f.login(s)
+	for _, bc := range []struct {
+		name   string
+		n      int
+		script string
+	}{
+		{"sequential", 20, `(async () => { const t0 = performance.now(); for (let i = 0; i < 20; i++) await window.nostr.signEvent({kind: 1, created_at: 1700000000 + i, tags: [], content: "bench " + i}); return performance.now() - t0; })()`},
+		// 16: the most calls a page may have pending.
+		{"concurrent", 16, `(async () => { const t0 = performance.now(); await Promise.all(Array.from({length: 16}, (_, i) => window.nostr.signEvent({kind: 1, created_at: 1700000000 + i, tags: [], content: "bench " + i}))); return performance.now() - t0; })()`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var total float64
+			for b.Loop() {
+				var ms float64
+				f.evalValue(s, bc.script, &ms)
+				total += ms
+			}
+			b.ReportMetric(total/float64(b.N*bc.n), "ms/sign")
+		})
+	}
+}
