@@ -295,7 +295,31 @@ const (
 
 // signerCall sends req to the signer's op. When nothing answers there, the
 // error is a *toolError that says the signer is not running.
+//
+// Everything but a login is quick for a running signer: it gets
+// signerQuickTimeout, so that a signer that just died (its subscription
+// not yet gone from the NATS server) or hangs is reported in seconds,
+// not at the tool's deadline.
 func (g *Gateway) signerCall(ctx context.Context, op string, req, resp proto.Message) error {
+	if op != signerLogin {
+		outer := ctx
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, signerQuickTimeout)
+		defer cancel()
+		err := g.signerRequest(ctx, op, req, resp)
+		if err != nil && outer.Err() == nil && ctx.Err() != nil {
+			return &toolError{msg: fmt.Sprintf("the signer service did not answer within %s (%s): it may be restarting or overloaded; see its logs",
+				signerQuickTimeout, g.bus.Subject("signer", op))}
+		}
+		return err
+	}
+	return g.signerRequest(ctx, op, req, resp)
+}
+
+// signerQuickTimeout bounds signer requests other than login.
+const signerQuickTimeout = 10 * time.Second
+
+func (g *Gateway) signerRequest(ctx context.Context, op string, req, resp proto.Message) error {
 	err := g.bus.Request(ctx, g.bus.Subject("signer", op), req, resp)
 	if bus.Is(err, commonv1.ErrorCode_UNAVAILABLE) && ctx.Err() == nil && !g.signerRunning(ctx) {
 		return &toolError{msg: fmt.Sprintf("the signer service is not running (%s has no responders): start `sovereign signer` or use `sovereign up`",
