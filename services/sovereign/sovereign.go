@@ -41,6 +41,7 @@ Usage:
   sovereign audit     read the audit trail (operators only; -h for filters)
   sovereign token     create, list and revoke the API tokens MCP clients use (-h)
   sovereign secret    set, list or delete operator secrets that agents use as {{secrets.NAME}}
+  sovereign healthcheck URL   exit 0 when URL (a /readyz) answers 200: for container healthchecks
   sovereign version   print the version
 
 Run 'sovereign <command> -h' for the flags of a command.
@@ -68,6 +69,8 @@ func Command(ctx context.Context, cmd string, args []string) error {
 		return tokenCmd(ctx, args, os.Stdout)
 	case "secret":
 		return secretCmd(ctx, args, stdio{os.Stdin, os.Stdout, os.Stderr}, os.Getenv)
+	case "healthcheck":
+		return healthcheck(ctx, args, os.Stdout)
 	}
 	return app.UsageError{Err: fmt.Errorf("unknown command %q\n\n%s", cmd, Usage)}
 }
