@@ -154,8 +154,8 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if err := measureBigSnapshot(ctx, cfg, gw.MCP, site.URL, direct, r); err != nil {
 		return err
 	}
-	logf("memory per idle session (%d sessions)…", cfg.idle)
-	if err := measureMemory(ctx, cfg, gw.MCP, worker.PID(), r); err != nil {
+	logf("memory per session (%d sessions, idle then each on a 2,000-element page)…", cfg.idle)
+	if err := measureMemory(ctx, cfg, gw.MCP, site.URL, worker.PID(), r); err != nil {
 		return err
 	}
 	r.elapsed = time.Since(started)

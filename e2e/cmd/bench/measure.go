@@ -280,7 +280,10 @@ func measureBigSnapshot(ctx context.Context, cfg config, url, site string, d *di
 	return err
 }
 
-func measureMemory(ctx context.Context, cfg config, url string, pid int, r *report) error {
+// measureMemory opens cfg.idle sessions (about:blank) and measures the
+// worker's process tree, then loads a page of 2,000 elements plus 256 KiB
+// of text in each and measures again.
+func measureMemory(ctx context.Context, cfg config, url, site string, pid int, r *report) error {
 	settle := func() (harness.Memory, error) {
 		time.Sleep(2 * time.Second)
 		return harness.TreeMemory(pid)
@@ -315,7 +318,19 @@ func measureMemory(ctx context.Context, cfg config, url string, pid int, r *repo
 		return err
 	}
 	r.memBefore, r.memAfter = before, after
-	return nil
+	for _, c := range clients {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		_, err := c.Tool(cctx, "open", map[string]any{"url": site + "/many?n=2000"})
+		if err == nil {
+			_, err = c.Tool(cctx, "eval", map[string]any{"script": "document.body.insertAdjacentHTML('beforeend', '<p>' + 'x'.repeat(262144) + '</p>'); document.querySelectorAll('*').length"})
+		}
+		cancel()
+		if err != nil {
+			return fmt.Errorf("load a page in a session: %w", err)
+		}
+	}
+	r.memLoaded, err = settle()
+	return err
 }
 
 // breakdownRow is one layer's share of a tool call.

@@ -32,6 +32,7 @@ type report struct {
 	bigChainRefs, bigDirectRefs int
 
 	memBefore, memAfter harness.Memory
+	memLoaded           harness.Memory // memAfter's sessions, each with a 2,000-element page open
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
@@ -118,6 +119,8 @@ func (r *report) print(out io.Writer) {
 	fmt.Fprintf(w, "before\t%d\t%s\t%s\t\n", r.memBefore.Procs, mib(r.memBefore.RSS), mib(r.memBefore.PSS))
 	fmt.Fprintf(w, "with %d more idle sessions\t%d\t%s\t%s\t\n", k, r.memAfter.Procs, mib(r.memAfter.RSS), mib(r.memAfter.PSS))
 	fmt.Fprintf(w, "per idle session\t\t%s\t%s\t\n", mib((r.memAfter.RSS-r.memBefore.RSS)/k), mib((r.memAfter.PSS-r.memBefore.PSS)/k))
+	fmt.Fprintf(w, "the same sessions, each on a 2,000-element page\t%d\t%s\t%s\t\n", r.memLoaded.Procs, mib(r.memLoaded.RSS), mib(r.memLoaded.PSS))
+	fmt.Fprintf(w, "per session with that page\t\t%s\t%s\t\n", mib((r.memLoaded.RSS-r.memBefore.RSS)/k), mib((r.memLoaded.PSS-r.memBefore.PSS)/k))
 	w.Flush()
 	fmt.Fprintln(out, "  an idle session is a browser context with one about:blank tab; PSS splits shared pages, RSS counts them per process")
 	if r.cfg.mode == "up" {
