@@ -4,7 +4,7 @@ SHELL := /bin/bash
 
 GO       ?= go
 BIN      := $(CURDIR)/bin
-PKGS     := ./proto/... ./services/kit/... ./services/browser/... ./services/gateway/... ./services/history/... ./services/signer/... ./services/sovereign/...
+PKGS     := ./proto/... ./services/kit/... ./services/browser/... ./services/gateway/... ./services/history/... ./services/signer/... ./services/sovereign/... ./deploy/... ./charts/...
 CMDS     := ./services/sovereign/cmd/sovereign ./services/gateway/cmd/gateway ./services/browser/cmd/browser ./services/signer/cmd/signer
 # Tests start Chromium and NATS: keep parallel packages low on small machines.
 TESTFLAGS ?= -count=1 -p 2 -timeout 20m
@@ -21,6 +21,24 @@ deps: ## install what builds and tests need (Chromium, protoc, Node packages for
 build: ## build the binaries into bin/
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(CMDS)
+
+# Container images (deploy/docker/*.Dockerfile, built from the repository
+# root). Docker with BuildKit required: `make images VERSION=0.1.0`.
+IMAGE_REGISTRY ?= ghcr.io/sovereign-fleet
+IMAGES         := gateway browser signer history
+VERSION        ?= dev
+COMMIT         ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+
+.PHONY: images
+images: ## build the container images (docker; VERSION=…, IMAGE_REGISTRY=…)
+	@for svc in $(IMAGES); do \
+	  echo "== $(IMAGE_REGISTRY)/sovereign-$$svc:$(VERSION)"; \
+	  DOCKER_BUILDKIT=1 docker build -f deploy/docker/$$svc.Dockerfile \
+	    --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) \
+	    --label org.opencontainers.image.version=$(VERSION) \
+	    --label org.opencontainers.image.revision=$(COMMIT) \
+	    -t $(IMAGE_REGISTRY)/sovereign-$$svc:$(VERSION) . || exit 1; \
+	done
 
 .PHONY: run
 run: ## run everything on this machine: MCP at http://127.0.0.1:8080/mcp

@@ -209,8 +209,10 @@ func (f *Fleet) StartWorker(ctx context.Context, id string, maxSessions int, ext
 	if f.NATS == nil {
 		return nil, errors.New("start NATS before workers")
 	}
+	// No health listener unless extra asks for one (--listen): workers
+	// would all want the default port.
 	args := append([]string{"browser", "--nats-url", f.NATS.URL, "--worker-id", id,
-		"--max-sessions", strconv.Itoa(maxSessions)}, extra...)
+		"--max-sessions", strconv.Itoa(maxSessions), "--listen", ""}, extra...)
 	p, err := StartProc("worker "+id, f.Bins.Sovereign, args, nil, f.Tee)
 	if err != nil {
 		return nil, err

@@ -40,6 +40,13 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	return cfg
 }
 
+// RegisterStandaloneFlags adds the flags of a worker running as its own
+// process (`sovereign browser`, cmd/browser): --listen. `sovereign up` runs
+// its workers in-process and serves no listener per worker.
+func RegisterStandaloneFlags(fs *flag.FlagSet, cfg *Config) {
+	fs.StringVar(&cfg.Listen, "listen", config.Env("SOVEREIGN_BROWSER_LISTEN", "127.0.0.1:8091"), "host:port for /healthz, /readyz and /metrics; empty for none [SOVEREIGN_BROWSER_LISTEN]")
+}
+
 func appendSchemes(list []string, v string) []string {
 	if len(list) == 0 {
 		list = []string{"http", "https", "about"}
@@ -52,8 +59,9 @@ func appendSchemes(list []string, v string) []string {
 	return list
 }
 
-// Serve connects to NATS at natsURL and runs a worker until ctx ends: what
-// `sovereign browser` and cmd/browser do.
+// Serve connects to NATS at natsURL and runs a worker until ctx ends, with
+// its health and metrics listener on cfg.Listen: what `sovereign browser`
+// and cmd/browser do.
 func Serve(ctx context.Context, cfg Config, natsURL string) error {
 	w, err := New(cfg)
 	if err != nil {
@@ -64,5 +72,12 @@ func Serve(ctx context.Context, cfg Config, natsURL string) error {
 		return err
 	}
 	defer closeConn()
+	if cfg.Listen != "" {
+		hctx, stop := context.WithCancel(ctx)
+		defer stop()
+		if err := w.serveHealth(hctx, c); err != nil { // metrics.go
+			return err
+		}
+	}
 	return w.Run(ctx, c)
 }

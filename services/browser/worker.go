@@ -54,6 +54,9 @@ type Config struct {
 	// SecretKey decrypts the operator secrets that fill, type, open and
 	// tab_new may name as {{secrets.NAME}} (secrets.go); nil: none.
 	SecretKey *secrets.Key
+	// Listen is host:port for /healthz, /readyz and /metrics when Serve
+	// runs the worker (metrics.go); empty for none.
+	Listen string
 }
 
 // Worker runs one Chromium and its sessions.
@@ -129,6 +132,7 @@ func (w *Worker) Run(ctx context.Context, c *bus.Conn) error {
 	w.mu.Lock()
 	w.c, w.runCtx = c, ctx
 	w.mu.Unlock()
+	defer track(w)() // metrics.go
 
 	if err := w.openSecrets(ctx, c); err != nil { // secrets.go
 		return fmt.Errorf("operator secrets: %w", err)
@@ -208,6 +212,7 @@ func (w *Worker) chromeDied(ctx context.Context) {
 	w.stopOpenLocked()
 	w.mu.Unlock()
 	n := len(lost)
+	sessionsLost.WithLabelValues(w.cfg.ID).Add(float64(n)) // metrics.go
 	// Their tabs died with Chromium; closing only releases what is left.
 	// It must not hold up the restart, nor w.mu (pings and other calls).
 	go closeAll(lost)
@@ -219,6 +224,7 @@ func (w *Worker) chromeDied(ctx context.Context) {
 			w.mu.Lock()
 			w.updateOpenLocked()
 			w.mu.Unlock()
+			chromiumRestarts.WithLabelValues(w.cfg.ID).Inc() // metrics.go
 			w.log.Info("chromium restarted")
 			return
 		}

@@ -166,7 +166,7 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", guard.wrap(g.auth.wrap(limitBody(cfg.MaxBody, g.sessionCheck(g.transport)))))
+	mux.Handle("/mcp", guard.wrap(g.auth.wrap(limitBody(cfg.MaxBody, otelmcp.HTTP(g.sessionCheck(g.transport))))))
 	g.authRoutes(mux, guard)
 	health.Register(mux,
 		health.Check{Name: "nats", Func: func(context.Context) error {
@@ -175,7 +175,12 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 			}
 			return nil
 		}},
-		health.Check{Name: "kv", Func: store.Ping},
+		health.Check{Name: "kv", Func: func(ctx context.Context) error {
+			if !c.NATS().IsConnected() {
+				return errors.New("not checked: NATS is not connected") // at once, not at the probe's deadline
+			}
+			return store.Ping(ctx)
+		}},
 	)
 	health.Metrics(mux)
 	g.handler = mux

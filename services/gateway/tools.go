@@ -422,6 +422,7 @@ func (g *Gateway) auditTools(next server.ToolHandlerFunc) server.ToolHandlerFunc
 		if outcome != historyv1.Outcome_OUTCOME_OK && ci.outcome != historyv1.Outcome_OUTCOME_UNSPECIFIED {
 			outcome = ci.outcome
 		}
+		observeToolCall(req.Params.Name, outcome, took) // metrics.go
 		if g.audit != nil {
 			g.audit.Publish(audit.Record{
 				Start:          start,

@@ -368,7 +368,7 @@ func TestWorkerKilled(t *testing.T) {
 	obs := connect(t, srv)
 
 	// The doomed worker, a real process holding one session at most.
-	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--worker-id", "doomed", "--chrome", chromium, "--max-sessions", "1")
+	cmd := exec.Command(bin, "--nats-url", srv.ClientURL(), "--worker-id", "doomed", "--chrome", chromium, "--max-sessions", "1", "--listen", "")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs

@@ -25,8 +25,9 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/signer"
 )
 
-// Version of the suite.
-const Version = "0.1.0"
+// Version of the suite. Release builds set it with
+// -ldflags "-X github.com/sovereign-fleet/sovereign/services/sovereign.Version=…".
+var Version = "0.1.0"
 
 // Usage is printed by `sovereign help`.
 const Usage = `sovereign — a browser fleet for AI agents
@@ -87,6 +88,7 @@ func one(ctx context.Context, name string, args []string) error {
 		run = func() error { return gateway.Serve(ctx, *cfg, *natsURL) }
 	case "browser":
 		cfg := browser.RegisterFlags(fs, &errs)
+		browser.RegisterStandaloneFlags(fs, cfg)
 		run = func() error { return browser.Serve(ctx, *cfg, *natsURL) }
 	case "history":
 		cfg := history.RegisterFlags(fs, &errs)

@@ -78,9 +78,10 @@ func (e UsageError) Error() string { return e.Err.Error() }
 func (e UsageError) Unwrap() error { return e.Err }
 
 // Connect opens a NATS connection named name to url that reconnects for
-// ever, and wraps it in a bus with the given subject prefix. The returned
-// close func waits (up to 10 s) for in-flight handlers to reply, then
-// drains the connection.
+// ever (counted in sovereign_nats_disconnects_total and
+// sovereign_nats_reconnects_total), and wraps it in a bus with the given
+// subject prefix. The returned close func waits (up to 10 s) for in-flight
+// handlers to reply, then drains the connection.
 func Connect(url, name, prefix string, opts ...nats.Option) (*bus.Conn, func(), error) {
 	if url == "" {
 		url = nats.DefaultURL
@@ -89,12 +90,16 @@ func Connect(url, name, prefix string, opts ...nats.Option) (*bus.Conn, func(), 
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(500 * time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			countDisconnect(nc) // metrics.go
 			if err != nil {
 				slog.Warn("nats disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { slog.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			natsReconnects.Inc()
+			slog.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
 	}, opts...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -198,21 +199,23 @@ func (c *Conn) Request(ctx context.Context, subject string, req, resp proto.Mess
 	start := time.Now()
 
 	ctx, span := c.tracer.Start(ctx, subject, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("messaging.system", "nats"),
-			attribute.String("messaging.destination.name", subject)))
+		trace.WithAttributes(spanAttrs(subject, "send", "request")...))
 	defer func() {
 		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-			span.SetAttributes(attribute.String("sovereign.error_code", CodeOf(err).String()))
+			endFailed(span, err)
 		}
 		span.End()
 	}()
+	if host, port, err := net.SplitHostPort(c.nc.ConnectedAddr()); err == nil {
+		p, _ := strconv.Atoi(port)
+		span.SetAttributes(attribute.String("server.address", host), attribute.Int("server.port", p))
+	}
 
 	data, err := proto.Marshal(req)
 	if err != nil {
 		return Errorf(commonv1.ErrorCode_INTERNAL, "encode %s request: %v", subject, err)
 	}
+	span.SetAttributes(attribute.Int("messaging.message.body.size", len(data)))
 	if max := c.nc.MaxPayload(); int64(len(data)) > max-4096 {
 		return Errorf(commonv1.ErrorCode_TOO_LARGE, "request to %s is %d bytes; the bus takes at most %d", subject, len(data), max-4096)
 	}
@@ -280,7 +283,7 @@ func (c *Conn) Request(ctx context.Context, subject string, req, resp proto.Mess
 			if want > 1 {
 				body = joinParts(parts)
 			}
-			span.SetAttributes(attribute.Int("messaging.message.body.size", len(body)), attribute.Int("sovereign.reply_parts", want))
+			span.SetAttributes(attribute.Int("sovereign.reply_size", len(body)), attribute.Int("sovereign.reply_parts", want))
 			if err := proto.Unmarshal(body, resp); err != nil {
 				return Errorf(commonv1.ErrorCode_INTERNAL, "decode %s reply: %v", subject, err)
 			}
@@ -296,6 +299,26 @@ func (c *Conn) alive(ctx context.Context, subject string, within time.Duration) 
 	defer cancel()
 	_, err := c.nc.RequestWithContext(ctx, subject, nil)
 	return !errors.Is(err, nats.ErrNoResponders)
+}
+
+// spanAttrs are the attributes of a bus span from OpenTelemetry's messaging
+// conventions. The system is "nats" (the conventions list no value for it).
+func spanAttrs(subject, opType, opName string) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		attribute.String("messaging.system", "nats"),
+		attribute.String("messaging.destination.name", subject),
+		attribute.String("messaging.operation.type", opType),
+		attribute.String("messaging.operation.name", opName),
+	}
+}
+
+// endFailed marks span failed with err's code as error.type (and as the
+// status description). The message stays out of the span: it may quote a
+// page or what a caller sent, which traces must not carry.
+func endFailed(span trace.Span, err error) {
+	code := CodeOf(err).String()
+	span.SetStatus(codes.Error, code)
+	span.SetAttributes(attribute.String("error.type", code))
 }
 
 func joinParts(parts [][]byte) []byte {

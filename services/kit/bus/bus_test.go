@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -10,9 +11,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
@@ -141,10 +144,7 @@ func TestLiveness(t *testing.T) {
 // TestTracePropagation: one request is one trace with a client span and a
 // server span that is its child.
 func TestTracePropagation(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
+	rec, tp := recordSpans(t)
 	c := start(t)
 	svc, err := c.AddService("trace", "0.0.1", "", nil)
 	if err != nil {
@@ -172,6 +172,34 @@ func TestTracePropagation(t *testing.T) {
 	if spans[0].SpanContext().TraceID() != spans[1].SpanContext().TraceID() {
 		t.Fatal("client and server spans are in different traces")
 	}
+	client, server := spans[0], spans[1]
+	if client.SpanKind() != trace.SpanKindClient {
+		client, server = server, client
+	}
+	if client.SpanKind() != trace.SpanKindClient || server.SpanKind() != trace.SpanKindServer {
+		t.Fatalf("span kinds %v and %v, want client and server", client.SpanKind(), server.SpanKind())
+	}
+	if server.Parent().SpanID() != client.SpanContext().SpanID() {
+		t.Error("the server span is not a child of the client span")
+	}
+	// OpenTelemetry's messaging conventions.
+	for _, tt := range []struct {
+		span       sdktrace.ReadOnlySpan
+		key, value string
+	}{
+		{client, "messaging.system", "nats"},
+		{client, "messaging.destination.name", "sov.trace.t"},
+		{client, "messaging.operation.type", "send"},
+		{client, "messaging.message.body.size", "0"},
+		{server, "messaging.system", "nats"},
+		{server, "messaging.destination.name", "sov.trace.t"},
+		{server, "messaging.operation.type", "process"},
+		{server, "messaging.message.body.size", "0"},
+	} {
+		if got := spanAttr(tt.span, tt.key); got != tt.value {
+			t.Errorf("%v span %s = %q, want %q", tt.span.SpanKind(), tt.key, got, tt.value)
+		}
+	}
 	// The observer's copy of the request arrives on its own goroutine.
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		mu.Lock()
@@ -185,6 +213,67 @@ func TestTracePropagation(t *testing.T) {
 			t.Fatalf("headers %v lack a lower-case traceparent", h)
 		}
 	}
+}
+
+// TestTraceOfFailure: a failed request's spans say its code, not its
+// message (which may quote a page or what the caller sent).
+func TestTraceOfFailure(t *testing.T) {
+	rec, _ := recordSpans(t)
+	c := start(t)
+	svc, err := c.AddService("fail", "0.0.1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	const secret = "password=hunter2"
+	_ = svc.AddEndpoint("f", bus.Handle(c, func(ctx context.Context, req *browserv1.NoArgs) (*browserv1.NoArgs, error) {
+		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "no element %s", secret)
+	}), endpointSubject("sov.fail.f"))
+	err = c.Request(context.Background(), "sov.fail.f", &browserv1.NoArgs{}, &browserv1.NoArgs{})
+	if bus.CodeOf(err) != commonv1.ErrorCode_NOT_FOUND {
+		t.Fatalf("Request = %v, want NOT_FOUND", err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for len(rec.Ended()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(rec.Ended()); n != 2 {
+		t.Fatalf("got %d spans, want client and server", n)
+	}
+	for _, s := range rec.Ended() {
+		if s.Status().Code != codes.Error || spanAttr(s, "error.type") != "NOT_FOUND" {
+			t.Errorf("%v span: status %v, error.type %q; want Error and NOT_FOUND", s.SpanKind(), s.Status(), spanAttr(s, "error.type"))
+		}
+		if strings.Contains(fmt.Sprint(s.Status(), s.Attributes(), s.Events()), secret) {
+			t.Errorf("%v span carries the error message: %v %v %v", s.SpanKind(), s.Status(), s.Attributes(), s.Events())
+		}
+	}
+}
+
+var globalTP = sync.OnceValue(func() *sdktrace.TracerProvider {
+	tp := sdktrace.NewTracerProvider()
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	return tp
+})
+
+// recordSpans records the spans ended during the test. The global tracer
+// provider is installed once: tracers follow only the first one ever set.
+func recordSpans(t *testing.T) (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
+	tp := globalTP()
+	rec := tracetest.NewSpanRecorder()
+	tp.RegisterSpanProcessor(rec)
+	t.Cleanup(func() { tp.UnregisterSpanProcessor(rec) })
+	return rec, tp
+}
+
+func spanAttr(s sdktrace.ReadOnlySpan, key string) string {
+	for _, a := range s.Attributes() {
+		if string(a.Key) == key {
+			return a.Value.Emit()
+		}
+	}
+	return ""
 }
 
 func endpointSubject(s string) endpointOpt { return micro.WithEndpointSubject(s) }

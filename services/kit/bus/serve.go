@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
@@ -43,8 +42,8 @@ func Handle[Req any, PReq interface {
 			defer c.inflight.Done()
 			ctx := otel.GetTextMapPropagator().Extract(context.Background(), headerCarrier(msg.headers))
 			ctx, span := tracer.Start(ctx, msg.subject, trace.WithSpanKind(trace.SpanKindServer),
-				trace.WithAttributes(attribute.String("messaging.system", "nats"),
-					attribute.String("messaging.destination.name", msg.subject)))
+				trace.WithAttributes(append(spanAttrs(msg.subject, "process", "process"),
+					attribute.Int("messaging.message.body.size", len(msg.data)))...))
 			defer span.End()
 			timeout := DefaultTimeout
 			if ms, err := strconv.ParseInt(msg.headers.Get(HeaderTimeout), 10, 64); err == nil && ms > 0 {
@@ -60,9 +59,7 @@ func Handle[Req any, PReq interface {
 			}
 			if err != nil {
 				code := CodeOf(err)
-				span.RecordError(err)
-				span.SetStatus(codes.Error, err.Error())
-				span.SetAttributes(attribute.String("sovereign.error_code", code.String()))
+				endFailed(span, err)
 				if code == commonv1.ErrorCode_INTERNAL {
 					slog.ErrorContext(ctx, "request failed", "subject", msg.subject, "err", err)
 				}

@@ -5,9 +5,12 @@ package health
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -46,4 +49,32 @@ func Register(mux *http.ServeMux, checks ...Check) {
 // registry, with Go runtime and process collectors).
 func Metrics(mux *http.ServeMux) {
 	mux.Handle("GET /metrics", promhttp.Handler())
+}
+
+// NATS is the readiness check of a NATS connection: ready while it is
+// connected (not while it reconnects, drains or is closed).
+func NATS(nc *nats.Conn) Check {
+	return Check{Name: "nats", Func: func(context.Context) error {
+		if st := nc.Status(); st != nats.CONNECTED {
+			return fmt.Errorf("NATS connection is %s", st)
+		}
+		return nil
+	}}
+}
+
+// Serve serves /healthz, /readyz (checks) and /metrics on addr until ctx
+// ends. It returns once the listener is open, with its address (addr may
+// name port 0).
+func Serve(ctx context.Context, addr string, checks ...Check) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	Register(mux, checks...)
+	Metrics(mux)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	return ln.Addr(), nil
 }

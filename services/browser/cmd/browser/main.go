@@ -21,6 +21,7 @@ func run(ctx context.Context, args []string) error {
 	var errs []error
 	natsURL := fs.String("nats-url", config.Env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL [NATS_URL]")
 	cfg := browser.RegisterFlags(fs, &errs)
+	browser.RegisterStandaloneFlags(fs, cfg)
 	if err := fs.Parse(args); err != nil {
 		return app.UsageError{Err: err}
 	}

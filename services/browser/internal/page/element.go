@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"go.opentelemetry.io/otel/attribute"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
@@ -353,7 +354,10 @@ func (t *Tab) click(ctx context.Context, el *browserv1.Element) (*browserv1.Tool
 	// No mouseMoved first: Chromium delivers moves with the next animation
 	// frame (~16 ms each), and a press at a new point already fires the
 	// boundary events (mouseover, mouseenter) and updates :hover.
-	if err := mouse(ctx, x, y, input.DispatchMouseEventTypeMousePressed, input.DispatchMouseEventTypeMouseReleased); err != nil {
+	mctx, span := startSpan(ctx, spanClick, attribute.Bool("sovereign.click.covered", info.Covered != ""))
+	err = mouse(mctx, x, y, input.DispatchMouseEventTypeMousePressed, input.DispatchMouseEventTypeMouseReleased)
+	endSpan(span, err)
+	if err != nil {
 		return nil, err
 	}
 	msg := "Clicked " + info.Desc
@@ -396,7 +400,10 @@ func mouse(ctx context.Context, x, y float64, types ...input.DispatchMouseEventT
 // settled waits for a navigation that an action started and returns msg,
 // with the new address when the page changed.
 func (t *Tab) settled(ctx context.Context, w *navWatch, msg string) (*browserv1.ToolResult, error) {
-	loading := w.settle(ctx, t.flush)
+	sctx, span := startSpan(ctx, spanSettle)
+	loading := w.settle(sctx, t.flush)
+	span.SetAttributes(attribute.Bool("sovereign.navigation.committed", w.isCommitted()), attribute.Bool("sovereign.navigation.loaded", !loading))
+	endSpan(span, nil)
 	if !w.isCommitted() {
 		return textResult("%s", msg), nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"go.opentelemetry.io/otel/attribute"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
@@ -74,7 +75,17 @@ func (t *Tab) eval(ctx context.Context, script string) (*browserv1.ToolResult, e
 // evaluate evaluates expr in the main world of the main frame. V8 stops a
 // script that runs (not awaits) past the soft deadline, so a loop that
 // never ends does not wedge the tab.
-func evaluate(ctx context.Context, expr string, repl bool) (*runtime.RemoteObject, *runtime.ExceptionDetails, error) {
+func evaluate(ctx context.Context, expr string, repl bool) (obj *runtime.RemoteObject, exc *runtime.ExceptionDetails, err error) {
+	ctx, span := startSpan(ctx, spanEvaluate, attribute.Int("sovereign.script.size", len(expr)), attribute.Bool("sovereign.script.repl", repl))
+	defer func() {
+		if exc != nil {
+			span.SetAttributes(attribute.Bool("sovereign.script.threw", true))
+		}
+		if obj != nil {
+			span.SetAttributes(attribute.String("sovereign.result.type", string(obj.Type)), attribute.Int("sovereign.result.size", len(obj.Value)))
+		}
+		endSpan(span, err)
+	}()
 	limit := max(time.Until(softDeadline(ctx, 0)), 10*time.Millisecond)
 	start := time.Now()
 	r, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{

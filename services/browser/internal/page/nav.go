@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"go.opentelemetry.io/otel/attribute"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
@@ -35,12 +36,18 @@ func (t *Tab) open(ctx context.Context, raw string) (*browserv1.ToolResult, erro
 		return nil, err
 	}
 	defer stop()
-	res, err := chromedp.Call(ctx, page.Navigate, page.NavigateParams{URL: target})
+	nctx, span := startSpan(ctx, spanNavigate)
+	res, err := chromedp.Call(nctx, page.Navigate, page.NavigateParams{URL: target})
+	if err == nil && res.ErrorText != "" {
+		err = bus.Errorf(commonv1.ErrorCode_NAVIGATION_FAILED, "could not open %s: %s", target, res.ErrorText)
+	}
+	if err == nil {
+		span.SetAttributes(attribute.Bool("sovereign.navigation.same_document", res.LoaderID == ""),
+			attribute.Bool("sovereign.navigation.download", res.IsDownload))
+	}
+	endSpan(span, err)
 	if err != nil {
 		return nil, err
-	}
-	if res.ErrorText != "" {
-		return nil, bus.Errorf(commonv1.ErrorCode_NAVIGATION_FAILED, "could not open %s: %s", target, res.ErrorText)
 	}
 	if res.IsDownload {
 		return textResult("%s is a download, not a page; the tab stays where it was", target), nil
@@ -74,7 +81,10 @@ func (t *Tab) history(ctx context.Context, delta int) (*browserv1.ToolResult, er
 		return nil, err
 	}
 	defer stop()
-	if _, err := chromedp.Call(ctx, page.NavigateToHistoryEntry, page.NavigateToHistoryEntryParams{EntryID: h.Entries[i].ID}); err != nil {
+	nctx, span := startSpan(ctx, spanNavigate)
+	_, err = chromedp.Call(nctx, page.NavigateToHistoryEntry, page.NavigateToHistoryEntryParams{EntryID: h.Entries[i].ID})
+	endSpan(span, err)
+	if err != nil {
 		return nil, err
 	}
 	return t.afterNav(ctx, w, verb, tool)
@@ -87,7 +97,10 @@ func (t *Tab) reload(ctx context.Context) (*browserv1.ToolResult, error) {
 		return nil, err
 	}
 	defer stop()
-	if _, err := chromedp.Call(ctx, page.Reload, page.ReloadParams{IgnoreCache: new(true)}); err != nil {
+	nctx, span := startSpan(ctx, spanNavigate)
+	_, err = chromedp.Call(nctx, page.Reload, page.ReloadParams{IgnoreCache: new(true)})
+	endSpan(span, err)
+	if err != nil {
 		return nil, err
 	}
 	return t.afterNav(ctx, w, "Reloaded", "reload")
@@ -95,9 +108,15 @@ func (t *Tab) reload(ctx context.Context) (*browserv1.ToolResult, error) {
 
 // afterNav waits for the navigation that w follows and describes where
 // the tab is now.
-func (t *Tab) afterNav(ctx context.Context, w *navWatch, verb, what string) (*browserv1.ToolResult, error) {
+func (t *Tab) afterNav(ctx context.Context, w *navWatch, verb, what string) (res *browserv1.ToolResult, err error) {
+	ctx, span := startSpan(ctx, spanLoad)
+	defer func() { endSpan(span, err) }()
 	w.markStarted()
 	loaded := w.wait(ctx, softDeadline(ctx, 0))
+	span.SetAttributes(attribute.Bool("sovereign.navigation.loaded", loaded))
+	if s := w.httpStatus(); s > 0 {
+		span.SetAttributes(attribute.Int64("http.response.status_code", s))
+	}
 	if !loaded && !w.isCommitted() {
 		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "%s: the page did not load before the request deadline; the server may be slow or unreachable", what)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"go.opentelemetry.io/otel/trace"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
@@ -281,6 +282,8 @@ func (t *Tab) runCtx(ctx context.Context) (context.Context, context.CancelFunc) 
 		dl = time.Now().Add(DefaultTimeout)
 	}
 	rctx, cancel := context.WithDeadline(t.ctx, dl)
+	// The tool's span, so that the page's spans are its children.
+	rctx = trace.ContextWithSpan(rctx, trace.SpanFromContext(ctx))
 	stop := context.AfterFunc(ctx, cancel)
 	stopGone := context.AfterFunc(t.gone, cancel)
 	return rctx, func() {
@@ -301,12 +304,14 @@ func (t *Tab) runCtx(ctx context.Context) (context.Context, context.CancelFunc) 
 // second listener would see every event twice and a second dialog
 // goroutine would answer every dialog twice. So they are set up once
 // (t.listening), and only the steps after them are retried.
-func (t *Tab) init(ctx context.Context) error {
+func (t *Tab) init(ctx context.Context) (err error) {
 	t.initMu.Lock()
 	defer t.initMu.Unlock()
 	if t.inited {
 		return nil
 	}
+	ctx, span := startSpan(ctx, spanAttach)
+	defer func() { endSpan(span, err) }()
 	if err := t.attach(ctx); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/dom"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"go.opentelemetry.io/otel/attribute"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
@@ -54,6 +55,7 @@ func (t *Tab) screenshot(ctx context.Context, s *browserv1.Screenshot) (*browser
 	}
 	p := page.CaptureScreenshotParams{Format: format, Quality: quality, FromSurface: new(true)}
 	what := "viewport"
+	area := what // for the span: what names an element by its text
 	clipped := false
 	switch {
 	case s.GetElement().GetRef() != "" || s.GetElement().GetSelector() != "":
@@ -65,7 +67,7 @@ func (t *Tab) screenshot(ctx context.Context, s *browserv1.Screenshot) (*browser
 		if err != nil {
 			return nil, err
 		}
-		p.Clip, p.CaptureBeyondViewport, what = clip, new(true), e.what
+		p.Clip, p.CaptureBeyondViewport, what, area = clip, new(true), e.what, "element"
 	case s.GetFullPage():
 		m, err := chromedp.Call(ctx, page.GetLayoutMetrics, cdp.Empty{})
 		if err != nil {
@@ -77,8 +79,15 @@ func (t *Tab) screenshot(ctx context.Context, s *browserv1.Screenshot) (*browser
 		}
 		p.Clip = &page.Viewport{X: 0, Y: 0, Width: w, Height: h, Scale: 1}
 		p.CaptureBeyondViewport, what = new(true), "full page"
+		area = what
 	}
-	shot, err := chromedp.Call(ctx, page.CaptureScreenshot, p)
+	sctx, span := startSpan(ctx, spanScreenshot, attribute.String("sovereign.screenshot.format", string(format)),
+		attribute.String("sovereign.screenshot.area", area))
+	shot, err := chromedp.Call(sctx, page.CaptureScreenshot, p)
+	if err == nil {
+		span.SetAttributes(attribute.Int("sovereign.screenshot.size", len(shot.Data)))
+	}
+	endSpan(span, err)
 	if err != nil {
 		return nil, err
 	}

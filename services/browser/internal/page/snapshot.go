@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"go.opentelemetry.io/otel/attribute"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 )
@@ -76,13 +77,21 @@ func (t *Tab) snapshot(ctx context.Context, interactive, compact bool) (*browser
 // snapFrame snapshots one frame in one call of page.js, then the child
 // frames whose elements it showed, and puts their lines under those
 // elements. It adds the refs it saw to refs.
-func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, refs map[string]refInfo) ([]string, string, error) {
+func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, refs map[string]refInfo) (lines []string, title string, err error) {
 	num := t.frameNum(ft.Frame.ID)
+	ctx, span := startSpan(ctx, spanSnapshot, attribute.Int("sovereign.frame", num),
+		attribute.Int("sovereign.frame.children", len(ft.ChildFrames)))
+	known := len(refs)
+	defer func() {
+		// With the frames nested in this one.
+		span.SetAttributes(attribute.Int("sovereign.snapshot.lines", len(lines)), attribute.Int("sovereign.snapshot.refs", len(refs)-known))
+		endSpan(span, err)
+	}()
 	if num > 0 {
 		opts.Prefix = "f" + strconv.Itoa(num)
 	}
 	var snap frameSnap
-	err := t.inWorld(ctx, ft.Frame.ID, func(world runtime.ExecutionContextID) error {
+	err = t.inWorld(ctx, ft.Frame.ID, func(world runtime.ExecutionContextID) error {
 		o, err := json.Marshal(opts)
 		if err != nil {
 			return err
@@ -101,12 +110,13 @@ func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, 
 		return nil, "", fmt.Errorf("snapshot frame %s: %w", clipText(ft.Frame.URL), err)
 	}
 	t.noteNext(num, snap.Next)
+	span.SetAttributes(attribute.Int("sovereign.snapshot.size", len(snap.Text)))
 	if snap.Text == "" {
 		return nil, snap.Title, nil
 	}
-	lines := strings.Split(snap.Text, "\n")
-	out := make([]string, 0, len(lines))
-	for _, line := range lines {
+	split := strings.Split(snap.Text, "\n")
+	out := make([]string, 0, len(split))
+	for _, line := range split {
 		indent, rest, found := strings.Cut(line, frameMark)
 		if !found || strings.TrimLeft(indent, " ") != "" {
 			if r, info, ok := lineRef(line); ok {

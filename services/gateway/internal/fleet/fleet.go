@@ -99,6 +99,7 @@ func (f *Fleet) Open(ctx context.Context, owner string, policy *browserv1.UrlPol
 		// none has room. NO_CAPACITY: the worker that answered filled up
 		// meanwhile; another may still have room.
 		if code == commonv1.ErrorCode_UNAVAILABLE || attempt == openAttempts {
+			noCapacityTotal.Inc() // metrics.go
 			return "", "", &CapacityError{Census: f.Census(ctx), Err: err}
 		}
 		select {

@@ -294,9 +294,15 @@ func (s *Store) lookup(k string) (cached, bool) {
 // TTL returns how long a record lives without a write.
 func (s *Store) TTL() time.Duration { return s.ttl }
 
-// Ping checks that the bucket answers.
+// Ping checks that the bucket answers; a bucket that a NATS restart lost
+// is created again first, so readiness comes back with NATS rather than
+// when the mirror's watch notices.
 func (s *Store) Ping(ctx context.Context) error {
-	if _, err := s.bucket().Status(ctx); err != nil {
+	err := s.retry(ctx, func(kv jetstream.KeyValue) error {
+		_, err := kv.Status(ctx)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("kv bucket %s: %w", s.cfg.Bucket, err)
 	}
 	return nil

@@ -255,3 +255,46 @@ func TestNoJetStream(t *testing.T) {
 		t.Fatalf("Open on a NATS without JetStream = %v, want advice to start it with -js", err)
 	}
 }
+
+// TestPingAfterNATSRestart: once the connection is back, Ping answers at
+// once: it re-creates the bucket the restart lost instead of failing until
+// the mirror's watch notices.
+func TestPingAfterNATSRestart(t *testing.T) {
+	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(srv.ClientURL(), "nats://")
+	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	a, err := Open(context.Background(), nc, "", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	if err := a.Ping(context.Background()); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+
+	srv.Stop()
+	srv2, err := natsrv.Start(natsrv.Options{Listen: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv2.Stop)
+	deadline := time.Now().Add(10 * time.Second)
+	for !nc.IsConnected() {
+		if time.Now().After(deadline) {
+			t.Fatal("client did not reconnect")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := a.Ping(ctx); err != nil {
+		t.Fatalf("Ping right after the reconnect: %v", err)
+	}
+}
