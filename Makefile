@@ -49,11 +49,16 @@ run: ## run everything on this machine: MCP at http://127.0.0.1:8080/mcp
 test: deps ## every test: unit, component, generated-code check and e2e
 	$(MAKE) gen-check
 	$(MAKE) lint
+	$(MAKE) jaeger
 	$(GO) test $(TESTFLAGS) $(PKGS) ./e2e/...
 
 .PHONY: e2e
-e2e: deps ## only the end-to-end tests (separate processes, real MCP clients)
+e2e: deps jaeger ## only the end-to-end tests (separate processes, real MCP clients, a real Jaeger)
 	$(GO) test $(TESTFLAGS) -v ./e2e/...
+
+.PHONY: jaeger
+jaeger: ## build the Jaeger the trace e2e test runs (from the Go module proxy; ~6 min on 2 cores the first time, cached in ~/.cache/sovereign-e2e)
+	$(GO) run ./e2e/cmd/jaeger
 
 .PHONY: bench
 bench: deps ## tool-call latency and throughput vs direct CDP, then audit ingest and query (prints tables)
