@@ -61,7 +61,7 @@ func TestRender(t *testing.T) {
 			"signer":        map[string]any{"enabled": false},
 			"history":       map[string]any{"enabled": false},
 		}, check: checkMinimal},
-		{name: "browser-seccomp-localhost", overrides: map[string]any{"browser": map[string]any{"securityContext": map[string]any{
+		{name: "browser-seccomp-localhost", overrides: map[string]any{"browser": map[string]any{"chromeSandbox": "on", "securityContext": map[string]any{
 			"seccompProfile": map[string]any{"type": "Localhost", "localhostProfile": "sovereign/chromium-seccomp.json"},
 		}}}, check: checkBrowserSeccomp},
 		{name: "public-url-and-ingress", overrides: map[string]any{"gateway": map[string]any{
@@ -738,6 +738,9 @@ func checkBrowserSeccomp(t *testing.T, m *manifest) {
 		want := corev1.SeccompProfileTypeRuntimeDefault
 		if d.Name == fullname+"-browser" {
 			want = corev1.SeccompProfileTypeLocalhost
+			if env := m.env(t, container(t, d)); env["SOVEREIGN_CHROME_SANDBOX"] != "on" {
+				t.Errorf("browser with the Localhost profile: SOVEREIGN_CHROME_SANDBOX = %q, want on", env["SOVEREIGN_CHROME_SANDBOX"])
+			}
 			if *sc.RunAsUser != 10001 || *d.Spec.Template.Spec.SecurityContext.RunAsUser != 10001 {
 				t.Errorf("browser runs as %d (pod %d), want the image's user 10001", *sc.RunAsUser, *d.Spec.Template.Spec.SecurityContext.RunAsUser)
 			}

@@ -64,6 +64,8 @@ func TestValuesRejected(t *testing.T) {
 		{"oauth-without-public-url", m{"gateway": m{"oauth": m{"issuer": "https://auth.example.com"}}}, "needs a public URL"},
 		{"short-admin-token", m{"secrets": m{"adminToken": "short"}}, "at least 16 characters"},
 		{"hpa-without-metrics", m{"browser": m{"autoscaling": m{"cpu": m{"enabled": false}, "sessions": m{"enabled": false}}}}, "turn on the cpu or the sessions metric"},
+		{"sandbox-without-seccomp-profile", m{"browser": m{"chromeSandbox": "auto"}}, "Chromium would not start"},
+		{"sandbox-value", m{"browser": m{"chromeSandbox": "yes"}}, "/browser/chromeSandbox"},
 		{"hpa-bounds", m{"browser": m{"autoscaling": m{"minReplicas": 5, "maxReplicas": 2}}}, "minReplicas is above maxReplicas"},
 	}
 	c := loadChart(t)

@@ -44,6 +44,9 @@ type Config struct {
 	ID string
 	// Chrome is the Chromium executable; empty means SOVEREIGN_CHROME, then PATH.
 	Chrome string
+	// ChromeSandbox: auto (default: Chromium's sandbox unless root), on or
+	// off; see chrome.Sandbox.
+	ChromeSandbox string
 	// MaxSessions caps the sessions this worker holds (default 16).
 	MaxSessions int
 	// IdleTimeout closes a session that had no call for this long (default 10m).
@@ -61,9 +64,10 @@ type Config struct {
 
 // Worker runs one Chromium and its sessions.
 type Worker struct {
-	cfg  Config
-	exec string
-	log  *slog.Logger
+	cfg     Config
+	exec    string
+	sandbox chrome.Sandbox
+	log     *slog.Logger
 
 	mu       sync.Mutex
 	c        *bus.Conn
@@ -108,9 +112,14 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	sandbox, err := chrome.ParseSandbox(cfg.ChromeSandbox)
+	if err != nil {
+		return nil, err
+	}
 	return &Worker{
 		cfg:      cfg,
 		exec:     exec,
+		sandbox:  sandbox,
 		log:      slog.Default().With("worker", cfg.ID),
 		sessions: make(map[string]*session),
 		lost:     make(map[string]string),
@@ -189,7 +198,7 @@ func (w *Worker) Run(ctx context.Context, c *bus.Conn) error {
 // startChrome launches Chromium; the caller holds no lock.
 func (w *Worker) startChrome(ctx context.Context) error {
 	g := guard.New(w.log)
-	bctx, cancel, err := chrome.StartWrapped(ctx, w.exec, g.Wrap)
+	bctx, cancel, err := chrome.StartWrapped(ctx, w.exec, w.sandbox, g.Wrap)
 	if err != nil {
 		return err
 	}

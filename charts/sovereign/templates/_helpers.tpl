@@ -287,6 +287,10 @@ affinity:
 {{- if and $v.history.enabled (eq $v.history.database.type "postgres") (not $v.secrets.existingSecret) (not $v.secrets.historyDSN) -}}
 {{- fail "history: PostgreSQL needs secrets.historyDSN (or secrets.existingSecret with the history-dsn key)" -}}
 {{- end -}}
+{{- $seccomp := dig "seccompProfile" "type" (dig "seccompProfile" "type" "" $v.containerSecurityContext) $v.browser.securityContext -}}
+{{- if and (ne $v.browser.chromeSandbox "off") (ne $seccomp "Localhost") -}}
+{{- fail (printf "browser.chromeSandbox %q needs unprivileged user namespaces, which the %s seccomp profile forbids: Chromium would not start. Set browser.chromeSandbox=off, or install deploy/chromium-seccomp.json on the nodes and set browser.securityContext.seccompProfile to {type: Localhost, localhostProfile: sovereign/chromium-seccomp.json}" $v.browser.chromeSandbox $seccomp) -}}
+{{- end -}}
 {{- if and $v.gateway.ingress.enabled (not $v.gateway.ingress.host) -}}
 {{- fail "gateway.ingress.host is required when gateway.ingress.enabled is true" -}}
 {{- end -}}

@@ -32,15 +32,44 @@ func Find(path string) (string, error) {
 	return "", errors.New("no Chromium found: install it (Debian: apt-get install -y chromium) or set SOVEREIGN_CHROME to its path")
 }
 
+// Sandbox says whether Chromium runs its own sandbox.
+type Sandbox string
+
+// Sandbox settings.
+const (
+	// SandboxAuto runs the sandbox unless the process is root (Chromium
+	// refuses to run as root with it).
+	SandboxAuto Sandbox = "auto"
+	// SandboxOn always runs it. As non-root it needs unprivileged user
+	// namespaces, which the default seccomp profiles of Docker and
+	// Kubernetes forbid (deploy/chromium-seccomp.json allows them).
+	SandboxOn Sandbox = "on"
+	// SandboxOff never runs it: the container (non-root, no capabilities,
+	// seccomp) is then the only wall between a page and the worker.
+	SandboxOff Sandbox = "off"
+)
+
+// ParseSandbox reads auto, on or off ("" is auto).
+func ParseSandbox(s string) (Sandbox, error) {
+	switch v := Sandbox(strings.ToLower(strings.TrimSpace(s))); v {
+	case "":
+		return SandboxAuto, nil
+	case SandboxAuto, SandboxOn, SandboxOff:
+		return v, nil
+	}
+	return "", fmt.Errorf("chrome sandbox %q: want auto, on or off", s)
+}
+
 // Options are the allocator options for a headless worker Chromium. They
 // keep it quiet on a closed network (no background networking, component
-// updates, sync or first-run work) and run it without the sandbox when the
-// process is root, which Chromium otherwise refuses.
+// updates, sync or first-run work) and run it without the sandbox when
+// sandbox says so (auto: when the process is root, which Chromium otherwise
+// refuses).
 //
 // Cross-site iframes stay in their page's renderer (site isolation off), so
 // snapshots and refs reach into them; each session is still its own browser
 // context with its own cookies and storage. docs/security.md says so.
-func Options(execPath, userDataDir string) []chromedp.ExecAllocatorOption {
+func Options(execPath, userDataDir string, sandbox Sandbox) []chromedp.ExecAllocatorOption {
 	opts := append([]chromedp.ExecAllocatorOption{}, chromedp.DefaultExecAllocatorOptions[:]...)
 	opts = append(opts,
 		chromedp.ExecPath(execPath),
@@ -62,7 +91,7 @@ func Options(execPath, userDataDir string) []chromedp.ExecAllocatorOption {
 		chromedp.Flag("use-mock-keychain", true),
 		chromedp.WindowSize(1280, 800),
 	)
-	if os.Geteuid() == 0 {
+	if sandbox == SandboxOff || sandbox != SandboxOn && os.Geteuid() == 0 {
 		opts = append(opts, chromedp.NoSandbox)
 	}
 	if userDataDir != "" {
@@ -75,7 +104,7 @@ func Options(execPath, userDataDir string) []chromedp.ExecAllocatorOption {
 // created by chromedp) and a cancel func that stops the process. The
 // returned context is done when the browser goes away, crash included.
 func Start(ctx context.Context, execPath string) (context.Context, context.CancelFunc, error) {
-	return StartWrapped(ctx, execPath, nil)
+	return StartWrapped(ctx, execPath, SandboxAuto, nil)
 }
 
 // StartWrapped is Start with the connection to Chromium passed through
@@ -85,8 +114,8 @@ func Start(ctx context.Context, execPath string) (context.Context, context.Cance
 // The port's HTTP endpoints answer only requests whose Host is an address
 // or localhost, and its websocket refuses pages (no
 // --remote-allow-origins); the address and its browser id are random.
-func StartWrapped(ctx context.Context, execPath string, wrap func(chromedp.Transport) chromedp.Transport) (context.Context, context.CancelFunc, error) {
-	opts := Options(execPath, "")
+func StartWrapped(ctx context.Context, execPath string, sandbox Sandbox, wrap func(chromedp.Transport) chromedp.Transport) (context.Context, context.CancelFunc, error) {
+	opts := Options(execPath, "", sandbox)
 	if wrap != nil {
 		opts = append(opts, chromedp.WithDialer(func(ctx context.Context, wsURL string) (chromedp.Transport, error) {
 			c, err := remote.DialContext(ctx, wsURL)

@@ -2,6 +2,8 @@ package chrome
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,5 +57,26 @@ func TestCrashEndsContext(t *testing.T) {
 	case <-ctx.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("browser context still alive 10s after Chromium was killed")
+	}
+}
+
+func TestSandbox(t *testing.T) {
+	for in, want := range map[string]Sandbox{"": SandboxAuto, "auto": SandboxAuto, "ON": SandboxOn, " off ": SandboxOff} {
+		if got, err := ParseSandbox(in); err != nil || got != want {
+			t.Errorf("ParseSandbox(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := ParseSandbox("maybe"); err == nil || !strings.Contains(err.Error(), "want auto, on or off") {
+		t.Errorf("ParseSandbox(maybe): %v", err)
+	}
+	// Options renders NoSandbox as the no-sandbox flag: count the options
+	// each setting produces against auto.
+	base := len(Options("/bin/chromium", "", SandboxOn))
+	if got := len(Options("/bin/chromium", "", SandboxOff)); got != base+1 {
+		t.Errorf("off adds %d options, want 1 (no-sandbox)", got-base)
+	}
+	auto := len(Options("/bin/chromium", "", SandboxAuto))
+	if root := os.Geteuid() == 0; root != (auto == base+1) {
+		t.Errorf("auto as uid %d: %d options, on: %d", os.Geteuid(), auto, base)
 	}
 }
