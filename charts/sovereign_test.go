@@ -52,6 +52,8 @@ func TestRender(t *testing.T) {
 		{name: "nats-cluster", file: valuesFile("nats-cluster-values.yaml"),
 			overrides: map[string]any{"secrets": testSecrets}, check: checkNATSCluster},
 		{name: "ingress-oauth", file: valuesFile("ingress-oauth-values.yaml"), check: checkIngressOAuth},
+		// The Tiltfile's dev values (deploy/tilt/values.yaml).
+		{name: "tilt-dev", file: "../deploy/tilt/values.yaml", check: checkTiltDev},
 		// Variants of the defaults the four above do not cover.
 		{name: "no-metrics-scrapers", overrides: map[string]any{"networkPolicy": map[string]any{"metricsFrom": []any{}}},
 			check: checkNoScrapers},
@@ -190,7 +192,7 @@ func checkWiring(t *testing.T, m *manifest) {
 		}
 		d := find[*appsv1.Deployment](t, m, name)
 		c := container(t, d)
-		if img := "ghcr.io/sovereign-fleet/sovereign-" + svc + ":0.1.0"; c.Image != img {
+		if img := m.imageOf(svc); c.Image != img {
 			t.Errorf("%s: image = %s, want %s", name, c.Image, img)
 		}
 		env := m.env(t, c)
@@ -845,4 +847,38 @@ func num(v map[string]any, path ...string) int {
 func js(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// checkTiltDev: the dev loop's images are the ones the Tiltfile builds, one
+// replica each, and the gateway runs without auth (Tilt reaches it through a
+// port-forward on 127.0.0.1 only).
+func checkTiltDev(t *testing.T, m *manifest) {
+	for _, d := range all[*appsv1.Deployment](m) {
+		img := container(t, d).Image
+		if !strings.HasPrefix(img, "sovereign-dev/sovereign-") || !strings.HasSuffix(img, ":tilt") {
+			t.Errorf("%s: image %s, want sovereign-dev/sovereign-<svc>:tilt (the Tiltfile's docker_build refs)", d.Name, img)
+		}
+		if *d.Spec.Replicas != 1 {
+			t.Errorf("%s: %d replicas, want 1", d.Name, *d.Spec.Replicas)
+		}
+	}
+	env := m.env(t, container(t, find[*appsv1.Deployment](t, m, fullname+"-gateway")))
+	if env["SOVEREIGN_INSECURE_NO_AUTH"] != "true" {
+		t.Errorf("gateway SOVEREIGN_INSECURE_NO_AUTH = %q, want true", env["SOVEREIGN_INSECURE_NO_AUTH"])
+	}
+}
+
+// imageOf is the image the values name for svc: registry/prefix-svc:tag,
+// the tag defaulting to the chart's appVersion (0.1.0).
+func (m *manifest) imageOf(svc string) string {
+	str := func(path, def string) string {
+		if v, err := m.values.PathValue(path); err == nil {
+			if s, ok := v.(string); ok && s != "" {
+				return s
+			}
+		}
+		return def
+	}
+	return str("image.registry", "ghcr.io") + "/" + str("image.repositoryPrefix", "sovereign-fleet/sovereign") +
+		"-" + svc + ":" + str("image.tag", "0.1.0")
 }

@@ -9,6 +9,7 @@ require (
 	github.com/moby/profiles/seccomp v0.3.0
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/opencontainers/runtime-spec v1.3.0
+	go.starlark.net v0.0.0-20260908191801-89a6a09411d5
 	go.yaml.in/yaml/v4 v4.0.0
 )
 
