@@ -40,7 +40,9 @@ func runTiltfile(t *testing.T, mode string) []tiltCall {
 		_ = cfgDict.SetKey(starlark.String("mode"), starlark.String(mode))
 	}
 	config := starlarkStruct{"define_string": record("config.define_string", starlark.None), "parse": starlark.NewBuiltin("config.parse",
-		func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) { return cfgDict, nil })}
+		func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+			return cfgDict, nil
+		})}
 	predeclared := starlark.StringDict{"config": config}
 	for _, fn := range []string{"docker_compose", "dc_resource", "local_resource", "k8s_yaml", "k8s_resource", "sync", "docker_build_with_restart"} {
 		predeclared[fn] = record(fn, starlark.None)
