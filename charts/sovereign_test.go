@@ -618,6 +618,14 @@ func checkExternal(t *testing.T, m *manifest) {
 }
 
 func checkNATSCluster(t *testing.T, m *manifest) {
+	// Every service keeps its streams and buckets on as many servers as the
+	// cluster has, so that losing one loses nothing.
+	servers := *find[*appsv1.StatefulSet](t, m, fullname+"-nats").Spec.Replicas
+	for _, d := range all[*appsv1.Deployment](m) {
+		if got := m.env(t, container(t, d))["SOVEREIGN_NATS_REPLICAS"]; got != fmt.Sprint(servers) {
+			t.Errorf("%s: SOVEREIGN_NATS_REPLICAS = %q, want %d (the NATS servers)", d.Name, got, servers)
+		}
+	}
 	s := find[*corev1.Secret](t, m, fullname)
 	for key, v := range map[string]any{
 		"admin-token": testSecrets["adminToken"], "secret-key": testSecrets["secretKey"], "signer-passphrase": testSecrets["signerPassphrase"],

@@ -165,6 +165,11 @@ With an existingSecret every key may be absent (optional) unless required.
     configMapKeyRef:
       name: {{ include "sovereign.fullname" . }}-env
       key: NATS_URL
+- name: SOVEREIGN_NATS_REPLICAS
+  valueFrom:
+    configMapKeyRef:
+      name: {{ include "sovereign.fullname" . }}-env
+      key: SOVEREIGN_NATS_REPLICAS
 - name: SOVEREIGN_LOG_FORMAT
   valueFrom:
     configMapKeyRef:

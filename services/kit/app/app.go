@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/config"
 	"github.com/sovereign-fleet/sovereign/services/kit/logging"
 	"github.com/sovereign-fleet/sovereign/services/kit/telemetry"
 )
@@ -85,6 +86,9 @@ func (e UsageError) Unwrap() error { return e.Err }
 func Connect(url, name, prefix string, opts ...nats.Option) (*bus.Conn, func(), error) {
 	if url == "" {
 		url = nats.DefaultURL
+	}
+	if err := config.CheckJetStreamReplicas(); err != nil {
+		return nil, nil, UsageError{Err: err}
 	}
 	opts = append([]nats.Option{
 		nats.Name(name),

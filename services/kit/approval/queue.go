@@ -27,6 +27,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/config"
 )
 
 // Defaults and limits.
@@ -94,6 +96,7 @@ func Open(ctx context.Context, nc *nats.Conn, prefix string) (*Queue, error) {
 		TTL:         TTL,
 		History:     1,
 		Storage:     jetstream.FileStorage,
+		Replicas:    config.JetStreamReplicas(),
 	})
 	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 		return nil, fmt.Errorf("the NATS server has JetStream off, and the gateway keeps approval requests in a JetStream KV bucket: "+

@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/config"
 )
 
 // Stream and consumer names.
@@ -66,7 +68,7 @@ func (c StreamConfig) withDefaults() StreamConfig {
 		c.MaxBytes = DefaultMaxBytes
 	}
 	if c.Replicas <= 0 {
-		c.Replicas = 1
+		c.Replicas = config.JetStreamReplicas()
 	}
 	return c
 }

@@ -127,3 +127,34 @@ func MustBool(errs *[]error, name string, def bool) bool {
 	}
 	return b
 }
+
+// MaxJetStreamReplicas is the most replicas NATS allows for a stream or
+// bucket.
+const MaxJetStreamReplicas = 5
+
+// JetStreamReplicas is how many copies a clustered NATS keeps of every
+// stream and KV bucket a Sovereign service creates (the audit stream,
+// tokens, secrets, approvals, sessions): SOVEREIGN_NATS_REPLICAS, default 1
+// (one NATS server). A cluster of three wants 3, so that losing a server
+// loses nothing. Out-of-range or malformed values fall back to 1; services
+// check the variable at start with [CheckJetStreamReplicas].
+func JetStreamReplicas() int {
+	n, err := EnvInt("SOVEREIGN_NATS_REPLICAS", 1)
+	if err != nil || n < 1 || n > MaxJetStreamReplicas {
+		return 1
+	}
+	return n
+}
+
+// CheckJetStreamReplicas reports a malformed or out-of-range
+// SOVEREIGN_NATS_REPLICAS.
+func CheckJetStreamReplicas() error {
+	n, err := EnvInt("SOVEREIGN_NATS_REPLICAS", 1)
+	if err != nil {
+		return err
+	}
+	if n < 1 || n > MaxJetStreamReplicas {
+		return fmt.Errorf("SOVEREIGN_NATS_REPLICAS=%d: must be 1 to %d (and at most the NATS cluster's size)", n, MaxJetStreamReplicas)
+	}
+	return nil
+}

@@ -67,3 +67,16 @@ func TestMustBool(t *testing.T) {
 		t.Errorf("a bad value: %v", errs)
 	}
 }
+
+func TestJetStreamReplicas(t *testing.T) {
+	for v, want := range map[string]int{"": 1, "1": 1, "3": 3, "5": 5, "0": 1, "7": 1, "three": 1} {
+		t.Setenv("SOVEREIGN_NATS_REPLICAS", v)
+		if got := JetStreamReplicas(); got != want {
+			t.Errorf("SOVEREIGN_NATS_REPLICAS=%q: %d, want %d", v, got, want)
+		}
+		err := CheckJetStreamReplicas()
+		if bad := v == "0" || v == "7" || v == "three"; bad != (err != nil) {
+			t.Errorf("SOVEREIGN_NATS_REPLICAS=%q: check %v", v, err)
+		}
+	}
+}

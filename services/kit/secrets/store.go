@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/config"
 )
 
 // BucketSuffix follows the bus prefix in the bucket's name.
@@ -75,6 +77,7 @@ func OpenJS(ctx context.Context, js jetstream.JetStream, prefix string, key *Key
 		Description: "Sovereign operator secrets, encrypted (AES-256-GCM); see sovereign secret",
 		History:     1,
 		Storage:     jetstream.FileStorage,
+		Replicas:    config.JetStreamReplicas(),
 	}}
 	if err := s.ensure(ctx); err != nil {
 		return nil, err

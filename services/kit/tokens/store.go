@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/config"
 )
 
 // Mirror upkeep: how often the store checks for a NATS reconnect, and
@@ -73,6 +75,7 @@ func Open(ctx context.Context, nc *nats.Conn, prefix string) (*Store, error) {
 			Description: "Sovereign API tokens (secrets as SHA-256 digests only)",
 			History:     1,
 			Storage:     jetstream.FileStorage,
+			Replicas:    config.JetStreamReplicas(),
 		},
 		log:     slog.Default().With("component", "tokens"),
 		mirror:  make(map[string]mirrored),

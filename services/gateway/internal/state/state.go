@@ -24,6 +24,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/config"
 )
 
 // DefaultBucket is the KV bucket the gateway uses.
@@ -119,6 +121,7 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, ttl time.Duration) 
 			TTL:         ttl,
 			History:     1,
 			Storage:     jetstream.MemoryStorage,
+			Replicas:    config.JetStreamReplicas(),
 		}}
 	if err := st.ensure(ctx); err != nil {
 		return nil, err
