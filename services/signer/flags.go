@@ -21,6 +21,8 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	cfg := &Config{}
 	fs.StringVar(&cfg.PolicyFile, "signer-policy", config.Env("SOVEREIGN_SIGNER_POLICY", ""),
 		"YAML file of window.nostr origin rules (allow, deny, ask) checked before the defaults; see docs/identity.md [SOVEREIGN_SIGNER_POLICY]")
+	fs.DurationVar(&cfg.IdentityIdle, "identity-idle", config.MustDuration(errs, "SOVEREIGN_SIGNER_IDENTITY_IDLE", DefaultIdentityIdle),
+		"wipe an identity no request has used for this long (sessions of a worker that died) [SOVEREIGN_SIGNER_IDENTITY_IDLE]")
 	p, err := passphrase(os.Getenv)
 	if err == nil && p != "" && len(p) < 8 {
 		err = fmt.Errorf("SOVEREIGN_SIGNER_PASSPHRASE: use at least 8 characters (it guards every remembered key)")

@@ -24,6 +24,10 @@ import (
 // Version of the service, reported to `nats micro info`.
 const Version = "0.1.0"
 
+// DefaultIdentityIdle is how long an identity may go unused before the
+// signer wipes it: longer than any sensible worker --idle-timeout.
+const DefaultIdentityIdle = 24 * time.Hour
+
 // DefaultLoginTimeout bounds an nsigner login (connect, hello and
 // get_public_key) when the request's own deadline is longer.
 const DefaultLoginTimeout = 15 * time.Second
@@ -61,6 +65,10 @@ type Config struct {
 	// Passphrase encrypts remembered identities (NIP-49); "" refuses
 	// remember. SECRET.
 	Passphrase string
+	// IdentityIdle wipes an identity no request has used for this long
+	// (default DefaultIdentityIdle). Workers log a session out when they
+	// close it; this catches the sessions of a worker that died.
+	IdentityIdle time.Duration
 	// RememberLogN is NIP-49's scrypt cost for new files (default 16:
 	// 64 MiB and a fraction of a second; lower only in tests).
 	RememberLogN uint8
@@ -75,6 +83,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ApprovalTimeout <= 0 {
 		c.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if c.IdentityIdle <= 0 {
+		c.IdentityIdle = DefaultIdentityIdle
 	}
 	if c.RememberLogN == 0 {
 		c.RememberLogN = 16
@@ -141,8 +152,16 @@ func (s *Service) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	<-ctx.Done()
-	return nil
+	tick := time.NewTicker(min(s.cfg.IdentityIdle/4, time.Minute))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-tick.C:
+			s.expireIdle(now)
+		}
+	}
 }
 
 // Close stops the bus endpoints, lets running requests finish (up to 5 s),
@@ -184,6 +203,8 @@ type identity struct {
 	wiped bool
 
 	remote remote // nsigner or nip46; safe for concurrent use, close fails calls in flight
+
+	lastUsed time.Time // guarded by Service.mu
 }
 
 // errLoggedOut is what an operation on an identity wiped meanwhile returns.
@@ -223,7 +244,28 @@ func (s *Service) lookup(scope string) (*identity, error) {
 	if id == nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "not logged in: this browser session has no Nostr identity; call login first")
 	}
+	id.lastUsed = time.Now()
 	return id, nil
+}
+
+// expireIdle wipes identities no request has used for cfg.IdentityIdle:
+// those of browser sessions whose worker died without logging them out.
+func (s *Service) expireIdle(now time.Time) int {
+	s.mu.Lock()
+	var gone []*identity
+	for scope, id := range s.ids {
+		if now.Sub(id.lastUsed) > s.cfg.IdentityIdle {
+			gone = append(gone, id)
+			delete(s.ids, scope)
+			s.log.Info("identity expired: unused", "scope", scopeDigest(scope), "idle_for", s.cfg.IdentityIdle.String())
+		}
+	}
+	identitiesGauge.Set(float64(len(s.ids)))
+	s.mu.Unlock()
+	for _, id := range gone {
+		id.wipe()
+	}
+	return len(gone)
 }
 
 // install makes id scope's identity and wipes the one it replaces. It
@@ -236,6 +278,7 @@ func (s *Service) install(scope string, id *identity) error {
 		return bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "the signer is shutting down; try again")
 	}
 	old := s.ids[scope]
+	id.lastUsed = time.Now()
 	s.ids[scope] = id
 	identitiesGauge.Set(float64(len(s.ids)))
 	s.mu.Unlock()

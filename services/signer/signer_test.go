@@ -560,3 +560,29 @@ func TestNsignerBadSignatureRefused(t *testing.T) {
 	_, err = e.sign("hw", "", 1)
 	wantErr(t, err, commonv1.ErrorCode_UNAVAILABLE, "does not verify")
 }
+
+// TestIdentityIdle: an identity nobody uses (its worker died without
+// logging it out) is wiped after IdentityIdle; one in use is kept.
+func TestIdentityIdle(t *testing.T) {
+	e := startWith(t, Config{IdentityIdle: time.Hour})
+	e.mustLogin(&signerv1.Login{Scope: "used", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: vecSecret12})
+	e.mustLogin(&signerv1.Login{Scope: "orphan", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: vecSecret12})
+	orphan, used := e.identity("orphan"), e.identity("used")
+	// Both were last used two hours ago...
+	e.s.mu.Lock()
+	orphan.lastUsed, used.lastUsed = time.Now().Add(-2*time.Hour), time.Now().Add(-2*time.Hour)
+	e.s.mu.Unlock()
+	e.status("used") // ... then a request refreshes one.
+	if n := e.s.expireIdle(time.Now().Add(59 * time.Minute)); n != 1 {
+		t.Fatalf("%d expired, want the orphan only", n)
+	}
+	if st := e.status("orphan"); st.GetState() != signerv1.LoginState_LOGIN_STATE_LOGGED_OUT {
+		t.Fatalf("orphan: %v", st)
+	}
+	if !orphan.key.Wiped() {
+		t.Fatal("the expired identity's key was not wiped")
+	}
+	if st := e.status("used"); st.GetState() != signerv1.LoginState_LOGIN_STATE_LOGGED_IN {
+		t.Fatalf("used: %v", st)
+	}
+}
