@@ -96,6 +96,23 @@ func (f *Fleet) StartNATS(ctx context.Context) (*NATS, error) {
 	if err != nil {
 		return nil, err
 	}
+	n, err := f.runNATS(ctx, port, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := f.connect(n.URL); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.NATS = n
+	f.mu.Unlock()
+	return n, nil
+}
+
+// runNATS starts nats-server with JetStream on port, its store under f.Dir
+// (the same dir for the same port, so a restart finds its data), and waits
+// until it accepts connections and JetStream answers.
+func (f *Fleet) runNATS(ctx context.Context, port int, again string) (*NATS, error) {
 	store := filepath.Join(f.Dir, "nats-"+strconv.Itoa(port))
 	if err := os.MkdirAll(store, 0o700); err != nil {
 		return nil, fmt.Errorf("nats store dir: %w", err)
@@ -107,7 +124,7 @@ func (f *Fleet) StartNATS(ctx context.Context) (*NATS, error) {
 	}
 	f.add(p)
 	n := &NATS{Proc: p, URL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
-	err = poll(ctx, natsReadyTimeout, p, "nats-server to accept connections on "+n.URL, func(ctx context.Context) error {
+	err = poll(ctx, natsReadyTimeout, p, "nats-server to accept connections "+again+"on "+n.URL, func(ctx context.Context) error {
 		nc, err := nats.Connect(n.URL, nats.Timeout(time.Second))
 		if err != nil {
 			return err
@@ -124,12 +141,6 @@ func (f *Fleet) StartNATS(ctx context.Context) (*NATS, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := f.connect(n.URL); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	f.NATS = n
-	f.mu.Unlock()
 	return n, nil
 }
 

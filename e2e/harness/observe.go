@@ -7,12 +7,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -67,28 +66,11 @@ func (f *Fleet) RestartNATS(ctx context.Context) (*NATS, error) {
 	if err != nil {
 		return nil, err
 	}
-	port := u.Port()
-	store := filepath.Join(f.Dir, "nats-"+port)
-	p, err := StartProc("nats-server", f.Bins.NATSServer,
-		[]string{"-js", "-a", "127.0.0.1", "-p", port, "-sd", store}, nil, f.Tee)
+	port, err := strconv.Atoi(u.Port())
 	if err != nil {
 		return nil, err
 	}
-	f.add(p)
-	n := &NATS{Proc: p, URL: old.URL}
-	err = poll(ctx, natsReadyTimeout, p, "nats-server to accept connections again on "+n.URL, func(ctx context.Context) error {
-		nc, err := nats.Connect(n.URL, nats.Timeout(time.Second))
-		if err != nil {
-			return err
-		}
-		defer nc.Close()
-		js, err := nc.JetStream()
-		if err != nil {
-			return err
-		}
-		_, err = js.AccountInfo(nats.Context(ctx))
-		return err
-	})
+	n, err := f.runNATS(ctx, port, "again ")
 	if err != nil {
 		return nil, err
 	}
