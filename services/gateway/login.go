@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -91,6 +93,7 @@ func (g *Gateway) identityHandler(t catalog.Tool) server.ToolHandlerFunc {
 			res = g.logout(ctx, t, b, limit)
 		case call.Login != nil:
 			call.Login.Scope = b.sessionID
+			call.Login.Owner = signerOwner(callerFrom(ctx))
 			res = g.login(ctx, t, req, b, call.Login, t.Name == "switch_identity", limit)
 		default:
 			res = mcp.NewToolResultError(t.Name + ": internal error: no handler")
@@ -218,7 +221,7 @@ func (g *Gateway) logout(ctx context.Context, t catalog.Tool, b *binding, limit 
 // signer remembers and its origin policy.
 func (g *Gateway) loginStatus(ctx context.Context, t catalog.Tool, b *binding, limit time.Duration) *mcp.CallToolResult {
 	st := &signerv1.StatusResponse{}
-	if err := g.signerCall(ctx, signerStatus, &signerv1.Status{Scope: b.sessionID}, st); err != nil {
+	if err := g.signerCall(ctx, signerStatus, &signerv1.Status{Scope: b.sessionID, Owner: signerOwner(callerFrom(ctx))}, st); err != nil {
 		return mcp.NewToolResultError(g.signerErrorText(ctx, t, err, limit))
 	}
 	out := map[string]any{"state": "logged_out", "remembered": nonNil(st.GetRemembered()), "policy": nonNil(st.GetPolicy())}
@@ -284,6 +287,13 @@ func (g *Gateway) refuseWithoutLogin(ctx context.Context, t catalog.Tool, b *bin
 	}
 	noteCall(ctx).outcome = historyv1.Outcome_OUTCOME_DENIED
 	return b.decorate(mcp.NewToolResultError(msg))
+}
+
+// signerOwner is the opaque owner of the identities a caller remembers at
+// the signer: another token (or OAuth subject) neither lists nor loads them.
+func signerOwner(caller string) string {
+	sum := sha256.Sum256([]byte("sovereign signer owner\x00" + caller))
+	return hex.EncodeToString(sum[:16])
 }
 
 // Signer operations (subjects <prefix>.signer.<op>).

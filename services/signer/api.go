@@ -66,6 +66,13 @@ func (s *Service) login(ctx context.Context, r *signerv1.Login) (*signerv1.Login
 		log.Info("login failed", "code", bus.CodeOf(err).String())
 		return nil, err
 	}
+	// The caller gave up (it then logs the scope out): a login that
+	// finishes afterwards must not come back behind it.
+	if err := ctx.Err(); err != nil {
+		id.wipe()
+		log.Info("login abandoned by the caller", "err", err)
+		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "login: the caller gave up before it finished")
+	}
 	if err := s.install(r.GetScope(), id); err != nil {
 		return nil, err
 	}
@@ -88,13 +95,13 @@ func (s *Service) status(_ context.Context, r *signerv1.Status) (*signerv1.Statu
 	id, err := s.lookup(r.GetScope())
 	if bus.Is(err, commonv1.ErrorCode_NOT_FOUND) {
 		return &signerv1.StatusResponse{State: signerv1.LoginState_LOGIN_STATE_LOGGED_OUT,
-			Remembered: s.rememberedList(), Policy: s.policy.Lines()}, nil
+			Remembered: s.rememberedList(r.GetOwner()), Policy: s.policy.Lines()}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	resp := &signerv1.StatusResponse{State: signerv1.LoginState_LOGIN_STATE_LOGGED_IN, Method: id.method, Pubkey: id.pubkey, Npub: id.npub,
-		Remembered: s.rememberedList(), Policy: s.policy.Lines()}
+		Remembered: s.rememberedList(r.GetOwner()), Policy: s.policy.Lines()}
 	if id.remote != nil {
 		resp.LinkState, resp.LinkError, resp.PendingAuthUrl = id.remote.link()
 	}
@@ -106,7 +113,7 @@ func (s *Service) getPublicKey(ctx context.Context, r *signerv1.GetPublicKey) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := s.check(ctx, r.GetScope(), Request{Origin: r.GetOrigin(), TopOrigin: r.GetTopOrigin(), Op: OpGetPublicKey}); err != nil {
+	if err := s.check(ctx, r.GetScope(), Request{Origin: r.GetOrigin(), TopOrigin: r.GetTopOrigin(), Op: OpGetPublicKey, Pubkey: id.pubkey}); err != nil {
 		return nil, err
 	}
 	return &signerv1.GetPublicKeyResponse{Pubkey: id.pubkey, Npub: id.npub}, nil
@@ -127,7 +134,7 @@ func (s *Service) signEvent(ctx context.Context, r *signerv1.SignEvent) (*signer
 	if in.GetKind() < 0 || in.GetKind() > 65535 {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "event kind %d: must be 0 to 65535", in.GetKind())
 	}
-	if err := s.check(ctx, r.GetScope(), Request{Origin: r.GetOrigin(), TopOrigin: r.GetTopOrigin(), Op: OpSign, Kind: int(in.GetKind())}); err != nil {
+	if err := s.check(ctx, r.GetScope(), Request{Origin: r.GetOrigin(), TopOrigin: r.GetTopOrigin(), Op: OpSign, Kind: int(in.GetKind()), Pubkey: id.pubkey}); err != nil {
 		return nil, err
 	}
 	if id.method == signerv1.Method_METHOD_READONLY {
@@ -181,6 +188,7 @@ func (s *Service) crypt(ctx context.Context, scope string, req Request, scheme s
 		return "", err
 	}
 	op, decrypt := string(req.Op), req.Op == OpDecrypt
+	req.Pubkey = id.pubkey
 	if err := s.check(ctx, scope, req); err != nil {
 		return "", err
 	}

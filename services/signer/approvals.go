@@ -24,7 +24,9 @@ const DefaultApprovalTimeout = 90 * time.Second
 // for that origin for the rest of the browser session.
 func (s *Service) consoleAsk(q *approval.Queue, timeout time.Duration) AskFunc {
 	return func(ctx context.Context, scope string, r Request) error {
-		scopeKey := "signer:" + scopeDigest(scope)
+		// The grant belongs to this browser session AND this identity:
+		// after a switch_identity the new identity asks again.
+		scopeKey := "signer:" + scopeDigest(scope+"\x00"+r.Pubkey)
 		grant := nostrGrant(r)
 		if ok, err := q.Granted(ctx, scopeKey, grant); err == nil && ok {
 			return nil

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/net/idna"
 	"gopkg.in/yaml.v3"
 
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
@@ -231,6 +232,9 @@ type Request struct {
 	TopOrigin string // the tab's top-level origin
 	Op        Op
 	Kind      int // sign only
+	// Pubkey is the identity asked (hex): a session grant holds for that
+	// identity only, not for the next one switch_identity logs in.
+	Pubkey string
 }
 
 // Decide returns the action of the first matching rule and that rule.
@@ -255,13 +259,28 @@ func (p *Policy) Decide(r Request) (Action, Rule) {
 // normalizeOrigin lower-cases an origin and drops a default port.
 func normalizeOrigin(o string) string {
 	o = strings.ToLower(strings.TrimSuffix(o, "/"))
-	switch {
-	case strings.HasPrefix(o, "https://"):
-		o = strings.TrimSuffix(o, ":443")
-	case strings.HasPrefix(o, "http://"):
-		o = strings.TrimSuffix(o, ":80")
+	scheme, rest, ok := strings.Cut(o, "://")
+	if !ok {
+		return o // "null", or not an origin
 	}
-	return o
+	host, port := rest, ""
+	if i := strings.LastIndex(rest, ":"); i >= 0 && !strings.HasSuffix(rest, "]") {
+		host, port = rest[:i], rest[i+1:]
+	}
+	// "example.com." is the same host as "example.com".
+	host = strings.TrimSuffix(host, ".")
+	// Internationalized names compare in their ASCII form, as Chromium
+	// reports them (bücher.example → xn--bcher-kva.example).
+	if a, err := idna.Lookup.ToASCII(host); err == nil && a != "" {
+		host = a
+	}
+	if scheme == "https" && port == "443" || scheme == "http" && port == "80" {
+		port = ""
+	}
+	if port != "" {
+		return scheme + "://" + host + ":" + port
+	}
+	return scheme + "://" + host
 }
 
 func matchOrigin(pattern, origin, top string) bool {
@@ -273,16 +292,13 @@ func matchOrigin(pattern, origin, top string) bool {
 		// the top-level origin, even in a tab whose top is opaque too.
 		return origin != "" && origin != "null" && origin == top
 	}
-	pattern = normalizeOrigin(pattern)
-	if origin == pattern {
-		return true
+	if scheme, rest, ok := strings.Cut(pattern, "://*."); ok {
+		// A subdomain wildcard: normalize the part after "*.".
+		suffix := strings.TrimPrefix(normalizeOrigin(scheme+"://"+rest), scheme+"://")
+		oScheme, oHost, ok := strings.Cut(origin, "://")
+		return ok && oScheme == scheme && strings.HasSuffix(oHost, "."+suffix)
 	}
-	scheme, rest, ok := strings.Cut(pattern, "://*.")
-	if !ok {
-		return false
-	}
-	oScheme, oHost, ok := strings.Cut(origin, "://")
-	return ok && oScheme == scheme && strings.HasSuffix(oHost, "."+rest)
+	return origin == normalizeOrigin(pattern)
 }
 
 // AskFunc asks a person whether a page may do what r says; it returns nil

@@ -180,7 +180,38 @@ func TestAskOnTheConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-got
-	if list, _ := q.List(context.Background()); len(list) != 3 {
-		t.Fatalf("%d requests, want 3", len(list))
+	// A grant is for the identity it was given to: after switching
+	// identities in session a, kind 0 asks again.
+	e.mustLogin(&signerv1.Login{Scope: "a", Method: signerv1.Method_METHOD_SEED, Mnemonic: vecMnemonic24})
+	got = decide(false, "")
+	_, err = e.sign("a", "https://app.example", 0)
+	wantErr(t, err, commonv1.ErrorCode_FORBIDDEN, "signing a kind 0 event", "denied by console:admin")
+	<-got
+	if list, _ := q.List(context.Background()); len(list) != 4 {
+		t.Fatalf("%d requests, want 4", len(list))
+	}
+}
+
+// TestPolicyOriginSpellings: the same origin spelled with a trailing dot,
+// its default port, upper case or Unicode is the same origin to the rules.
+func TestPolicyOriginSpellings(t *testing.T) {
+	p, err := NewPolicy([]Rule{
+		{Origin: "https://*.evil.net", Action: Deny},
+		{Origin: "https://evil.net", Action: Deny},
+		{Origin: "https://bücher.example", Action: Deny},
+		{Origin: "http://app.example:8080", Action: Deny},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []string{"https://evil.net.", "https://www.evil.net.", "https://EVIL.net:443", "https://xn--bcher-kva.example",
+		"https://xn--bcher-kva.example.", "http://app.example.:8080"} {
+		if got, rule := p.Decide(Request{Origin: o, TopOrigin: o, Op: OpSign, Kind: 1}); got != Deny {
+			t.Errorf("%s: %s by %q, want deny", o, got, rule)
+		}
+	}
+	// Another port is another origin (as browsers say): the default rules.
+	if got, _ := p.Decide(Request{Origin: "https://evil.net:8443", TopOrigin: "https://evil.net:8443", Op: OpSign, Kind: 1}); got != Allow {
+		t.Errorf("another port: %s", got)
 	}
 }

@@ -1,6 +1,8 @@
 package signer
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,11 +21,18 @@ import (
 // <DataDir>/identities/<npub>.ncryptsec, encrypted with NIP-49 under the
 // passphrase the signer was started with (SOVEREIGN_SIGNER_PASSPHRASE). A
 // later login, from any scope, with method local and only the pubkey loads
-// it. The files are the only place a key is written; the passphrase never
-// is.
+// it. Each owner (the gateway's caller: a token, an OAuth subject or
+// anonymous) has its own directory: another owner neither lists nor loads
+// them. The files are the only place a key is written; the passphrase
+// never is.
 
-// identitiesDir is where remembered identities live.
-func (s *Service) identitiesDir() string { return filepath.Join(s.cfg.DataDir, "identities") }
+// identitiesDir is where owner's remembered identities live:
+// <data dir>/identities/<digest of owner>. Owners (the gateway's callers)
+// never see each other's.
+func (s *Service) identitiesDir(owner string) string {
+	sum := sha256.Sum256([]byte("sovereign remembered identities\x00" + owner))
+	return filepath.Join(s.cfg.DataDir, "identities", hex.EncodeToString(sum[:16]))
+}
 
 // canRemember says why a login that asks to be remembered cannot be.
 func (s *Service) canRemember(m signerv1.Method) error {
@@ -43,7 +52,7 @@ func (s *Service) canRemember(m signerv1.Method) error {
 
 // remember writes id's key as an ncryptsec file, atomically, readable by
 // the signer's user only.
-func (s *Service) remember(id *identity) error {
+func (s *Service) remember(owner string, id *identity) error {
 	var enc string
 	err := id.withKey(func(k *nostr.SecretKey) error {
 		var err error
@@ -55,7 +64,7 @@ func (s *Service) remember(id *identity) error {
 	if err != nil {
 		return fmt.Errorf("login: remember: encrypt: %w", err)
 	}
-	dir := s.identitiesDir()
+	dir := s.identitiesDir(owner)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return bus.Errorf(commonv1.ErrorCode_INTERNAL, "login: remember: %v", err)
 	}
@@ -83,7 +92,7 @@ func (s *Service) remember(id *identity) error {
 }
 
 // loadRemembered decrypts the remembered key of pubkey (npub or hex).
-func (s *Service) loadRemembered(pubkey string) (*nostr.SecretKey, error) {
+func (s *Service) loadRemembered(owner, pubkey string) (*nostr.SecretKey, error) {
 	pk, err := nostr.ParsePublicKey(pubkey)
 	if err != nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "login (local): pubkey: %v", err)
@@ -92,7 +101,7 @@ func (s *Service) loadRemembered(pubkey string) (*nostr.SecretKey, error) {
 	if s.cfg.DataDir == "" {
 		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "login (local): no remembered identity %s: this signer has no data dir; log in with nsec or privkey_hex", npub)
 	}
-	b, err := os.ReadFile(filepath.Join(s.identitiesDir(), npub+".ncryptsec"))
+	b, err := os.ReadFile(filepath.Join(s.identitiesDir(owner), npub+".ncryptsec"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND,
 			"login (local): no remembered identity %s: log in with its nsec (or seed) and remember: true first", npub)
@@ -116,12 +125,13 @@ func (s *Service) loadRemembered(pubkey string) (*nostr.SecretKey, error) {
 	return k, nil
 }
 
-// rememberedList returns the npubs of the remembered identities, sorted.
-func (s *Service) rememberedList() []string {
+// rememberedList returns the npubs of owner's remembered identities,
+// sorted.
+func (s *Service) rememberedList(owner string) []string {
 	if s.cfg.DataDir == "" {
 		return nil
 	}
-	ents, err := os.ReadDir(s.identitiesDir())
+	ents, err := os.ReadDir(s.identitiesDir(owner))
 	if err != nil {
 		return nil
 	}

@@ -30,22 +30,36 @@ func TestRemember(t *testing.T) {
 		t.Fatalf("after refusals: %v", st)
 	}
 
-	e.mustLogin(&signerv1.Login{Scope: "a", Method: signerv1.Method_METHOD_SEED, Mnemonic: vecMnemonic12, Remember: true})
-	b, err := os.ReadFile(filepath.Join(dir, "identities", npub12+".ncryptsec"))
+	e.mustLogin(&signerv1.Login{Scope: "a", Owner: "alice", Method: signerv1.Method_METHOD_SEED, Mnemonic: vecMnemonic12, Remember: true})
+	b, err := os.ReadFile(filepath.Join(e.s.identitiesDir("alice"), npub12+".ncryptsec"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(string(b), "ncryptsec1") || strings.Contains(string(b), vecSecret12) {
 		t.Fatalf("file: %q", b)
 	}
-	if fi, _ := os.Stat(filepath.Join(dir, "identities", npub12+".ncryptsec")); fi.Mode().Perm() != 0o600 {
+	if fi, _ := os.Stat(filepath.Join(e.s.identitiesDir("alice"), npub12+".ncryptsec")); fi.Mode().Perm() != 0o600 {
 		t.Fatalf("file mode %v", fi.Mode())
 	}
-	if st := e.status("b"); len(st.GetRemembered()) != 1 || st.GetRemembered()[0] != npub12 {
+	statusOf := func(scope, owner string) *signerv1.StatusResponse {
+		st := &signerv1.StatusResponse{}
+		if err := e.call("status", &signerv1.Status{Scope: scope, Owner: owner}, st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := statusOf("b", "alice"); len(st.GetRemembered()) != 1 || st.GetRemembered()[0] != npub12 {
 		t.Fatalf("remembered: %q", st.GetRemembered())
 	}
-	// Another scope logs in by pubkey and signs with the same key.
-	r := e.mustLogin(&signerv1.Login{Scope: "b", Method: signerv1.Method_METHOD_LOCAL, Pubkey: npub12})
+	// Another owner neither sees nor loads it.
+	if st := statusOf("c", "mallory"); len(st.GetRemembered()) != 0 {
+		t.Fatalf("another owner sees %q", st.GetRemembered())
+	}
+	_, err = e.login(&signerv1.Login{Scope: "c", Owner: "mallory", Method: signerv1.Method_METHOD_LOCAL, Pubkey: npub12})
+	wantErr(t, err, commonv1.ErrorCode_NOT_FOUND, "no remembered identity "+npub12)
+	// Another scope of the same owner logs in by pubkey and signs with the
+	// same key.
+	r := e.mustLogin(&signerv1.Login{Scope: "b", Owner: "alice", Method: signerv1.Method_METHOD_LOCAL, Pubkey: npub12})
 	if r.GetPubkey() != vecPub12 {
 		t.Fatalf("remembered login: %s", r.GetPubkey())
 	}
@@ -60,7 +74,7 @@ func TestRemember(t *testing.T) {
 
 	// A signer with another passphrase says so; one without says it has none.
 	e2 := startWith(t, Config{DataDir: dir, Passphrase: "wrong"})
-	_, err = e2.login(&signerv1.Login{Scope: "a", Method: signerv1.Method_METHOD_LOCAL, Pubkey: vecPub12})
+	_, err = e2.login(&signerv1.Login{Scope: "a", Owner: "alice", Method: signerv1.Method_METHOD_LOCAL, Pubkey: vecPub12})
 	wantErr(t, err, commonv1.ErrorCode_FORBIDDEN, "cannot decrypt remembered identity "+npub12, "SOVEREIGN_SIGNER_PASSPHRASE")
 	e3 := startWith(t, Config{DataDir: dir})
 	_, err = e3.login(&signerv1.Login{Scope: "a", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: vecSecret12, Remember: true})
@@ -68,7 +82,7 @@ func TestRemember(t *testing.T) {
 	if st := e3.status("a"); st.GetState() != signerv1.LoginState_LOGIN_STATE_LOGGED_OUT {
 		t.Fatal("a refused remember left an identity")
 	}
-	_, err = e3.login(&signerv1.Login{Scope: "a", Method: signerv1.Method_METHOD_LOCAL, Pubkey: npub12})
+	_, err = e3.login(&signerv1.Login{Scope: "a", Owner: "alice", Method: signerv1.Method_METHOD_LOCAL, Pubkey: npub12})
 	wantErr(t, err, commonv1.ErrorCode_FORBIDDEN, "no passphrase to decrypt it")
 }
 

@@ -322,7 +322,7 @@ func (s *Service) newIdentity(ctx context.Context, r *signerv1.Login) (*identity
 	switch r.GetMethod() {
 	case signerv1.Method_METHOD_LOCAL:
 		if r.GetNsecOrHex() == "" && r.GetPubkey() != "" {
-			k, err := s.loadRemembered(r.GetPubkey())
+			k, err := s.loadRemembered(r.GetOwner(), r.GetPubkey())
 			if err != nil {
 				return nil, err
 			}
@@ -398,7 +398,7 @@ func (s *Service) newIdentity(ctx context.Context, r *signerv1.Login) (*identity
 	}
 	id.npub = npub
 	if r.GetRemember() {
-		if err := s.remember(id); err != nil {
+		if err := s.remember(r.GetOwner(), id); err != nil {
 			id.wipe()
 			return nil, err
 		}

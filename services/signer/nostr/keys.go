@@ -92,6 +92,11 @@ func ParseSecretKey(s string) (*SecretKey, error) {
 		return SecretKeyFromBytes(data)
 	}
 	if i := strings.Index(s, "1"); i > 0 && isBech32Prefix(s[:i]) && len(s) != 64 {
+		// A mistyped hex key can look like a bech32 prefix ("deadbeef1…"):
+		// quote the prefix only when it cannot be part of a hex key.
+		if strings.Trim(strings.ToLower(s[:i]), "0123456789abcdef") == "" {
+			return nil, fmt.Errorf("nostr: secret key: want an nsec1… string or 64 hex characters, got %d characters", len(s))
+		}
 		return nil, fmt.Errorf("nostr: secret key: wrong prefix %q, want an nsec1… string or 64 hex characters", strings.ToLower(s[:i]))
 	}
 	if len(s) != 64 {

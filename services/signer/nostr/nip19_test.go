@@ -210,3 +210,18 @@ func mustHex(t testing.TB, s string) []byte {
 	}
 	return b
 }
+
+// TestSecretKeyErrorsQuoteNoHex: a mistyped hex key whose first letters
+// look like a bech32 prefix is not quoted back.
+func TestSecretKeyErrorsQuoteNoHex(t *testing.T) {
+	key := "deadbeefcafe1aa00000000000000000000000000000000000000000000000001"
+	for _, s := range []string{key[:63], key + "0"} {
+		_, err := ParseSecretKey(s)
+		if err == nil || strings.Contains(err.Error(), "deadbeef") {
+			t.Errorf("%d characters: %v", len(s), err)
+		}
+	}
+	if _, err := ParseSecretKey("npubx1qqqq"); err == nil || !strings.Contains(err.Error(), `"npubx"`) {
+		t.Errorf("a non-hex prefix is named: %v", err)
+	}
+}

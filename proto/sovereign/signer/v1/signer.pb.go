@@ -316,16 +316,22 @@ type Login struct {
 	// SECRET (the connect secret).
 	BunkerUrl string `protobuf:"bytes,9,opt,name=bunker_url,json=bunkerUrl,proto3" json:"bunker_url,omitempty"`
 	// local, seed: also keep the key encrypted (NIP-49 ncryptsec) under the
-	// signer's data dir, with the passphrase the signer was started with
-	// (SOVEREIGN_SIGNER_PASSPHRASE); refused when it has none. A later login
-	// with method local and only pubkey set (npub or hex) loads it again.
+	// signer's data dir, for owner, with the passphrase the signer was
+	// started with (SOVEREIGN_SIGNER_PASSPHRASE); refused when it has none. A
+	// later login of the same owner with method local and only pubkey set
+	// (npub or hex) loads it again.
 	Remember bool `protobuf:"varint,10,opt,name=remember,proto3" json:"remember,omitempty"`
 	// Where the signer publishes LoginProgress while the login waits on
 	// someone (a NIP-46 auth_url challenge); "" for none. The caller
 	// subscribes before sending the request.
 	ProgressSubject string `protobuf:"bytes,11,opt,name=progress_subject,json=progressSubject,proto3" json:"progress_subject,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// An opaque digest of who logs in (the gateway's caller: a token, an
+	// OAuth subject, or anonymous). Remembered identities belong to it: a
+	// login with only pubkey loads one this owner remembered, and Status
+	// lists only this owner's.
+	Owner         string `protobuf:"bytes,12,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Login) Reset() {
@@ -431,6 +437,13 @@ func (x *Login) GetRemember() bool {
 func (x *Login) GetProgressSubject() string {
 	if x != nil {
 		return x.ProgressSubject
+	}
+	return ""
+}
+
+func (x *Login) GetOwner() string {
+	if x != nil {
+		return x.Owner
 	}
 	return ""
 }
@@ -646,8 +659,10 @@ func (x *LogoutResponse) GetWasLoggedIn() bool {
 
 // Status asks for scope's identity.
 type Status struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Scope         string                 `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Scope string                 `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	// As Login.owner: whose remembered identities to list.
+	Owner         string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -689,6 +704,13 @@ func (x *Status) GetScope() string {
 	return ""
 }
 
+func (x *Status) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
 // StatusResponse is scope's identity; only state is set when logged out.
 type StatusResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -703,8 +725,9 @@ type StatusResponse struct {
 	// nip46: an auth_url the bunker asked a person to open, while a request
 	// waits on it; "" if none.
 	PendingAuthUrl string `protobuf:"bytes,7,opt,name=pending_auth_url,json=pendingAuthUrl,proto3" json:"pending_auth_url,omitempty"`
-	// npubs of the identities remembered under the data dir (any scope can
-	// log in with one of them: method local, pubkey = the npub).
+	// npubs of the identities Status.owner remembered under the data dir
+	// (any of that owner's sessions can log in with one of them: method
+	// local, pubkey = the npub).
 	Remembered []string `protobuf:"bytes,8,rep,name=remembered,proto3" json:"remembered,omitempty"`
 	// The origin policy in force, one rule per line, first match wins.
 	Policy        []string `protobuf:"bytes,9,rep,name=policy,proto3" json:"policy,omitempty"`
@@ -1472,7 +1495,7 @@ const file_sovereign_signer_v1_signer_proto_rawDesc = "" +
 	"\ttransport\x18\x01 \x01(\tR\ttransport\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x18\n" +
 	"\aservice\x18\x03 \x01(\tR\aservice\x12\x14\n" +
-	"\x05index\x18\x04 \x01(\rR\x05index\"\x84\x03\n" +
+	"\x05index\x18\x04 \x01(\rR\x05index\"\x9a\x03\n" +
 	"\x05Login\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x123\n" +
 	"\x06method\x18\x02 \x01(\x0e2\x1b.sovereign.signer.v1.MethodR\x06method\x12\x1e\n" +
@@ -1488,7 +1511,8 @@ const file_sovereign_signer_v1_signer_proto_rawDesc = "" +
 	"bunker_url\x18\t \x01(\tR\tbunkerUrl\x12\x1a\n" +
 	"\bremember\x18\n" +
 	" \x01(\bR\bremember\x12)\n" +
-	"\x10progress_subject\x18\v \x01(\tR\x0fprogressSubject\"D\n" +
+	"\x10progress_subject\x18\v \x01(\tR\x0fprogressSubject\x12\x14\n" +
+	"\x05owner\x18\f \x01(\tR\x05owner\"D\n" +
 	"\rLoginProgress\x12\x19\n" +
 	"\bauth_url\x18\x01 \x01(\tR\aauthUrl\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"p\n" +
@@ -1499,9 +1523,10 @@ const file_sovereign_signer_v1_signer_proto_rawDesc = "" +
 	"\x06Logout\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\"4\n" +
 	"\x0eLogoutResponse\x12\"\n" +
-	"\rwas_logged_in\x18\x01 \x01(\bR\vwasLoggedIn\"\x1e\n" +
+	"\rwas_logged_in\x18\x01 \x01(\bR\vwasLoggedIn\"4\n" +
 	"\x06Status\x12\x14\n" +
-	"\x05scope\x18\x01 \x01(\tR\x05scope\"\xc8\x02\n" +
+	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xc8\x02\n" +
 	"\x0eStatusResponse\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.sovereign.signer.v1.LoginStateR\x05state\x123\n" +
 	"\x06method\x18\x02 \x01(\x0e2\x1b.sovereign.signer.v1.MethodR\x06method\x12\x16\n" +
