@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
+	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 	"github.com/sovereign-fleet/sovereign/services/signer"
 	"github.com/sovereign-fleet/sovereign/services/signer/nip46/nip46test"
 	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
@@ -48,8 +50,12 @@ const (
 
 // startSigner runs the signer service on srv until the test ends.
 func startSigner(t *testing.T, srv *natsrv.Server) *signer.Service {
+	return startSignerWith(t, srv, signer.Config{})
+}
+
+func startSignerWith(t *testing.T, srv *natsrv.Server, cfg signer.Config) *signer.Service {
 	t.Helper()
-	s, err := signer.New(signer.Config{}, connect(t, srv))
+	s, err := signer.New(cfg, connect(t, srv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -662,4 +668,33 @@ func TestLoginFlags(t *testing.T) {
 			t.Errorf("Validate(LoginTimeout %s) = %v, want a --login-timeout error", d, err)
 		}
 	}
+}
+
+// TestRememberedPerToken: an identity one token remembers is listed and
+// loaded by that token's sessions only.
+func TestRememberedPerToken(t *testing.T) {
+	needChromium(t)
+	srv := startNATS(t, "")
+	startWorker(t, srv, "w1", 4)
+	startSignerWith(t, srv, signer.Config{DataDir: t.TempDir(), Passphrase: "a passphrase for the test", RememberLogN: 4})
+	alice, _ := newToken(t, srv, tokens.Spec{Name: "alice"})
+	bob, _ := newToken(t, srv, tokens.Spec{Name: "bob"})
+	url := startGateway(t, srv, gateway.Config{RequireAuth: true})
+	id := newIdentity(t)
+
+	a1 := legacyClient(t, url, map[string]string{"Authorization": alice})
+	wantOK(t, "login remember", callTool(t, a1, "login", map[string]any{"method": "local", "nsec": id.nsec, "remember": true}))
+
+	b := legacyClient(t, url, map[string]string{"Authorization": bob})
+	if s := wantStatus(t, b, nil, "", ""); len(s["remembered"].([]any)) != 0 {
+		t.Errorf("bob sees alice's remembered identities: %v", s["remembered"])
+	}
+	wantErr(t, "bob loads alice's identity", callTool(t, b, "login", map[string]any{"method": "local", "npub": id.npub}), "no remembered identity "+id.npub)
+
+	a2 := legacyClient(t, url, map[string]string{"Authorization": alice})
+	if s := wantStatus(t, a2, nil, "", ""); fmt.Sprint(s["remembered"]) != "["+id.npub+"]" {
+		t.Errorf("alice's second session lists %v, want [%s]", s["remembered"], id.npub)
+	}
+	wantOK(t, "alice loads her identity", callTool(t, a2, "login", map[string]any{"method": "local", "npub": id.npub}))
+	wantStatus(t, a2, nil, "local", id.pubkey)
 }
