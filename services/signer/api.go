@@ -108,7 +108,10 @@ func (s *Service) status(_ context.Context, r *signerv1.Status) (*signerv1.Statu
 	return resp, nil
 }
 
-func (s *Service) getPublicKey(ctx context.Context, r *signerv1.GetPublicKey) (*signerv1.GetPublicKeyResponse, error) {
+func (s *Service) getPublicKey(ctx context.Context, r *signerv1.GetPublicKey) (resp *signerv1.GetPublicKeyResponse, err error) {
+	defer func(start time.Time) {
+		s.auditPage(ctx, start, r.GetScope(), Request{Origin: r.GetOrigin(), TopOrigin: r.GetTopOrigin(), Op: OpGetPublicKey}, "public key "+resp.GetNpub(), err)
+	}(time.Now())
 	id, err := s.lookup(r.GetScope())
 	if err != nil {
 		return nil, err
@@ -122,7 +125,11 @@ func (s *Service) getPublicKey(ctx context.Context, r *signerv1.GetPublicKey) (*
 // errReadOnly is what signing or decrypting with a readonly identity gets.
 var errReadOnly = bus.Errorf(commonv1.ErrorCode_FORBIDDEN, "read-only identity: it can only give its public key (log in with local, seed or nsigner to sign)")
 
-func (s *Service) signEvent(ctx context.Context, r *signerv1.SignEvent) (*signerv1.SignEventResponse, error) {
+func (s *Service) signEvent(ctx context.Context, r *signerv1.SignEvent) (resp *signerv1.SignEventResponse, err error) {
+	defer func(start time.Time) {
+		req := Request{Origin: r.GetOrigin(), TopOrigin: r.GetTopOrigin(), Op: OpSign, Kind: int(r.GetEvent().GetKind())}
+		s.auditPage(ctx, start, r.GetScope(), req, signedResult(resp.GetId(), resp.GetKind()), err)
+	}(time.Now())
 	id, err := s.lookup(r.GetScope())
 	if err != nil {
 		return nil, err
@@ -163,7 +170,11 @@ func (s *Service) signEvent(ctx context.Context, r *signerv1.SignEvent) (*signer
 	return out, nil
 }
 
-func (s *Service) encrypt(ctx context.Context, r *signerv1.Encrypt) (*signerv1.EncryptResponse, error) {
+func (s *Service) encrypt(ctx context.Context, r *signerv1.Encrypt) (resp *signerv1.EncryptResponse, err error) {
+	defer func(start time.Time) {
+		s.auditPage(ctx, start, r.GetScope(), Request{Origin: r.GetOrigin(), TopOrigin: r.GetTopOrigin(), Op: OpEncrypt},
+			fmt.Sprintf("encrypted %d characters (%s)", len(r.GetText()), schemeName(r.GetScheme())), err)
+	}(time.Now())
 	text, err := s.crypt(ctx, r.GetScope(), Request{Origin: r.GetOrigin(), TopOrigin: r.GetTopOrigin(), Op: OpEncrypt}, r.GetScheme(), r.GetPeerPubkey(), r.GetText())
 	if err != nil {
 		return nil, err
@@ -171,7 +182,11 @@ func (s *Service) encrypt(ctx context.Context, r *signerv1.Encrypt) (*signerv1.E
 	return &signerv1.EncryptResponse{Text: text}, nil
 }
 
-func (s *Service) decrypt(ctx context.Context, r *signerv1.Decrypt) (*signerv1.DecryptResponse, error) {
+func (s *Service) decrypt(ctx context.Context, r *signerv1.Decrypt) (resp *signerv1.DecryptResponse, err error) {
+	defer func(start time.Time) {
+		s.auditPage(ctx, start, r.GetScope(), Request{Origin: r.GetOrigin(), TopOrigin: r.GetTopOrigin(), Op: OpDecrypt},
+			fmt.Sprintf("decrypted a message from %s (%s)", r.GetPeerPubkey(), schemeName(r.GetScheme())), err)
+	}(time.Now())
 	text, err := s.crypt(ctx, r.GetScope(), Request{Origin: r.GetOrigin(), TopOrigin: r.GetTopOrigin(), Op: OpDecrypt}, r.GetScheme(), r.GetPeerPubkey(), r.GetText())
 	if err != nil {
 		return nil, err
@@ -240,4 +255,12 @@ func (s *Service) crypt(ctx context.Context, scope string, req Request, scheme s
 		return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: %v", op, err)
 	}
 	return out, nil
+}
+
+// schemeName is how the audit trail names an encryption scheme.
+func schemeName(sc signerv1.Scheme) string {
+	if sc == signerv1.Scheme_SCHEME_NIP04 {
+		return "NIP-04"
+	}
+	return "NIP-44"
 }

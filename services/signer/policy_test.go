@@ -2,12 +2,18 @@ package signer
 
 import (
 	"context"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+
+	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 	"time"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
@@ -213,5 +219,63 @@ func TestPolicyOriginSpellings(t *testing.T) {
 	// Another port is another origin (as browsers say): the default rules.
 	if got, _ := p.Decide(Request{Origin: "https://evil.net:8443", TopOrigin: "https://evil.net:8443", Op: OpSign, Kind: 1}); got != Allow {
 		t.Errorf("another port: %s", got)
+	}
+}
+
+// TestAuditOfPageRequests: every window.nostr request from a page reaches
+// the audit stream as a call of window.nostr.<method> by "page <origin>",
+// with the kind and what happened, never the content; the agent's own
+// requests (no origin) are the gateway's to record.
+func TestAuditOfPageRequests(t *testing.T) {
+	e := start(t)
+	records := make(chan *historyv1.AuditRecord, 16)
+	sub, err := e.c.NATS().Subscribe(audit.RecordSubject(e.c.Prefix(), "signer"), func(m *nats.Msg) {
+		r := &historyv1.AuditRecord{}
+		if proto.Unmarshal(m.Data, r) == nil {
+			records <- r
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	e.mustLogin(&signerv1.Login{Scope: "a", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: vecSecret12})
+	signed, err := e.sign("a", "https://app.example", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.sign("a", "https://app.example", 0) // asks; nobody decides
+	wantErr(t, err, commonv1.ErrorCode_FORBIDDEN, "needs approval")
+	if _, err := e.sign("a", "", 1); err != nil { // the agent's own: not recorded here
+		t.Fatal(err)
+	}
+	next := func() *historyv1.AuditRecord {
+		select {
+		case r := <-records:
+			return r
+		case <-time.After(5 * time.Second):
+			t.Fatal("no audit record")
+		}
+		return nil
+	}
+	ok, denied := next(), next()
+	if ok.GetTool() != "window.nostr.signEvent" || ok.GetCaller() != "page https://app.example" || ok.GetBrowserSession() != "a" ||
+		ok.GetOutcome() != historyv1.Outcome_OUTCOME_OK || ok.GetSource() != "signer" ||
+		ok.GetArguments() != `{"origin":"https://app.example","top_origin":"https://app.example","kind":1}` ||
+		ok.GetResult() != "signed event "+signed.GetId()+" (kind 1)" {
+		t.Errorf("signed: %v", ok)
+	}
+	if denied.GetOutcome() != historyv1.Outcome_OUTCOME_DENIED || !strings.Contains(denied.GetResult(), "needs approval") || !strings.Contains(denied.GetArguments(), `"kind":0`) {
+		t.Errorf("denied: %v", denied)
+	}
+	for _, r := range []*historyv1.AuditRecord{ok, denied} {
+		if strings.Contains(r.String(), "hello from the test") {
+			t.Errorf("the event's content reached the trail: %v", r)
+		}
+	}
+	select {
+	case r := <-records:
+		t.Errorf("a record for the agent's own request: %v", r)
+	case <-time.After(300 * time.Millisecond):
 	}
 }

@@ -16,6 +16,7 @@ import (
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
 	"github.com/sovereign-fleet/sovereign/services/kit/approval"
+	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
 	"github.com/sovereign-fleet/sovereign/services/signer/nsigner"
@@ -102,6 +103,7 @@ type Service struct {
 	svc    micro.Service
 	log    *slog.Logger
 	policy *Policy
+	audit  *audit.Publisher // nil without JetStream
 
 	mu     sync.Mutex
 	ids    map[string]*identity // by scope
@@ -131,7 +133,11 @@ func New(cfg Config, c *bus.Conn) (*Service, error) {
 			s.cfg.Ask = s.consoleAsk(q, cfg.ApprovalTimeout)
 		}
 	}
+	s.openAudit()
 	if err := s.register(); err != nil {
+		if s.audit != nil {
+			_ = s.audit.Close(context.Background())
+		}
 		return nil, err
 	}
 	// The subscriptions reach the server before New returns: a request
@@ -185,6 +191,9 @@ func (s *Service) Close() error {
 	s.mu.Unlock()
 	for _, id := range ids {
 		id.wipe()
+	}
+	if s.audit != nil {
+		_ = s.audit.Close(ctx)
 	}
 	return err
 }
