@@ -46,6 +46,12 @@ func auditRecords(t *testing.T, srv *natsrv.Server, want int) []*historyv1.Audit
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
+		seq++
+		// The signer records pages' window.nostr requests on its own
+		// subject: not the gateway's to count.
+		if m.Subject == audit.RecordSubject("sov", "signer") {
+			continue
+		}
 		rec := &historyv1.AuditRecord{}
 		if err := proto.Unmarshal(m.Data, rec); err != nil {
 			t.Fatal(err)
@@ -54,7 +60,6 @@ func auditRecords(t *testing.T, srv *natsrv.Server, want int) []*historyv1.Audit
 			t.Errorf("record on %s", m.Subject)
 		}
 		out = append(out, rec)
-		seq++
 	}
 	return out
 }
