@@ -73,6 +73,12 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (*Service, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	// The endpoints' subscriptions reach the server before New returns (and
+	// so before /readyz says ready): a query made right after is answered.
+	if err := c.NATS().FlushTimeout(10 * time.Second); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("history: register endpoints: %w", err)
+	}
 	v, _ := st.SchemaVersion(ctx)
 	s.log.Info("history ready", "backend", kind, "schema_version", v, "retention", cfg.Retention.String())
 	return s, nil
