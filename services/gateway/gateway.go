@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
-	"github.com/nats-io/nats.go"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
@@ -169,12 +168,7 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 	mux.Handle("/mcp", guard.wrap(g.auth.wrap(limitBody(cfg.MaxBody, otelmcp.HTTP(g.sessionCheck(g.transport))))))
 	g.authRoutes(mux, guard)
 	health.Register(mux,
-		health.Check{Name: "nats", Func: func(context.Context) error {
-			if s := c.NATS().Status(); s != nats.CONNECTED {
-				return fmt.Errorf("NATS connection is %s", s)
-			}
-			return nil
-		}},
+		health.NATS(c.NATS()),
 		health.Check{Name: "kv", Func: func(ctx context.Context) error {
 			if !c.NATS().IsConnected() {
 				return errors.New("not checked: NATS is not connected") // at once, not at the probe's deadline

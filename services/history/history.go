@@ -14,11 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
@@ -114,17 +111,11 @@ func (s *Service) Ready() <-chan struct{} { return s.ready }
 // ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	if s.cfg.Listen != "" {
-		ln, err := net.Listen("tcp", s.cfg.Listen)
+		addr, err := health.Serve(ctx, s.cfg.Listen, s.checks()...)
 		if err != nil {
-			return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+			return err
 		}
-		mux := http.NewServeMux()
-		health.Register(mux, s.checks()...)
-		health.Metrics(mux)
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		context.AfterFunc(ctx, func() { _ = srv.Close() })
-		s.log.Info("history health and metrics", "url", "http://"+ln.Addr().String()+"/readyz")
+		s.log.Info("history health and metrics", "url", "http://"+addr.String()+"/readyz")
 	}
 	go s.retain(ctx)
 	go s.watchBacklog(ctx)
@@ -134,12 +125,7 @@ func (s *Service) Run(ctx context.Context) error {
 // checks are the readiness checks: NATS connected and the database answers.
 func (s *Service) checks() []health.Check {
 	return []health.Check{
-		{Name: "nats", Func: func(context.Context) error {
-			if st := s.bus.NATS().Status(); st != nats.CONNECTED {
-				return fmt.Errorf("NATS connection is %s", st)
-			}
-			return nil
-		}},
+		health.NATS(s.bus.NATS()),
 		{Name: "database", Func: s.store.Ping},
 	}
 }

@@ -2,12 +2,7 @@ package signer
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"net/http"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
@@ -46,21 +41,10 @@ func counted[Req, Resp any](name string, h func(context.Context, Req) (Resp, err
 // serveHealth serves /healthz, /readyz and /metrics on cfg.Listen until ctx
 // ends.
 func (s *Service) serveHealth(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.Listen)
+	addr, err := health.Serve(ctx, s.cfg.Listen, health.NATS(s.bus.NATS()))
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+		return err
 	}
-	mux := http.NewServeMux()
-	health.Register(mux, health.Check{Name: "nats", Func: func(context.Context) error {
-		if st := s.bus.NATS().Status(); st != nats.CONNECTED {
-			return fmt.Errorf("NATS connection is %s", st)
-		}
-		return nil
-	}})
-	health.Metrics(mux)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	context.AfterFunc(ctx, func() { _ = srv.Close() })
-	s.log.Info("signer health and metrics", "url", "http://"+ln.Addr().String()+"/readyz")
+	s.log.Info("signer health and metrics", "url", "http://"+addr.String()+"/readyz")
 	return nil
 }
