@@ -4,7 +4,7 @@ SHELL := /bin/bash
 
 GO       ?= go
 BIN      := $(CURDIR)/bin
-PKGS     := ./proto/... ./services/kit/... ./services/browser/... ./services/gateway/... ./services/history/... ./services/signer/... ./services/sovereign/... ./deploy/... ./charts/...
+PKGS     := ./proto/... ./services/kit/... ./services/browser/... ./services/gateway/... ./services/history/... ./services/signer/... ./services/sovereign/... ./deploy/... ./charts/... ./services/agent/...
 CMDS     := ./services/sovereign/cmd/sovereign ./services/gateway/cmd/gateway ./services/browser/cmd/browser ./services/signer/cmd/signer
 # Tests start Chromium and NATS: keep parallel packages low on small machines.
 TESTFLAGS ?= -count=1 -p 2 -timeout 20m
@@ -25,7 +25,7 @@ build: ## build the binaries into bin/
 # Container images (deploy/docker/*.Dockerfile, built from the repository
 # root). Docker with BuildKit required: `make images VERSION=0.1.0`.
 IMAGE_REGISTRY ?= ghcr.io/sovereign-fleet
-IMAGES         := gateway browser signer history
+IMAGES         := gateway browser signer history agent
 VERSION        ?= dev
 COMMIT         ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 

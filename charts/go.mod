@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/nats-io/nats-server/v2 v2.15.3
+	github.com/sovereign-fleet/sovereign/services/agent v0.0.0
 	github.com/sovereign-fleet/sovereign/services/gateway v0.0.0
 	github.com/sovereign-fleet/sovereign/services/signer v0.0.0
 	helm.sh/helm/v3 v3.22.0
@@ -69,6 +70,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.17 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/openai/openai-go/v3 v3.98.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
@@ -80,6 +82,10 @@ require (
 	github.com/sovereign-fleet/sovereign/services/history v0.0.0 // indirect
 	github.com/sovereign-fleet/sovereign/services/kit v0.0.0 // indirect
 	github.com/spf13/cast v1.7.1 // indirect
+	github.com/tidwall/gjson v1.20.0 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.2.1 // indirect
+	github.com/tidwall/sjson v1.2.5 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -122,6 +128,7 @@ require (
 
 replace (
 	github.com/sovereign-fleet/sovereign/proto => ../proto
+	github.com/sovereign-fleet/sovereign/services/agent => ../services/agent
 	github.com/sovereign-fleet/sovereign/services/browser => ../services/browser
 	github.com/sovereign-fleet/sovereign/services/gateway => ../services/gateway
 	github.com/sovereign-fleet/sovereign/services/history => ../services/history

@@ -38,6 +38,7 @@ var services = map[string]struct {
 	"browser": {8091, "SOVEREIGN_BROWSER_LISTEN"},
 	"history": {8092, "SOVEREIGN_HISTORY_LISTEN"},
 	"signer":  {8093, "SOVEREIGN_SIGNER_LISTEN"},
+	"agent":   {8094, "SOVEREIGN_AGENT_LISTEN"},
 }
 
 func TestRender(t *testing.T) {
@@ -62,7 +63,42 @@ func TestRender(t *testing.T) {
 			"browser":       map[string]any{"autoscaling": map[string]any{"enabled": false}, "replicas": 3},
 			"signer":        map[string]any{"enabled": false},
 			"history":       map[string]any{"enabled": false},
+			"agent":         map[string]any{"enabled": false},
 		}, check: checkMinimal},
+		// The agent with a hosted provider and its key in the chart's
+		// Secret, autoscaled, and a self-hosted provider allowed.
+		{name: "agent-provider", overrides: map[string]any{
+			"secrets": map[string]any{"llmApiKey": testLLMKey, "secretKey": testSecrets["secretKey"]},
+			"agent": map[string]any{
+				"autoscaling": map[string]any{"enabled": true},
+				"llm": map[string]any{
+					"baseURL": "https://openrouter.ai/api/v1", "model": "openai/gpt-4.1-mini",
+					"systemPrompt": "You drive a browser.\nBe brief.", "temperature": 0.2, "contextTokens": 128000, "stream": false,
+				},
+			},
+			"networkPolicy": map[string]any{"agent": map[string]any{
+				"providers": []any{map[string]any{"cidr": "10.0.5.20/32", "ports": []any{11434}}},
+			}},
+		}, check: checkAgentProvider},
+		// The API key in a Secret of its own; temperature 0 (a real value,
+		// not "unset").
+		{name: "agent-existing-secret", overrides: map[string]any{"agent": map[string]any{"llm": map[string]any{
+			"baseURL": "http://ollama.ollama:11434/v1", "model": "qwen3:8b", "temperature": 0,
+			"existingSecret": "openai", "existingSecretKey": "token",
+		}}}, check: checkAgentExistingSecret},
+		// System tools for MCP clients too, on one shared ReadWriteMany
+		// workspace behind two gateways; an unquoted YAML `on` is "on".
+		{name: "system-tools-shared", overrides: map[string]any{"gateway": map[string]any{"systemTools": map[string]any{
+			"mode":      true,
+			"workspace": map[string]any{"persistence": map[string]any{"enabled": true, "storageClassName": "nfs"}},
+		}}}, check: checkSystemToolsShared},
+		// An unquoted YAML `off` is the boolean false: off.
+		{name: "system-tools-yaml-off", overrides: map[string]any{"gateway": map[string]any{"systemTools": map[string]any{"mode": false}}},
+			check: func(*testing.T, *manifest) {}},
+		// System tools for agent runs on one gateway's emptyDir.
+		{name: "system-tools-agent", overrides: map[string]any{"gateway": map[string]any{
+			"replicas": 1, "systemTools": map[string]any{"mode": "agent"},
+		}}, check: checkSystemToolsAgent},
 		{name: "browser-seccomp-localhost", overrides: map[string]any{"browser": map[string]any{"chromeSandbox": "on", "securityContext": map[string]any{
 			"seccompProfile": map[string]any{"type": "Localhost", "localhostProfile": "sovereign/chromium-seccomp.json"},
 		}}}, check: checkBrowserSeccomp},
@@ -90,6 +126,8 @@ func checkInvariants(t *testing.T, m *manifest) {
 	checkSecrets(t, m)
 	checkSigner(t, m)
 	checkBrowser(t, m)
+	checkAgent(t, m)
+	checkSystemTools(t, m)
 }
 
 // checkSecurity: strict pod and container security contexts everywhere,
@@ -185,13 +223,16 @@ func checkWiring(t *testing.T, m *manifest) {
 	for svc, want := range services {
 		name := fullname + "-" + svc
 		if !has[*appsv1.Deployment](m, name) {
-			if svc == "gateway" || svc == "browser" {
+			if svc == "gateway" || svc == "browser" || boolean(m.values, svc, "enabled") {
 				t.Errorf("no Deployment %s", name)
 			}
 			continue
 		}
 		d := find[*appsv1.Deployment](t, m, name)
 		c := container(t, d)
+		if !boolean(m.values, svc, "enabled") && svc != "gateway" && svc != "browser" {
+			t.Errorf("%s is rendered although %s.enabled is false", name, svc)
+		}
 		if img := m.imageOf(svc); c.Image != img {
 			t.Errorf("%s: image = %s, want %s", name, c.Image, img)
 		}
@@ -345,7 +386,7 @@ func checkNetworkPolicies(t *testing.T, m *manifest) {
 			if !reflect.DeepEqual(np.Spec.Ingress, want) {
 				t.Errorf("nats ingress = %s, want %s", js(np.Spec.Ingress), js(want))
 			}
-		case "browser", "history", "signer":
+		case "browser", "history", "signer", "agent":
 			var want []networkingv1.NetworkPolicyIngressRule
 			if len(metricsFrom) > 0 {
 				want = []networkingv1.NetworkPolicyIngressRule{{Ports: tcp(int(services[component].port)), From: metricsFrom}}
@@ -357,15 +398,20 @@ func checkNetworkPolicies(t *testing.T, m *manifest) {
 			t.Errorf("pod component %q has no expectations", component)
 		}
 	}
-	// The signer's egress is closed but for NATS, DNS and what is configured.
-	if np, ok := byComponent["signer"]; ok {
+	// The signer's and the agent's egress is closed but for NATS, DNS and
+	// what is configured (the agent: its model provider).
+	for _, component := range []string{"signer", "agent"} {
+		np, ok := byComponent[component]
+		if !ok {
+			continue
+		}
 		if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
-			t.Fatalf("signer NetworkPolicy does not restrict egress")
+			t.Fatalf("%s NetworkPolicy does not restrict egress", component)
 		}
 		natsPort := false
 		for i, r := range np.Spec.Egress {
 			if len(r.Ports) == 0 {
-				t.Errorf("signer egress rule %d allows every port: %s", i, js(r))
+				t.Errorf("%s egress rule %d allows every port: %s", component, i, js(r))
 			}
 			for _, p := range r.Ports {
 				if p.Port != nil && (p.Port.IntVal == 4222 || p.Port.IntVal == 4223) {
@@ -374,7 +420,18 @@ func checkNetworkPolicies(t *testing.T, m *manifest) {
 			}
 		}
 		if !natsPort {
-			t.Errorf("signer egress has no NATS rule: %s", js(np.Spec.Egress))
+			t.Errorf("%s egress has no NATS rule: %s", component, js(np.Spec.Egress))
+		}
+		// NATS: the in-chart servers' pods on the client port.
+		if boolean(m.values, "nats", "cluster", "enabled") {
+			natsPods := m.podSpecs()[fullname+"-nats"].Labels
+			if !egressAllowsPod(np, natsPods, 4222) {
+				t.Errorf("%s egress does not reach the NATS pods on 4222: %s", component, js(np.Spec.Egress))
+			}
+		}
+		// Nothing else of the release: not the gateway's port, say.
+		if gw := m.podSpecs()[fullname+"-gateway"].Labels; egressAllowsPod(np, gw, 8080) {
+			t.Errorf("%s egress reaches the gateway pods on 8080", component)
 		}
 	}
 }
@@ -385,7 +442,7 @@ func checkSecrets(t *testing.T, m *manifest) {
 	sec := mapAt(m.values, "secrets")
 	existing, _ := sec["existingSecret"].(string)
 	var values []string
-	for _, k := range []string{"adminToken", "secretKey", "signerPassphrase", "historyDSN"} {
+	for _, k := range []string{"adminToken", "secretKey", "signerPassphrase", "historyDSN", "llmApiKey"} {
 		if v, _ := sec[k].(string); v != "" {
 			values = append(values, v)
 		}
@@ -403,6 +460,8 @@ func checkSecrets(t *testing.T, m *manifest) {
 	if existing != "" {
 		wantSecret = existing
 	}
+	// The agent's API key may come from a Secret of its own.
+	llmSecret := str(m.values, "agent", "llm", "existingSecret")
 	secretKeyNames := regexp.MustCompile(`(?i)token|secret|passphrase|password|dsn|key`)
 	for _, cm := range all[*corev1.ConfigMap](m) {
 		for k, v := range cm.Data {
@@ -432,6 +491,13 @@ func checkSecrets(t *testing.T, m *manifest) {
 				}
 				ref := e.ValueFrom.SecretKeyRef
 				if ref == nil {
+					continue
+				}
+				if e.Name == "SOVEREIGN_LLM_API_KEY" && llmSecret != "" {
+					if ref.Name != llmSecret || ref.Key != str(m.values, "agent", "llm", "existingSecretKey") || (ref.Optional != nil && *ref.Optional) {
+						t.Errorf("%s: env %s refers to %s, want the required key %s of agent.llm.existingSecret %s",
+							name, e.Name, js(ref), str(m.values, "agent", "llm", "existingSecretKey"), llmSecret)
+					}
 					continue
 				}
 				if ref.Name != wantSecret {
@@ -562,6 +628,14 @@ func checkDefault(t *testing.T, m *manifest) {
 	if !strings.Contains(m.notes, "sovereign token create") || !strings.Contains(m.notes, "claude mcp add --transport http sovereign http://localhost:8080/mcp") {
 		t.Errorf("NOTES do not say how to create a token and connect:\n%s", m.notes)
 	}
+	// The agent runs by default, two replicas without a provider: the
+	// NOTES say how to set one.
+	if a := find[*appsv1.Deployment](t, m, fullname+"-agent"); a.Spec.Replicas == nil || *a.Spec.Replicas != 2 {
+		t.Errorf("agent replicas = %v, want 2", a.Spec.Replicas)
+	}
+	if !strings.Contains(m.notes, "No model provider is set") || !strings.Contains(m.notes, "console cannot store a model provider's API key") {
+		t.Errorf("NOTES do not say the agent needs a provider:\n%s", m.notes)
+	}
 }
 
 func checkExternal(t *testing.T, m *manifest) {
@@ -591,6 +665,7 @@ func checkExternal(t *testing.T, m *manifest) {
 	for env, key := range map[string]string{
 		"SOVEREIGN_HISTORY_DSN": "history-dsn", "SOVEREIGN_ADMIN_TOKEN": "admin-token",
 		"SOVEREIGN_SECRET_KEY": "secret-key", "SOVEREIGN_SIGNER_PASSPHRASE": "signer-passphrase",
+		"SOVEREIGN_LLM_API_KEY": "llm-api-key",
 	} {
 		ref := refs[env]
 		if ref == nil || ref.Name != "sovereign-secrets" || ref.Key != key {
@@ -612,8 +687,16 @@ func checkExternal(t *testing.T, m *manifest) {
 	if !slices.ContainsFunc(np.Spec.Egress, func(r networkingv1.NetworkPolicyEgressRule) bool { return reflect.DeepEqual(r, want) }) {
 		t.Errorf("signer egress = %s, want a rule %s", js(np.Spec.Egress), js(want))
 	}
-	if len(all[*networkingv1.NetworkPolicy](m)) != 4 {
-		t.Errorf("NetworkPolicies: %v, want gateway, browser, history and signer", m.names())
+	if len(all[*networkingv1.NetworkPolicy](m)) != 5 {
+		t.Errorf("NetworkPolicies: %v, want gateway, browser, history, signer and agent", m.names())
+	}
+	// The agent reaches the external NATS on both ports, anywhere (its
+	// externalNatsTo is empty).
+	anp := find[*networkingv1.NetworkPolicy](t, m, fullname+"-agent")
+	for _, port := range []int32{4222, 4223} {
+		if !egressAllowsIP(anp, "10.96.0.7", port) {
+			t.Errorf("agent egress does not reach the external NATS on %d: %s", port, js(anp.Spec.Egress))
+		}
 	}
 }
 
@@ -732,13 +815,16 @@ func checkMinimal(t *testing.T, m *manifest) {
 	if d := find[*appsv1.Deployment](t, m, fullname+"-browser"); d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
 		t.Errorf("browser replicas = %v, want 3", d.Spec.Replicas)
 	}
-	for _, name := range []string{"-signer", "-history", "-signer-data", "-history-data"} {
+	for _, name := range []string{"-signer", "-history", "-agent", "-signer-data", "-history-data"} {
 		if has[*appsv1.Deployment](m, fullname+name) || has[*corev1.PersistentVolumeClaim](m, fullname+name) {
 			t.Errorf("%s rendered although disabled", fullname+name)
 		}
 	}
 	if strings.Contains(m.notes, "exec deploy/"+fullname+"-history") {
 		t.Errorf("NOTES send the user to the disabled history Deployment:\n%s", m.notes)
+	}
+	if has[*corev1.Service](m, fullname+"-agent") || has[*policyv1.PodDisruptionBudget](m, fullname+"-agent") || strings.Contains(m.notes, "The agent") {
+		t.Errorf("agent.enabled=false still renders the agent: %v\n%s", m.names(), m.notes)
 	}
 }
 

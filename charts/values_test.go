@@ -9,30 +9,38 @@ import (
 	"helm.sh/helm/v3/pkg/lint/support"
 )
 
-// TestBadValuesFile: a values file with a string where the schema wants an
-// integer fails `helm install`'s validation and `helm lint`, naming the
-// value.
+// TestBadValuesFile: values files with values of the wrong type or range
+// fail `helm install`'s validation and `helm lint`, naming each value.
 func TestBadValuesFile(t *testing.T) {
-	vals := readValues(t, filepath.Join("testdata", "bad-replicas-values.yaml"), nil)
-	_, err := render(loadChart(t), vals)
-	if err == nil {
-		t.Fatal("render accepted browser.replicas: three")
-	}
-	for _, want := range []string{"/browser/replicas", "want integer"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("render error = %q, want it to contain %q", err, want)
-		}
-	}
-	linter := lint.AllWithKubeVersionAndSchemaValidation(chartDir, vals, namespace, kubeVersion, false)
-	if linter.HighestSeverity != support.ErrorSev {
-		t.Fatalf("helm lint: highest severity %d, want ERROR; messages %v", linter.HighestSeverity, linter.Messages)
-	}
-	found := false
-	for _, msg := range linter.Messages {
-		found = found || (msg.Severity == support.ErrorSev && strings.Contains(msg.Err.Error(), "/browser/replicas"))
-	}
-	if !found {
-		t.Errorf("helm lint does not name /browser/replicas: %v", linter.Messages)
+	for file, wants := range map[string][]string{
+		// A string where the schema wants an integer.
+		"bad-replicas-values.yaml": {"/browser/replicas", "want integer"},
+		// No agent replica, and a port number for the provider's URL.
+		"bad-agent-values.yaml": {"/agent/replicas", "minimum: got 0, want 1", "/agent/llm/baseURL", "want string"},
+	} {
+		t.Run(file, func(t *testing.T) {
+			vals := readValues(t, filepath.Join("testdata", file), nil)
+			_, err := render(loadChart(t), vals)
+			if err == nil {
+				t.Fatalf("render accepted %v", vals)
+			}
+			for _, want := range wants {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("render error = %q, want it to contain %q", err, want)
+				}
+			}
+			linter := lint.AllWithKubeVersionAndSchemaValidation(chartDir, vals, namespace, kubeVersion, false)
+			if linter.HighestSeverity != support.ErrorSev {
+				t.Fatalf("helm lint: highest severity %d, want ERROR; messages %v", linter.HighestSeverity, linter.Messages)
+			}
+			found := false
+			for _, msg := range linter.Messages {
+				found = found || (msg.Severity == support.ErrorSev && strings.Contains(msg.Err.Error(), wants[0]))
+			}
+			if !found {
+				t.Errorf("helm lint does not name %s: %v", wants[0], linter.Messages)
+			}
+		})
 	}
 }
 
@@ -67,6 +75,25 @@ func TestValuesRejected(t *testing.T) {
 		{"sandbox-without-seccomp-profile", m{"browser": m{"chromeSandbox": "auto"}}, "Chromium would not start"},
 		{"sandbox-value", m{"browser": m{"chromeSandbox": "yes"}}, "/browser/chromeSandbox"},
 		{"hpa-bounds", m{"browser": m{"autoscaling": m{"minReplicas": 5, "maxReplicas": 2}}}, "minReplicas is above maxReplicas"},
+		{"agent-replicas-0", m{"agent": m{"replicas": 0}}, "/agent/replicas"},
+		{"agent-base-url-type", m{"agent": m{"llm": m{"baseURL": 11434}}}, "/agent/llm/baseURL"},
+		{"agent-base-url-scheme", m{"agent": m{"llm": m{"baseURL": "ollama:11434"}}}, "/agent/llm/baseURL"},
+		{"agent-base-url-credentials", m{"agent": m{"llm": m{"baseURL": "https://user:sk-x@llm.example.com/v1"}}}, "/agent/llm/baseURL"},
+		{"agent-temperature-high", m{"agent": m{"llm": m{"temperature": 2.5}}}, "/agent/llm/temperature"},
+		{"agent-temperature-word", m{"agent": m{"llm": m{"temperature": "warm"}}}, "/agent/llm/temperature"},
+		{"agent-max-iterations", m{"agent": m{"maxIterations": 0}}, "/agent/maxIterations"},
+		{"agent-max-runs", m{"agent": m{"maxRuns": "eight"}}, "/agent/maxRuns"},
+		{"agent-llm-timeout", m{"agent": m{"llm": m{"timeout": "2 minutes"}}}, "/agent/llm/timeout"},
+		{"agent-unknown-key", m{"agent": m{"llm": m{"apiKey": "sk-x"}}}, "additional properties 'apiKey'"},
+		{"agent-two-keys", m{"secrets": m{"llmApiKey": "sk-x"}, "agent": m{"llm": m{"existingSecret": "openai"}}}, "not both"},
+		{"existing-secret-and-llm-key", m{"secrets": m{"existingSecret": "s", "llmApiKey": "sk-x"}}, "llmApiKey empty"},
+		{"agent-hpa-without-metrics", m{"agent": m{"autoscaling": m{"enabled": true, "cpu": m{"enabled": false}, "runs": m{"enabled": false}}}}, "agent.autoscaling: turn on the cpu or the runs metric"},
+		{"agent-hpa-bounds", m{"agent": m{"autoscaling": m{"enabled": true, "minReplicas": 5, "maxReplicas": 2}}}, "agent.autoscaling: minReplicas is above maxReplicas"},
+		{"agent-provider-cidr", m{"networkPolicy": m{"agent": m{"providers": []any{m{"cidr": "10.0.5.20", "ports": []any{11434}}}}}}, "/networkPolicy/agent/providers/0/cidr"},
+		{"agent-provider-no-ports", m{"networkPolicy": m{"agent": m{"providers": []any{m{"cidr": "10.0.5.20/32", "ports": []any{}}}}}}, "/networkPolicy/agent/providers/0/ports"},
+		{"system-tools-mode", m{"gateway": m{"systemTools": m{"mode": "yes"}}}, "/gateway/systemTools/mode"},
+		{"system-tools-two-gateways", m{"gateway": m{"systemTools": m{"mode": "agent"}}}, "each pod would have its own workspace"},
+		{"system-tools-rwo-claim", m{"gateway": m{"systemTools": m{"mode": "on", "workspace": m{"persistence": m{"enabled": true, "accessMode": "ReadWriteOnce"}}}}}, "each pod would have its own workspace"},
 	}
 	c := loadChart(t)
 	for _, tt := range tests {

@@ -60,12 +60,18 @@ type sovereignService struct {
 	extra    map[string]string
 }
 
+// workspace is where the gateway's system tools act in the container.
+const workspace = "/data/workspace"
+
 var sovereignServices = []sovereignService{
 	{
 		name: "gateway", image: "sovereign-gateway",
 		listen: map[string]string{"SOVEREIGN_LISTEN": "0.0.0.0:8080", "SOVEREIGN_ADMIN_LISTEN": "0.0.0.0:8086"},
 		health: []string{"CMD", "/sovereign", "healthcheck", "http://127.0.0.1:8080/readyz"},
 		ports:  []string{"127.0.0.1:8080:8080", "127.0.0.1:8086:8086"}, replicas: 1, envFile: "secrets/gateway.env",
+		// System tools off unless .env turns them on; their workspace is
+		// a volume (the root filesystem is read-only).
+		extra: map[string]string{"SOVEREIGN_SYSTEM_TOOLS": "off", "SOVEREIGN_WORKSPACE": workspace},
 	},
 	{
 		name: "browser", image: "sovereign-browser",
@@ -81,6 +87,14 @@ var sovereignServices = []sovereignService{
 		health: []string{"CMD", "/sovereign", "healthcheck", "http://127.0.0.1:8093/readyz"},
 		volume: "signer-data", replicas: 1, envFile: "secrets/signer.env",
 		extra: map[string]string{"SOVEREIGN_DATA_DIR": "/data"},
+	},
+	{
+		name: "agent", image: "sovereign-agent",
+		listen: map[string]string{"SOVEREIGN_AGENT_LISTEN": "0.0.0.0:8094"},
+		health: []string{"CMD", "/sovereign", "healthcheck", "http://127.0.0.1:8094/readyz"},
+		// Stateless: no volume, no published port.
+		replicas: 1, envFile: "secrets/agent.env",
+		extra: map[string]string{"SOVEREIGN_AGENT_MAX_RUNS": "8", "SOVEREIGN_AGENT_MAX_ITERATIONS": "100"},
 	},
 	{
 		name: "history", image: "sovereign-history",
@@ -99,7 +113,7 @@ var sovereignServices = []sovereignService{
 // SQLite: no postgres, no DSN.
 func TestComposeDefault(t *testing.T) {
 	p := loadCompose(t, ".", false)
-	want := []string{"browser", "gateway", "history", "jaeger", "nats", "signer"}
+	want := []string{"agent", "browser", "gateway", "history", "jaeger", "nats", "signer"}
 	if got := sorted(p.ServiceNames()); !slices.Equal(got, want) {
 		t.Fatalf("services = %v, want %v", got, want)
 	}
@@ -112,7 +126,7 @@ func TestComposeDefault(t *testing.T) {
 	if dsn := env(h, "SOVEREIGN_HISTORY_DSN"); dsn != "" {
 		t.Errorf("history: SOVEREIGN_HISTORY_DSN = %q on the SQLite profile", dsn)
 	}
-	if got := sorted(p.WithoutUnnecessaryResources().VolumeNames()); !slices.Equal(got, []string{"history-data", "nats-data", "signer-data"}) {
+	if got := sorted(p.WithoutUnnecessaryResources().VolumeNames()); !slices.Equal(got, []string{"gateway-workspace", "history-data", "nats-data", "signer-data"}) {
 		t.Errorf("volumes in use = %v", got)
 	}
 }
@@ -123,11 +137,11 @@ func TestComposeDefault(t *testing.T) {
 // secrets/postgres.env) and waits until postgres is healthy.
 func TestComposePostgresProfile(t *testing.T) {
 	p := loadCompose(t, ".", false, "postgres")
-	want := []string{"browser", "gateway", "history-postgres", "jaeger", "nats", "postgres", "signer"}
+	want := []string{"agent", "browser", "gateway", "history-postgres", "jaeger", "nats", "postgres", "signer"}
 	if got := sorted(p.ServiceNames()); !slices.Equal(got, want) {
 		t.Fatalf("services = %v, want %v", got, want)
 	}
-	hp := sovereignServices[3]
+	hp := sovereignServices[slices.IndexFunc(sovereignServices, func(s sovereignService) bool { return s.name == "history" })]
 	hp.name = "history-postgres"
 	checkSovereign(t, p, hp)
 
@@ -288,6 +302,16 @@ func checkSovereign(t *testing.T, p *types.Project, want sovereignService) {
 	if want.volume != "" && !mounts(s, want.volume, "/data") {
 		t.Errorf("volume %s is not mounted at /data: %+v", want.volume, s.Volumes)
 	}
+	if want.volume == "" && want.name != "gateway" && len(s.Volumes) > 0 {
+		t.Errorf("volumes %+v: the service keeps no state of its own", s.Volumes)
+	}
+	// The system tools' workspace is a named volume: under a read-only
+	// root nothing else is writable, and it outlives the container.
+	if ws := env(s, "SOVEREIGN_WORKSPACE"); ws != "" && !slices.ContainsFunc(s.Volumes, func(v types.ServiceVolumeConfig) bool {
+		return v.Type == types.VolumeTypeVolume && v.Target == ws && !v.ReadOnly
+	}) {
+		t.Errorf("SOVEREIGN_WORKSPACE %s is not a writable named volume: %+v", ws, s.Volumes)
+	}
 	if want.envFile != "" && !hasEnvFile(s, want.envFile) {
 		t.Errorf("does not read %s", want.envFile)
 	}
@@ -367,8 +391,8 @@ func TestComposeNoSecrets(t *testing.T) {
 		}
 	}
 	examples, _ := filepath.Glob("secrets/*.env.example")
-	if len(examples) != 4 {
-		t.Errorf("secret templates = %v, want gateway, browser, signer, postgres", examples)
+	if len(examples) != 5 {
+		t.Errorf("secret templates = %v, want agent, gateway, browser, signer, postgres", examples)
 	}
 	for _, f := range examples {
 		for k, v := range readEnvFile(t, f) {
@@ -413,7 +437,10 @@ func TestComposeSecretsReachOnlyTheirService(t *testing.T) {
 	}
 	where := map[string][]string{
 		"SOVEREIGN_ADMIN_TOKEN":       {"gateway"},
-		"SOVEREIGN_SECRET_KEY":        {"browser", "cli"},
+		"SOVEREIGN_SECRET_KEY":        {"agent", "browser", "cli"},
+		"SOVEREIGN_LLM_API_KEY":       {"agent"},
+		"SOVEREIGN_LLM_BASE_URL":      {"agent"},
+		"SOVEREIGN_LLM_MODEL":         {"agent"},
 		"SOVEREIGN_SIGNER_PASSPHRASE": {"signer"},
 		"POSTGRES_PASSWORD":           {"history-postgres", "postgres"},
 		"PGPASSWORD":                  {"history-postgres", "postgres"},
@@ -466,13 +493,87 @@ func TestComposeVariables(t *testing.T) {
 			t.Errorf(".env %s=%q, compose.yaml defaults to %q", name, val, v.DefaultValue)
 		}
 	}
-	for _, name := range []string{"SOVEREIGN_VERSION", "SOVEREIGN_GATEWAY_PORT", "NATS_IMAGE", "JAEGER_IMAGE", "POSTGRES_IMAGE", "JAEGER_UI_PORT"} {
+	for _, name := range []string{"SOVEREIGN_VERSION", "SOVEREIGN_GATEWAY_PORT", "NATS_IMAGE", "JAEGER_IMAGE", "POSTGRES_IMAGE", "JAEGER_UI_PORT", "SOVEREIGN_SYSTEM_TOOLS", "SOVEREIGN_AGENT_REPLICAS"} {
 		if _, ok := vars[name]; !ok {
 			t.Errorf("compose.yaml does not use ${%s}", name)
 		}
 	}
 	if got := dotenv["COMPOSE_PROFILES"]; got != "sqlite" {
 		t.Errorf(".env COMPOSE_PROFILES = %q, want sqlite", got)
+	}
+}
+
+// TestComposeAgent: the agent reads the provider from secrets/agent.env and
+// the fleet's secret key from secrets/browser.env; its template documents
+// the provider settings with an Ollama example whose host name the agent
+// container resolves (host.docker.internal, mapped to the Docker host on
+// Linux too); .env's SOVEREIGN_SYSTEM_TOOLS reaches the gateway; and with
+// the provider filled in, the agent's environment carries it.
+func TestComposeAgent(t *testing.T) {
+	p := loadCompose(t, ".", false)
+	a := service(t, p, "agent")
+	for _, f := range []string{"secrets/agent.env", "secrets/browser.env"} {
+		if !hasEnvFile(a, f) {
+			t.Errorf("agent does not read %s", f)
+		}
+	}
+	if !slices.Contains(a.ExtraHosts["host.docker.internal"], "host-gateway") {
+		t.Errorf("agent extra_hosts = %v, want host.docker.internal:host-gateway (Ollama on the Docker host)", a.ExtraHosts)
+	}
+	if v := env(a, "SOVEREIGN_LLM_API_KEY"); v != "" {
+		t.Errorf("compose.yaml sets the agent's API key")
+	}
+
+	// The template: the three provider settings, empty, and the Ollama
+	// example (commented out) on the host name the container resolves.
+	tmpl := readEnvFile(t, "secrets/agent.env.example")
+	for _, k := range []string{"SOVEREIGN_LLM_BASE_URL", "SOVEREIGN_LLM_MODEL", "SOVEREIGN_LLM_API_KEY"} {
+		if v, ok := tmpl[k]; !ok || v != "" {
+			t.Errorf("secrets/agent.env.example: %s = %q (listed %v), want it listed and empty", k, v, ok)
+		}
+	}
+	raw, err := os.ReadFile("secrets/agent.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^#\s*SOVEREIGN_LLM_BASE_URL=(\S+)$`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("secrets/agent.env.example has no commented SOVEREIGN_LLM_BASE_URL example")
+	}
+	u, err := url.Parse(string(m[1]))
+	if err != nil || u.Scheme != "http" || u.Port() != "11434" || u.Path != "/v1" || len(a.ExtraHosts[u.Hostname()]) == 0 {
+		t.Errorf("Ollama example %s (%v): want http://<a host the agent resolves>:11434/v1", m[1], err)
+	}
+
+	// .env turns the system tools on for agent runs only.
+	dir := t.TempDir()
+	for _, f := range []string{"compose.yaml", "nats.conf", seccompFile} {
+		if err := copyFile(f, filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dotenv, err := os.ReadFile(".env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dotenv = regexp.MustCompile(`(?m)^SOVEREIGN_SYSTEM_TOOLS=.*$`).ReplaceAll(dotenv, []byte("SOVEREIGN_SYSTEM_TOOLS=agent"))
+	if err := os.WriteFile(filepath.Join(dir, ".env"), dotenv, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "secrets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	provider := "SOVEREIGN_LLM_BASE_URL=http://host.docker.internal:11434/v1\nSOVEREIGN_LLM_MODEL=qwen3:8b\n"
+	if err := os.WriteFile(filepath.Join(dir, "secrets", "agent.env"), []byte(provider), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p = loadCompose(t, dir, true)
+	if got := env(service(t, p, "gateway"), "SOVEREIGN_SYSTEM_TOOLS"); got != "agent" {
+		t.Errorf("gateway SOVEREIGN_SYSTEM_TOOLS = %q, want agent (from .env)", got)
+	}
+	a = service(t, p, "agent")
+	if env(a, "SOVEREIGN_LLM_BASE_URL") != "http://host.docker.internal:11434/v1" || env(a, "SOVEREIGN_LLM_MODEL") != "qwen3:8b" {
+		t.Errorf("agent provider env = %q, %q", env(a, "SOVEREIGN_LLM_BASE_URL"), env(a, "SOVEREIGN_LLM_MODEL"))
 	}
 }
 

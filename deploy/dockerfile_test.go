@@ -28,26 +28,34 @@ type image struct {
 	expose     []string
 	env        map[string]string // container defaults that must be set
 	packages   []string          // Debian packages the final stage installs
-	dataDir    bool              // /data, owned by the runtime user
+	owned      []string          // directories copied from the build stage, owned by the runtime user
 }
 
 var images = []image{
 	{
 		service: "gateway", base: "gcr.io/distroless/static-debian12:nonroot", user: "65532:65532",
 		entrypoint: []string{"/sovereign", "gateway"}, expose: []string{"8080", "8086"},
-		env: map[string]string{"SOVEREIGN_LISTEN": "0.0.0.0:8080"},
+		env: map[string]string{"SOVEREIGN_LISTEN": "0.0.0.0:8080", "SOVEREIGN_WORKSPACE": "/data/workspace"},
+		// The system tools' workspace: a volume mounted there starts out
+		// owned by the runtime user.
+		owned: []string{"/data/workspace"},
+	},
+	{
+		service: "agent", base: "gcr.io/distroless/static-debian12:nonroot", user: "65532:65532",
+		entrypoint: []string{"/sovereign", "agent"}, expose: []string{"8094"},
+		env: map[string]string{"SOVEREIGN_AGENT_LISTEN": "0.0.0.0:8094"},
 	},
 	{
 		service: "history", base: "gcr.io/distroless/static-debian12:nonroot", user: "65532:65532",
 		entrypoint: []string{"/sovereign", "history"}, expose: []string{"8092"},
-		env:     map[string]string{"SOVEREIGN_HISTORY_LISTEN": "0.0.0.0:8092", "SOVEREIGN_DATA_DIR": "/data"},
-		dataDir: true,
+		env:   map[string]string{"SOVEREIGN_HISTORY_LISTEN": "0.0.0.0:8092", "SOVEREIGN_DATA_DIR": "/data"},
+		owned: []string{"/data"},
 	},
 	{
 		service: "signer", base: "gcr.io/distroless/static-debian12:nonroot", user: "65532:65532",
 		entrypoint: []string{"/sovereign", "signer"}, expose: []string{"8093"},
-		env:     map[string]string{"SOVEREIGN_SIGNER_LISTEN": "0.0.0.0:8093", "SOVEREIGN_DATA_DIR": "/data"},
-		dataDir: true,
+		env:   map[string]string{"SOVEREIGN_SIGNER_LISTEN": "0.0.0.0:8093", "SOVEREIGN_DATA_DIR": "/data"},
+		owned: []string{"/data"},
 	},
 	{
 		service: "browser", base: "debian:bookworm-slim", user: "10001:10001",
@@ -145,7 +153,7 @@ func TestDockerfiles(t *testing.T) {
 				args       []string
 				expose     []string
 				entrypoint *instructions.EntrypointCommand
-				dataDir    bool
+				owned      []string
 			)
 			for _, c := range final.Commands {
 				switch c := c.(type) {
@@ -172,8 +180,8 @@ func TestDockerfiles(t *testing.T) {
 						t.Errorf("COPY --from=%s: only the build stage is copied from", c.From)
 					}
 					if c.From == "build" {
-						if c.DestPath == "/data" && c.Chown == im.user {
-							dataDir = true
+						if c.Chown == im.user {
+							owned = append(owned, c.DestPath)
 						}
 						for _, src := range c.SourcePaths {
 							if !strings.Contains(buildRuns, src) {
@@ -183,8 +191,8 @@ func TestDockerfiles(t *testing.T) {
 					}
 				}
 			}
-			if dataDir != im.dataDir {
-				t.Errorf("/data copied with --chown=%s: %v, want %v", im.user, dataDir, im.dataDir)
+			if !slices.Equal(owned, im.owned) {
+				t.Errorf("copied with --chown=%s: %v, want %v", im.user, owned, im.owned)
 			}
 			if len(im.packages) > 0 {
 				install := strings.Join(runCommands(final), "\n")
@@ -320,6 +328,7 @@ func TestDockerignore(t *testing.T) {
 		{"e2e/client-ts/node_modules/zod/package.json", true},
 		{"deploy/secrets/gateway.env", true},
 		{"deploy/secrets/signer.env", true},
+		{"deploy/secrets/agent.env", true},
 		{"deploy/.env", true},
 		{"go.work", false},
 		{"go.work.sum", false},

@@ -125,7 +125,7 @@ func TestTiltfile(t *testing.T) {
 	if !binary || !helm {
 		t.Errorf("binary build %v, helm with the dev values %v", binary, helm)
 	}
-	want := []string{"sovereign-dev/sovereign-browser", "sovereign-dev/sovereign-gateway", "sovereign-dev/sovereign-history", "sovereign-dev/sovereign-signer"}
+	want := []string{"sovereign-dev/sovereign-agent", "sovereign-dev/sovereign-browser", "sovereign-dev/sovereign-gateway", "sovereign-dev/sovereign-history", "sovereign-dev/sovereign-signer"}
 	slices.Sort(images)
 	if !slices.Equal(images, want) {
 		t.Errorf("dev images %v, want %v (the chart's images under deploy/tilt/values.yaml)", images, want)
@@ -135,10 +135,41 @@ func TestTiltfile(t *testing.T) {
 			t.Errorf("k8s_resource %q is not a workload of the release 'sov'", r)
 		}
 	}
+	// Every dev image has its resource, and NATS too.
+	for _, img := range images {
+		if r := "sov-" + strings.TrimPrefix(img, "sovereign-dev/"); !slices.Contains(resources, r) {
+			t.Errorf("image %s: no k8s_resource %s", img, r)
+		}
+	}
+	if !slices.Contains(resources, "sov-sovereign-nats") {
+		t.Errorf("k8s_resources %v lack sov-sovereign-nats", resources)
+	}
 
+	// Compose mode: the compose project, and a resource for each Sovereign
+	// service the default profile runs.
 	calls = runTiltfile(t, "compose")
-	if calls[len(calls)-5].fn != "docker_compose" || str(calls[len(calls)-5].args[0]) != "deploy/compose.yaml" {
-		t.Errorf("compose mode: %v", calls)
+	var composeFile string
+	var dc []string
+	for _, c := range calls {
+		switch c.fn {
+		case "docker_compose":
+			composeFile = str(c.args[0])
+		case "dc_resource":
+			dc = append(dc, str(c.args[0]))
+		case "docker_build_with_restart", "k8s_yaml", "helm":
+			t.Errorf("compose mode calls %s", c.fn)
+		}
+	}
+	if composeFile != "deploy/compose.yaml" {
+		t.Errorf("compose mode: docker_compose(%q), want deploy/compose.yaml", composeFile)
+	}
+	slices.Sort(dc)
+	if want := []string{"agent", "browser", "gateway", "history", "signer"}; !slices.Equal(dc, want) {
+		t.Errorf("compose mode dc_resources %v, want %v", dc, want)
+	}
+	p := loadCompose(t, ".", false)
+	for _, name := range dc {
+		service(t, p, name)
 	}
 }
 

@@ -4,7 +4,7 @@
 #   docker build -f deploy/docker/signer.Dockerfile -t ghcr.io/sovereign-fleet/sovereign-signer:dev .
 
 # The build stage is the same in every Dockerfile here, so BuildKit builds
-# the binary once for all four images. The context is the repository root
+# the binary once for all five images. The context is the repository root
 # (the Go workspace spans proto/ and services/*); .dockerignore keeps .git,
 # bin/, data dirs, node_modules and local secrets out of it.
 FROM golang:1.26-bookworm AS build
@@ -16,8 +16,9 @@ ARG VERSION=dev
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/sovereign-fleet/sovereign/services/sovereign.Version=${VERSION}" -o /out/sovereign ./services/sovereign/cmd/sovereign
-# The data dir of the stateful images, owned by the runtime user.
-RUN mkdir -p /out/data && chmod 0700 /out/data
+# The data dir of the stateful images and the gateway's workspace (system
+# tools), owned by the runtime user.
+RUN mkdir -p /out/data /out/workspace && chmod 0700 /out/data /out/workspace
 
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION=dev

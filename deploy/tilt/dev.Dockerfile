@@ -1,7 +1,8 @@
 # Development image for Tilt: the sovereign binary built on the host
 # (.tilt/sovereign, by the Tiltfile's local_resource), on a Debian base with
 # a shell, so that Tilt's restart_process can restart it after a live update.
-# Stage browser adds Chromium; stage service is gateway, signer and history.
+# Stage browser adds Chromium; stage service is gateway, signer, history and
+# the agent.
 # Never ship it: deploy/docker/*.Dockerfile are the release images.
 FROM debian:bookworm-slim AS base
 RUN useradd --uid 10001 --create-home --home-dir /home/sovereign sovereign \

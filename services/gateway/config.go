@@ -108,6 +108,15 @@ type Config struct {
 	// (DefaultLoginTimeout when 0).
 	RequireLogin bool
 	LoginTimeout time.Duration
+
+	// Agent runs (agent.go). TaskTimeout bounds one run_browser_task call:
+	// the run is cancelled then (DefaultTaskTimeout when 0).
+	TaskTimeout time.Duration
+
+	// System tools (system.go): SystemTools is off (""), agent or on;
+	// Workspace is their directory (DefaultWorkspace when "").
+	SystemTools string
+	Workspace   string
 }
 
 // RegisterFlags adds the gateway's flags to fs, each with its environment
@@ -132,6 +141,8 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	registerApprovalFlags(fs, cfg, errs)
 	registerPolicyFlags(fs, errs, cfg) // URL policy (policy.go)
 	registerLoginFlags(fs, errs, cfg)  // Nostr identities (login.go)
+	registerAgentFlags(fs, errs, cfg)  // agent runs (agent.go)
+	registerSystemFlags(fs, errs, cfg) // system tools (system.go)
 	// Operator console (console.go). The token itself is never a flag: it
 	// would show in the process list.
 	fs.StringVar(&cfg.AdminListen, "admin-listen", config.Env("SOVEREIGN_ADMIN_LISTEN", ""),
@@ -202,6 +213,9 @@ func (c Config) withDefaults() Config {
 	if c.LoginTimeout == 0 {
 		c.LoginTimeout = DefaultLoginTimeout // login.go
 	}
+	if c.TaskTimeout == 0 {
+		c.TaskTimeout = DefaultTaskTimeout // agent.go
+	}
 	return c
 }
 
@@ -245,6 +259,8 @@ func (c Config) Validate() error {
 	c.validateApprovals(bad)
 	c.validatePolicy(bad) // policy.go
 	c.validateLogin(bad)  // login.go
+	c.validateAgent(bad)  // agent.go
+	c.validateSystem(bad) // system.go
 
 	errs = append(errs, c.validateAdmin()...) // operator console (console.go)
 	if c.Bucket != "" && !validBucket(c.Bucket) {

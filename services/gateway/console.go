@@ -148,6 +148,7 @@ func (g *Gateway) consoleSources() console.Sources {
 		Audit:        g.queryAudit,
 		Sessions:     g.consoleSessions,
 		CloseSession: g.consoleCloseSession,
+		Agent:        consoleAgent{bus: g.bus},
 	}
 	if g.auth != nil && g.auth.tokens != nil {
 		src.Tokens = g.consoleTokens

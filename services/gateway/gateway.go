@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
@@ -33,6 +34,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/health"
 	"github.com/sovereign-fleet/sovereign/services/kit/redact"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
+	"github.com/sovereign-fleet/sovereign/services/kit/systools"
 )
 
 // Version is reported to MCP clients as serverInfo.version.
@@ -74,6 +76,10 @@ type Gateway struct {
 	monitoredTools map[string]bool
 	policy         *globalPolicy
 	secretNames    *secrets.Store // no key: names only
+
+	toolsSvc micro.Service // sov.tools.* (bus.go)
+
+	workspace *systools.Workspace // the system tools' (system.go); nil when they are off
 }
 
 // New builds a gateway on c: it checks cfg (zero fields take the
@@ -137,8 +143,13 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 		// (approve.go); approvals ask clients through elicitation.
 		server.WithToolHandlerMiddleware(g.approveTools),
 		server.WithElicitation(),
+		// System tools for agent runs only (system.go).
+		server.WithToolFilter(g.filterSystemTools),
 	)
 	for _, t := range catalog.Tools() {
+		if t.System {
+			continue // setupSystem registers them (system.go)
+		}
 		if t.Local {
 			g.mcp.AddTool(mcpTool(t), g.localHandler(t))
 			continue
@@ -184,6 +195,19 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 		_ = g.audit.Close(context.Background())
 		return nil, err
 	}
+	if err := g.setupSystem(); err != nil { // system tools (system.go)
+		store.Close()
+		g.auth.tokens.Close()
+		_ = g.audit.Close(context.Background())
+		return nil, err
+	}
+	if err := g.setupAgent(); err != nil { // run_browser_task and the dispatcher on the bus (agent.go, bus.go)
+		g.closeSystem()
+		store.Close()
+		g.auth.tokens.Close()
+		_ = g.audit.Close(context.Background())
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -194,8 +218,10 @@ func (g *Gateway) Handler() http.Handler { return g.handler }
 // It does not end any MCP session: those live on in KV for other replicas.
 // Audit records not yet accepted by the stream are flushed first.
 func (g *Gateway) Close(ctx context.Context) error {
+	g.stopTools() // bus.go
 	defer g.store.Close()
 	defer g.auth.tokens.Close()
+	defer g.closeSystem() // system.go
 	var errs []error
 	if err := g.transport.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("stop MCP transport: %w", err))
@@ -300,10 +326,14 @@ type ToolInfo struct {
 	ReadOnly    bool
 }
 
-// Tools returns the browser tool catalog in its documented order.
+// Tools returns the browser tool catalog in its documented order, without
+// the system tools (system.go), which a gateway has only when configured.
 func Tools() []ToolInfo {
 	var out []ToolInfo
 	for _, t := range catalog.Tools() {
+		if t.System {
+			continue
+		}
 		out = append(out, ToolInfo{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema(), ReadOnly: t.ReadOnly})
 	}
 	return out
@@ -311,3 +341,14 @@ func Tools() []ToolInfo {
 
 // ToolsMarkdown renders docs/tools.md from the catalog.
 func ToolsMarkdown() string { return catalog.Markdown() }
+
+// ToolNames lists every tool a policy may name (an API token's monitored
+// tools): the catalog, system tools included, whether or not this
+// gateway serves them.
+func ToolNames() []string {
+	var out []string
+	for _, t := range catalog.Tools() {
+		out = append(out, t.Name)
+	}
+	return out
+}

@@ -144,6 +144,9 @@ func (b *binding) decorate(r *mcp.CallToolResult) *mcp.CallToolResult {
 // a new handle (2026, or a client without a protocol session).
 func (g *Gateway) bind(ctx context.Context, handle string) (*binding, error) {
 	caller := callerFrom(ctx)
+	if id := busMCPSession(ctx); id != "" && handle == "" {
+		return g.bindMCPRef(ctx, id) // a bus call in an MCP session's browser session (bus.go)
+	}
 	switch {
 	case handle != "":
 		if !state.ValidHandle(handle) {
@@ -190,7 +193,7 @@ func mcpSessionID(ctx context.Context) string {
 	if s := server.ClientSessionFromContext(ctx); s != nil {
 		return s.SessionID()
 	}
-	return ""
+	return busMCPSession(ctx) // a bus call acting in an MCP session's browser session (bus.go)
 }
 
 // ensureBound returns e's browser session, opening one when it has none.
@@ -449,7 +452,7 @@ func (g *Gateway) auditTools(next server.ToolHandlerFunc) server.ToolHandlerFunc
 func clientName(ctx context.Context) string {
 	s, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo)
 	if !ok {
-		return ""
+		return busClient(ctx) // "agent" for a call of an agent run (bus.go)
 	}
 	info := s.GetClientInfo()
 	return strings.TrimSpace(info.Name + " " + info.Version)
@@ -463,6 +466,7 @@ func clientName(ctx context.Context) string {
 func auditArguments(args any) []byte {
 	if m, ok := args.(map[string]any); ok {
 		m = catalog.HideSecrets(m, audit.Hidden)
+		m = clipAuditArguments(m) // a huge fs_write content (system.go)
 		args = m
 		if _, has := m[catalog.SessionParam]; has {
 			c := make(map[string]any, len(m))

@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/mark3labs/mcp-go v1.2.1
 	github.com/nats-io/nats.go v1.55.0
+	github.com/sovereign-fleet/sovereign/services/agent v0.0.0
 	github.com/sovereign-fleet/sovereign/services/browser v0.0.0
 	github.com/sovereign-fleet/sovereign/services/gateway v0.0.0
 	github.com/sovereign-fleet/sovereign/services/kit v0.0.0
@@ -31,11 +32,16 @@ require (
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
+	github.com/openai/openai-go/v3 v3.98.0 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/tidwall/gjson v1.20.0 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.2.1 // indirect
+	github.com/tidwall/sjson v1.2.5 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
@@ -89,6 +95,7 @@ require (
 
 replace (
 	github.com/sovereign-fleet/sovereign/proto => ../../proto
+	github.com/sovereign-fleet/sovereign/services/agent => ../agent
 	github.com/sovereign-fleet/sovereign/services/browser => ../browser
 	github.com/sovereign-fleet/sovereign/services/gateway => ../gateway
 	github.com/sovereign-fleet/sovereign/services/history => ../history

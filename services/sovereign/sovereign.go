@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sovereign-fleet/sovereign/services/agent"
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/gateway"
 	"github.com/sovereign-fleet/sovereign/services/history"
@@ -38,6 +39,7 @@ Usage:
   sovereign browser   run one browser worker against a NATS server
   sovereign history   run the history service (audit trail, chat store) against a NATS server
   sovereign signer    run the signer (Nostr identities, window.nostr) against a NATS server
+  sovereign agent     run the agent orchestrator (LLM tool loops, run_browser_task, chat) against a NATS server
   sovereign history copy --from <dsn> --to <dsn>   copy the history to another database
   sovereign audit     read the audit trail (operators only; -h for filters)
   sovereign token     create, list and revoke the API tokens MCP clients use (-h)
@@ -59,6 +61,8 @@ func Command(ctx context.Context, cmd string, args []string) error {
 		return one(ctx, "browser", args)
 	case "signer":
 		return one(ctx, "signer", args)
+	case "agent":
+		return one(ctx, "agent", args)
 	case "history":
 		if len(args) > 0 && args[0] == "copy" {
 			return historyCopy(ctx, args[1:], os.Stdout)
@@ -99,6 +103,10 @@ func one(ctx context.Context, name string, args []string) error {
 		cfg := signer.RegisterFlags(fs, &errs)
 		signer.RegisterStandaloneFlags(fs, cfg)
 		run = func() error { return signer.Serve(ctx, *cfg, *natsURL) }
+	case "agent":
+		cfg := agent.RegisterFlags(fs, &errs)
+		agent.RegisterStandaloneFlags(fs, cfg)
+		run = func() error { return agent.Serve(ctx, *cfg, *natsURL) }
 	}
 	if err := fs.Parse(args); err != nil {
 		return app.UsageError{Err: err}
@@ -116,6 +124,7 @@ type upConfig struct {
 	natsURL    string
 	history    bool
 	signer     bool
+	agent      bool
 }
 
 func up(ctx context.Context, args []string) error {
@@ -128,15 +137,21 @@ func up(ctx context.Context, args []string) error {
 	fs.StringVar(&uc.natsURL, "nats-url", config.Env("NATS_URL", ""), "use this NATS server instead of the embedded one [NATS_URL]")
 	fs.BoolVar(&uc.history, "history", config.MustBool(&errs, "SOVEREIGN_HISTORY", true), "run the history service here (audit trail and chat store); --history=false when another process runs it [SOVEREIGN_HISTORY]")
 	fs.BoolVar(&uc.signer, "signer", config.MustBool(&errs, "SOVEREIGN_SIGNER", true), "run the signer here (Nostr identities for login and window.nostr); --signer=false when another process runs it [SOVEREIGN_SIGNER]")
+	fs.BoolVar(&uc.agent, "agent", config.MustBool(&errs, "SOVEREIGN_AGENT", true), "run the agent orchestrator here (LLM tool loops for run_browser_task and the console's chat; set SOVEREIGN_LLM_BASE_URL and SOVEREIGN_LLM_MODEL); --agent=false when another process runs it [SOVEREIGN_AGENT]")
 	gcfg := gateway.RegisterFlags(fs, &errs)
 	wcfg := browser.RegisterFlags(fs, &errs)
 	hcfg := history.RegisterFlags(fs, &errs)
 	scfg := signer.RegisterFlags(fs, &errs)
+	acfg := agent.RegisterFlags(fs, &errs)
 	if err := fs.Parse(args); err != nil {
 		return app.UsageError{Err: err}
 	}
 	hcfg.DataDir = uc.dataDir
 	scfg.DataDir = uc.dataDir
+	// The system tools' workspace lives in the data dir unless it was set.
+	if !flagSet(fs, "workspace") && os.Getenv("SOVEREIGN_WORKSPACE") == "" {
+		gcfg.Workspace = filepath.Join(uc.dataDir, "workspace")
+	}
 	if uc.workers < 0 {
 		errs = append(errs, fmt.Errorf("--workers %d: must be 0 or more", uc.workers))
 	}
@@ -157,6 +172,7 @@ func up(ctx context.Context, args []string) error {
 		return err
 	}
 	wcfg.SecretKey = secretKey
+	acfg.SecretKey = secretKey
 
 	// NATS: embedded unless --nats-url names one.
 	var opts []nats.Option
@@ -217,6 +233,19 @@ func up(ctx context.Context, args []string) error {
 		defer sg.Close()
 		g.Go(func() error { return sg.Run(ctx) })
 	}
+	if uc.agent {
+		c, closeConn, err := app.Connect(natsURL, "sovereign-agent", "", opts...)
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		a, err := agent.New(*acfg, c)
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		g.Go(func() error { return a.Run(ctx) })
+	}
 	var workers []*browser.Worker
 	for i := range uc.workers {
 		cfg := *wcfg
@@ -263,4 +292,11 @@ func up(ctx context.Context, args []string) error {
 	}
 	slog.Info("sovereign stopped")
 	return nil
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -144,10 +144,7 @@ func appendTo(list *[]string) func(string) error {
 
 // checkTools refuses --approve names that are not browser tools.
 func checkTools(names []string) error {
-	var known []string
-	for _, t := range gateway.Tools() {
-		known = append(known, t.Name)
-	}
+	known := gateway.ToolNames()
 	for _, n := range names {
 		if !slices.Contains(known, n) {
 			return fmt.Errorf("--approve %q: no such tool; the tools are %s", n, strings.Join(known, ", "))

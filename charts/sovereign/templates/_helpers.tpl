@@ -134,6 +134,19 @@ With an existingSecret every key may be absent (optional) unless required.
 {{- end }}
 {{- end }}
 
+{{/*
+gateway.systemTools.mode as SOVEREIGN_SYSTEM_TOOLS: off, agent or on. An
+unquoted off or on in a values file is a YAML boolean: false is off, true on.
+*/}}
+{{- define "sovereign.systemToolsMode" -}}
+{{- $m := .Values.gateway.systemTools.mode -}}
+{{- if kindIs "bool" $m -}}
+{{- ternary "on" "off" $m -}}
+{{- else -}}
+{{- $m -}}
+{{- end -}}
+{{- end }}
+
 {{/* The gateway's public URL, without /mcp ("" when unknown). */}}
 {{- define "sovereign.gatewayPublicURL" -}}
 {{- $g := .Values.gateway -}}
@@ -282,8 +295,16 @@ affinity:
 {{- fail "nats: set nats.external.url (nats://host:4222) or turn nats.cluster.enabled on" -}}
 {{- end -}}
 {{- if $v.secrets.existingSecret -}}
-{{- if or $v.secrets.adminToken $v.secrets.secretKey $v.secrets.signerPassphrase $v.secrets.historyDSN -}}
-{{- fail "secrets: with secrets.existingSecret, leave adminToken, secretKey, signerPassphrase and historyDSN empty (they belong in that Secret)" -}}
+{{- if or $v.secrets.adminToken $v.secrets.secretKey $v.secrets.signerPassphrase $v.secrets.historyDSN $v.secrets.llmApiKey -}}
+{{- fail "secrets: with secrets.existingSecret, leave adminToken, secretKey, signerPassphrase, historyDSN and llmApiKey empty (they belong in that Secret)" -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.agent.llm.existingSecret $v.secrets.llmApiKey -}}
+{{- fail "agent: set the API key either in secrets.llmApiKey or in the Secret agent.llm.existingSecret, not both" -}}
+{{- end -}}
+{{- with $v.gateway.systemTools -}}
+{{- if and (ne (include "sovereign.systemToolsMode" $) "off") (gt (int $v.gateway.replicas) 1) (not (and .workspace.persistence.enabled (or .workspace.persistence.existingClaim (eq .workspace.persistence.accessMode "ReadWriteMany")))) -}}
+{{- fail (printf "gateway.systemTools: with %d gateway replicas each pod would have its own workspace, and an agent's calls go to any gateway. Use gateway.replicas=1, or one shared volume: gateway.systemTools.workspace.persistence.enabled=true with accessMode ReadWriteMany (or an existingClaim of that mode)" (int $v.gateway.replicas)) -}}
 {{- end -}}
 {{- end -}}
 {{- if and $v.history.enabled (eq $v.history.database.type "sqlite") (gt (int $v.history.replicas) 1) -}}
@@ -302,12 +323,14 @@ affinity:
 {{- if and $v.gateway.oauth.issuer (not (include "sovereign.gatewayPublicURL" .)) -}}
 {{- fail "gateway.oauth.issuer needs a public URL: set gateway.publicURL or enable the ingress with a host" -}}
 {{- end -}}
-{{- with $v.browser.autoscaling -}}
-{{- if and .enabled (not .cpu.enabled) (not .sessions.enabled) -}}
-{{- fail "browser.autoscaling: turn on the cpu or the sessions metric (or autoscaling off)" -}}
+{{- range $component, $perPod := dict "browser" "sessions" "agent" "runs" -}}
+{{- with (index $v $component).autoscaling -}}
+{{- if and .enabled (not .cpu.enabled) (not (index . $perPod).enabled) -}}
+{{- fail (printf "%s.autoscaling: turn on the cpu or the %s metric (or autoscaling off)" $component $perPod) -}}
 {{- end -}}
 {{- if and .enabled (gt (int .minReplicas) (int .maxReplicas)) -}}
-{{- fail "browser.autoscaling: minReplicas is above maxReplicas" -}}
+{{- fail (printf "%s.autoscaling: minReplicas is above maxReplicas" $component) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- if and $v.secrets.adminToken (lt (len $v.secrets.adminToken) 16) -}}
@@ -316,6 +339,100 @@ affinity:
 {{- if and $v.secrets.signerPassphrase (lt (len $v.secrets.signerPassphrase) 8) -}}
 {{- fail "secrets.signerPassphrase must have at least 8 characters" -}}
 {{- end -}}
+{{- end }}
+
+{{/*
+The egress every restricted pod (signer, agent) needs: NATS (the in-chart
+pods, or the external URL's ports to natsTo), DNS, and the OTLP endpoint's
+port when tracing is on. (dict "ctx" $ "natsTo" <NetworkPolicyPeer list>)
+*/}}
+{{- define "sovereign.baseEgress" -}}
+{{- $np := .ctx.Values.networkPolicy -}}
+# NATS.
+{{- if .ctx.Values.nats.cluster.enabled }}
+- ports:
+    - protocol: TCP
+      port: 4222
+  to:
+    - podSelector:
+        matchLabels:
+          {{- include "sovereign.selectorLabels" (dict "ctx" .ctx "component" "nats") | nindent 10 }}
+{{- else }}
+- ports:
+    {{- range splitList "\n" (include "sovereign.externalNatsPorts" .ctx) }}
+    - protocol: TCP
+      port: {{ . }}
+    {{- end }}
+  {{- with .natsTo }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+# DNS.
+- ports:
+    - protocol: UDP
+      port: {{ $np.dns.port }}
+    - protocol: TCP
+      port: {{ $np.dns.port }}
+  {{- with $np.dns.to }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- if .ctx.Values.telemetry.otlpEndpoint }}
+# Traces to the OTLP endpoint.
+- ports:
+    - protocol: TCP
+      port: {{ include "sovereign.otlpPort" .ctx }}
+{{- end }}
+{{- end }}
+
+{{/*
+A HorizontalPodAutoscaler on CPU and on a per-pod gauge of work in progress
+against the pod's capacity: (dict "ctx" $ "component" "browser" "name"
+$name "autoscaling" .Values.browser.autoscaling "perPod" "sessions"
+"capacity" .Values.browser.maxSessions). The per-pod metric is a Pods metric
+served by a custom metrics adapter (e.g. prometheus-adapter) from the
+pods' /metrics: see the chart README.
+*/}}
+{{- define "sovereign.hpa" -}}
+{{- $ctx := dict "ctx" .ctx "component" .component -}}
+{{- $perPod := index .autoscaling .perPod -}}
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: {{ .name }}
+  labels:
+    {{- include "sovereign.componentLabels" $ctx | nindent 4 }}
+spec:
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: {{ .name }}
+  minReplicas: {{ .autoscaling.minReplicas }}
+  maxReplicas: {{ .autoscaling.maxReplicas }}
+  metrics:
+    {{- if .autoscaling.cpu.enabled }}
+    - type: Resource
+      resource:
+        name: cpu
+        target:
+          type: Utilization
+          averageUtilization: {{ .autoscaling.cpu.averageUtilization }}
+    {{- end }}
+    {{- if $perPod.enabled }}
+    - type: Pods
+      pods:
+        metric:
+          name: {{ $perPod.metricName }}
+        target:
+          type: AverageValue
+          # {{ $perPod.targetPercentOfCapacity }}% of {{ .capacity }} {{ .perPod }} per pod.
+          averageValue: {{ printf "%dm" (mul .capacity $perPod.targetPercentOfCapacity 10) | quote }}
+    {{- end }}
+  {{- with .autoscaling.behavior }}
+  behavior:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end }}
 
 {{/* A container's security context: the chart-wide one with the service's overrides. (dict "ctx" $ "svc" .Values.browser) */}}

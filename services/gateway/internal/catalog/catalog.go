@@ -40,6 +40,10 @@ type Tool struct {
 	// argument and build no worker request (login and switch_identity
 	// build a signer Login instead).
 	Identity bool
+	// System tools (system.go) act on the gateway's host, in its
+	// workspace; they are also Local. The gateway has them only when its
+	// system tools mode allows.
+	System bool
 	// Params are the tool's own arguments; Params() adds the session one.
 	params []Param
 	build  func(Args) (*browserv1.ToolRequest, error)
@@ -204,8 +208,9 @@ func fillTool(set func(*browserv1.ToolRequest, *browserv1.Fill)) func(Args) (*br
 }
 
 // tools is the catalog: the identity tools (login.go), then the browser
-// tools.
-var tools = slices.Concat(identityTools, browserTools)
+// tools, then the agent tools (agent.go), then the system tools
+// (system.go).
+var tools = slices.Concat(identityTools, browserTools, agentTools, systemTools)
 
 var browserTools = []Tool{
 	// Navigation.

@@ -99,6 +99,7 @@ identity of the call's browser session (the same session rules as above): the si
 recorded. A gateway started with ` + "`--require-login`" + ` refuses browser tools in a session until it
 has logged in.
 
+` + SystemToolsDoc + `
 | tool | what it does |
 |---|---|
 `)
@@ -106,7 +107,11 @@ has logged in.
 		fmt.Fprintf(&b, "| [`%s`](#%s) | %s |\n", t.Name, t.Name, cell(firstSentence(t.Description)))
 	}
 	for _, t := range tools {
-		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", t.Name, t.Description)
+		fmt.Fprintf(&b, "\n## %s\n\n", t.Name)
+		if t.System {
+			b.WriteString(systemNote)
+		}
+		fmt.Fprintf(&b, "%s\n\n", t.Description)
 		if t.ReadOnly {
 			b.WriteString("Read-only: it does not change the page.\n\n")
 		}

@@ -1,8 +1,9 @@
 // Package console is the operator console: a small server-rendered web UI
 // (and the start of an admin JSON API under /api/) on the gateway's admin
 // listener. It shows the approval queue live and decides requests, searches
-// the audit trail, lists and closes live browser sessions, and lists tokens
-// and secrets by name.
+// the audit trail, lists and closes live browser sessions, lists tokens and
+// secrets by name, and is the agent's chat UI: conversations with the agent
+// orchestrator, their runs live, and the model provider's settings.
 //
 // Every page and API route needs the admin token, as a Bearer header or as
 // a session cookie obtained by logging in with it at /login. State changes
@@ -27,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	agentv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/agent/v1"
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 )
@@ -82,6 +84,28 @@ type Secret struct {
 	Updated time.Time `json:"updated,omitzero"`
 }
 
+// Agent is what the chat pages use of the agent orchestrator (runs and
+// provider settings) and of the history service's chat store. Failures
+// are bus errors (*bus.Error) whose code picks the HTTP status:
+// INVALID_ARGUMENT 400, NOT_FOUND 404, UNAVAILABLE 503, TIMEOUT 504, any
+// other 502.
+type Agent interface {
+	// StartRun starts a run; it answers at once with the run (its chat id
+	// set, a new chat's included) while the run goes on.
+	StartRun(ctx context.Context, req *agentv1.StartRunRequest) (*agentv1.Run, error)
+	GetRun(ctx context.Context, id string) (*agentv1.Run, error)
+	// CancelRun asks a run to stop; by names who asked.
+	CancelRun(ctx context.Context, id, by string) (*agentv1.Run, error)
+	ListRuns(ctx context.Context, req *agentv1.ListRunsRequest) ([]*agentv1.Run, error)
+	// Settings are the provider settings, never with the API key itself.
+	Settings(ctx context.Context) (*agentv1.Settings, error)
+	PutSettings(ctx context.Context, req *agentv1.PutSettingsRequest) (*agentv1.Settings, error)
+	ListChats(ctx context.Context, req *historyv1.ListChatSessionsRequest) (*historyv1.ListChatSessionsResponse, error)
+	// GetChat returns a chat session and its messages, oldest first.
+	GetChat(ctx context.Context, id string) (*historyv1.GetChatSessionResponse, error)
+	DeleteChat(ctx context.Context, id string) error
+}
+
 // Sources are where the console gets its data. A nil field shows its page
 // as "not configured".
 type Sources struct {
@@ -91,6 +115,8 @@ type Sources struct {
 	CloseSession func(ctx context.Context, id string) error
 	Tokens       func(ctx context.Context) ([]Token, error)
 	Secrets      func(ctx context.Context) ([]Secret, error)
+	// Agent backs the chat pages and /api/agent/.
+	Agent Agent
 }
 
 // ErrNotFound is what CloseSession returns (wrapped) for a session that is
@@ -193,6 +219,15 @@ func (c *Console) routes() {
 	m.Handle("GET /tokens", c.authed(c.tokensPage))
 	m.Handle("GET /secrets", c.authed(c.secretsPage))
 
+	m.Handle("GET /chat", c.authed(c.chatsPage))
+	m.Handle("GET /chat/new", c.authed(c.chatPage))
+	m.Handle("GET /chat/{id}", c.authed(c.chatPage))
+	m.Handle("POST /chat/{id}/messages", c.authed(c.sendForm))
+	m.Handle("POST /chat/{id}/stop", c.authed(c.stopForm))
+	m.Handle("POST /chat/{id}/delete", c.authed(c.deleteChatForm))
+	m.Handle("GET /chat/settings", c.authed(c.settingsPage))
+	m.Handle("POST /chat/settings", c.authed(c.settingsForm))
+
 	m.Handle("GET /api/approvals", c.authed(c.apiApprovals))
 	m.Handle("POST /api/approvals/{id}", c.authed(c.apiDecide))
 	m.Handle("GET /api/approvals/events", c.authed(c.apiApprovalEvents))
@@ -201,6 +236,17 @@ func (c *Console) routes() {
 	m.Handle("POST /api/sessions/{id}/close", c.authed(c.apiClose))
 	m.Handle("GET /api/tokens", c.authed(c.apiTokens))
 	m.Handle("GET /api/secrets", c.authed(c.apiSecrets))
+	m.Handle("POST /api/agent/runs", c.authed(c.apiStartRun))
+	m.Handle("GET /api/agent/runs", c.authed(c.apiListRuns))
+	m.Handle("GET /api/agent/runs/{id}", c.authed(c.apiGetRun))
+	m.Handle("POST /api/agent/runs/{id}/cancel", c.authed(c.apiCancelRun))
+	m.Handle("GET /api/agent/chats", c.authed(c.apiListChats))
+	m.Handle("GET /api/agent/chats/{id}", c.authed(c.apiGetChat))
+	m.Handle("POST /api/agent/chats/{id}/messages", c.authed(c.apiSendMessage))
+	m.Handle("DELETE /api/agent/chats/{id}", c.authed(c.apiDeleteChat))
+	m.Handle("POST /api/agent/chats/{id}/delete", c.authed(c.apiDeleteChat))
+	m.Handle("GET /api/agent/settings", c.authed(c.apiGetSettings))
+	m.Handle("PUT /api/agent/settings", c.authed(c.apiPutSettings))
 	m.Handle("/api/", c.authed(func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "no such admin API route: "+r.Method+" "+r.URL.Path)
 	}))

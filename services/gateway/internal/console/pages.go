@@ -42,16 +42,23 @@ type page struct {
 	Data    any
 }
 
-var pageNames = []string{"approvals", "audit", "detail", "sessions", "tokens", "secrets"}
+var pageNames = []string{"approvals", "audit", "detail", "sessions", "tokens", "secrets", "chats", "chat", "chat_settings"}
+
+// partials are the live parts of pages: each page includes its partial,
+// and the partial also renders alone for the page's script to fetch.
+var partials = map[string]string{"approvals": "approval_lists", "chat": "chat_messages"}
+
+// navOf is the nav entry of pages that are not one themselves.
+var navOf = map[string]string{"detail": "audit", "chats": "chat", "chat_settings": "chat"}
 
 func parsePages() (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
-	for _, name := range append(slices.Clone(pageNames), "login", "approval_lists") {
+	for _, name := range append(slices.Clone(pageNames), "login", "approval_lists", "chat_messages") {
 		files := []string{"templates/layout.html", "templates/" + name + ".html"}
-		if name == "approvals" {
-			files = append(files, "templates/approval_lists.html")
+		if p, ok := partials[name]; ok {
+			files = append(files, "templates/"+p+".html")
 		}
-		if name == "login" || name == "approval_lists" {
+		if name == "login" || name == "approval_lists" || name == "chat_messages" {
 			files = files[1:]
 		}
 		t, err := template.New(name).Funcs(funcs).ParseFS(assets, files...)
@@ -178,8 +185,8 @@ func outcomeName(o historyv1.Outcome) string {
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
 	p.User = loginFrom(r.Context()).name
 	p.Nav = name
-	if name == "detail" {
-		p.Nav = "audit"
+	if n, ok := navOf[name]; ok {
+		p.Nav = n
 	}
 	p.Pending = c.pendingCount(r.Context())
 	c.exec(w, status, name, "layout", p)

@@ -1,0 +1,358 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+
+	agentv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/agent/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	toolsv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/config"
+)
+
+// run_browser_task: an MCP client hands a whole task to the agent
+// orchestrator (proto/sovereign/agent/v1).
+//
+// The call binds the caller's browser session exactly as a browser tool
+// does, so that the run acts in it: "mcp:<MCP session id>" for a 2025
+// client, the handle for a 2026 one (a new handle when it gave none; the
+// result names it). It picks the run id, subscribes to
+// <prefix>.agent.run.event.<id> and only then sends
+// <prefix>.agent.run.start with the caller (and its policy), so no event is
+// missed. While the run works, every change of iteration, state or tool
+// becomes a notifications/progress (when the request has a progress token);
+// <prefix>.agent.run.get is polled every runPollInterval in case an event
+// was lost. The run's end is the call's result. When the MCP request ends
+// first (the client cancelled or went away) or --task-timeout passes, the
+// run is cancelled (<prefix>.agent.run.cancel).
+
+// Task timeout: default and bounds.
+const (
+	DefaultTaskTimeout = 30 * time.Minute
+	minTaskTimeout     = time.Second
+	maxTaskTimeout     = 24 * time.Hour
+)
+
+// runPollInterval is how often a waiting run_browser_task asks for its
+// run's record besides the events.
+const runPollInterval = 3 * time.Second
+
+// agentRequestTimeout bounds one request to the agent service.
+const agentRequestTimeout = 15 * time.Second
+
+// registerAgentFlags adds --task-timeout.
+func registerAgentFlags(fs *flag.FlagSet, errs *[]error, cfg *Config) {
+	fs.DurationVar(&cfg.TaskTimeout, "task-timeout", config.MustDuration(errs, "SOVEREIGN_TASK_TIMEOUT", DefaultTaskTimeout),
+		"longest a run_browser_task call may take; its agent run is cancelled then (1s to 24h) [SOVEREIGN_TASK_TIMEOUT]")
+}
+
+// validateAgent checks the agent settings.
+func (c Config) validateAgent(bad func(flag, format string, a ...any)) {
+	if c.TaskTimeout != 0 && (c.TaskTimeout < minTaskTimeout || c.TaskTimeout > maxTaskTimeout) {
+		bad("task-timeout", "%s must be from %s to %s", c.TaskTimeout, minTaskTimeout, maxTaskTimeout)
+	}
+}
+
+// setupAgent gives run_browser_task its handler (New registered the
+// generic one of the catalog loop) and serves the dispatcher on the bus.
+func (g *Gateway) setupAgent() error {
+	for _, t := range catalog.Tools() {
+		if t.StartsRuns() {
+			g.mcp.AddTool(mcpTool(t), g.runTaskHandler(t))
+		}
+	}
+	return g.serveTools() // bus.go
+}
+
+// runTaskHandler is the handler of run_browser_task.
+func (g *Gateway) runTaskHandler(t catalog.Tool) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		task, err := catalog.ParseTask(req.Params.Arguments)
+		if err != nil {
+			return mcp.NewToolResultError(fmt.Sprintf("%s: %v", t.Name, err)), nil
+		}
+		if busCallFrom(ctx) != nil { // busCallTool refuses it first
+			return mcp.NewToolResultError(t.Name + " cannot be called by an agent run"), nil
+		}
+		bctx, cancel := context.WithTimeout(ctx, g.cfg.ToolTimeout)
+		b, err := g.bind(bctx, task.Session)
+		if err != nil {
+			msg := g.errorText(bctx, t, err)
+			cancel()
+			return mcp.NewToolResultError(msg), nil
+		}
+		cancel()
+		noteCall(ctx).browserSession = b.sessionID
+		session := b.id
+		if b.kind == state.MCP {
+			session = mcpRefPrefix + b.id
+		}
+		return b.decorate(g.runTask(ctx, t, req, task, session)), nil
+	}
+}
+
+// runTask starts the run and waits for its end.
+func (g *Gateway) runTask(ctx context.Context, t catalog.Tool, req mcp.CallToolRequest, task catalog.Task, session string) *mcp.CallToolResult {
+	id := newRunID()
+	events := make(chan *nats.Msg, 64)
+	sub, err := g.bus.NATS().ChanSubscribe(g.bus.Subject("agent", "run", "event", id), events)
+	if err != nil {
+		return mcp.NewToolResultError(fmt.Sprintf("%s: subscribe to the run's events: %v", t.Name, err))
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	// The subscription reaches the server before the request, on the same
+	// connection: no event is missed.
+	c := callerInfo(ctx)
+	start := &agentv1.StartRunRequest{
+		Id: id, ChatId: task.ChatID, Message: task.Task, Session: session, MaxIterations: task.MaxIterations,
+		Caller: &toolsv1.Caller{Kind: c.Kind, Id: c.ID, Name: c.Name, UrlAllow: c.URLAllow, UrlBlock: c.URLBlock, Approve: c.Approve},
+	}
+	run := &agentv1.Run{}
+	if err := g.agentRequest(ctx, "start", start, run); err != nil {
+		if ctx.Err() != nil {
+			g.cancelRun(ctx, id, "mcp client") // it may have started all the same
+		}
+		return mcp.NewToolResultError(g.agentErrorText(ctx, t, err))
+	}
+	g.log.InfoContext(ctx, "agent run started", "run", run.GetId(), "chat", run.GetChatId(), "caller", callerLabel(c.ID))
+
+	deadline := time.NewTimer(g.cfg.TaskTimeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(runPollInterval)
+	defer poll.Stop()
+	p := &runProgress{}
+	if req.Params.Meta != nil {
+		p.token = req.Params.Meta.ProgressToken
+	}
+	for {
+		if ended(run) {
+			return runResult(t, run)
+		}
+		g.notifyRun(ctx, p, run)
+		select {
+		case <-ctx.Done():
+			g.cancelRun(ctx, id, "mcp client")
+			return mcp.NewToolResultError(fmt.Sprintf("%s was cancelled by the client; agent run %s was told to stop", t.Name, id))
+		case <-deadline.C:
+			g.cancelRun(ctx, id, t.Name+" timeout")
+			return mcp.NewToolResultError(fmt.Sprintf("%s did not finish within %s (the gateway's --task-timeout); agent run %s was cancelled",
+				t.Name, g.cfg.TaskTimeout, id))
+		case m := <-events:
+			next := &agentv1.Run{}
+			if err := proto.Unmarshal(m.Data, next); err != nil {
+				g.log.WarnContext(ctx, "bad agent run event", "run", id, "err", err)
+				continue
+			}
+			run = newer(run, next)
+		case <-poll.C:
+			next := &agentv1.Run{}
+			err := g.agentRequest(ctx, "get", &agentv1.GetRunRequest{Id: id}, next)
+			switch {
+			case err == nil:
+				run = newer(run, next)
+			case bus.Is(err, commonv1.ErrorCode_NOT_FOUND):
+				return mcp.NewToolResultError(fmt.Sprintf("%s: agent run %s is gone from the agent service's records", t.Name, id))
+			case ctx.Err() == nil:
+				g.log.InfoContext(ctx, "poll agent run", "run", id, "err", err) // the events may still come
+			}
+		}
+	}
+}
+
+// newer returns next unless it is older than cur (a poll answered before
+// an event it crossed).
+func newer(cur, next *agentv1.Run) *agentv1.Run {
+	if next.GetUpdatedUnixMilli() < cur.GetUpdatedUnixMilli() {
+		return cur
+	}
+	return next
+}
+
+func ended(r *agentv1.Run) bool {
+	switch r.GetState() {
+	case agentv1.RunState_RUN_STATE_COMPLETE, agentv1.RunState_RUN_STATE_ERROR, agentv1.RunState_RUN_STATE_CANCELLED:
+		return true
+	}
+	return false
+}
+
+// stateName is a run state as results say it: "complete", "error", …
+func stateName(s agentv1.RunState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "RUN_STATE_"))
+}
+
+// runResult is the result of an ended run: the final answer, or a tool
+// error with the reason; structured content either way.
+func runResult(t catalog.Tool, r *agentv1.Run) *mcp.CallToolResult {
+	fields := map[string]any{
+		"run_id": r.GetId(), "chat_id": r.GetChatId(), "state": stateName(r.GetState()),
+		"iterations": r.GetIteration(), "tool_calls": r.GetToolCalls(),
+	}
+	var res *mcp.CallToolResult
+	switch r.GetState() {
+	case agentv1.RunState_RUN_STATE_COMPLETE:
+		answer := r.GetFinalAnswer()
+		if strings.TrimSpace(answer) == "" {
+			answer = "(the agent finished without an answer)"
+		}
+		return structuredResult(answer, fields)
+	case agentv1.RunState_RUN_STATE_CANCELLED:
+		res = structuredResult(fmt.Sprintf("%s: agent run %s was cancelled: %s", t.Name, r.GetId(), orUnknown(r.GetError())), fields)
+	default:
+		res = structuredResult(fmt.Sprintf("%s: agent run %s failed: %s", t.Name, r.GetId(), orUnknown(r.GetError())), fields)
+	}
+	res.IsError = true
+	return res
+}
+
+func orUnknown(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "no reason given"
+	}
+	return s
+}
+
+// runProgress is what a waiting call last told its client.
+type runProgress struct {
+	token mcp.ProgressToken
+	sent  bool
+	last  float64 // progress values only grow
+	said  string  // the last message
+}
+
+// notifyRun sends a progress notification for r when the call asked for
+// progress and r says something new: progress is the iteration (growing
+// in halves toward the next while the iteration stays), total the cap.
+func (g *Gateway) notifyRun(ctx context.Context, p *runProgress, r *agentv1.Run) {
+	if p.token == nil {
+		return
+	}
+	msg := progressText(r)
+	if msg == p.said {
+		return
+	}
+	srv := server.ServerFromContext(ctx)
+	if srv == nil {
+		return
+	}
+	v := float64(r.GetIteration())
+	if p.sent && v <= p.last {
+		v = p.last + (math.Floor(p.last)+1-p.last)/2
+	}
+	params := map[string]any{"progressToken": p.token, "progress": v, "message": msg}
+	if n := r.GetMaxIterations(); n > 0 {
+		params["total"] = n
+	}
+	if err := srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), params); err != nil {
+		g.log.InfoContext(ctx, "send run progress", "err", err)
+		return
+	}
+	p.sent, p.last, p.said = true, v, msg
+}
+
+// progressText says what the run does: "iteration 3/100: snapshot".
+func progressText(r *agentv1.Run) string {
+	step := fmt.Sprintf("iteration %d", r.GetIteration())
+	if n := r.GetMaxIterations(); n > 0 {
+		step += fmt.Sprintf("/%d", n)
+	}
+	switch r.GetState() {
+	case agentv1.RunState_RUN_STATE_IDLE, agentv1.RunState_RUN_STATE_UNSPECIFIED:
+		return "agent run " + r.GetId() + " started"
+	case agentv1.RunState_RUN_STATE_TOOL_CALL:
+		return step + ": " + orDefault(r.GetCurrentTool(), "a tool")
+	}
+	return step + ": thinking"
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// agentRequest sends one request to the agent service's op.
+func (g *Gateway) agentRequest(ctx context.Context, op string, req, resp proto.Message) error {
+	ctx, cancel := context.WithTimeout(ctx, agentRequestTimeout)
+	defer cancel()
+	return g.bus.Request(ctx, g.bus.Subject("agent", "run", op), req, resp)
+}
+
+// cancelRun asks the agent to stop run id, on a context of its own (the
+// call's has ended).
+func (g *Gateway) cancelRun(ctx context.Context, id, by string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), agentRequestTimeout)
+	defer cancel()
+	if err := g.agentRequest(ctx, "cancel", &agentv1.CancelRunRequest{Id: id, By: by}, &agentv1.Run{}); err != nil {
+		g.log.WarnContext(ctx, "cancel agent run", "run", id, "by", by, "err", err)
+		return
+	}
+	g.log.InfoContext(ctx, "agent run cancelled", "run", id, "by", by)
+}
+
+// agentErrorText is the message of a failed start.
+func (g *Gateway) agentErrorText(ctx context.Context, t catalog.Tool, err error) string {
+	msg := busMessage(err)
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		return t.Name + " was cancelled"
+	case bus.Is(err, commonv1.ErrorCode_UNAVAILABLE) && !g.agentRunning(ctx):
+		return fmt.Sprintf("%s needs the agent service, and none is running (nothing answers %s): start it with `sovereign agent` "+
+			"(or run `sovereign up`) and configure its model provider (SOVEREIGN_LLM_BASE_URL, SOVEREIGN_LLM_MODEL)",
+			t.Name, g.bus.Subject("agent", "run", "start"))
+	case bus.Is(err, commonv1.ErrorCode_UNAVAILABLE):
+		return fmt.Sprintf("%s: the agent service is unavailable: %s", t.Name, msg)
+	case bus.Is(err, commonv1.ErrorCode_TIMEOUT):
+		return fmt.Sprintf("%s: the agent service did not answer within %s", t.Name, agentRequestTimeout)
+	case bus.Is(err, commonv1.ErrorCode_INVALID_ARGUMENT):
+		return fmt.Sprintf("%s: invalid argument: %s", t.Name, msg)
+	case bus.Is(err, commonv1.ErrorCode_NOT_FOUND):
+		return fmt.Sprintf("%s: not found: %s", t.Name, msg)
+	}
+	g.log.ErrorContext(ctx, "start agent run", "err", err)
+	return fmt.Sprintf("%s: the agent service failed: %s", t.Name, msg)
+}
+
+// agentRunning reports whether anything serves the agent's run subjects
+// (an UNAVAILABLE error may also come from a service the agent needs).
+func (g *Gateway) agentRunning(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	// An empty get: any answer, even an error, is an agent.
+	_, err := g.bus.NATS().RequestWithContext(ctx, g.bus.Subject("agent", "run", "get"), nil)
+	return !errors.Is(err, nats.ErrNoResponders)
+}
+
+// runIDAlphabet are the characters of a run id after "r_" (base62).
+const runIDAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// newRunID returns "r_" and 22 random base62 characters (131 bits), the
+// agent's run id format.
+func newRunID() string {
+	b := make([]byte, 22)
+	max := big.NewInt(int64(len(runIDAlphabet)))
+	for i := range b {
+		n, err := rand.Int(rand.Reader, max)
+		if err != nil {
+			panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on supported platforms
+		}
+		b[i] = runIDAlphabet[n.Int64()]
+	}
+	return "r_" + string(b)
+}
