@@ -125,9 +125,9 @@ func (a *Agent) start(ctx context.Context, req *agentv1.StartRunRequest) (*agent
 	case a.closed:
 		a.mu.Unlock()
 		return nil, bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "this agent replica is shutting down; try again")
-	case len(a.runs) >= a.cfg.MaxRuns:
+	case a.working() >= a.cfg.MaxRuns:
 		a.mu.Unlock()
-		return nil, bus.Errorf(commonv1.ErrorCode_NO_CAPACITY, "this agent replica already works on %d runs, its limit (SOVEREIGN_AGENT_MAX_RUNS=%d): wait for one to end, stop one, or raise the limit", len(a.runs), a.cfg.MaxRuns)
+		return nil, bus.Errorf(commonv1.ErrorCode_NO_CAPACITY, "this agent replica already works on %d runs, its limit (SOVEREIGN_AGENT_MAX_RUNS=%d): wait for one to end, stop one, or raise the limit", a.cfg.MaxRuns, a.cfg.MaxRuns)
 	case a.runs[id] != nil:
 		a.mu.Unlock()
 		return nil, invalid("run id %q is taken", id)
@@ -197,6 +197,18 @@ func (a *Agent) active() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.runs)
+}
+
+// working is the number of runs that take a slot: those not ending.
+// The caller holds a.mu.
+func (a *Agent) working() int {
+	n := 0
+	for _, r := range a.runs {
+		if !r.ending {
+			n++
+		}
+	}
+	return n
 }
 
 // forget drops r from the replica's runs.

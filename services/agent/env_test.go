@@ -55,7 +55,7 @@ var testCaller = &toolsv1.Caller{Kind: "token", Id: "token:t1", Name: "test toke
 // config is the agent configuration of a test: the scripted model.
 func (e *env) config() Config {
 	return Config{Name: "test", BaseURL: e.llm.URL, Model: "test-model", SystemPrompt: "You are a test agent.",
-		Logger: slog.New(slog.NewTextHandler(e.t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:            slog.New(slog.NewTextHandler(e.t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		HeartbeatInterval: 200 * time.Millisecond, ScanInterval: time.Hour}
 }
 

@@ -50,6 +50,8 @@ type run struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 
+	ending bool // its slot is free: it is recording its end (guarded by a.mu)
+
 	mu        sync.Mutex
 	rec       *agentv1.Run // the loop's view of the record
 	sess      string       // browser session handle
@@ -154,6 +156,9 @@ func (r *run) loop() {
 	defer r.a.forget(r)
 	defer r.cancel(nil)
 	final, capped, err := r.work()
+	r.a.mu.Lock()
+	r.ending = true
+	r.a.mu.Unlock()
 	r.end(final, capped, err)
 }
 

@@ -238,7 +238,7 @@ func (a *Agent) putSettings(ctx context.Context, r *agentv1.PutSettingsRequest) 
 			return nil, bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "save the settings: %v", err)
 		}
 	}
-	a.log.Info("provider settings saved from the console", "base_url", ns.BaseURL, "model", ns.Model,
+	a.log.Info("provider settings saved from the console", "base_url", redactURL(ns.BaseURL), "model", ns.Model,
 		"api_key_set", len(ns.APIKeySealed) > 0, "api_key_cleared", r.GetClearApiKey())
 	return a.view(&ns), nil
 }

@@ -106,6 +106,8 @@ func TestSettings(t *testing.T) {
 		{&agentv1.Settings{Temperature: -0.1, HasTemperature: true}, "temperature"},
 		{&agentv1.Settings{ApiKey: "has a space"}, "api_key"},
 		{&agentv1.Settings{Model: "a\nb"}, "model"},
+		{&agentv1.Settings{ApiKey: strings.Repeat("k", maxAPIKey+1)}, "api_key: at most 4096 characters"},
+		{&agentv1.Settings{SystemPrompt: strings.Repeat("p", maxSystemPrompt+1)}, "system_prompt: 32769 characters; at most 32768"},
 	} {
 		if _, err := e.putSettings(&agentv1.PutSettingsRequest{Settings: tc.s}); !bus.Is(err, commonv1.ErrorCode_INVALID_ARGUMENT) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("put %v: %v, want INVALID_ARGUMENT with %q", tc.s, err, tc.want)

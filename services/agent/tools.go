@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
@@ -13,12 +14,6 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	toolsv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
-)
-
-// Subjects of the gateway's dispatcher, under the bus prefix.
-const (
-	SubjectToolsList = "tools.list"
-	SubjectToolsCall = "tools.call"
 )
 
 // MaxToolResult bounds the text of one tool result that the model sees
@@ -131,7 +126,8 @@ func (r *run) callTool(ctx context.Context, cat *catalog, tc toolCall) (string, 
 	delete(args, sessionParam)
 	argJSON, _ := json.Marshal(args)
 
-	ctx, cancel := context.WithTimeout(ctx, r.a.cfg.ToolTimeout)
+	limit := callTimeout(r.a.cfg.ToolTimeout, args)
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	req := &toolsv1.CallToolRequest{Caller: r.caller, Name: name, ArgumentsJson: string(argJSON), Session: r.session(), RunId: r.id}
 	var resp toolsv1.CallToolResponse
@@ -140,7 +136,7 @@ func (r *run) callTool(ctx context.Context, cat *catalog, tc toolCall) (string, 
 			return "error: cancelled", toolBusError
 		}
 		if bus.Is(err, commonv1.ErrorCode_TIMEOUT) {
-			return fmt.Sprintf("error: %s did not finish within the tool timeout (%s)", name, r.a.cfg.ToolTimeout), toolTimeout
+			return fmt.Sprintf("error: %s did not finish within the tool timeout (%s)", name, limit), toolTimeout
 		}
 		return "error: " + err.Error(), toolBusError
 	}
@@ -152,6 +148,20 @@ func (r *run) callTool(ctx context.Context, cat *catalog, tc toolCall) (string, 
 		return "error: " + text, toolError
 	}
 	return text, toolOK
+}
+
+// callTimeout bounds one tool call: the configured tool timeout, or
+// longer for a call that asks for its own longer wait (timeout_ms, as
+// shell_exec and wait_for take) — that wait plus 30 s, so the tool's own
+// timeout, which says what happened, fires first.
+func callTimeout(base time.Duration, args map[string]json.RawMessage) time.Duration {
+	var ms float64
+	if raw, ok := args["timeout_ms"]; ok && json.Unmarshal(raw, &ms) == nil && ms > 0 {
+		if want := time.Duration(ms)*time.Millisecond + 30*time.Second; want > base {
+			return want
+		}
+	}
+	return base
 }
 
 // resultText is the text of a tool result for the model: the text

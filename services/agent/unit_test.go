@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -236,5 +237,27 @@ func TestValidate(t *testing.T) {
 	}
 	if err := (Config{}).withDefaults().Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+}
+
+func TestCallTimeout(t *testing.T) {
+	base := 3 * time.Minute
+	for _, tc := range []struct {
+		args string
+		want time.Duration
+	}{
+		{`{}`, base},
+		{`{"timeout_ms": 1000}`, base},
+		{`{"timeout_ms": 600000}`, 10*time.Minute + 30*time.Second},
+		{`{"timeout_ms": "x"}`, base},
+		{`{"timeout_ms": -5}`, base},
+	} {
+		args := map[string]json.RawMessage{}
+		if err := json.Unmarshal([]byte(tc.args), &args); err != nil {
+			t.Fatal(err)
+		}
+		if got := callTimeout(base, args); got != tc.want {
+			t.Errorf("callTimeout(%s) = %s; want %s", tc.args, got, tc.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strings"
@@ -57,6 +58,9 @@ func (w *Workspace) Exec(ctx context.Context, command string, timeout time.Durat
 	err = cmd.Start()
 	outW.Close()
 	errW.Close()
+	if errors.Is(err, fs.ErrNotExist) {
+		return ExecResult{}, errors.New("start command: this system has no /bin/sh (the distroless gateway image has none); run the gateway from an image with a shell to use shell_exec")
+	}
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("start command: %w", err)
 	}
