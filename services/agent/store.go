@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	agentv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/agent/v1"
-	"github.com/sovereign-fleet/sovereign/services/kit/config"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 )
 
 // RunRetention is how long an ended run's record is kept after its last
@@ -42,26 +42,12 @@ func Bucket(prefix string) string {
 // settings). It has no TTL (the saved settings must not expire): the
 // periodic scan removes ended runs after RunRetention.
 func openBucket(ctx context.Context, nc *nats.Conn, prefix string) (jetstream.KeyValue, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
-	bucket := Bucket(prefix)
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      bucket,
+	return bus.OpenKV(ctx, nc, jetstream.KeyValueConfig{
+		Bucket:      Bucket(prefix),
 		Description: "Sovereign agent: run records, run owners, replica heartbeats and the model provider settings",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    config.JetStreamReplicas(),
-	})
-	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-		return nil, fmt.Errorf("the NATS server has JetStream off, and the agent keeps its runs in a JetStream KV bucket: "+
-			"start nats-server with -js (or enable JetStream for this account): %w", err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kv bucket %s: %w", bucket, err)
-	}
-	return kv, nil
+	}, "the agent keeps its runs")
 }
 
 // errStop makes update leave the record as it is.

@@ -273,25 +273,9 @@ func busArguments(raw string) (map[string]any, error) {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "arguments_json must be a JSON object, got %s", jsonKind(v))
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "arguments_json must be a JSON object, got %s", catalog.JSONType(v))
 	}
 	return m, nil
-}
-
-func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case float64:
-		return "a number"
-	case []any:
-		return "an array"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // callResult is the tool result of the MCP server's answer to a tools/call.

@@ -25,17 +25,9 @@ var (
 	}, []string{"decision"})
 )
 
-// counted wraps a bus handler to count its outcomes.
+// counted wraps a bus handler to count its outcomes in requestsTotal.
 func counted[Req, Resp any](name string, h func(context.Context, Req) (Resp, error)) func(context.Context, Req) (Resp, error) {
-	return func(ctx context.Context, r Req) (Resp, error) {
-		resp, err := h(ctx, r)
-		outcome := "ok"
-		if err != nil {
-			outcome = bus.CodeOf(err).String()
-		}
-		requestsTotal.WithLabelValues(name, outcome).Inc()
-		return resp, err
-	}
+	return bus.Counted(requestsTotal, name, h)
 }
 
 // serveHealth serves /healthz, /readyz and /metrics on cfg.Listen until ctx

@@ -28,7 +28,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sovereign-fleet/sovereign/services/kit/config"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 )
 
 // Defaults and limits.
@@ -85,25 +85,16 @@ type Queue struct {
 // returns the queue. The bucket is file-backed: pending requests and grants
 // survive a NATS restart.
 func Open(ctx context.Context, nc *nats.Conn, prefix string) (*Queue, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
 	bucket := Bucket(prefix)
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := bus.OpenKV(ctx, nc, jetstream.KeyValueConfig{
 		Bucket:      bucket,
 		Description: "Sovereign gateway: approval requests of monitored tool calls and approve-for-session grants",
 		TTL:         TTL,
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    config.JetStreamReplicas(),
-	})
-	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-		return nil, fmt.Errorf("the NATS server has JetStream off, and the gateway keeps approval requests in a JetStream KV bucket: "+
-			"start nats-server with -js (or enable JetStream for this account): %w", err)
-	}
+	}, "the gateway keeps approval requests")
 	if err != nil {
-		return nil, fmt.Errorf("kv bucket %s: %w", bucket, err)
+		return nil, err
 	}
 	return &Queue{kv: kv, bucket: bucket}, nil
 }

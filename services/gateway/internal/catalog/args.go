@@ -81,7 +81,7 @@ func check(params []Param, raw any) (Args, error) {
 			return nil, &ArgError{Msg: "arguments must be a JSON object"}
 		}
 	default:
-		return nil, &ArgError{Msg: fmt.Sprintf("arguments must be a JSON object, got %s", jsonType(raw))}
+		return nil, &ArgError{Msg: fmt.Sprintf("arguments must be a JSON object, got %s", JSONType(raw))}
 	}
 	for name := range in {
 		if !slices.ContainsFunc(params, func(p Param) bool { return p.Name == name }) {
@@ -114,7 +114,7 @@ func convert(p Param, v any) (any, error) {
 	case String:
 		s, ok := v.(string)
 		if !ok {
-			return nil, argErr(p.Name, "must be a string, got %s", jsonType(v))
+			return nil, argErr(p.Name, "must be a string, got %s", JSONType(v))
 		}
 		if len(p.Enum) > 0 && !slices.Contains(p.Enum, s) {
 			return nil, argErr(p.Name, "must be one of %s, got %q", strings.Join(p.Enum, ", "), s)
@@ -123,7 +123,7 @@ func convert(p Param, v any) (any, error) {
 	case Boolean:
 		b, ok := v.(bool)
 		if !ok {
-			return nil, argErr(p.Name, "must be true or false, got %s", jsonType(v))
+			return nil, argErr(p.Name, "must be true or false, got %s", JSONType(v))
 		}
 		return b, nil
 	case Integer:
@@ -190,7 +190,9 @@ func paramNames(params []Param) string {
 	return strings.Join(names, ", ")
 }
 
-func jsonType(v any) string {
+// JSONType names the JSON type of a decoded value ("a string", "an
+// object", …) for error messages.
+func JSONType(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"
@@ -215,5 +217,5 @@ func describe(v any) string {
 	case string:
 		return fmt.Sprintf("a string (%q)", n)
 	}
-	return jsonType(v)
+	return JSONType(v)
 }
