@@ -133,6 +133,8 @@ type Config struct {
 	// SessionTTL is how long a login lasts (12 h when 0).
 	SessionTTL time.Duration
 	Sources    Sources
+	// Admin are the admin API's sources (/admin/…, admin.go).
+	Admin Admin
 	Log        *slog.Logger
 	// Now is the clock (time.Now when nil), for tests.
 	Now func() time.Time
@@ -227,6 +229,8 @@ func (c *Console) routes() {
 	m.Handle("POST /chat/{id}/delete", c.authed(c.deleteChatForm))
 	m.Handle("GET /chat/settings", c.authed(c.settingsPage))
 	m.Handle("POST /chat/settings", c.authed(c.settingsForm))
+
+	c.adminRoutes(m)
 
 	m.Handle("GET /api/approvals", c.authed(c.apiApprovals))
 	m.Handle("POST /api/approvals/{id}", c.authed(c.apiDecide))
