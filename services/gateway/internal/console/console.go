@@ -135,7 +135,7 @@ type Config struct {
 	Sources    Sources
 	// Admin are the admin API's sources (/admin/…, admin.go).
 	Admin Admin
-	Log        *slog.Logger
+	Log   *slog.Logger
 	// Now is the clock (time.Now when nil), for tests.
 	Now func() time.Time
 }
