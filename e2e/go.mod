@@ -13,8 +13,10 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/common v0.72.0
 	github.com/sovereign-fleet/sovereign/proto v0.0.0
+	github.com/sovereign-fleet/sovereign/services/agent v0.0.0
 	github.com/sovereign-fleet/sovereign/services/kit v0.0.0
 	github.com/sovereign-fleet/sovereign/services/signer v0.0.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -56,11 +58,11 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace (
 	github.com/sovereign-fleet/sovereign/proto => ../proto
+	github.com/sovereign-fleet/sovereign/services/agent => ../services/agent
 	github.com/sovereign-fleet/sovereign/services/browser => ../services/browser
 	github.com/sovereign-fleet/sovereign/services/gateway => ../services/gateway
 	github.com/sovereign-fleet/sovereign/services/history => ../services/history

@@ -14,10 +14,10 @@ import (
 
 // TestObserve scrapes every service of a fleet of real processes
 // (nats-server, a worker with its --listen, a gateway, history, the
-// signer): after a few tool calls each /metrics has the series operators
-// watch, with values that match the calls made; every /readyz is 200, turns
-// 503 within seconds of NATS stopping, and 200 again once NATS is back on
-// the same port and store, with the reconnect counted.
+// signer, an agent replica): after a few tool calls each /metrics has the
+// series operators watch, with values that match the calls made; every
+// /readyz is 200, turns 503 within seconds of NATS stopping, and 200 again
+// once NATS is back on the same port and store, with the reconnect counted.
 func TestObserve(t *testing.T) {
 	f := harness.NewFleet(binaries(t), t.TempDir())
 	t.Cleanup(func() {
@@ -47,9 +47,14 @@ func TestObserve(t *testing.T) {
 	if err != nil {
 		t.Fatalf("start signer: %v", err)
 	}
+	ag, err := f.StartAgent(ctx, "obs", nil)
+	if err != nil {
+		t.Fatalf("start agent: %v", err)
+	}
 	t.Logf("fleet up in %s", time.Since(start).Round(time.Millisecond))
 	services := []struct{ name, base string }{
 		{"gateway", g.Base}, {"worker", workerBase}, {"history", h.Base}, {"signer", s.Base},
+		{"agent", ag.Base},
 	}
 	for _, svc := range services {
 		for _, path := range []string{"/healthz", "/readyz"} {
@@ -124,6 +129,10 @@ func TestObserve(t *testing.T) {
 	})
 	expect("signer", scrape("signer", s.Base), map[string]float64{
 		k("sovereign_signer_identities"):     0,
+		k("sovereign_nats_reconnects_total"): 0,
+	})
+	expect("agent", scrape("agent", ag.Base), map[string]float64{
+		k("sovereign_agent_runs_active"):     0,
 		k("sovereign_nats_reconnects_total"): 0,
 	})
 	// History stores every call's record; the stream backlog drains to 0.
