@@ -195,6 +195,17 @@ func (r *run) end(final string, capped bool, err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if state != agentv1.RunState_RUN_STATE_COMPLETE {
+		// The chat says how the run ended, so the conversation (and the
+		// model, on a follow-up) does not show an unanswered message.
+		note := "[stopped: " + text + "]"
+		if state == agentv1.RunState_RUN_STATE_ERROR {
+			note = "[the run failed: " + text + "]"
+		}
+		if aerr := r.a.chatAppend(ctx, r.chatID, &historyv1.ChatMessage{Role: "assistant", Content: note}); aerr != nil {
+			r.log.Warn("could not note the end of the run in the chat", "err", aerr)
+		}
+	}
 	if derr := r.a.kv.Delete(ctx, keyActivePrefix+r.id); derr != nil {
 		r.log.Warn("active key not removed (the recovery scan will)", "err", derr)
 	}

@@ -172,6 +172,18 @@ func (a *Agent) putSettings(ctx context.Context, r *agentv1.PutSettingsRequest) 
 		Model:        strings.TrimSpace(in.GetModel()),
 		SystemPrompt: strings.TrimSpace(in.GetSystemPrompt()),
 	}
+	// A value equal to the environment's (or the built-in default) is
+	// not saved: the form shows the values in force, and saving it must
+	// not freeze today's defaults into the console's settings.
+	if ns.BaseURL == a.cfg.BaseURL {
+		ns.BaseURL = ""
+	}
+	if ns.Model == a.cfg.Model {
+		ns.Model = ""
+	}
+	if ns.SystemPrompt == strings.TrimSpace(a.cfg.SystemPrompt) {
+		ns.SystemPrompt = ""
+	}
 	if ns.BaseURL != "" {
 		if err := checkBaseURL(ns.BaseURL); err != nil {
 			return nil, invalid("base_url %v", err)
@@ -187,7 +199,9 @@ func (a *Agent) putSettings(ctx context.Context, r *agentv1.PutSettingsRequest) 
 		if m < 1 || m > MaxIterationsLimit {
 			return nil, invalid("max_iterations %d: must be 1 to %d (0 for the default, %d)", m, MaxIterationsLimit, a.cfg.MaxIterations)
 		}
-		ns.MaxIterations = m
+		if int(m) != a.cfg.MaxIterations {
+			ns.MaxIterations = m
+		}
 	}
 	if in.GetHasTemperature() {
 		if err := checkTemperature(in.GetTemperature()); err != nil {

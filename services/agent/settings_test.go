@@ -176,3 +176,46 @@ func TestKeyHint(t *testing.T) {
 		}
 	}
 }
+
+// TestSettingsDefaultsNotFrozen: the console's form shows the values in
+// force; saving them unchanged stores nothing of them, so a later change
+// of the environment (or of the built-in prompt) still applies.
+func TestSettingsDefaultsNotFrozen(t *testing.T) {
+	e := newEnv(t)
+	a := e.agent(e.config())
+	shown := e.settings()
+	if _, err := e.putSettings(&agentv1.PutSettingsRequest{Settings: &agentv1.Settings{
+		BaseUrl: shown.GetBaseUrl(), Model: "other-model", SystemPrompt: shown.GetSystemPrompt(), MaxIterations: shown.GetMaxIterations(),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	sv, _, err := a.loadSaved(context.Background())
+	if err != nil || sv == nil {
+		t.Fatalf("saved = %v, %v", sv, err)
+	}
+	if sv.BaseURL != "" || sv.SystemPrompt != "" || sv.MaxIterations != 0 || sv.Model != "other-model" {
+		t.Fatalf("saved %+v; want only the model, the rest left to the environment", sv)
+	}
+}
+
+// TestStoppedRunNotedInChat: a cancelled or failed run leaves a note in
+// its chat, so the conversation does not end in an unanswered message.
+func TestStoppedRunNotedInChat(t *testing.T) {
+	gate := llmtest.NewGate()
+	defer gate.Release()
+	e := newEnv(t, llmtest.Step{Block: gate, Text: "late"}, llmtest.Fail(404, "no such model"))
+	e.agent(e.config())
+	run := e.start(&agentv1.StartRunRequest{Message: "wait"})
+	<-gate.Entered()
+	e.cancel(run.GetId(), "tester")
+	done := e.wait(run.GetId())
+	msgs := e.hist.messages(done.GetChatId())
+	if last := msgs[len(msgs)-1]; last.GetRole() != "assistant" || last.GetContent() != "[stopped: cancelled by tester]" {
+		t.Fatalf("last chat message after a cancel = %v", last)
+	}
+	failed := e.wait(e.start(&agentv1.StartRunRequest{ChatId: done.GetChatId(), Message: "again"}).GetId())
+	msgs = e.hist.messages(done.GetChatId())
+	if last := msgs[len(msgs)-1]; last.GetRole() != "assistant" || !strings.HasPrefix(last.GetContent(), "[the run failed: ") || failed.GetState() != agentv1.RunState_RUN_STATE_ERROR {
+		t.Fatalf("last chat message after a failure = %v (run %v)", last, failed)
+	}
+}

@@ -3,6 +3,7 @@ module github.com/sovereign-fleet/sovereign/services/sovereign
 go 1.26.8
 
 require (
+	github.com/chromedp/chromedp v0.23.1
 	github.com/mark3labs/mcp-go v1.2.1
 	github.com/nats-io/nats.go v1.55.0
 	github.com/sovereign-fleet/sovereign/services/agent v0.0.0
@@ -56,7 +57,6 @@ require (
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.160.1 // indirect
-	github.com/chromedp/chromedp v0.23.1 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
