@@ -61,6 +61,12 @@ type session struct {
 	nostr  *nostrBridge
 	bus    *bus.Conn
 	log    *slog.Logger
+
+	// Base profile (profile.go): own is the Chromium of its own that a
+	// session opened on a base profile runs in (nil for a session of the
+	// worker's shared Chromium), profile the profile's name.
+	own     *ownChrome
+	profile string
 }
 
 type tab struct {
@@ -112,9 +118,13 @@ func (s *session) start(ctx context.Context, opts page.Options, p *browserv1.Url
 func (s *session) newTab(ctx context.Context, id target.ID, opts page.Options) (*tab, error) {
 	var tctx context.Context
 	var cancel context.CancelFunc
-	if id != "" {
+	switch {
+	case id != "":
 		tctx, cancel = chromedp.NewContext(s.browser, chromedp.WithTargetID(id))
-	} else {
+	case s.own != nil:
+		// The default browser context of its own Chromium: the profile's.
+		tctx, cancel = chromedp.NewContext(s.browser)
+	default:
 		tctx, cancel = chromedp.NewContext(s.browser, chromedp.WithExistingBrowserContext(s.bcid))
 	}
 	// The first Do creates (or attaches to) the target. It must run on the
@@ -398,6 +408,10 @@ func (s *session) closeTabs() {
 }
 
 func (s *session) dispose() {
+	if s.own != nil {
+		s.own.close() // its Chromium and the profile copy (profile.go)
+		return
+	}
 	if s.bcid == "" || s.browser.Err() != nil {
 		return
 	}

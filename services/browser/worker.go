@@ -1,4 +1,5 @@
-// Package browser is the browser worker: one Chromium per process, many
+// Package browser is the browser worker: one shared Chromium per process
+// (and one per session opened on a base profile, profile.go), many
 // isolated sessions (one browser context each, with its tabs), served on the
 // bus as nats.go/micro endpoints.
 //
@@ -9,6 +10,8 @@
 //	sov.browser.w.<id>.call       run a tool in one of this worker's sessions
 //	sov.browser.w.<id>.close      close a session
 //	sov.browser.w.<id>.ping       liveness and load
+//	sov.browser.http              send one call of a custom HTTP tool; a queue
+//	                              group of every worker (http.go)
 package browser
 
 import (
@@ -24,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go/micro"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
@@ -32,6 +36,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/guard"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/profiles"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
@@ -60,6 +65,15 @@ type Config struct {
 	// Listen is host:port for /healthz, /readyz and /metrics when Serve
 	// runs the worker (metrics.go); empty for none.
 	Listen string
+	// ProfileDir is where the worker keeps the base profiles it fetched
+	// and the private copies its sessions run on (profile.go), in a
+	// directory of its own that Run removes; default: the system's
+	// temporary directory (TMPDIR).
+	ProfileDir string
+	// ProfileLimits bound a base profile's archive when a session unpacks
+	// it; zero: SOVEREIGN_PROFILE_MAX_UPLOAD_MB and
+	// SOVEREIGN_PROFILE_MAX_UNPACKED_MB.
+	ProfileLimits profiles.Limits
 }
 
 // Worker runs one Chromium and its sessions.
@@ -77,6 +91,7 @@ type Worker struct {
 	lost     map[string]string // session id → why it was lost
 	openSvc  micro.Service     // nil while the worker is full or down
 	secrets  *secrets.Cache    // operator secrets; nil without SecretKey
+	profiles *profileCache     // base profiles (profile.go); set by Run
 	runCtx   context.Context
 	ready    chan struct{} // closed once the worker serves its endpoints
 }
@@ -116,6 +131,11 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.ProfileLimits == (profiles.Limits{}) {
+		if cfg.ProfileLimits, err = profiles.LimitsFromEnv(); err != nil {
+			return nil, err
+		}
+	}
 	return &Worker{
 		cfg:      cfg,
 		exec:     exec,
@@ -149,6 +169,10 @@ func (w *Worker) Run(ctx context.Context, c *bus.Conn) error {
 	if w.secrets != nil {
 		defer w.secrets.Close()
 	}
+	if err := w.openProfiles(); err != nil { // profile.go
+		return err
+	}
+	defer os.RemoveAll(w.profiles.dir) // after shutdown closed the sessions
 	if err := w.startChrome(ctx); err != nil {
 		return err
 	}
@@ -167,6 +191,9 @@ func (w *Worker) Run(ctx context.Context, c *bus.Conn) error {
 		if err := g.AddEndpoint(name, h); err != nil {
 			return fmt.Errorf("add endpoint %s: %w", name, err)
 		}
+	}
+	if err := w.addHTTPEndpoint(c, svc); err != nil { // custom HTTP tools (http.go)
+		return fmt.Errorf("add endpoint http: %w", err)
 	}
 	w.mu.Lock()
 	w.updateOpenLocked()
@@ -195,14 +222,12 @@ func (w *Worker) Run(ctx context.Context, c *bus.Conn) error {
 	}
 }
 
-// startChrome launches Chromium; the caller holds no lock.
+// startChrome launches the shared Chromium; the caller holds no lock.
 func (w *Worker) startChrome(ctx context.Context) error {
-	g := guard.New(w.log)
-	bctx, cancel, err := chrome.StartWrapped(ctx, w.exec, w.sandbox, g.Wrap)
+	bctx, g, cancel, err := w.launch(ctx)
 	if err != nil {
 		return err
 	}
-	g.Bind(bctx)
 	w.mu.Lock()
 	w.browser, w.guard = bctx, g
 	w.mu.Unlock()
@@ -210,11 +235,27 @@ func (w *Worker) startChrome(ctx context.Context) error {
 	return nil
 }
 
-// chromeDied marks every session lost and starts a new Chromium, retrying
-// with backoff until it starts or ctx ends.
+// launch starts a Chromium with the worker's executable, flags and
+// sandbox, and a URL policy guard on its connection; extra adds allocator
+// options (a base profile session's user data directory). The Chromium
+// stops when ctx ends or cancel is called; cancel waits for it to exit.
+// The caller holds no lock.
+func (w *Worker) launch(ctx context.Context, extra ...chromedp.ExecAllocatorOption) (context.Context, *guard.Guard, context.CancelFunc, error) {
+	g := guard.New(w.log)
+	bctx, cancel, err := chrome.StartWrapped(ctx, w.exec, w.sandbox, g.Wrap, extra...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	g.Bind(bctx)
+	return bctx, g, cancel, nil
+}
+
+// chromeDied marks every session of the shared Chromium lost and starts a
+// new Chromium, retrying with backoff until it starts or ctx ends. Base
+// profile sessions run in Chromiums of their own and stay.
 func (w *Worker) chromeDied(ctx context.Context) {
 	w.mu.Lock()
-	lost := w.takeSessionsLocked()
+	lost := w.takeSharedLocked()
 	for _, s := range lost {
 		w.markLostLocked(s.id, "its Chromium crashed")
 	}
@@ -274,6 +315,19 @@ func (w *Worker) takeSessionsLocked() []*session {
 	}
 	w.sessions = make(map[string]*session)
 	return all
+}
+
+// takeSharedLocked removes the sessions of the shared Chromium from the
+// session table and returns them.
+func (w *Worker) takeSharedLocked() []*session {
+	var shared []*session
+	for id, s := range w.sessions {
+		if s.own == nil {
+			shared = append(shared, s)
+			delete(w.sessions, id)
+		}
+	}
+	return shared
 }
 
 // closeAll closes sessions in parallel; each waits a bounded time for its
@@ -337,7 +391,12 @@ func (w *Worker) open(ctx context.Context, req *browserv1.OpenSessionRequest) (*
 	w.updateOpenLocked()
 	w.mu.Unlock()
 
-	err := s.start(ctx, w.pageOptions(), req.GetPolicy())
+	var err error
+	if req.GetProfile() != "" {
+		err = w.startProfile(ctx, s, req.GetProfile(), req.GetPolicy()) // profile.go
+	} else {
+		err = s.start(ctx, w.pageOptions(), req.GetPolicy())
+	}
 	if err == nil && ctx.Err() != nil {
 		// The caller gave up: nobody will use or close this session.
 		err = ctx.Err()
@@ -358,7 +417,7 @@ func (w *Worker) open(ctx context.Context, req *browserv1.OpenSessionRequest) (*
 		}
 		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "open browser session on %s: %v", w.cfg.ID, err)
 	}
-	w.log.InfoContext(ctx, "session opened", "session", id, "owner", s.owner)
+	w.log.InfoContext(ctx, "session opened", "session", id, "owner", s.owner, "profile", req.GetProfile())
 	return &browserv1.OpenSessionResponse{SessionId: id, WorkerId: w.cfg.ID}, nil
 }
 

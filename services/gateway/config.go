@@ -14,6 +14,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
+	"github.com/sovereign-fleet/sovereign/services/kit/profiles"
 )
 
 // Defaults.
@@ -117,6 +118,15 @@ type Config struct {
 	// Workspace is their directory (DefaultWorkspace when "").
 	SystemTools string
 	Workspace   string
+
+	// HTTPToolsFile is the custom HTTP tools file (httptools.go); "" for
+	// none.
+	HTTPToolsFile string
+
+	// Base profiles (profiles.go): ProfileExport allows the admin API's
+	// export (SOVEREIGN_PROFILE_EXPORT); ProfileLimits bound an upload.
+	ProfileExport bool
+	ProfileLimits profiles.Limits
 }
 
 // RegisterFlags adds the gateway's flags to fs, each with its environment
@@ -139,10 +149,12 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	registerAuthFlags(fs, cfg, errs) // authentication (auth.go)
 	// Approvals (approve.go).
 	registerApprovalFlags(fs, cfg, errs)
-	registerPolicyFlags(fs, errs, cfg) // URL policy (policy.go)
-	registerLoginFlags(fs, errs, cfg)  // Nostr identities (login.go)
-	registerAgentFlags(fs, errs, cfg)  // agent runs (agent.go)
-	registerSystemFlags(fs, errs, cfg) // system tools (system.go)
+	registerPolicyFlags(fs, errs, cfg)  // URL policy (policy.go)
+	registerLoginFlags(fs, errs, cfg)   // Nostr identities (login.go)
+	registerAgentFlags(fs, errs, cfg)   // agent runs (agent.go)
+	registerSystemFlags(fs, errs, cfg)  // system tools (system.go)
+	registerHTTPToolsFlags(fs, cfg)     // custom HTTP tools (httptools.go)
+	registerProfileFlags(fs, errs, cfg) // base profiles (profiles.go)
 	// Operator console (console.go). The token itself is never a flag: it
 	// would show in the process list.
 	fs.StringVar(&cfg.AdminListen, "admin-listen", config.Env("SOVEREIGN_ADMIN_LISTEN", ""),
@@ -257,10 +269,11 @@ func (c Config) Validate() error {
 	c.validateAuth(bad) // auth.go
 	// Approvals (approve.go).
 	c.validateApprovals(bad)
-	c.validatePolicy(bad) // policy.go
-	c.validateLogin(bad)  // login.go
-	c.validateAgent(bad)  // agent.go
-	c.validateSystem(bad) // system.go
+	c.validatePolicy(bad)    // policy.go
+	c.validateLogin(bad)     // login.go
+	c.validateAgent(bad)     // agent.go
+	c.validateSystem(bad)    // system.go
+	c.validateHTTPTools(bad) // httptools.go
 
 	errs = append(errs, c.validateAdmin()...) // operator console (console.go)
 	if c.Bucket != "" && !validBucket(c.Bucket) {

@@ -129,7 +129,12 @@ func (g *Gateway) setupConsole() error {
 		}
 		return out, nil
 	}
+	adm, err := g.adminSources(ctx) // admin API (admin.go)
+	if err != nil {
+		return fmt.Errorf("operator console: %w", err)
+	}
 	c, err := console.New(console.Config{
+		Admin:   adm,
 		Token:   tok,
 		Hosts:   hosts,
 		Sources: src,

@@ -80,6 +80,8 @@ type Gateway struct {
 	toolsSvc micro.Service // sov.tools.* (bus.go)
 
 	workspace *systools.Workspace // the system tools' (system.go); nil when they are off
+
+	httpTools *httpToolSet // custom HTTP tools (httptools.go)
 }
 
 // New builds a gateway on c: it checks cfg (zero fields take the
@@ -159,6 +161,11 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 			continue
 		}
 		g.mcp.AddTool(mcpTool(t), g.toolHandler(t))
+	}
+	if err := g.setupHTTPTools(ctx); err != nil { // custom HTTP tools, after the built-in ones (httptools.go)
+		store.Close()
+		_ = g.audit.Close(context.Background())
+		return nil, err
 	}
 	g.transport = server.NewStreamableHTTPServer(g.mcp,
 		server.WithEndpointPath("/mcp"),

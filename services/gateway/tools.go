@@ -58,6 +58,9 @@ func (g *Gateway) toolHandler(t catalog.Tool) server.ToolHandlerFunc {
 			return mcp.NewToolResultError(fmt.Sprintf("%s: %v", t.Name, err)), nil
 		}
 		wait := time.Duration(catalog.Wait(call.Request)) * time.Millisecond
+		if call.Profile != "" {
+			ctx = withProfile(ctx, call.Profile)
+		}
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.ToolTimeout+wait)
 		defer cancel()
 
@@ -176,7 +179,7 @@ func (g *Gateway) bind(ctx context.Context, handle string) (*binding, error) {
 		}
 		return g.ensureBound(ctx, e, caller)
 	}
-	worker, session, err := g.fleet.Open(ctx, ownerLabel(state.Handle, caller), g.urlPolicy(ctx, nil))
+	worker, session, err := g.fleet.Open(ctx, ownerLabel(state.Handle, caller), g.urlPolicy(ctx, nil), profileFrom(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -202,12 +205,16 @@ func mcpSessionID(ctx context.Context) string {
 func (g *Gateway) ensureBound(ctx context.Context, e *state.Entry, caller string) (*binding, error) {
 	for range 4 {
 		if e.Bound() {
+			if p := profileFrom(ctx); p != "" {
+				return nil, toolErr("profile %q applies only when a call opens a browser session, and this one is open already; "+
+					"to start from the profile, call open with it in a new MCP session or without a %q handle", p, catalog.SessionParam)
+			}
 			if time.Since(e.Touched) > min(time.Minute, g.store.TTL()/8) {
 				_, _ = g.store.Update(ctx, e) // refresh the TTL; a conflict means it was just written
 			}
 			return &binding{kind: e.Kind, id: e.ID, workerID: e.WorkerID, sessionID: e.SessionID}, nil
 		}
-		worker, session, err := g.fleet.Open(ctx, ownerLabel(e.Kind, caller), g.urlPolicy(ctx, nil))
+		worker, session, err := g.fleet.Open(ctx, ownerLabel(e.Kind, caller), g.urlPolicy(ctx, nil), profileFrom(ctx))
 		if err != nil {
 			return nil, err
 		}
@@ -525,4 +532,18 @@ func resultText(r *mcp.CallToolResult) string {
 		}
 	}
 	return ""
+}
+
+type profileKey struct{}
+
+// withProfile returns ctx asking that a browser session opened for the
+// call start from the base profile name.
+func withProfile(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, profileKey{}, name)
+}
+
+// profileFrom is the base profile the call asks for, "" for none.
+func profileFrom(ctx context.Context) string {
+	s, _ := ctx.Value(profileKey{}).(string)
+	return s
 }

@@ -32,7 +32,13 @@ type OpenSessionRequest struct {
 	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
 	// What the session's pages may load, in force before its first tab
 	// loads anything.
-	Policy        *UrlPolicy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	Policy *UrlPolicy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	// Base profile to start from ("" for none): the name of a profile in
+	// the profile store (^[a-z][a-z0-9_-]{0,63}$). The worker that takes the
+	// session runs a Chromium of its own for it, on a private copy of the
+	// profile; the stored profile is never changed by the session. An
+	// unknown name fails the open with NOT_FOUND.
+	Profile       string `protobuf:"bytes,3,opt,name=profile,proto3" json:"profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -79,6 +85,13 @@ func (x *OpenSessionRequest) GetPolicy() *UrlPolicy {
 		return x.Policy
 	}
 	return nil
+}
+
+func (x *OpenSessionRequest) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
 }
 
 // UrlRules is one tier of URL rules. Patterns: a host ("example.com", only
@@ -2016,14 +2029,220 @@ func (x *ToolResult) GetSensitiveInput() bool {
 	return false
 }
 
+// HTTPToolRequest runs one call of a custom HTTP tool (the gateway's
+// --http-tools file) on any browser worker (subject sov.browser.http,
+// queue group sovereign-browser-http; no browser session is involved).
+// Workers run these calls because they hold the secret key: the worker
+// puts the {{secrets.NAME}} values in, checks the final URL and every
+// redirect against policy, sends the request and scrubs every secret
+// value out of what it answers.
+type HTTPToolRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool's name, for errors and logs.
+	Tool string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// GET, POST, PUT, PATCH or DELETE.
+	Method string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	// The absolute http(s) URL with the call's arguments already in it
+	// (path parameters, and the query of a GET or DELETE), each
+	// percent-encoded. {{secrets.NAME}} placeholders of the operator's
+	// endpoint are still in it, in its path or query only.
+	Url string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	// Request headers; values may hold {{secrets.NAME}} placeholders.
+	Headers map[string]string `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Request body (the arguments as a JSON object for POST, PUT and
+	// PATCH), sent as it is: never searched for placeholders.
+	Body []byte `protobuf:"bytes,5,opt,name=body,proto3" json:"body,omitempty"`
+	// What the request and its redirects may reach, as for a session's
+	// pages (ToolRequest.policy).
+	Policy *UrlPolicy `protobuf:"bytes,6,opt,name=policy,proto3" json:"policy,omitempty"`
+	// Longest the call may take, redirects and reading the body included
+	// (milliseconds; 0: 30 s).
+	TimeoutMs int64 `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// Largest response body answered (bytes; 0: 1 MiB): the rest is
+	// clipped with a note.
+	MaxBodyBytes  int64 `protobuf:"varint,8,opt,name=max_body_bytes,json=maxBodyBytes,proto3" json:"max_body_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HTTPToolRequest) Reset() {
+	*x = HTTPToolRequest{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HTTPToolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HTTPToolRequest) ProtoMessage() {}
+
+func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
+func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *HTTPToolRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *HTTPToolRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *HTTPToolRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *HTTPToolRequest) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *HTTPToolRequest) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *HTTPToolRequest) GetPolicy() *UrlPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *HTTPToolRequest) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *HTTPToolRequest) GetMaxBodyBytes() int64 {
+	if x != nil {
+		return x.MaxBodyBytes
+	}
+	return 0
+}
+
+// HTTPToolResponse is the endpoint's answer, any status: the caller
+// decides what an error status means.
+type HTTPToolResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// HTTP status code and its text ("404 Not Found").
+	StatusCode int32  `protobuf:"varint,1,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
+	Status     string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// The response's Content-Type.
+	ContentType string `protobuf:"bytes,3,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	// The body as text, every secret value replaced by its placeholder;
+	// a note when it was clipped or is not text.
+	Body string `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
+	// The body was longer than max_body_bytes.
+	Clipped       bool `protobuf:"varint,5,opt,name=clipped,proto3" json:"clipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HTTPToolResponse) Reset() {
+	*x = HTTPToolResponse{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HTTPToolResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HTTPToolResponse) ProtoMessage() {}
+
+func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
+func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *HTTPToolResponse) GetStatusCode() int32 {
+	if x != nil {
+		return x.StatusCode
+	}
+	return 0
+}
+
+func (x *HTTPToolResponse) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *HTTPToolResponse) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *HTTPToolResponse) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+func (x *HTTPToolResponse) GetClipped() bool {
+	if x != nil {
+		return x.Clipped
+	}
+	return false
+}
+
 var File_sovereign_browser_v1_browser_proto protoreflect.FileDescriptor
 
 const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\n" +
-	"\"sovereign/browser/v1/browser.proto\x12\x14sovereign.browser.v1\"c\n" +
+	"\"sovereign/browser/v1/browser.proto\x12\x14sovereign.browser.v1\"}\n" +
 	"\x12OpenSessionRequest\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x127\n" +
-	"\x06policy\x18\x02 \x01(\v2\x1f.sovereign.browser.v1.UrlPolicyR\x06policy\"J\n" +
+	"\x06policy\x18\x02 \x01(\v2\x1f.sovereign.browser.v1.UrlPolicyR\x06policy\x12\x18\n" +
+	"\aprofile\x18\x03 \x01(\tR\aprofile\"J\n" +
 	"\bUrlRules\x12\x12\n" +
 	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x14\n" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x14\n" +
@@ -2140,7 +2359,27 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"ToolResult\x127\n" +
 	"\acontent\x18\x01 \x03(\v2\x1d.sovereign.browser.v1.ContentR\acontent\x12'\n" +
 	"\x0fstructured_json\x18\x02 \x01(\tR\x0estructuredJson\x12'\n" +
-	"\x0fsensitive_input\x18\x03 \x01(\bR\x0esensitiveInputBKZIgithub.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1;browserv1b\x06proto3"
+	"\x0fsensitive_input\x18\x03 \x01(\bR\x0esensitiveInput\"\xeb\x02\n" +
+	"\x0fHTTPToolRequest\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x16\n" +
+	"\x06method\x18\x02 \x01(\tR\x06method\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x12L\n" +
+	"\aheaders\x18\x04 \x03(\v22.sovereign.browser.v1.HTTPToolRequest.HeadersEntryR\aheaders\x12\x12\n" +
+	"\x04body\x18\x05 \x01(\fR\x04body\x127\n" +
+	"\x06policy\x18\x06 \x01(\v2\x1f.sovereign.browser.v1.UrlPolicyR\x06policy\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\a \x01(\x03R\ttimeoutMs\x12$\n" +
+	"\x0emax_body_bytes\x18\b \x01(\x03R\fmaxBodyBytes\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x01\n" +
+	"\x10HTTPToolResponse\x12\x1f\n" +
+	"\vstatus_code\x18\x01 \x01(\x05R\n" +
+	"statusCode\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12!\n" +
+	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\x12\x12\n" +
+	"\x04body\x18\x04 \x01(\tR\x04body\x12\x18\n" +
+	"\aclipped\x18\x05 \x01(\bR\aclippedBKZIgithub.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1;browserv1b\x06proto3"
 
 var (
 	file_sovereign_browser_v1_browser_proto_rawDescOnce sync.Once
@@ -2154,7 +2393,7 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 	return file_sovereign_browser_v1_browser_proto_rawDescData
 }
 
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*OpenSessionRequest)(nil),   // 0: sovereign.browser.v1.OpenSessionRequest
 	(*UrlRules)(nil),             // 1: sovereign.browser.v1.UrlRules
@@ -2184,6 +2423,9 @@ var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*Image)(nil),                // 25: sovereign.browser.v1.Image
 	(*Content)(nil),              // 26: sovereign.browser.v1.Content
 	(*ToolResult)(nil),           // 27: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),      // 28: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),     // 29: sovereign.browser.v1.HTTPToolResponse
+	nil,                          // 30: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	2,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -2222,11 +2464,13 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	24, // 33: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
 	25, // 34: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
 	26, // 35: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	30, // 36: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	2,  // 37: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -2278,7 +2522,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

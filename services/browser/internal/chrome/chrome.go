@@ -114,8 +114,10 @@ func Start(ctx context.Context, execPath string) (context.Context, context.Cance
 // The port's HTTP endpoints answer only requests whose Host is an address
 // or localhost, and its websocket refuses pages (no
 // --remote-allow-origins); the address and its browser id are random.
-func StartWrapped(ctx context.Context, execPath string, sandbox Sandbox, wrap func(chromedp.Transport) chromedp.Transport) (context.Context, context.CancelFunc, error) {
-	opts := Options(execPath, "", sandbox)
+// extra options go after the worker's (a base profile session's
+// user data directory and proxy).
+func StartWrapped(ctx context.Context, execPath string, sandbox Sandbox, wrap func(chromedp.Transport) chromedp.Transport, extra ...chromedp.ExecAllocatorOption) (context.Context, context.CancelFunc, error) {
+	opts := append(Options(execPath, "", sandbox), extra...)
 	if wrap != nil {
 		opts = append(opts, chromedp.WithDialer(func(ctx context.Context, wsURL string) (chromedp.Transport, error) {
 			c, err := remote.DialContext(ctx, wsURL)

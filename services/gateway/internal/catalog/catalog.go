@@ -59,7 +59,13 @@ type Call struct {
 	Login *signerv1.Login
 	// Session is the explicit session handle argument, "" when absent.
 	Session string
+	// Profile is the base profile a new browser session starts from
+	// (open's profile argument), "" for none.
+	Profile string
 }
+
+// ProfileParam is open's argument naming a base profile.
+const ProfileParam = "profile"
 
 // Params returns the tool's parameters, the session handle last.
 func (t Tool) Params() []Param {
@@ -92,7 +98,7 @@ func (t Tool) Parse(raw any) (Call, error) {
 	if err != nil {
 		return Call{}, err
 	}
-	return Call{Request: req, Session: args.str(SessionParam)}, nil
+	return Call{Request: req, Session: args.str(SessionParam), Profile: strings.TrimSpace(args.str(ProfileParam))}, nil
 }
 
 // Tools returns the catalog in its documented order.
@@ -217,7 +223,12 @@ var browserTools = []Tool{
 	{
 		Name: "open", Title: "Open URL",
 		Description: "Navigate the active tab to a URL and wait for the page to load.",
-		params:      []Param{{Name: "url", Type: String, Required: true, Description: "Absolute URL to load, e.g. https://example.com"}},
+		params: []Param{
+			{Name: "url", Type: String, Required: true, Description: "Absolute URL to load, e.g. https://example.com"},
+			{Name: ProfileParam, Type: String, Description: "Start the browser session from this base profile: a logged-in " +
+				"template the operator deployed (cookies and site storage; each session gets a private copy). Only when this " +
+				"call opens the browser session (the first browser call of an MCP session, or a call without a session handle)."},
+		},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
 			u, err := nonEmpty(a, "url")
 			if err != nil {

@@ -80,11 +80,11 @@ func plural(n int, one, many string) string {
 // opaque label for the worker's logs. When no worker can take it, the error
 // is a *CapacityError. policy is in force before the session's first tab
 // loads anything.
-func (f *Fleet) Open(ctx context.Context, owner string, policy *browserv1.UrlPolicy) (workerID, sessionID string, err error) {
+func (f *Fleet) Open(ctx context.Context, owner string, policy *browserv1.UrlPolicy, profile string) (workerID, sessionID string, err error) {
 	subject := f.c.Subject("browser", "open")
 	for attempt := 1; ; attempt++ {
 		var resp browserv1.OpenSessionResponse
-		err = f.c.Request(ctx, subject, &browserv1.OpenSessionRequest{Owner: owner, Policy: policy}, &resp)
+		err = f.c.Request(ctx, subject, &browserv1.OpenSessionRequest{Owner: owner, Policy: policy, Profile: profile}, &resp)
 		if err == nil {
 			if resp.GetWorkerId() == "" || resp.GetSessionId() == "" {
 				return "", "", bus.Errorf(commonv1.ErrorCode_INTERNAL, "worker answered %s without a worker or session id", subject)

@@ -1,0 +1,298 @@
+package browser
+
+// Base profiles: a session opened with OpenSessionRequest.profile starts
+// from a private copy of that profile (a Chromium user data directory,
+// services/kit/profiles). A browser context cannot start from a profile
+// directory, so such a session gets a Chromium of its own, launched by the
+// worker's launch (same flags, sandbox and URL policy guard as the shared
+// one) with --user-data-dir on the copy; its tabs live in that Chromium's
+// default browser context, which holds the profile's cookies and storage.
+// Closing the session (or its idle timeout, or the worker's shutdown)
+// stops that Chromium and removes the copy. The stored profile is never
+// written: the worker keeps the archives it fetched, by digest, and
+// unpacks a new copy for every session.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/chromedp/cdproto/target"
+	"github.com/chromedp/chromedp"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/browser/internal/guard"
+	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/profiles"
+)
+
+// launcher starts a Chromium as the worker does, with extra allocator
+// options; see Worker.launch.
+type launcher func(extra ...chromedp.ExecAllocatorOption) (context.Context, *guard.Guard, context.CancelFunc, error)
+
+// ownChrome is the Chromium of a session opened on a base profile, and the
+// private copy of the profile it runs on.
+type ownChrome struct {
+	dir  string
+	stop context.CancelFunc // stops the Chromium; nil until launched
+	once sync.Once
+}
+
+// close stops the Chromium (waiting for it to exit) and removes the copy.
+func (o *ownChrome) close() {
+	o.once.Do(func() {
+		if o.stop != nil {
+			o.stop()
+		}
+		removeAll(o.dir)
+	})
+}
+
+// removeAll removes dir, retrying a little: Chromium's child processes can
+// still write into it for a moment after the browser exits.
+func removeAll(dir string) {
+	var err error
+	for i := 0; i < 20; i++ {
+		if err = os.RemoveAll(dir); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	slog.Default().Warn("remove a session's profile copy", "dir", dir, "err", err)
+}
+
+// startOwn starts the session in a Chromium of its own whose user data
+// directory is dir (a private copy of a base profile), with the URL
+// policy p in force before its first tab loads anything.
+func (s *session) startOwn(ctx context.Context, opts page.Options, p *browserv1.UrlPolicy, dir string, launch launcher) error {
+	s.own = &ownChrome{dir: dir}
+	params, err := s.prepareGuard(p)
+	if err != nil {
+		return err
+	}
+	extra := []chromedp.ExecAllocatorOption{chromedp.UserDataDir(dir)}
+	if params.ProxyServer != "" {
+		// The browser-wide equivalent of the WebSocket proxy a shared
+		// session's browser context is created with (package guard).
+		extra = append(extra, chromedp.ProxyServer(params.ProxyServer), chromedp.Flag("proxy-bypass-list", params.ProxyBypassList))
+	}
+	bctx, g, stop, err := launch(extra...)
+	if err != nil {
+		return err
+	}
+	s.own.stop = stop
+	s.browser, s.guard = bctx, g
+	// The page Chromium opened at start is in the default browser
+	// context, the one on the profile.
+	first := chromedp.FromContext(bctx).Target.TargetID
+	cctx, cancel := within(bctx, ctx)
+	defer cancel()
+	info, err := chromedp.CallBrowser(cctx, target.GetTargetInfo, target.GetTargetInfoParams{TargetID: first})
+	if err != nil {
+		return fmt.Errorf("read the profile's browser context: %w", err)
+	}
+	s.bcid = info.TargetInfo.BrowserContextID
+	if s.pol != nil {
+		if err := s.guard.Protect(ctx, s.bcid, s.pol); err != nil {
+			return fmt.Errorf("put the url policy in force: %w", err)
+		}
+	}
+	t, err := s.newTab(ctx, "", opts)
+	if err != nil {
+		return err
+	}
+	s.tabs, s.active = []*tab{t}, 0
+	// The start page is not one of the session's tabs: close it, so that
+	// tab_list does not show it.
+	if _, err := chromedp.CallBrowser(cctx, target.CloseTarget, target.CloseTargetParams{TargetID: first}); err != nil {
+		return fmt.Errorf("close the start page: %w", err)
+	}
+	return nil
+}
+
+// profileCache fetches base profiles from the profile store and keeps
+// their archives on disk, one file per digest, under dir/archives;
+// sessions' private copies go under dir/sessions.
+type profileCache struct {
+	dir string
+	lim profiles.Limits
+
+	mu      sync.Mutex // held across a fetch; guards store and current
+	store   *profiles.Store
+	current map[string]string // profile name → digest (hex) of its cached archive
+}
+
+// profileArchive returns the path of the cached archive of the profile
+// name, in its current version (asked of the store on every open, so that
+// a new upload counts at once), fetching it when the cache does not hold
+// it.
+func (w *Worker) profileArchive(ctx context.Context, name string) (string, profiles.Info, error) {
+	pc := w.profiles
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.store == nil {
+		st, err := profiles.Open(ctx, w.c.NATS(), w.c.Prefix(), pc.lim)
+		if err != nil {
+			return "", profiles.Info{}, bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "base profile %q: %v", name, err)
+		}
+		pc.store = st
+	}
+	info, err := pc.store.Stat(ctx, name)
+	if errors.Is(err, profiles.ErrNotFound) {
+		pc.setCurrent(name, "") // deleted: its archive goes too
+	}
+	if err != nil {
+		return "", info, profileErr(name, err)
+	}
+	path := filepath.Join(pc.dir, "archives", info.Hex()+".tgz")
+	if _, err := os.Stat(path); err == nil {
+		pc.setCurrent(name, info.Hex())
+		return path, info, nil
+	}
+	rc, info, err := pc.store.Get(ctx, name)
+	if err != nil {
+		return "", info, profileErr(name, err)
+	}
+	defer rc.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(path), "fetch-*")
+	if err != nil {
+		return "", info, err
+	}
+	_, err = io.Copy(tmp, rc) // the store checks the digest at the end
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		path = filepath.Join(pc.dir, "archives", info.Hex()+".tgz")
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return "", info, fmt.Errorf("fetch base profile %q: %w", name, err)
+	}
+	pc.setCurrent(name, info.Hex())
+	w.log.InfoContext(ctx, "base profile fetched", "profile", name, "digest", info.Digest, "size", info.Size)
+	return path, info, nil
+}
+
+// setCurrent records digest as name's current archive ("": the profile is
+// gone) and removes the archive it replaces unless another profile has the
+// same content. A session still unpacking the old file keeps reading it
+// (it is open).
+func (pc *profileCache) setCurrent(name, digest string) {
+	old, ok := pc.current[name]
+	if digest == "" {
+		delete(pc.current, name)
+	} else {
+		pc.current[name] = digest
+	}
+	if !ok || old == digest {
+		return
+	}
+	for _, d := range pc.current {
+		if d == old {
+			return
+		}
+	}
+	_ = os.Remove(filepath.Join(pc.dir, "archives", old+".tgz"))
+}
+
+// profileErr turns a profile store error into the bus error of an open.
+func profileErr(name string, err error) error {
+	switch {
+	case errors.Is(err, profiles.ErrNotFound):
+		return bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "base profile %q does not exist: no profile of that name is in the profile store", name)
+	case errors.Is(err, profiles.ErrBadName):
+		return bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "base profile %q: the name must match %s", name, profiles.NamePattern)
+	}
+	return bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "base profile %q: %v", name, err)
+}
+
+// startProfile starts session s on a private copy of the base profile
+// name.
+func (w *Worker) startProfile(ctx context.Context, s *session, name string, p *browserv1.UrlPolicy) error {
+	if err := profiles.CheckName(name); err != nil {
+		return profileErr(name, err)
+	}
+	archive, info, err := w.profileArchive(ctx, name)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp(filepath.Join(w.profiles.dir, "sessions"), s.id+"-")
+	if err != nil {
+		return fmt.Errorf("copy base profile %q: %w", name, err)
+	}
+	f, err := os.Open(archive)
+	if err == nil {
+		_, err = profiles.Unpack(f, dir, w.profiles.lim)
+		_ = f.Close()
+	}
+	if err != nil {
+		removeAll(dir)
+		return fmt.Errorf("copy base profile %q: %w", name, err)
+	}
+	launch := func(extra ...chromedp.ExecAllocatorOption) (context.Context, *guard.Guard, context.CancelFunc, error) {
+		w.mu.Lock()
+		runCtx := w.runCtx // the Chromium lives until the session closes or the worker stops
+		w.mu.Unlock()
+		return w.launch(runCtx, extra...)
+	}
+	if err := s.startOwn(ctx, w.pageOptions(), p, dir, launch); err != nil {
+		return err // closeTabs removes the copy
+	}
+	s.profile = name
+	// A Chromium of its own can die alone: the session is then lost.
+	context.AfterFunc(s.browser, func() { w.ownChromeDied(s) })
+	w.log.InfoContext(ctx, "session on base profile", "session", s.id, "profile", name, "digest", info.Digest)
+	return nil
+}
+
+// ownChromeDied drops a base profile session whose Chromium went away
+// while nobody was closing it.
+func (w *Worker) ownChromeDied(s *session) {
+	if s.ctx.Err() != nil || w.runCtxErr() != nil {
+		return // closing, or the worker is shutting down
+	}
+	w.mu.Lock()
+	mine := w.sessions[s.id] == s
+	if mine {
+		delete(w.sessions, s.id)
+		w.markLostLocked(s.id, "its Chromium crashed")
+		w.updateOpenLocked()
+	}
+	w.mu.Unlock()
+	if !mine {
+		return
+	}
+	sessionsLost.WithLabelValues(w.cfg.ID).Inc() // metrics.go
+	w.log.Error("chromium of a base profile session died", "session", s.id, "profile", s.profile)
+	s.closeTabs()
+}
+
+// openProfiles prepares the worker's profile directory; Run removes it
+// when it ends.
+func (w *Worker) openProfiles() error {
+	base := w.cfg.ProfileDir
+	if base == "" {
+		base = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(base, "sovereign-profiles-"+w.cfg.ID+"-")
+	if err != nil {
+		return fmt.Errorf("base profiles directory: %w", err)
+	}
+	for _, sub := range []string{"archives", "sessions"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
+			return fmt.Errorf("base profiles directory: %w", err)
+		}
+	}
+	w.profiles = &profileCache{dir: dir, lim: w.cfg.ProfileLimits, current: make(map[string]string)}
+	return nil
+}

@@ -1,0 +1,240 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/console"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/httptools"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/config"
+)
+
+// Custom HTTP tools (--http-tools; the file format is in package
+// internal/httptools).
+//
+// Each tool of the file is an MCP tool like the others: its calls go
+// through the same middleware (audit, approvals) and get the caller's URL
+// policy. The gateway holds no secret key, so a call is sent as a request
+// template on sov.browser.http to any browser worker: the worker fills in
+// the {{secrets.NAME}} values, checks the URL and its redirects against
+// the policy, sends it and scrubs every secret value out of the answer.
+// The model, the gateway, logs and the audit trail only see placeholders.
+//
+// Precedence: built-in tools first, then script tools, then HTTP tools. An
+// HTTP tool whose name is taken is not registered; it is reported like a
+// tool the file gets wrong (log and HTTPTools).
+
+// httpToolTimeoutMargin is how much longer the gateway waits for the
+// worker than the worker's own deadline for the request, so that a slow
+// endpoint is reported by the worker, which knows why.
+const httpToolTimeoutMargin = 5 * time.Second
+
+// httpToolSet is the HTTP tools this gateway serves.
+type httpToolSet struct {
+	mu    sync.Mutex
+	file  []byte   // the file in force
+	names []string // the tools registered from it
+	errs  []string // what is wrong with the others
+}
+
+// registerHTTPToolsFlags adds --http-tools.
+func registerHTTPToolsFlags(fs *flag.FlagSet, cfg *Config) {
+	fs.StringVar(&cfg.HTTPToolsFile, "http-tools", config.Env("SOVEREIGN_HTTP_TOOLS", ""),
+		"JSON file of custom HTTP tools ({\"tools\":[{name, description, endpoint, method, parameters, headers}]}; "+
+			"headers and the endpoint may use {{secrets.NAME}}); see docs/extending.md [SOVEREIGN_HTTP_TOOLS]")
+}
+
+// validateHTTPTools checks that the tools file can be read (its content is
+// checked when the gateway loads it).
+func (c Config) validateHTTPTools(bad func(flag, format string, a ...any)) {
+	if c.HTTPToolsFile == "" {
+		return
+	}
+	if st, err := os.Stat(c.HTTPToolsFile); err != nil {
+		bad("http-tools", "%v", err)
+	} else if st.IsDir() {
+		bad("http-tools", "%s is a directory, not a tools file", c.HTTPToolsFile)
+	}
+}
+
+// setupHTTPTools reads the file named by --http-tools and registers its
+// tools. A file that is not a tools file at all stops the gateway; a bad
+// tool in it is reported and left out.
+func (g *Gateway) setupHTTPTools(ctx context.Context) error {
+	g.httpTools = &httpToolSet{}
+	path := g.cfg.HTTPToolsFile
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--http-tools: %w", err)
+	}
+	res, err := g.applyHTTPTools(data)
+	if err != nil {
+		return fmt.Errorf("--http-tools %s: %w", path, err)
+	}
+	g.log.InfoContext(ctx, "custom HTTP tools loaded", "file", path, "tools", res.Added, "not_loaded", len(res.Errors))
+	return nil
+}
+
+// applyHTTPTools makes data the tools file in force: it registers its
+// tools, replacing and removing the ones of the previous file, and records
+// what could not be loaded. A file that is not a tools file at all is an
+// error and changes nothing. This is the one place that registers HTTP
+// tools.
+func (g *Gateway) applyHTTPTools(data []byte) (console.ReloadResult, error) {
+	tools, terrs, err := httptools.Parse(data)
+	if err != nil {
+		return console.ReloadResult{}, err
+	}
+	s := g.httpTools
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []string
+	for _, e := range terrs {
+		errs = append(errs, e.Error())
+	}
+	var keep []*httptools.Tool
+	for _, t := range tools {
+		_, builtin := catalog.Lookup(t.Name)
+		if builtin || g.mcp.GetTool(t.Name) != nil && !slices.Contains(s.names, t.Name) {
+			errs = append(errs, (&httptools.Error{Index: t.Index, Name: t.Name, Field: "name",
+				Msg: "a built-in or script tool has this name (they come first): not registered"}).Error())
+			continue
+		}
+		keep = append(keep, t)
+	}
+	res := console.ReloadResult{Target: "http-tools", Added: []string{}, Removed: []string{}, Errors: errs}
+	var names []string
+	for _, t := range keep {
+		names = append(names, t.Name)
+		if !slices.Contains(s.names, t.Name) {
+			res.Added = append(res.Added, t.Name)
+		}
+	}
+	for _, n := range s.names {
+		if !slices.Contains(names, n) {
+			res.Removed = append(res.Removed, n)
+		}
+	}
+	if len(res.Removed) > 0 {
+		g.mcp.DeleteTools(res.Removed...)
+	}
+	for _, t := range keep {
+		g.mcp.AddTool(httpMCPTool(t), g.httpToolHandler(t))
+	}
+	for _, e := range errs {
+		g.log.Warn("custom HTTP tool not loaded", "err", e)
+	}
+	s.file, s.names, s.errs = data, names, errs
+	res.Tools = len(g.mcp.ListTools())
+	return res, nil
+}
+
+// HTTPTools returns the custom HTTP tools file in force (nil without one)
+// and what could not be loaded from it, one line per problem, each naming
+// the tool and the field (the admin API's GET /admin/http-tools).
+func (g *Gateway) HTTPTools(context.Context) (file []byte, errs []string, err error) {
+	s := g.httpTools
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.file), slices.Clone(s.errs), nil
+}
+
+// httpMCPTool renders an HTTP tool for tools/list.
+func httpMCPTool(t *httptools.Tool) mcp.Tool {
+	tool := mcp.NewToolWithRawSchema(t.Name, t.Description, t.InputSchema())
+	tool.Annotations = mcp.ToolAnnotation{
+		Title:         t.Name,
+		ReadOnlyHint:  mcp.ToBoolPtr(t.ReadOnly()),
+		OpenWorldHint: mcp.ToBoolPtr(true),
+	}
+	if t.ReadOnly() {
+		tool.Annotations.DestructiveHint = mcp.ToBoolPtr(false)
+	}
+	return tool
+}
+
+// httpToolHandler is the handler of an HTTP tool: build the request from
+// the arguments and have a worker send it.
+func (g *Gateway) httpToolHandler(t *httptools.Tool) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args, ok := req.Params.Arguments.(map[string]any)
+		if !ok && req.Params.Arguments != nil {
+			return mcp.NewToolResultError(fmt.Sprintf("%s: the arguments must be a JSON object", t.Name)), nil
+		}
+		r, err := t.Build(args)
+		if err != nil {
+			return mcp.NewToolResultError(fmt.Sprintf("%s: %v", t.Name, err)), nil
+		}
+		ctx, cancel := context.WithTimeout(ctx, g.cfg.ToolTimeout+httpToolTimeoutMargin)
+		defer cancel()
+		var resp browserv1.HTTPToolResponse
+		err = g.bus.Request(ctx, g.bus.Subject("browser", "http"), &browserv1.HTTPToolRequest{
+			Tool:         t.Name,
+			Method:       r.Method,
+			Url:          r.URL,
+			Headers:      r.Headers,
+			Body:         r.Body,
+			Policy:       g.urlPolicy(ctx, nil),
+			TimeoutMs:    g.cfg.ToolTimeout.Milliseconds(),
+			MaxBodyBytes: t.MaxResponseBytes,
+		}, &resp)
+		if err != nil {
+			return mcp.NewToolResultError(g.httpToolError(ctx, t, err)), nil
+		}
+		body := resp.GetBody()
+		if body == "" {
+			body = fmt.Sprintf("(no body; HTTP %s)", resp.GetStatus())
+		}
+		if resp.GetStatusCode() >= 400 {
+			return mcp.NewToolResultError(fmt.Sprintf("%s: the endpoint answered HTTP %s:\n%s", t.Name, resp.GetStatus(), body)), nil
+		}
+		return mcp.NewToolResultText(body), nil
+	}
+}
+
+// httpToolError is the message of a call the worker could not make.
+func (g *Gateway) httpToolError(ctx context.Context, t *httptools.Tool, err error) string {
+	msg := err.Error()
+	var be *bus.Error
+	if errors.As(err, &be) {
+		msg = be.Message
+	}
+	switch bus.CodeOf(err) {
+	case commonv1.ErrorCode_FORBIDDEN:
+		noteCall(ctx).outcome = historyv1.Outcome_OUTCOME_DENIED
+		return fmt.Sprintf("%s: refused by policy: %s", t.Name, msg)
+	case commonv1.ErrorCode_TIMEOUT:
+		noteCall(ctx).outcome = historyv1.Outcome_OUTCOME_TIMEOUT
+		return fmt.Sprintf("%s did not finish in time: %s", t.Name, msg)
+	case commonv1.ErrorCode_UNAVAILABLE:
+		if ctx.Err() != nil {
+			return t.Name + " was cancelled"
+		}
+		return fmt.Sprintf("%s: no browser worker answers (custom HTTP tools are sent by the workers, which hold the secrets): %s", t.Name, msg)
+	case commonv1.ErrorCode_INVALID_ARGUMENT:
+		return fmt.Sprintf("%s: %s", t.Name, msg)
+	case commonv1.ErrorCode_NAVIGATION_FAILED:
+		return fmt.Sprintf("%s: the request failed: %s", t.Name, msg)
+	case commonv1.ErrorCode_TOO_LARGE:
+		return fmt.Sprintf("%s: too large: %s", t.Name, msg)
+	}
+	g.log.ErrorContext(ctx, "HTTP tool call failed", "tool", t.Name, "err", err)
+	return fmt.Sprintf("%s: internal error: %s", t.Name, msg)
+}
