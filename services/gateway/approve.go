@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/httptools"
 	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 	"github.com/sovereign-fleet/sovereign/services/kit/redact"
@@ -85,9 +87,20 @@ func (c Config) validateApprovals(bad func(flag, format string, a ...any)) {
 		names = append(names, t.Name)
 		known[t.Name] = true
 	}
+	// Script tools (stem__name) and the HTTP tools of --http-tools may be
+	// monitored too; they are deployed later, so only their form is known.
+	if c.HTTPToolsFile != "" {
+		if data, err := os.ReadFile(c.HTTPToolsFile); err == nil {
+			if list, _, err := httptools.Parse(data); err == nil {
+				for _, t := range list {
+					known[t.Name] = true
+				}
+			}
+		}
+	}
 	for _, t := range c.ApproveTools {
-		if !known[t] {
-			bad("approve-tools", "%q is not a tool of the catalog; the tools are %s", t, strings.Join(names, ", "))
+		if !known[t] && !strings.Contains(t, "__") {
+			bad("approve-tools", "%q is not a tool of the catalog, a script tool (stem__name) or an HTTP tool of --http-tools; the tools are %s", t, strings.Join(names, ", "))
 		}
 	}
 }

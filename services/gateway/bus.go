@@ -124,7 +124,10 @@ func (g *Gateway) stopTools() {
 // busTool returns the catalog tool name if this gateway serves it.
 func (g *Gateway) busTool(name string) (catalog.Tool, bool) {
 	t, ok := catalog.Lookup(name)
-	if !ok || g.mcp.GetTool(name) == nil {
+	if !ok {
+		return g.dynamicTool(name) // script and HTTP tools (extend.go)
+	}
+	if g.mcp.GetTool(name) == nil {
 		return catalog.Tool{}, false
 	}
 	return t, true
@@ -150,6 +153,14 @@ func (g *Gateway) busListTools(_ context.Context, r *toolsv1.ListToolsRequest) (
 			Name: t.Name, Title: t.Title, Description: t.Description,
 			InputSchemaJson: string(schema), ReadOnly: t.ReadOnly,
 		})
+	}
+	// Then the tools the operator deployed: scripts, HTTP tools.
+	for _, t := range g.dynamicTools(r.GetForAgent()) {
+		schema := t.RawInputSchema
+		if schema == nil {
+			schema, _ = json.Marshal(t.InputSchema)
+		}
+		out.Tools = append(out.Tools, &toolsv1.Tool{Name: t.Name, Title: t.Annotations.Title, Description: t.Description, InputSchemaJson: string(schema)})
 	}
 	return out, nil
 }

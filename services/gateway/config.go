@@ -127,6 +127,10 @@ type Config struct {
 	// export (SOVEREIGN_PROFILE_EXPORT); ProfileLimits bound an upload.
 	ProfileExport bool
 	ProfileLimits profiles.Limits
+
+	// ToolsDir is the directory of script tools stored into the fleet's
+	// script bucket at start and on reload (extend.go); "" for none.
+	ToolsDir string
 }
 
 // RegisterFlags adds the gateway's flags to fs, each with its environment
@@ -155,6 +159,7 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	registerSystemFlags(fs, errs, cfg)  // system tools (system.go)
 	registerHTTPToolsFlags(fs, cfg)     // custom HTTP tools (httptools.go)
 	registerProfileFlags(fs, errs, cfg) // base profiles (profiles.go)
+	registerExtendFlags(fs, cfg)        // script tools (extend.go)
 	// Operator console (console.go). The token itself is never a flag: it
 	// would show in the process list.
 	fs.StringVar(&cfg.AdminListen, "admin-listen", config.Env("SOVEREIGN_ADMIN_LISTEN", ""),

@@ -82,6 +82,7 @@ type Gateway struct {
 	workspace *systools.Workspace // the system tools' (system.go); nil when they are off
 
 	httpTools *httpToolSet // custom HTTP tools (httptools.go)
+	ext       *extensions  // script tools and the HTTP tools' bucket (extend.go)
 }
 
 // New builds a gateway on c: it checks cfg (zero fields take the
@@ -132,7 +133,7 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 	g.mcp = server.NewMCPServer(Name, Version,
 		server.WithTitle("Sovereign browser fleet"),
 		server.WithInstructions(instructions),
-		server.WithToolCapabilities(false),
+		server.WithToolCapabilities(true), // list_changed when deployed tools change (extend.go)
 		server.WithResourceCapabilities(false, false),
 		server.WithPromptCapabilities(false),
 		server.WithLogging(),
@@ -162,7 +163,8 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 		}
 		g.mcp.AddTool(mcpTool(t), g.toolHandler(t))
 	}
-	if err := g.setupHTTPTools(ctx); err != nil { // custom HTTP tools, after the built-in ones (httptools.go)
+	// Script and custom HTTP tools, after the built-in ones (extend.go).
+	if err := g.setupExtensions(ctx); err != nil {
 		store.Close()
 		_ = g.audit.Close(context.Background())
 		return nil, err
@@ -228,7 +230,8 @@ func (g *Gateway) Close(ctx context.Context) error {
 	g.stopTools() // bus.go
 	defer g.store.Close()
 	defer g.auth.tokens.Close()
-	defer g.closeSystem() // system.go
+	defer g.closeSystem()     // system.go
+	defer g.closeExtensions() // extend.go
 	var errs []error
 	if err := g.transport.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("stop MCP transport: %w", err))

@@ -84,11 +84,14 @@ func (g *Gateway) setupHTTPTools(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--http-tools: %w", err)
 	}
-	res, err := g.applyHTTPTools(data)
-	if err != nil {
+	if _, _, err := httptools.Parse(data); err != nil {
 		return fmt.Errorf("--http-tools %s: %w", path, err)
 	}
-	g.log.InfoContext(ctx, "custom HTTP tools loaded", "file", path, "tools", res.Added, "not_loaded", len(res.Errors))
+	// Into the fleet's bucket: every gateway serves it (extend.go).
+	if _, err := g.ext.httpKV.Put(ctx, httpToolsKey, data); err != nil {
+		return fmt.Errorf("--http-tools %s: store it for the fleet: %w", path, err)
+	}
+	g.log.InfoContext(ctx, "custom HTTP tools file stored for the fleet", "file", path)
 	return nil
 }
 
@@ -112,7 +115,7 @@ func (g *Gateway) applyHTTPTools(data []byte) (console.ReloadResult, error) {
 	var keep []*httptools.Tool
 	for _, t := range tools {
 		_, builtin := catalog.Lookup(t.Name)
-		if builtin || g.mcp.GetTool(t.Name) != nil && !slices.Contains(s.names, t.Name) {
+		if builtin || g.isScriptTool(t.Name) || g.mcp.GetTool(t.Name) != nil && !slices.Contains(s.names, t.Name) {
 			errs = append(errs, (&httptools.Error{Index: t.Index, Name: t.Name, Field: "name",
 				Msg: "a built-in or script tool has this name (they come first): not registered"}).Error())
 			continue
@@ -132,8 +135,15 @@ func (g *Gateway) applyHTTPTools(data []byte) (console.ReloadResult, error) {
 			res.Removed = append(res.Removed, n)
 		}
 	}
-	if len(res.Removed) > 0 {
-		g.mcp.DeleteTools(res.Removed...)
+	// A name a script took meanwhile is the script's now: not deleted.
+	var drop []string
+	for _, n := range res.Removed {
+		if !g.isScriptTool(n) {
+			drop = append(drop, n)
+		}
+	}
+	if len(drop) > 0 {
+		g.mcp.DeleteTools(drop...)
 	}
 	for _, t := range keep {
 		g.mcp.AddTool(httpMCPTool(t), g.httpToolHandler(t))

@@ -36,6 +36,33 @@ func (g *Gateway) localHandler(t catalog.Tool) server.ToolHandlerFunc {
 		switch t.Name {
 		case "secrets_list":
 			return g.secretsList(ctx)
+		case "sovereign__list_scripts":
+			text, fields := g.listScriptsText()
+			return structuredResult(text, fields), nil
+		case "sovereign__reload":
+			target, _ := req.GetArguments()["target"].(string)
+			name, _ := req.GetArguments()["name"].(string)
+			if target == "" {
+				target = "scripts"
+			}
+			if name != "" && target == "profiles" {
+				return mcp.NewToolResultError("sovereign__reload: name selects a script; use it with target scripts or all"), nil
+			}
+			res, err := g.reload(ctx, target, name)
+			if err != nil {
+				return mcp.NewToolResultError("sovereign__reload: " + err.Error()), nil
+			}
+			text := fmt.Sprintf("reloaded %s: %d tools served; added %v, removed %v", target, res.Tools, res.Added, res.Removed)
+			if target == "profiles" || target == "all" {
+				text += "; profiles need no reload: every new browser session fetches its profile's newest version"
+			}
+			if len(res.Errors) > 0 {
+				text += "\nnot loaded:\n- " + strings.Join(res.Errors, "\n- ")
+			}
+			b, _ := json.Marshal(res)
+			var fields map[string]any
+			_ = json.Unmarshal(b, &fields)
+			return structuredResult(text, fields), nil
 		}
 		return mcp.NewToolResultError(t.Name + ": internal error: no handler"), nil
 	}

@@ -61,8 +61,8 @@ func LoadPolicyFile(path string) (*PolicyFile, error) {
 		errs = append(errs, fmt.Errorf("urls.block: %w", err))
 	}
 	for _, t := range p.Approvals.Tools {
-		if _, ok := catalog.Lookup(t); !ok {
-			errs = append(errs, fmt.Errorf("approvals.tools: %q is not a tool of the catalog", t))
+		if _, ok := catalog.Lookup(t); !ok && !strings.Contains(t, "__") {
+			errs = append(errs, fmt.Errorf("approvals.tools: %q is not a tool of the catalog nor a script tool (stem__name)", t))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -146,7 +146,7 @@ func appendTo(list *[]string) func(string) error {
 func checkTools(names []string) error {
 	known := gateway.ToolNames()
 	for _, n := range names {
-		if !slices.Contains(known, n) {
+		if !slices.Contains(known, n) && !strings.Contains(n, "__") { // script tools are stem__name
 			return fmt.Errorf("--approve %q: no such tool; the tools are %s", n, strings.Join(known, ", "))
 		}
 	}

@@ -471,4 +471,19 @@ var browserTools = []Tool{
 			"{{secrets.NAME}} in the value of fill or type, or in a URL for open or tab_new: the browser worker puts " +
 			"the value in at the last moment, and any value that shows up in a result comes back as its placeholder.",
 	},
+	{
+		Name: "sovereign__list_scripts", Title: "List script tools", ReadOnly: true, Local: true,
+		Description: "List the operator's script tools (JavaScript, deployed to the fleet): each script with the tools it " +
+			"serves, or why it did not load.",
+	},
+	{
+		Name: "sovereign__reload", Title: "Reload deployed tools", Local: true,
+		Description: "Reload what the operator deployed: scripts (the tools directory and the fleet's script store), " +
+			"profiles, or all. Connected clients get notifications/tools/list_changed when the tools change. If the " +
+			"scripts cannot be read, the tools served before are kept and the error says so.",
+		params: []Param{
+			{Name: "target", Type: String, Enum: []string{"scripts", "profiles", "all"}, Description: "What to reload (default scripts)."},
+			{Name: "name", Type: String, Description: "Only this script (its file stem), with target scripts or all."},
+		},
+	},
 }

@@ -44,7 +44,7 @@ func TestToolNames(t *testing.T) {
 		"snapshot", "get_text", "get_html", "get_attr", "eval",
 		"click", "fill", "type", "press", "scroll", "hover", "focus", "close",
 		"tab_list", "tab_new", "tab_switch", "tab_close", "wait", "wait_for", "screenshot", "blocked_requests",
-		"secrets_list",
+		"secrets_list", "sovereign__list_scripts", "sovereign__reload",
 		"run_browser_task",
 		"fs_read", "fs_write", "fs_list", "fs_mkdir", "fs_delete", "shell_exec",
 	}

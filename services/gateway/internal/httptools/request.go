@@ -79,7 +79,7 @@ func (t *Tool) Build(args map[string]any) (Request, error) {
 		}
 		s := format(values[p.param])
 		if s == "" || s == "." || s == ".." {
-			return Request{}, fmt.Errorf("argument %q is %q: it goes in the URL path, where it may not be empty, . or ..", p.param, s)
+			return Request{}, fmt.Errorf("argument %q is %q: it goes in the URL path, where it may be neither empty nor a dot segment (. or ..)", p.param, s)
 		}
 		u.WriteString(url.PathEscape(s))
 	}

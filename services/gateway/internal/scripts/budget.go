@@ -20,7 +20,7 @@ const memPoll = 5 * time.Millisecond
 
 // gcEvery is how often, at most, a watchdog forces a collection to tell
 // live memory from garbage (process-wide).
-const gcEvery = 50 * time.Millisecond
+const gcEvery = 250 * time.Millisecond
 
 var abandoned atomic.Int64
 
@@ -97,11 +97,11 @@ func guard(ctx context.Context, vm *goja.Runtime, budget time.Duration, memory i
 // mib renders bytes as MiB with one decimal.
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
-// memWatch tells whether the heap grew by more than a limit since it was
-// made.
+// memWatch tells whether the live heap grew by more than a limit since
+// it was made.
 type memWatch struct {
 	limit uint64
-	base  uint64
+	base  uint64 // live heap at the start
 	s     []metrics.Sample
 }
 
@@ -110,25 +110,19 @@ const (
 	metricLive    = "/gc/heap/live:bytes"                // live at the last collection
 )
 
+// newMemWatch takes the live heap as the base, after a collection (forced
+// unless one was forced less than gcEvery ago), so that garbage left by
+// earlier work does not count for this one.
 func newMemWatch(limit int64) *memWatch {
-	w := &memWatch{limit: uint64(limit), s: []metrics.Sample{{Name: metricObjects}}}
-	w.base = w.read()
-	return w
-}
-
-func (w *memWatch) read() uint64 {
-	metrics.Read(w.s)
-	if w.s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return w.s[0].Value.Uint64()
+	return &memWatch{limit: uint64(limit), base: liveHeap(), s: []metrics.Sample{{Name: metricObjects}}}
 }
 
 // over reports the growth and whether it is over the limit. The heap's
-// objects count garbage too, so a growth over the limit is confirmed with
-// the live heap after a collection.
+// objects (cheap to read) count garbage too, so a growth over the limit is
+// confirmed with the live heap after a collection.
 func (w *memWatch) over() (uint64, bool) {
-	if now := w.read(); now <= w.base+w.limit {
+	metrics.Read(w.s)
+	if w.s[0].Value.Kind() == metrics.KindUint64 && w.s[0].Value.Uint64() <= w.base+w.limit {
 		return 0, false
 	}
 	live := liveHeap()

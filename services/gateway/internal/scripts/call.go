@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/dop251/goja"
 )
@@ -18,7 +19,7 @@ func depth(ctx context.Context) int {
 }
 
 // ErrUnknownTool is returned by Call for a name the script does not declare.
-var ErrUnknownTool = fmt.Errorf("unknown script tool")
+var ErrUnknownTool = errors.New("unknown script tool")
 
 // Call runs one of the script's tools (by its full name, "<stem>__<name>")
 // in a fresh interpreter under the call budgets, with host for the
@@ -54,33 +55,47 @@ func (s *Script) Call(ctx context.Context, tool string, args map[string]any, hos
 	sb.tool, sb.host = tool, host
 	var out string
 	ctx = context.WithValue(ctx, depthKey{}, d+1)
-	err = guard(ctx, sb.vm, s.limit.Call, s.limit.Memory, s.limit.Grace, log, func(ctx context.Context) error {
+	err = sb.run(ctx, s.limit.Call, func(ctx context.Context) error {
 		sb.ctx = ctx // the tools the script calls get the call's deadline
 		if _, err := sb.vm.RunProgram(s.prog); err != nil {
 			return err
 		}
-		var fn goja.Callable
-		var fargs []goja.Value
-		parsed, err := sb.parse(goja.Undefined(), sb.vm.ToValue(string(argsJSON)))
+		// Reading the script's globals and its result may run script code
+		// (getters, proxies, toJSON): under protect.
+		var callErr error
+		var ret goja.Value
+		err := sb.protect(func() {
+			parsed, err := sb.parse(goja.Undefined(), sb.vm.ToValue(string(argsJSON)))
+			if err != nil {
+				callErr = err
+				return
+			}
+			var fn goja.Callable
+			fargs := []goja.Value{parsed}
+			if s.own[short] {
+				fn, _ = goja.AssertFunction(sb.vm.Get(short))
+			} else {
+				fn, _ = goja.AssertFunction(sb.vm.Get("call"))
+				fargs = []goja.Value{sb.vm.ToValue(short), parsed}
+			}
+			if fn == nil {
+				callErr = fmt.Errorf("the script no longer defines %s() nor call() when it runs", short)
+				return
+			}
+			ret, callErr = fn(goja.Undefined(), fargs...)
+		})
 		if err != nil {
 			return err
 		}
-		if s.own[short] {
-			fn, _ = goja.AssertFunction(sb.vm.Get(short))
-			fargs = []goja.Value{parsed}
-		} else {
-			fn, _ = goja.AssertFunction(sb.vm.Get("call"))
-			fargs = []goja.Value{sb.vm.ToValue(short), parsed}
+		if callErr != nil {
+			return callErr
 		}
-		if fn == nil {
-			return fmt.Errorf("the script no longer defines %s() nor call() when it runs", short)
-		}
-		v, err := fn(goja.Undefined(), fargs...)
-		if err != nil {
+		// The promise jobs ran when protect returned: a promise has
+		// settled if it ever will.
+		if err := sb.protect(func() { out, callErr = sb.result(ret) }); err != nil {
 			return err
 		}
-		out, err = sb.result(v)
-		return err
+		return callErr
 	})
 	if err != nil {
 		return fmt.Sprintf("%s: %s", tool, jsError(err)), true, nil
@@ -88,13 +103,17 @@ func (s *Script) Call(ctx context.Context, tool string, args map[string]any, hos
 	return out, false, nil
 }
 
+var promiseType = reflect.TypeOf((*goja.Promise)(nil))
+
 // result renders a tool function's return value.
 func (s *sandbox) result(v goja.Value) (string, error) {
-	if p, ok := v.Export().(*goja.Promise); ok {
-		switch p.State() {
-		case goja.PromiseStateFulfilled:
+	if o, ok := v.(*goja.Object); ok && o.ExportType() == promiseType {
+		p, _ := o.Export().(*goja.Promise)
+		switch {
+		case p == nil:
+		case p.State() == goja.PromiseStateFulfilled:
 			v = p.Result()
-		case goja.PromiseStateRejected:
+		case p.State() == goja.PromiseStateRejected:
 			return "", errors.New(thrown(p.Result()))
 		default:
 			return "", fmt.Errorf("the tool returned a promise that never settled (scripts have no timers: await only tools and other synchronous work)")

@@ -63,10 +63,12 @@
 // call). console.log, info, warn, error and debug go to the gateway's log
 // with the script's stem (at most [MaxLogLines] lines per load or call,
 // each cut at [MaxLogLine] bytes). tools.<name>(args) and tools.call(name,
-// args) call the gateway's tools through [Host] (the gateway's dispatcher:
+// args) call the gateway's tools through [Host], the gateway's dispatcher:
 // the caller's session, URL policy, approvals and audit apply to every
-// inner call) and return the result text; a failing tool throws an Error
-// with the tool's message, which the script may catch. At load there is no
+// inner call. They return the result text; a failing tool throws an Error
+// with the tool's message, which the script may catch. (tools.then and
+// tools.constructor are not tools, so that tools is not taken for a
+// promise or a class; tools.call reaches any name.) At load there is no
 // host: a tools call throws. Script tools may call each other through the
 // host; the nesting is bounded by [MaxDepth].
 //
@@ -80,32 +82,34 @@
 //     the caller's context. A call blocked in a tool is released by the
 //     context the tool receives (it carries the deadline).
 //  2. Memory: a watchdog samples the Go heap (runtime/metrics) every few
-//     milliseconds while a load or call runs. When the heap has grown by
-//     more than the budget since the call started, it asks the collector
-//     what is live (forcing a collection at most every 50 ms process-wide)
-//     and interrupts the interpreter if the live growth is still over the
-//     budget. The heap is the process's, so the bound is approximate: a
-//     call overshoots by what it allocates in one sampling interval or in
-//     one native built-in (a string concatenation that doubles a large
-//     string, for instance), and a call running while another call's
-//     allocation bomb goes off may be stopped too (it gets the same
-//     error). Garbage that existed when the call started counts for the
-//     call, so the bound is lenient by up to that amount.
+//     milliseconds while a load or call runs. Its base is the live heap
+//     when the call starts, after a collection (forced, unless one was
+//     forced less than 250 ms ago: about 3 ms on a small heap, the main
+//     cost of an idle call; a call is otherwise about 0.2 ms). When the
+//     heap has grown by more than the budget, the watchdog asks the
+//     collector what is live (forcing a collection at most every 250 ms
+//     process-wide) and interrupts the interpreter if the live growth is
+//     over the budget. Short-lived garbage does not count. The heap is the
+//     process's, so the bound is approximate: a call overshoots by what it
+//     allocates between two samples or in one native step (a string
+//     concatenation that doubles a large string, for instance: the tests
+//     see up to about 5× a 32 MiB budget), and a call running while
+//     another call's allocation bomb goes off may be stopped too (with the
+//     same error).
 //  3. Single native calls: the built-ins that allocate in proportion to an
-//     argument in one uninterruptible step are capped: String.prototype
-//     repeat, padStart, padEnd, concat and split; Array.prototype join
-//     (so toString), concat and fill; Array.from; ArrayBuffer and the typed
-//     array constructors; JSON.parse (nesting depth, which would otherwise
-//     recurse on the Go stack). Exceeding a cap throws a RangeError the
-//     script may catch. Not capped, and bounded only by the watchdog after
-//     they return: String.prototype.replace/replaceAll with "$&"-style
-//     patterns, match with a global RegExp, Array.prototype.flat, and
-//     JSON.stringify of a deeply nested value (its depth is bounded by the
-//     memory needed to build it: with the default budget, a few hundred
-//     thousand levels, well inside Go's stack limit; hence the 256 MiB
-//     ceiling on the memory budget). RegExp matches that need the
-//     backtracking engine stop after [RegexpTimeout] (goja then reports no
-//     match).
+//     argument, or recurse on the Go stack, in one uninterruptible step are
+//     capped: String.prototype repeat, padStart, padEnd, concat and split;
+//     Array.prototype join (so toString), concat, fill and flat; Array.from;
+//     ArrayBuffer and the typed array constructors; JSON.parse and
+//     JSON.stringify (nesting depth [MaxJSONDepth]; stringify also checks
+//     cycles in time quadratic in the depth). Exceeding a cap throws a
+//     RangeError the script may catch. Not capped, bounded only by the
+//     watchdog once they return: String.prototype.replace/replaceAll with
+//     "$&"-style patterns and match with a global RegExp on huge strings,
+//     and loops of built-ins over huge sparse arrays (new Array(1e9).indexOf
+//     is CPU, not memory, and runs to its end). RegExp matches that need
+//     the backtracking engine stop after [RegexpTimeout] (goja then reports
+//     no match).
 //  4. Giving up: a call whose interpreter has not stopped [Limits.Grace]
 //     after its interrupt (it is inside a long native step, or inside a
 //     tool that ignores its context) returns its error anyway; the
@@ -122,5 +126,23 @@
 // every change of the tool list to its OnChange callback, so that the
 // gateway updates its MCP server and clients get tools/list_changed.
 // [Registry.SeedDir] puts a directory's *.js files (SOVEREIGN_TOOLS_DIR)
-// into the bucket at start.
+// into the bucket at start. Built-in tools come first: the registry is
+// told their names ([RegistryOptions.Builtin]) and never serves a script
+// tool of such a name (it reports the clash as an error of the script), so
+// that listing and calling agree.
+//
+// A gateway wires it so:
+//
+//	st, _ := scripts.OpenStore(ctx, nc, prefix)
+//	reg := scripts.NewRegistry(st, scripts.RegistryOptions{
+//		Builtin:  builtinNames,
+//		OnChange: func(added, removed []scripts.Tool) { /* AddTools / DeleteTools on the MCP server */ },
+//	})
+//	reg.SeedDir(ctx, toolsDir) // if SOVEREIGN_TOOLS_DIR is set
+//	reg.Reload(ctx, "")        // serve the stored set now
+//	go reg.Watch(ctx)          // follow the other gateways' changes
+//	// tools/call of a script tool, acting for its caller:
+//	reg.Call(ctx, name, args, scripts.HostFunc(dispatchAsCaller))
+//	// admin and sovereign__reload: reg.Validate, st.Put/Get/Delete,
+//	// reg.Scripts, reg.Errors, reg.Reload(ctx, stem)
 package scripts

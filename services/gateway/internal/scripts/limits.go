@@ -33,9 +33,10 @@ const (
 	// backtracking engine (a process-wide setting of regexp2, which only
 	// goja uses in the gateway).
 	RegexpTimeout = 5 * time.Second
-	// MaxMemory is the highest memory budget [Limits] accept (see the
-	// package documentation: it keeps the nesting a script can build
-	// within Go's stack limit).
+	// MaxMemory is the highest memory budget [Limits] accept: the budget
+	// is approximate (it may be overshot several times, see the package
+	// documentation), and one script call must not take a large part of
+	// the gateway's memory.
 	MaxMemory = 256 << 20
 )
 

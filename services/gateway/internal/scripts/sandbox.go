@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dlclark/regexp2/v2"
 	"github.com/dop251/goja"
@@ -49,7 +50,7 @@ type sandbox struct {
 	tool string
 
 	rangeError  goja.Value
-	stringify   goja.Callable  // the original JSON.stringify
+	stringify   goja.Callable  // JSON.stringify (capped)
 	parse       goja.Callable  // JSON.parse (capped)
 	hasInstance goja.Callable  // Function.prototype[Symbol.hasInstance]
 	joining     []*goja.Object // arrays being joined (cycles join as "")
@@ -61,10 +62,10 @@ func newSandbox(lim Limits, log *slog.Logger) *sandbox {
 	vm.SetMaxCallStackSize(MaxCallStack)
 	s := &sandbox{vm: vm, lim: lim, log: log, ctx: context.Background()}
 	s.rangeError = vm.Get("RangeError")
-	s.stringify, _ = goja.AssertFunction(vm.Get("JSON").ToObject(vm).Get("stringify"))
 	s.hasInstance, _ = goja.AssertFunction(vm.Get("Function").ToObject(vm).Get("prototype").ToObject(vm).GetSymbol(goja.SymHasInstance))
 	s.harden()
 	s.parse, _ = goja.AssertFunction(vm.Get("JSON").ToObject(vm).Get("parse"))
+	s.stringify, _ = goja.AssertFunction(vm.Get("JSON").ToObject(vm).Get("stringify"))
 	s.must(vm.Set("console", s.console()))
 	s.must(vm.Set("tools", vm.NewDynamicObject(&toolsObject{s: s, fns: map[string]goja.Value{}})))
 	return s
@@ -75,6 +76,49 @@ func (s *sandbox) must(err error) {
 	if err != nil {
 		panic(fmt.Sprintf("scripts: sandbox setup: %v", err))
 	}
+}
+
+// run runs fn under guard, with the sandbox's memory budget, and renders
+// what the script threw while the budgets still apply (reading a thrown
+// value's message may run script code).
+func (s *sandbox) run(ctx context.Context, budget time.Duration, fn func(ctx context.Context) error) error {
+	return guard(ctx, s.vm, budget, s.lim.Memory, s.lim.Grace, s.log, func(ctx context.Context) error {
+		return s.render(fn(ctx))
+	})
+}
+
+// thrownError is what a script threw, rendered.
+type thrownError struct{ msg string }
+
+func (e *thrownError) Error() string { return e.msg }
+
+// render turns a JavaScript exception into a thrownError.
+func (s *sandbox) render(err error) error {
+	var ex *goja.Exception
+	if !errors.As(err, &ex) {
+		return err
+	}
+	var msg string
+	if perr := s.protect(func() { msg = thrown(ex.Value()) }); perr != nil {
+		if !errors.As(perr, new(*goja.Exception)) {
+			return perr // stopped
+		}
+		msg = "the script threw a value whose message cannot be read"
+	}
+	return &thrownError{msg}
+}
+
+// protect runs f, which reads script values from Go, as a native
+// function of the interpreter, so that what the script throws (from a
+// getter, a proxy trap, a toJSON) or an interrupt comes back as an error
+// instead of a panic.
+func (s *sandbox) protect(f func()) error {
+	fn, _ := goja.AssertFunction(s.vm.ToValue(func(goja.FunctionCall) goja.Value {
+		f()
+		return goja.Undefined()
+	}))
+	_, err := fn(goja.Undefined())
+	return err
 }
 
 // throwRange throws a RangeError from a native function.
@@ -201,8 +245,11 @@ func (t *toolsObject) Keys() []string              { return nil }
 // callTool calls a gateway tool for the script: args is an object or
 // undefined. It returns the result text and throws the tool's error.
 func (s *sandbox) callTool(name string, args goja.Value) goja.Value {
-	if s.host == nil {
+	switch {
+	case s.host == nil && s.tool == "":
 		panic(s.vm.NewGoError(fmt.Errorf("tools.%s: gateway tools cannot be called while the script loads (only in a call)", name)))
+	case s.host == nil:
+		panic(s.vm.NewGoError(fmt.Errorf("tools.%s: no gateway tools are available to this call", name)))
 	}
 	raw := json.RawMessage("{}")
 	if !goja.IsUndefined(args) && !goja.IsNull(args) {
@@ -330,6 +377,20 @@ func (s *sandbox) harden() {
 		return s.apply(orig, call.This, text, call.Argument(1))
 	})
 
+	s.wrap(json, "stringify", func(orig goja.Callable, call goja.FunctionCall) goja.Value {
+		if s.tooDeep(call.Argument(0), MaxJSONDepth, false) {
+			s.throwRange("JSON.stringify: nested deeper than %d levels (the script limit)", MaxJSONDepth)
+		}
+		return s.apply(orig, call.This, call.Arguments...)
+	})
+
+	s.wrap(arrProto, "flat", func(orig goja.Callable, call goja.FunctionCall) goja.Value {
+		if d := call.Argument(0); !goja.IsUndefined(d) && d.ToFloat() > MaxJSONDepth && s.tooDeep(call.This, MaxJSONDepth, true) {
+			s.throwRange("Array.prototype.flat: arrays nested deeper than %d levels (the script limit)", MaxJSONDepth)
+		}
+		return s.apply(orig, call.This, call.Arguments...)
+	})
+
 	s.capBuffer("ArrayBuffer", 1)
 	s.capBuffer("SharedArrayBuffer", 1)
 	for name, size := range map[string]float64{
@@ -389,6 +450,9 @@ func (s *sandbox) join(call goja.FunctionCall) goja.Value {
 		if j == o {
 			return s.vm.ToValue("") // a cycle, as in V8 and goja
 		}
+	}
+	if len(s.joining) >= MaxJSONDepth {
+		s.throwRange("Array.prototype.join: arrays nested deeper than %d levels (the script limit)", MaxJSONDepth)
 	}
 	s.joining = append(s.joining, o)
 	defer func() { s.joining = s.joining[:len(s.joining)-1] }()
@@ -542,4 +606,70 @@ func jsonDepth(text string) int {
 		}
 	}
 	return deepest
+}
+
+// tooDeep reports whether plain objects and arrays (or arrays only) nest
+// deeper than limit in v (goja's JSON.stringify and flat recurse on the Go
+// stack, and stringify checks cycles in time quadratic in the depth). It walks own enumerable properties
+// without recursion, each object once (so getters run once more than
+// JSON.stringify runs them); objects with a toJSON method are leaves, and
+// cycles are left to JSON.stringify to report.
+func (s *sandbox) tooDeep(v goja.Value, limit int, arraysOnly bool) bool {
+	type frame struct {
+		o    *goja.Object
+		keys []string
+		next int
+		h    int // height of the children seen so far
+	}
+	descend := func(v goja.Value) *goja.Object {
+		o, ok := v.(*goja.Object)
+		if !ok {
+			return nil
+		}
+		if c := o.ClassName(); c != "Array" && (arraysOnly || c != "Object") {
+			return nil
+		}
+		if _, fn := goja.AssertFunction(o.Get("toJSON")); fn {
+			return nil
+		}
+		return o
+	}
+	root := descend(v)
+	if root == nil {
+		return false
+	}
+	height := map[*goja.Object]int{} // of finished objects
+	onPath := map[*goja.Object]bool{root: true}
+	path := []*frame{{o: root, keys: root.Keys()}}
+	for len(path) > 0 {
+		if len(path) > limit {
+			return true
+		}
+		f := path[len(path)-1]
+		if f.next == len(f.keys) {
+			path = path[:len(path)-1]
+			delete(onPath, f.o)
+			height[f.o] = f.h + 1
+			if len(path) > 0 {
+				p := path[len(path)-1]
+				p.h = max(p.h, f.h+1)
+			}
+			continue
+		}
+		child := descend(f.o.Get(f.keys[f.next]))
+		f.next++
+		if child == nil || onPath[child] {
+			continue
+		}
+		if h, done := height[child]; done {
+			if len(path)+h > limit {
+				return true
+			}
+			f.h = max(f.h, h)
+			continue
+		}
+		onPath[child] = true
+		path = append(path, &frame{o: child, keys: child.Keys()})
+	}
+	return false
 }

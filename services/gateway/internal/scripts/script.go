@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -117,53 +119,71 @@ func (o Options) Load(stem string, src []byte) (*Script, error) {
 	pristine := globals(sb.vm)
 	ctx := context.Background()
 
-	err = guard(ctx, sb.vm, lim.Load, lim.Memory, lim.Grace, log, func(context.Context) error {
+	err = sb.run(ctx, lim.Load, func(context.Context) error {
 		_, err := sb.vm.RunProgram(prog)
 		return err
 	})
 	if err != nil {
 		return fail("top-level code: " + jsError(err))
 	}
-	describe, ok := goja.AssertFunction(sb.vm.Get("describe"))
-	if !ok {
-		return fail("no describe() function: a script defines describe() returning its tool declarations")
-	}
-	var decls goja.Value
-	err = guard(ctx, sb.vm, lim.Load, lim.Memory, lim.Grace, log, func(context.Context) error {
-		v, err := describe(goja.Undefined())
-		decls = v
-		return err
+	// describe() and the checks of what it returns read script values
+	// (getters, proxies), so they run under the budget too.
+	s := &Script{Stem: stem, prog: prog, own: map[string]bool{}, limit: lim, log: log}
+	var reasons []string
+	err = sb.run(ctx, lim.Load, func(context.Context) error {
+		return sb.protect(func() { reasons = sb.describe(s, pristine) })
 	})
 	if err != nil {
 		return fail("describe(): " + jsError(err))
 	}
+	if len(reasons) > 0 {
+		return fail(reasons...)
+	}
+	return s, nil
+}
 
-	s := &Script{Stem: stem, prog: prog, own: map[string]bool{}, limit: lim, log: log}
+// describe runs describe() and checks its declarations into s, returning
+// the problems.
+func (sb *sandbox) describe(s *Script, pristine map[string]goja.Value) []string {
+	describe, ok := goja.AssertFunction(sb.vm.Get("describe"))
+	if !ok {
+		return []string{"no describe() function: a script defines describe() returning its tool declarations"}
+	}
+	decls, err := describe(goja.Undefined())
+	if err != nil {
+		stopOn(err)
+		return []string{"describe(): " + jsError(err)}
+	}
 	var list []goja.Value
 	if o, ok := decls.(*goja.Object); ok && o.ClassName() == "Array" {
 		n := o.Get("length").ToInteger()
 		if n > MaxTools {
-			return fail(fmt.Sprintf("describe() declares %d tools, over the limit of %d", n, MaxTools))
+			return []string{fmt.Sprintf("describe() declares %d tools, over the limit of %d", n, MaxTools)}
 		}
 		for i := range n {
-			list = append(list, o.Get(fmt.Sprint(i)))
+			list = append(list, o.Get(strconv.FormatInt(i, 10)))
 		}
 	} else {
 		list = []goja.Value{decls}
 	}
 	if len(list) == 0 {
-		return fail("describe() declares no tools")
+		return []string{"describe() declares no tools"}
 	}
-	_, dispatcher := goja.AssertFunction(sb.vm.Get("call"))
-	if dispatcher && pristine["call"] != nil && sb.vm.Get("call") == pristine["call"] {
+	call := sb.vm.Get("call")
+	_, dispatcher := goja.AssertFunction(call)
+	if dispatcher && call == pristine["call"] {
 		dispatcher = false
 	}
 	var reasons []string
 	seen := map[string]bool{}
 	for i, d := range list {
-		t, err := sb.declaration(stem, d)
+		t, err := sb.declaration(s.Stem, d)
 		if err != nil {
-			reasons = append(reasons, fmt.Sprintf("declaration %d: %v", i+1, err))
+			if t.Short != "" {
+				reasons = append(reasons, fmt.Sprintf("declaration %q: %v", t.Short, err))
+			} else {
+				reasons = append(reasons, fmt.Sprintf("declaration %d: %v", i+1, err))
+			}
 			continue
 		}
 		if seen[t.Short] {
@@ -180,10 +200,16 @@ func (o Options) Load(stem string, src []byte) (*Script, error) {
 		}
 		s.Tools = append(s.Tools, t)
 	}
-	if len(reasons) > 0 {
-		return fail(reasons...)
+	return reasons
+}
+
+// stopOn passes an interrupt (or another error that is not a JavaScript
+// exception) on, so that the interpreter stops and guard says why.
+func stopOn(err error) {
+	var ex *goja.Exception
+	if err != nil && !errors.As(err, &ex) {
+		panic(err)
 	}
-	return s, nil
 }
 
 // globals are the global values of a fresh sandbox, by name (to tell the
@@ -199,7 +225,8 @@ func globals(vm *goja.Runtime) map[string]goja.Value {
 
 var declKeys = []string{"name", "description", "inputSchema"}
 
-// declaration checks one element of describe()'s result.
+// declaration checks one element of describe()'s result. Once the name
+// is known, the Tool returned with an error has it (in Short).
 func (s *sandbox) declaration(stem string, v goja.Value) (Tool, error) {
 	o, ok := v.(*goja.Object)
 	if !ok || o.ClassName() == "Array" {
@@ -224,18 +251,19 @@ func (s *sandbox) declaration(stem string, v goja.Value) (Tool, error) {
 		return Tool{}, fmt.Errorf("name %q is reserved (describe and call are the script's own functions)", name)
 	}
 	t := Tool{Name: stem + Separator + name, Stem: stem, Short: name}
+	named := Tool{Short: name}
 	if d := o.Get("description"); d != nil && !goja.IsUndefined(d) {
 		if !goja.IsString(d) {
-			return Tool{}, fmt.Errorf("declaration %q: description is %s, not a string", name, kind(d))
+			return named, fmt.Errorf("description is %s, not a string", kind(d))
 		}
 		t.Description = d.String()
 		if len(t.Description) > MaxDescription {
-			return Tool{}, fmt.Errorf("declaration %q: description is %d bytes, over the %d KiB limit", name, len(t.Description), MaxDescription>>10)
+			return named, fmt.Errorf("description is %d bytes, over the %d KiB limit", len(t.Description), MaxDescription>>10)
 		}
 	}
 	schema, err := s.schema(o.Get("inputSchema"))
 	if err != nil {
-		return Tool{}, fmt.Errorf("declaration %q: inputSchema: %v", name, err)
+		return named, fmt.Errorf("inputSchema: %v", err)
 	}
 	t.InputSchema = schema
 	return t, nil
@@ -252,6 +280,7 @@ func (s *sandbox) schema(v goja.Value) (json.RawMessage, error) {
 	}
 	js, err := s.stringify(goja.Undefined(), o)
 	if err != nil {
+		stopOn(err)
 		return nil, fmt.Errorf("not JSON: %s", jsError(err))
 	}
 	if len(js.String()) > MaxSchema {
@@ -306,15 +335,30 @@ func kind(v goja.Value) string {
 		}
 		return "an object"
 	}
-	return "a " + v.ExportType().Kind().String() + " (" + v.String() + ")"
+	switch {
+	case goja.IsString(v):
+		return fmt.Sprintf("a string (%q)", v.String())
+	case goja.IsNumber(v):
+		return "a number (" + v.String() + ")"
+	case goja.IsBigInt(v):
+		return "a bigint (" + v.String() + ")"
+	}
+	if v.ExportType() != nil && v.ExportType().Kind() == reflect.Bool {
+		return "a boolean (" + v.String() + ")"
+	}
+	return "a symbol"
 }
 
 // jsError is the message of an error from the interpreter: a thrown
 // value's message (without the stack), or the reason it was stopped.
 func jsError(err error) string {
+	var te *thrownError
+	if errors.As(err, &te) {
+		return te.msg
+	}
 	var ex *goja.Exception
 	if errors.As(err, &ex) {
-		return thrown(ex.Value())
+		return thrown(ex.Value()) // only inside the interpreter: may run script code
 	}
 	var be *budgetError
 	if errors.As(err, &be) {

@@ -153,17 +153,17 @@ func TestLoadBad(t *testing.T) {
 		{"describe throws", "s", `function describe(){ throw new Error("boom") }`, "describe(): boom"},
 		{"top-level throws", "s", `throw new TypeError("bad start")`, "top-level code: TypeError: bad start"},
 		{"no tools", "s", `function describe(){ return [] }`, "declares no tools"},
-		{"not an object", "s", `function describe(){ return "search" }`, "not an object"},
+		{"not an object", "s", `function describe(){ return "search" }`, `declaration 1: not an object {name, description, inputSchema} but a string ("search")`},
 		{"no name", "s", `function describe(){ return {description: "x"} } function call(){}`, "no name"},
 		{"bad tool name", "s", `function describe(){ return {name: "Search"} } function call(){}`, `name "Search": must match`},
 		{"double underscore", "s", `function describe(){ return {name: "a__b"} } function call(){}`, `must not contain "__"`},
 		{"reserved name", "s", `function describe(){ return {name: "describe"} }`, "reserved"},
 		{"unknown key", "s", `function describe(){ return {name: "a", inputschema: {}} } function a(){}`, `unknown key "inputschema"`},
-		{"schema not an object: string type", "s", `function describe(){ return {name: "a", inputSchema: {type: "string"}} } function a(){}`, "a schema that is not an object"},
+		{"schema not an object: string type", "s", `function describe(){ return {name: "a", inputSchema: {type: "string"}} } function a(){}`, `declaration "a": inputSchema: a schema that is not an object (type "string"`},
 		{"schema not an object: array", "s", `function describe(){ return {name: "a", inputSchema: [1]} } function a(){}`, "a schema that is not an object"},
 		{"schema not an object: no type, no properties", "s", `function describe(){ return {name: "a", inputSchema: {}} } function a(){}`, "a schema that is not an object"},
 		{"schema not an object: number", "s", `function describe(){ return {name: "a", inputSchema: 3} } function a(){}`, "a schema that is not an object"},
-		{"description not a string", "s", `function describe(){ return {name: "a", description: 1} } function a(){}`, "description is"},
+		{"description not a string", "s", `function describe(){ return {name: "a", description: 1} } function a(){}`, `declaration "a": description is a number (1), not a string`},
 		{"description too long", "s", `function describe(){ return {name: "a", description: "x".repeat(9000)} } function a(){}`, "over the 8 KiB limit"},
 		{"schema too large", "s", `var p={}; for (var i=0;i<3000;i++) p["property_"+i]={type:"string"};
 			function describe(){ return {name: "a", inputSchema: {type:"object", properties: p}} } function a(){}`, "over the 64 KiB limit"},
@@ -515,6 +515,18 @@ function call(name, a) {
       if (new ArrayBuffer(8).slice(2).byteLength !== 6) throw new Error("slice");
     },
     json_deep: function () { JSON.parse("[".repeat(5000) + "]".repeat(5000)) },
+    json_deep_value: function () { var a = []; for (var i = 0; i < 5000; i++) a = [a]; JSON.stringify(a) },
+    join_deep: function () { var a = []; for (var i = 0; i < 5000; i++) a = [a]; String(a) },
+    flat_deep: function () { var a = []; for (var i = 0; i < 5000; i++) a = [a]; a.flat(Infinity) },
+    flat_ok: function () { if ([1, [2, [3, [4]]]].flat(Infinity).join() !== "1,2,3,4" || [1, [2, [3]]].flat().length !== 3) throw new Error("flat") },
+    json_deep_shared: function () { var a = [1]; for (var i = 0; i < 1200; i++) a = [a, {k: a}]; JSON.stringify(a) }, // 2^1200 paths: the walk must visit each object once
+    json_deep_object: function () { var o = {}; for (var i = 0; i < 5000; i++) o = {x: 1, o: o}; JSON.stringify({wrap: o}) },
+    json_shared_ok: function () {
+      if (JSON.stringify([[[{a: 1, b: [2, {c: 3}]}]]]) !== '[[[{"a":1,"b":[2,{"c":3}]}]]]') throw new Error("stringify");
+      var shallow = [1]; for (var i = 0; i < 15; i++) shallow = [shallow, shallow];
+      if (JSON.stringify(shallow).length !== 196605) throw new Error("shared: " + JSON.stringify(shallow).length);
+    },
+    json_cyclic_ok: function () { var c = {}; c.c = c; try { JSON.stringify(c) } catch (e) { if (e instanceof TypeError) return; } throw new Error("no TypeError") },
     json_ok: function () { JSON.parse('{"a": "[[[[", "b": [1, {"c": null}]}') },
   };
   var out = {};
@@ -538,6 +550,92 @@ function call(name, a) {
 		}
 		if !strings.HasPrefix(v, "RangeError: ") || !strings.Contains(v, "(the script limit)") {
 			t.Errorf("%s = %q, want a RangeError naming the script limit", k, v)
+		}
+	}
+}
+
+func TestConcurrentCalls(t *testing.T) {
+	s := load(t, Options{}, "par", `function describe(){ return {name: "echo"} } var counter = 0;
+function echo(a){ counter++; return a.i + ":" + counter }`)
+	var wg sync.WaitGroup
+	errs := make(chan string, 20)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, isErr, err := s.Call(context.Background(), "par__echo", map[string]any{"i": i}, nil)
+			// Every call has a fresh interpreter: the counter is always 1.
+			if want := fmt.Sprintf("%d:1", i); err != nil || isErr || res != want {
+				errs <- fmt.Sprintf("call %d = %q, %v, %v; want %s", i, res, isErr, err, want)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+// BenchmarkCall measures a call: a fresh interpreter with the sandbox,
+// the script's top-level code, the tool function and its JSON result.
+func BenchmarkCall(b *testing.B) {
+	s, err := Load("bench", []byte(jiraJS))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, isErr, err := s.Call(ctx, "bench__create", map[string]any{"title": "t"}, nil); err != nil || isErr {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Script values that run code when the loader or the caller reads them
+// (getters, proxies, toJSON) are read under the budgets: an error or a
+// stop, never a hang or a crash of the gateway.
+func TestHostileValues(t *testing.T) {
+	o := Options{Limits: Limits{Load: 300 * time.Millisecond, Call: 300 * time.Millisecond}}
+	for _, tc := range []struct{ name, src, want string }{
+		{"getter loops", `function describe(){ return {get name(){ for(;;){} }} }`, "describe(): stopped: over its time budget of 300ms"},
+		{"getter throws", `function describe(){ return {get name(){ throw new Error("no name for you") }} }`, "describe(): no name for you"},
+		{"proxy keys throw", `function describe(){ return new Proxy({name: "a"}, {ownKeys(){ throw new TypeError("keys") }}) } function a(){}`, "describe(): TypeError: keys"},
+		{"schema toJSON loops", `function describe(){ return {name: "a", inputSchema: {type: "object", toJSON(){ for(;;){} }}} } function a(){}`, "describe(): stopped: over its time budget of 300ms"},
+		{"thrown message loops", `throw {get message(){ for(;;){} }}`, "top-level code: stopped: over its time budget of 300ms"},
+		{"thrown message throws", `function describe(){ throw {get message(){ throw new Error("inner") }} }`, "describe(): inner"},
+		{"thrown toString throws", `throw {toString(){ throw {toString(){ throw 1 }} }}`, "top-level code: the script threw a value whose message cannot be read"},
+		{"global getter throws", `Object.defineProperty(globalThis, "describe", {get(){ throw new Error("gotcha") }})`, "describe(): gotcha"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := o.Load("evil", []byte(tc.src))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load = %v, want %q", err, tc.want)
+			}
+		})
+	}
+
+	s := load(t, o, "evil", `
+function describe(){ return [{name: "json_loops"}, {name: "json_throws"}, {name: "lost"}, {name: "bad_throw"}] }
+function bad_throw(){ throw {get message(){ for(;;){} }} }
+function json_loops(){ return {toJSON(){ for(;;){} }} }
+function json_throws(){ return {toJSON(){ throw new Error("not today") }} }
+Object.defineProperty(globalThis, "lost", {configurable: true, get(){
+  // A function at load (tools cannot be called then), a throw in a call.
+  try { tools.call("probe", {}) } catch (e) { if (/while the script loads/.test(e.message)) return function () {} }
+  throw new Error("where did it go");
+}});
+`)
+	for tool, want := range map[string]string{
+		"evil__json_loops":  "evil__json_loops: stopped: over its time budget of 300ms",
+		"evil__json_throws": "evil__json_throws: not today",
+		"evil__lost":        "evil__lost: where did it go",
+		"evil__bad_throw":   "evil__bad_throw: stopped: over its time budget of 300ms",
+	} {
+		res, isErr, err := s.Call(context.Background(), tool, nil, &recordingHost{})
+		if err != nil || !isErr || !strings.HasPrefix(res, want) {
+			t.Errorf("%s = %q, %v, %v; want %q", tool, res, isErr, err, want)
 		}
 	}
 }

@@ -1,0 +1,534 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/console"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/httptools"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/scripts"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/config"
+)
+
+// Tools an operator deploys: script tools (JavaScript in the KV bucket
+// <prefix>_scripts, internal/scripts) and custom HTTP tools (the tools
+// file in the KV bucket <prefix>_http_tools, httptools.go). Every gateway
+// follows both buckets, so a deploy on any gateway (admin API,
+// sovereign__reload, SOVEREIGN_TOOLS_DIR, SOVEREIGN_HTTP_TOOLS) reaches
+// the whole fleet within moments, and each gateway tells its connected MCP
+// clients with notifications/tools/list_changed.
+//
+// Precedence is fixed: built-in tools, then scripts, then HTTP tools. A
+// later source never takes an earlier one's name, so tools/list and
+// tools/call always agree.
+
+// httpToolsKey is the tools file's key in its bucket.
+const httpToolsKey = "tools_json"
+
+// extensions are the deployable tools of a gateway.
+type extensions struct {
+	scripts   *scripts.Registry
+	store     *scripts.Store
+	httpKV    jetstream.KeyValue
+	stop      context.CancelFunc
+	done      sync.WaitGroup
+	seedErr   string // why SOVEREIGN_TOOLS_DIR could not be read at the last seed
+	seedErrMu sync.Mutex
+}
+
+// registerExtendFlags adds --tools-dir.
+func registerExtendFlags(fs *flag.FlagSet, cfg *Config) {
+	fs.StringVar(&cfg.ToolsDir, "tools-dir", config.Env("SOVEREIGN_TOOLS_DIR", ""),
+		"directory of script tools (*.js) stored into the fleet's script bucket at start and on sovereign__reload; see docs/extending.md [SOVEREIGN_TOOLS_DIR]")
+}
+
+// setupExtensions opens the script and HTTP tool buckets, seeds them from
+// SOVEREIGN_TOOLS_DIR and SOVEREIGN_HTTP_TOOLS, registers what they hold
+// and follows them.
+func (g *Gateway) setupExtensions(ctx context.Context) error {
+	store, err := scripts.OpenStore(ctx, g.bus.NATS(), g.bus.Prefix())
+	if err != nil {
+		return fmt.Errorf("script tools: %w", err)
+	}
+	builtin := map[string]bool{}
+	for _, t := range catalog.Tools() {
+		builtin[t.Name] = true
+	}
+	x := &extensions{store: store}
+	g.ext = x
+	x.scripts = scripts.NewRegistry(store, scripts.RegistryOptions{
+		Options:  scripts.Options{Log: g.log},
+		Builtin:  builtin,
+		OnChange: g.scriptsChanged,
+	})
+	x.httpKV, err = bus.OpenKV(ctx, g.bus.NATS(), jetstream.KeyValueConfig{
+		Bucket:      httpToolsBucket(g.bus.Prefix()),
+		Description: "Sovereign gateway: the custom HTTP tools file every gateway serves",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+	}, "the gateways keep the custom HTTP tools file")
+	if err != nil {
+		return fmt.Errorf("custom HTTP tools: %w", err)
+	}
+	if g.cfg.ToolsDir != "" {
+		if _, err := g.seedScripts(ctx); err != nil {
+			g.log.Error("script tools: the tools dir could not be read; serving what the bucket holds", "dir", g.cfg.ToolsDir, "err", err)
+		}
+	}
+	if _, err := x.scripts.Reload(ctx, ""); err != nil {
+		g.log.Error("script tools: not loaded", "err", err)
+	}
+	if err := g.setupHTTPTools(ctx); err != nil { // the file, into the bucket (httptools.go)
+		return err
+	}
+	if e, err := x.httpKV.Get(ctx, httpToolsKey); err == nil {
+		if _, err := g.applyHTTPTools(e.Value()); err != nil {
+			g.log.Error("custom HTTP tools: the stored tools file is not valid; none served", "err", err)
+		}
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("custom HTTP tools: %w", err)
+	}
+	for name, why := range x.scripts.Errors() {
+		g.log.Warn("script tool not loaded", "script", name, "reason", why)
+	}
+	bg, stop := context.WithCancel(context.Background())
+	x.stop = stop
+	x.done.Go(func() { _ = x.scripts.Watch(bg) })
+	x.done.Go(func() { g.followHTTPTools(bg) })
+	return nil
+}
+
+// closeExtensions stops following the buckets.
+func (g *Gateway) closeExtensions() {
+	if g.ext != nil && g.ext.stop != nil {
+		g.ext.stop()
+		g.ext.done.Wait()
+	}
+}
+
+func httpToolsBucket(prefix string) string {
+	if prefix == "" {
+		prefix = "sov"
+	}
+	return strings.NewReplacer(".", "_", "*", "_", ">", "_").Replace(prefix) + "_http_tools"
+}
+
+// seedScripts stores SOVEREIGN_TOOLS_DIR's scripts into the bucket.
+func (g *Gateway) seedScripts(ctx context.Context) (scripts.SeedReport, error) {
+	rep, err := g.ext.scripts.SeedDir(ctx, g.cfg.ToolsDir)
+	g.ext.seedErrMu.Lock()
+	g.ext.seedErr = ""
+	if err != nil {
+		g.ext.seedErr = err.Error()
+	}
+	g.ext.seedErrMu.Unlock()
+	if err == nil && len(rep.Added)+len(rep.Updated) > 0 {
+		g.log.Info("script tools seeded from the tools dir", "dir", g.cfg.ToolsDir, "added", rep.Added, "updated", rep.Updated)
+	}
+	return rep, err
+}
+
+// scriptsChanged is the registry's OnChange: it registers the new and
+// changed script tools, removes the gone ones (mcp-go then sends
+// notifications/tools/list_changed to this gateway's clients), and lets
+// the HTTP tools take the names scripts freed or give up the ones they
+// took.
+func (g *Gateway) scriptsChanged(added, removed []scripts.Tool) {
+	var gone []string
+	for _, t := range removed {
+		gone = append(gone, t.Name)
+	}
+	if len(gone) > 0 {
+		g.mcp.DeleteTools(gone...)
+	}
+	var add []server.ServerTool
+	for _, t := range added {
+		add = append(add, server.ServerTool{Tool: scriptMCPTool(t), Handler: g.scriptHandler(t.Name)})
+	}
+	if len(add) > 0 {
+		g.mcp.AddTools(add...)
+	}
+	g.log.Info("script tools changed", "added", toolNames(added), "removed", gone)
+	if g.httpTools != nil {
+		g.httpTools.mu.Lock()
+		file := g.httpTools.file
+		g.httpTools.mu.Unlock()
+		if file != nil {
+			if _, err := g.applyHTTPTools(file); err != nil {
+				g.log.Error("custom HTTP tools: re-apply after a script change", "err", err)
+			}
+		}
+	}
+}
+
+func toolNames(ts []scripts.Tool) []string {
+	out := make([]string, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+// isScriptTool reports whether a script serves name.
+func (g *Gateway) isScriptTool(name string) bool {
+	if g.ext == nil || g.ext.scripts == nil {
+		return false
+	}
+	_, ok := g.ext.scripts.Lookup(name)
+	return ok
+}
+
+// scriptMCPTool renders a script tool for tools/list: its schema with the
+// session argument browser tools take, so a 2026 client can name the
+// browser session the script's inner calls act in.
+func scriptMCPTool(t scripts.Tool) mcp.Tool {
+	var schema map[string]any
+	_ = json.Unmarshal(t.InputSchema, &schema)
+	if schema == nil {
+		schema = map[string]any{"type": "object"}
+	}
+	props, _ := schema["properties"].(map[string]any)
+	if props == nil {
+		props = map[string]any{}
+	}
+	if _, taken := props[catalog.SessionParam]; !taken {
+		props[catalog.SessionParam] = map[string]any{"type": "string",
+			"description": "Browser session handle (sov_…) the script's browser calls act in; omit it with an MCP session, or to open a new browser session"}
+	}
+	schema["properties"] = props
+	raw, _ := json.Marshal(schema)
+	desc := t.Description
+	if desc == "" {
+		desc = "Script tool " + t.Name + "."
+	}
+	tool := mcp.NewToolWithRawSchema(t.Name, desc, raw)
+	tool.Annotations = mcp.ToolAnnotation{Title: t.Name, OpenWorldHint: mcp.ToBoolPtr(true)}
+	return tool
+}
+
+// scriptHandler runs a script tool. Its inner tool calls go through the
+// same dispatcher as the call itself (g.mcp's tools/call with this
+// request's context): the caller, its browser session, URL policy,
+// approvals and audit apply to each.
+func (g *Gateway) scriptHandler(name string) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args := maps.Clone(req.GetArguments())
+		if args == nil {
+			args = map[string]any{}
+		}
+		session, _ := args[catalog.SessionParam].(string)
+		if _, declared := g.scriptDeclares(name, catalog.SessionParam); !declared {
+			delete(args, catalog.SessionParam)
+		}
+		host := scripts.HostFunc(func(ctx context.Context, tool string, raw json.RawMessage) (string, bool, error) {
+			return g.innerCall(ctx, tool, raw, session)
+		})
+		text, isErr, err := g.ext.scripts.Call(ctx, name, args, host)
+		if errors.Is(err, scripts.ErrUnknownTool) {
+			return mcp.NewToolResultError(fmt.Sprintf("%s: the script tool was removed or changed meanwhile; list the tools again", name)), nil
+		}
+		if err != nil {
+			return mcp.NewToolResultError(fmt.Sprintf("%s: %v", name, err)), nil
+		}
+		if isErr {
+			return mcp.NewToolResultError(text), nil
+		}
+		return mcp.NewToolResultText(text), nil
+	}
+}
+
+// scriptDeclares reports whether script tool name declares argument arg.
+func (g *Gateway) scriptDeclares(name, arg string) (scripts.Tool, bool) {
+	t, ok := g.ext.scripts.Lookup(name)
+	if !ok {
+		return t, false
+	}
+	var schema struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	_ = json.Unmarshal(t.InputSchema, &schema)
+	_, has := schema.Properties[arg]
+	return t, has
+}
+
+// innerSeq numbers the JSON-RPC ids of a script's inner calls.
+var innerSeq sync.Mutex
+
+var innerID uint64
+
+// innerCall runs one tool call of a script through g.mcp's tools/call
+// with the outer call's context. A browser tool gets the outer call's
+// session handle unless the script named one.
+func (g *Gateway) innerCall(ctx context.Context, tool string, raw json.RawMessage, session string) (string, bool, error) {
+	var args map[string]any
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &args); err != nil || args == nil {
+			return fmt.Sprintf("%s: the arguments must be an object", tool), true, nil
+		}
+	}
+	if args == nil {
+		args = map[string]any{}
+	}
+	if t, ok := catalog.Lookup(tool); ok && session != "" && !t.Local {
+		if _, given := args[catalog.SessionParam]; !given {
+			args[catalog.SessionParam] = session
+		}
+	}
+	innerSeq.Lock()
+	innerID++
+	id := "script-" + strconv.FormatUint(innerID, 10)
+	innerSeq.Unlock()
+	msg, err := json.Marshal(map[string]any{
+		"jsonrpc": mcp.JSONRPC_VERSION, "id": id, "method": string(mcp.MethodToolsCall),
+		"params": map[string]any{"name": tool, "arguments": args},
+	})
+	if err != nil {
+		return "", false, err
+	}
+	res, err := callResult(g.mcp.HandleMessage(ctx, msg))
+	if err != nil {
+		return fmt.Sprintf("%s: %v", tool, err), true, nil
+	}
+	var texts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			if strings.HasPrefix(tc.Text, "session: ") && session == "" {
+				continue // a new handle's announcement, for MCP clients
+			}
+			texts = append(texts, tc.Text)
+		}
+	}
+	return strings.Join(texts, "\n"), res.IsError, nil
+}
+
+// dynamicTool describes a script or HTTP tool this gateway serves, for the
+// bus dispatcher: Local when it takes no session argument.
+func (g *Gateway) dynamicTool(name string) (catalog.Tool, bool) {
+	st := g.mcp.GetTool(name)
+	if st == nil {
+		return catalog.Tool{}, false
+	}
+	if _, builtin := catalog.Lookup(name); builtin {
+		return catalog.Tool{}, false
+	}
+	return catalog.Tool{Name: name, Description: st.Tool.Description, Local: !g.isScriptTool(name)}, true
+}
+
+// dynamicTools lists the script and HTTP tools this gateway serves, by
+// name, with their schemas (without the session argument for agents).
+func (g *Gateway) dynamicTools(forAgent bool) []mcp.Tool {
+	var out []mcp.Tool
+	for name, st := range g.mcp.ListTools() {
+		if _, builtin := catalog.Lookup(name); builtin {
+			continue
+		}
+		t := st.Tool
+		if forAgent && g.isScriptTool(name) {
+			var schema map[string]any
+			if json.Unmarshal(t.RawInputSchema, &schema) == nil {
+				if props, ok := schema["properties"].(map[string]any); ok {
+					delete(props, catalog.SessionParam)
+				}
+				t.RawInputSchema, _ = json.Marshal(schema)
+			}
+		}
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// followHTTPTools applies every change of the stored tools file.
+func (g *Gateway) followHTTPTools(ctx context.Context) {
+	for ctx.Err() == nil {
+		w, err := g.ext.httpKV.Watch(ctx, httpToolsKey, jetstream.UpdatesOnly())
+		if err != nil {
+			g.log.Warn("custom HTTP tools: watch the bucket; retrying", "err", err)
+			sleepCtx(ctx, 2)
+			continue
+		}
+		for e := range w.Updates() {
+			if e == nil {
+				continue
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				if _, err := g.applyHTTPTools([]byte(`{"tools":[]}`)); err != nil {
+					g.log.Error("custom HTTP tools: remove", "err", err)
+				}
+				continue
+			}
+			res, err := g.applyHTTPTools(e.Value())
+			if err != nil {
+				g.log.Error("custom HTTP tools: the new tools file is not valid; the previous one stays", "err", err)
+				continue
+			}
+			g.log.Info("custom HTTP tools changed", "added", res.Added, "removed", res.Removed, "not_loaded", len(res.Errors))
+		}
+		_ = w.Stop()
+	}
+}
+
+// --- admin API sources ---
+
+// consoleScripts is the admin API's script source.
+type consoleScripts struct{ g *Gateway }
+
+func scriptInfo(i scripts.ScriptInfo) console.ScriptInfo {
+	return console.ScriptInfo{Name: i.Stem, Tools: i.Tools, Error: i.Error}
+}
+
+func (c consoleScripts) List(ctx context.Context) ([]console.ScriptInfo, error) {
+	var out []console.ScriptInfo
+	for _, i := range c.g.ext.scripts.Scripts() {
+		out = append(out, scriptInfo(i))
+	}
+	// Files of the tools dir that could not be stored are reported too.
+	for name, why := range c.g.ext.scripts.Errors() {
+		if strings.HasSuffix(name, ".js") {
+			out = append(out, console.ScriptInfo{Name: name, Tools: []string{}, Error: why})
+		}
+	}
+	return out, nil
+}
+
+func (c consoleScripts) Get(ctx context.Context, name string) ([]byte, error) {
+	e, err := c.g.ext.store.Get(ctx, name)
+	if errors.Is(err, scripts.ErrNotFound) {
+		return nil, fmt.Errorf("%w: script %s", console.ErrNotFound, name)
+	}
+	return e.Source, err
+}
+
+func (c consoleScripts) Validate(_ context.Context, name string, src []byte) (console.ScriptInfo, error) {
+	s, err := c.g.ext.scripts.Validate(name, src)
+	if err != nil {
+		return console.ScriptInfo{}, fmt.Errorf("%w: %w", console.ErrInvalid, err)
+	}
+	info := console.ScriptInfo{Name: name, Size: len(src), Tools: []string{}, Skipped: []string{}}
+	for _, t := range s.Tools {
+		info.Tools = append(info.Tools, t.Name)
+	}
+	return info, nil
+}
+
+func (c consoleScripts) Put(ctx context.Context, name string, src []byte) (console.ScriptInfo, error) {
+	info, err := c.Validate(ctx, name, src)
+	if err != nil {
+		return info, err
+	}
+	if _, err := c.g.ext.store.Put(ctx, name, src); err != nil {
+		return info, err
+	}
+	// Applied here at once (the watch brings it to the other gateways).
+	if _, err := c.g.ext.scripts.Reload(ctx, name); err != nil {
+		return info, err
+	}
+	return info, nil
+}
+
+func (c consoleScripts) Delete(ctx context.Context, name string) error {
+	err := c.g.ext.store.Delete(ctx, name)
+	if errors.Is(err, scripts.ErrNotFound) {
+		return fmt.Errorf("%w: script %s", console.ErrNotFound, name)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = c.g.ext.scripts.Reload(ctx, name)
+	return err
+}
+
+// putHTTPTools stores a new tools file for the fleet: checked first, so a
+// file that is not a tools file changes nothing.
+func (g *Gateway) putHTTPTools(ctx context.Context, file []byte) (console.ReloadResult, error) {
+	if _, _, err := httptools.Parse(file); err != nil {
+		return console.ReloadResult{}, fmt.Errorf("%w: %w", console.ErrInvalid, err)
+	}
+	if _, err := g.ext.httpKV.Put(ctx, httpToolsKey, file); err != nil {
+		return console.ReloadResult{}, fmt.Errorf("store the tools file: %w", err)
+	}
+	return g.applyHTTPTools(file)
+}
+
+// reload re-reads what target names, for the admin API and
+// sovereign__reload: scripts (the tools dir into the bucket, then the
+// bucket), profiles (nothing to do: workers fetch a profile's newest
+// version at every session open) or all. If the scripts cannot be read,
+// the tools served before stay and the error says so.
+func (g *Gateway) reload(ctx context.Context, target, name string) (console.ReloadResult, error) {
+	res := console.ReloadResult{Target: target, Added: []string{}, Removed: []string{}, Errors: []string{}}
+	if target == "scripts" || target == "all" {
+		if g.cfg.ToolsDir != "" && name == "" {
+			if _, err := g.seedScripts(ctx); err != nil {
+				res.Tools = len(g.mcp.ListTools())
+				return res, fmt.Errorf("reload scripts: %w; the script tools served before are kept", err)
+			}
+		}
+		ch, err := g.ext.scripts.Reload(ctx, name)
+		if err != nil {
+			res.Tools = len(g.mcp.ListTools())
+			return res, err
+		}
+		res.Added, res.Removed = toolNames(ch.Added), toolNames(ch.Removed)
+		for stem, why := range g.ext.scripts.Errors() {
+			res.Errors = append(res.Errors, stem+": "+why)
+		}
+		slices.Sort(res.Errors)
+	}
+	res.Tools = len(g.mcp.ListTools())
+	return res, nil
+}
+
+// sleepCtx waits n seconds or until ctx ends.
+func sleepCtx(ctx context.Context, n int) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Duration(n) * time.Second):
+	}
+}
+
+// listScriptsText renders sovereign__list_scripts.
+func (g *Gateway) listScriptsText() (string, map[string]any) {
+	list := g.ext.scripts.Scripts()
+	errs := g.ext.scripts.Errors()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d scripts", len(list))
+	if g.cfg.ToolsDir != "" {
+		fmt.Fprintf(&b, " (tools dir %s)", g.cfg.ToolsDir)
+	}
+	b.WriteString(":\n")
+	for _, s := range list {
+		if s.Error != "" {
+			fmt.Fprintf(&b, "- %s: NOT LOADED: %s\n", s.Stem, s.Error)
+			continue
+		}
+		fmt.Fprintf(&b, "- %s: %s\n", s.Stem, strings.Join(s.Tools, ", "))
+	}
+	for name, why := range errs {
+		if strings.HasSuffix(name, ".js") {
+			fmt.Fprintf(&b, "- %s: NOT STORED: %s\n", name, why)
+		}
+	}
+	g.ext.seedErrMu.Lock()
+	if g.ext.seedErr != "" {
+		fmt.Fprintf(&b, "tools dir: %s\n", g.ext.seedErr)
+	}
+	g.ext.seedErrMu.Unlock()
+	return b.String(), map[string]any{"scripts": list}
+}
