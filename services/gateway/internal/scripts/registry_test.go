@@ -245,7 +245,9 @@ func TestReloadKeepsOldSet(t *testing.T) {
 		t.Fatalf("Reload = %+v, %v", c, err)
 	}
 	<-ch
-	want := names(r.Tools())
+	if len(r.Tools()) != 3 {
+		t.Fatalf("served %s after the first reload", names(r.Tools()))
+	}
 
 	// Reload one stem.
 	if _, err := st.Put(ctx, "web", []byte(`function describe(){ return {name: "run"} } function run(){ return "ran" }`)); err != nil {
@@ -255,7 +257,7 @@ func TestReloadKeepsOldSet(t *testing.T) {
 		t.Fatalf("Reload(web) = %+v, %v", c, err)
 	}
 	<-ch
-	want = names(r.Tools())
+	want := names(r.Tools())
 	if _, err := r.Reload(ctx, "Bad"); err == nil {
 		t.Error("Reload(Bad) accepted a bad stem")
 	}
