@@ -66,6 +66,7 @@ bench: deps ## tool-call latency and throughput vs direct CDP, then audit ingest
 	$(MAKE) bench-history
 	$(MAKE) bench-guard
 	$(MAKE) bench-signer
+	$(MAKE) bench-scripts
 
 .PHONY: bench-history
 bench-history: deps ## audit ingest (records/s) and query latency at 100k and 1M records, SQLite and PostgreSQL
@@ -75,6 +76,10 @@ bench-history: deps ## audit ingest (records/s) and query latency at 100k and 1M
 bench-signer: deps ## the signer over the bus (local key, nsigner, NIP-46 bunker) and window.nostr.signEvent from a page in Chromium
 	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkSigner' -benchtime 300x ./services/signer/
 	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkNostrSign' -benchtime 20x ./services/browser/
+
+.PHONY: bench-scripts
+bench-scripts: deps ## cost of one script tool call (a fresh goja interpreter, the script's top level and the tool)
+	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkCall' -benchtime 500x -benchmem ./services/gateway/internal/scripts/
 
 .PHONY: bench-guard
 bench-guard: deps ## cost of the guard: a page of 31 requests with and without URL policy enforcement; secret scrubbing of 1 MB

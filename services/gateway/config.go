@@ -131,6 +131,9 @@ type Config struct {
 	// ToolsDir is the directory of script tools stored into the fleet's
 	// script bucket at start and on reload (extend.go); "" for none.
 	ToolsDir string
+	// ScriptTimeout is the time budget of one script tool call, its inner
+	// tool calls included (DefaultScriptTimeout when 0).
+	ScriptTimeout time.Duration
 }
 
 // RegisterFlags adds the gateway's flags to fs, each with its environment
@@ -159,7 +162,7 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	registerSystemFlags(fs, errs, cfg)  // system tools (system.go)
 	registerHTTPToolsFlags(fs, cfg)     // custom HTTP tools (httptools.go)
 	registerProfileFlags(fs, errs, cfg) // base profiles (profiles.go)
-	registerExtendFlags(fs, cfg)        // script tools (extend.go)
+	registerExtendFlags(fs, errs, cfg)  // script tools (extend.go)
 	// Operator console (console.go). The token itself is never a flag: it
 	// would show in the process list.
 	fs.StringVar(&cfg.AdminListen, "admin-listen", config.Env("SOVEREIGN_ADMIN_LISTEN", ""),
@@ -279,6 +282,7 @@ func (c Config) Validate() error {
 	c.validateAgent(bad)     // agent.go
 	c.validateSystem(bad)    // system.go
 	c.validateHTTPTools(bad) // httptools.go
+	c.validateExtend(bad)    // script tools (extend.go)
 
 	errs = append(errs, c.validateAdmin()...) // operator console (console.go)
 	if c.Bucket != "" && !validBucket(c.Bucket) {
