@@ -22,6 +22,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/console"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/httptools"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/scripts"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 )
@@ -38,6 +39,10 @@ import (
 // later source never takes an earlier one's name, so tools/list and
 // tools/call always agree.
 
+// setupTimeout bounds the NATS work of setupExtensions after the scripts
+// have loaded.
+const setupTimeout = 10 * time.Second
+
 // httpToolsKey is the tools file's key in its bucket.
 const httpToolsKey = "tools_json"
 
@@ -52,10 +57,25 @@ type extensions struct {
 	seedErrMu sync.Mutex
 }
 
-// registerExtendFlags adds --tools-dir.
-func registerExtendFlags(fs *flag.FlagSet, cfg *Config) {
+// DefaultScriptTimeout is the time budget of one script tool call.
+var DefaultScriptTimeout = scripts.DefaultLimits().Call
+
+// maxScriptTimeout is the longest --script-timeout.
+const maxScriptTimeout = time.Hour
+
+// registerExtendFlags adds --tools-dir and --script-timeout.
+func registerExtendFlags(fs *flag.FlagSet, errs *[]error, cfg *Config) {
 	fs.StringVar(&cfg.ToolsDir, "tools-dir", config.Env("SOVEREIGN_TOOLS_DIR", ""),
 		"directory of script tools (*.js) stored into the fleet's script bucket at start and on sovereign__reload; see docs/extending.md [SOVEREIGN_TOOLS_DIR]")
+	fs.DurationVar(&cfg.ScriptTimeout, "script-timeout", config.MustDuration(errs, "SOVEREIGN_SCRIPT_TIMEOUT", DefaultScriptTimeout),
+		"time budget of one script tool call, its inner tool calls included; a call over it is stopped with an error result [SOVEREIGN_SCRIPT_TIMEOUT]")
+}
+
+// validateExtend checks the script tools' settings (part of Validate).
+func (c Config) validateExtend(bad func(flag, format string, a ...any)) {
+	if c.ScriptTimeout < 0 || c.ScriptTimeout > maxScriptTimeout {
+		bad("script-timeout", "%s must be more than 0 and at most %s", c.ScriptTimeout, maxScriptTimeout)
+	}
 }
 
 // setupExtensions opens the script and HTTP tool buckets, seeds them from
@@ -73,7 +93,7 @@ func (g *Gateway) setupExtensions(ctx context.Context) error {
 	x := &extensions{store: store}
 	g.ext = x
 	x.scripts = scripts.NewRegistry(store, scripts.RegistryOptions{
-		Options:  scripts.Options{Log: g.log},
+		Options:  scripts.Options{Log: g.log, Limits: scripts.Limits{Call: g.cfg.ScriptTimeout}},
 		Builtin:  builtin,
 		OnChange: g.scriptsChanged,
 	})
@@ -94,6 +114,10 @@ func (g *Gateway) setupExtensions(ctx context.Context) error {
 	if _, err := x.scripts.Reload(ctx, ""); err != nil {
 		g.log.Error("script tools: not loaded", "err", err)
 	}
+	// Loading took up to 5 s per slow describe(): what follows gets a
+	// deadline of its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), setupTimeout)
+	defer cancel()
 	if err := g.setupHTTPTools(ctx); err != nil { // the file, into the bucket (httptools.go)
 		return err
 	}
@@ -225,32 +249,54 @@ func scriptMCPTool(t scripts.Tool) mcp.Tool {
 // scriptHandler runs a script tool. Its inner tool calls go through the
 // same dispatcher as the call itself (g.mcp's tools/call with this
 // request's context): the caller, its browser session, URL policy,
-// approvals and audit apply to each.
+// approvals and audit apply to each. They all act in one browser session:
+// the call's (its session handle, or its MCP session), or else the one the
+// first of them opens, whose new handle the result then announces as a
+// browser tool's would.
 func (g *Gateway) scriptHandler(name string) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		args := maps.Clone(req.GetArguments())
 		if args == nil {
 			args = map[string]any{}
 		}
-		session, _ := args[catalog.SessionParam].(string)
+		sess := &scriptSession{}
+		sess.handle, _ = args[catalog.SessionParam].(string)
 		if _, declared := g.scriptDeclares(name, catalog.SessionParam); !declared {
 			delete(args, catalog.SessionParam)
 		}
 		host := scripts.HostFunc(func(ctx context.Context, tool string, raw json.RawMessage) (string, bool, error) {
-			return g.innerCall(ctx, tool, raw, session)
+			return g.innerCall(ctx, tool, raw, sess)
 		})
 		text, isErr, err := g.ext.scripts.Call(ctx, name, args, host)
-		if errors.Is(err, scripts.ErrUnknownTool) {
-			return mcp.NewToolResultError(fmt.Sprintf("%s: the script tool was removed or changed meanwhile; list the tools again", name)), nil
+		var res *mcp.CallToolResult
+		switch {
+		case errors.Is(err, scripts.ErrUnknownTool):
+			res = mcp.NewToolResultError(fmt.Sprintf("%s: the script tool was removed or changed meanwhile; list the tools again", name))
+		case err != nil:
+			res = mcp.NewToolResultError(fmt.Sprintf("%s: %v", name, err))
+		case isErr:
+			res = mcp.NewToolResultError(text)
+		default:
+			res = mcp.NewToolResultText(text)
 		}
-		if err != nil {
-			return mcp.NewToolResultError(fmt.Sprintf("%s: %v", name, err)), nil
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		if sess.handle != "" && (sess.minted || sess.used) {
+			b := &binding{kind: state.Handle, id: sess.handle, minted: sess.minted}
+			res = b.decorate(res) // _meta, and for a new handle its announcement (tools.go)
 		}
-		if isErr {
-			return mcp.NewToolResultError(text), nil
-		}
-		return mcp.NewToolResultText(text), nil
+		return res, nil
 	}
+}
+
+// scriptSession is the browser session of one script tool call: the
+// handle the call named or its first inner call opened ("" while it acts
+// in its MCP session, or has none yet).
+type scriptSession struct {
+	mu     sync.Mutex
+	handle string
+	minted bool // the handle is new: the result announces it
+	used   bool // an inner call acted in the handle
 }
 
 // scriptDeclares reports whether script tool name declares argument arg.
@@ -273,9 +319,10 @@ var innerSeq sync.Mutex
 var innerID uint64
 
 // innerCall runs one tool call of a script through g.mcp's tools/call
-// with the outer call's context. A browser tool gets the outer call's
-// session handle unless the script named one.
-func (g *Gateway) innerCall(ctx context.Context, tool string, raw json.RawMessage, session string) (string, bool, error) {
+// with the outer call's context. A browser tool (or another script tool)
+// gets the script call's session handle unless the script named one; the
+// handle a call without one opens becomes the script call's.
+func (g *Gateway) innerCall(ctx context.Context, tool string, raw json.RawMessage, sess *scriptSession) (string, bool, error) {
 	var args map[string]any
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &args); err != nil || args == nil {
@@ -285,11 +332,14 @@ func (g *Gateway) innerCall(ctx context.Context, tool string, raw json.RawMessag
 	if args == nil {
 		args = map[string]any{}
 	}
-	if t, ok := catalog.Lookup(tool); ok && session != "" && !t.Local {
-		if _, given := args[catalog.SessionParam]; !given {
-			args[catalog.SessionParam] = session
-		}
+	t, builtin := catalog.Lookup(tool)
+	inSession := builtin && !t.Local || g.isScriptTool(tool)
+	_, named := args[catalog.SessionParam]
+	sess.mu.Lock()
+	if inSession && !named && sess.handle != "" {
+		args[catalog.SessionParam] = sess.handle
 	}
+	sess.mu.Unlock()
 	innerSeq.Lock()
 	innerID++
 	id := "script-" + strconv.FormatUint(innerID, 10)
@@ -305,11 +355,23 @@ func (g *Gateway) innerCall(ctx context.Context, tool string, raw json.RawMessag
 	if err != nil {
 		return fmt.Sprintf("%s: %v", tool, err), true, nil
 	}
+	var handle string
+	if res.Meta != nil {
+		handle, _ = res.Meta.AdditionalFields[MetaSession].(string)
+	}
+	if handle != "" && inSession && !named {
+		sess.mu.Lock()
+		if sess.handle == "" {
+			sess.handle, sess.minted = handle, true
+		}
+		sess.used = sess.used || sess.handle == handle
+		sess.mu.Unlock()
+	}
 	var texts []string
 	for _, c := range res.Content {
 		if tc, ok := c.(mcp.TextContent); ok {
-			if strings.HasPrefix(tc.Text, "session: ") && session == "" {
-				continue // a new handle's announcement, for MCP clients
+			if handle != "" && strings.HasPrefix(tc.Text, "session: "+handle+" ") {
+				continue // a new handle's announcement: the script call's result has it
 			}
 			texts = append(texts, tc.Text)
 		}

@@ -164,11 +164,15 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 		g.mcp.AddTool(mcpTool(t), g.toolHandler(t))
 	}
 	// Script and custom HTTP tools, after the built-in ones (extend.go).
+	// Loading scripts may take seconds (describe() has 5 s each): the
+	// steps after it get a deadline of their own.
 	if err := g.setupExtensions(ctx); err != nil {
 		store.Close()
 		_ = g.audit.Close(context.Background())
 		return nil, err
 	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	g.transport = server.NewStreamableHTTPServer(g.mcp,
 		server.WithEndpointPath("/mcp"),
 		server.WithSessionIdManagerResolver(g.sessions),
