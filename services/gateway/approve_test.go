@@ -442,7 +442,9 @@ func TestApprovalRoundTrip(t *testing.T) {
 func TestApprovalConfig(t *testing.T) {
 	good := gateway.Config{
 		Listen: "127.0.0.1:8080", ToolTimeout: time.Minute, SessionTTL: time.Hour, MaxBody: 1 << 20, Bucket: "sov_sessions",
-		ApproveTools: []string{"eval", "fill"}, ApprovalTimeout: 5 * time.Second,
+		// shell_exec is a system tool, jira__search a script tool: both
+		// may be monitored although the gateway may not serve them yet.
+		ApproveTools: []string{"eval", "fill", "shell_exec", "jira__search"}, ApprovalTimeout: 5 * time.Second,
 	}
 	if err := good.Validate(); err != nil {
 		t.Errorf("valid approval settings: %v", err)
@@ -451,7 +453,7 @@ func TestApprovalConfig(t *testing.T) {
 		modify func(*gateway.Config)
 		want   string
 	}{
-		{func(c *gateway.Config) { c.ApproveTools = []string{"eval", "evaluate"} }, `--approve-tools: "evaluate" is not a tool of the catalog; the tools are login_status, login, logout, switch_identity, open, `},
+		{func(c *gateway.Config) { c.ApproveTools = []string{"eval", "evaluate"} }, `--approve-tools: "evaluate" is not a tool of the catalog, a script tool (stem__name) or an HTTP tool of --http-tools; the tools are login_status, login, logout, switch_identity, open, `},
 		{func(c *gateway.Config) { c.ApprovalTimeout = time.Second }, "--approval-timeout: 1s must be from 5s to 1h0m0s"},
 		{func(c *gateway.Config) { c.ApprovalTimeout = 2 * time.Hour }, "--approval-timeout: 2h0m0s must be from 5s to 1h0m0s"},
 	} {
