@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,14 +27,10 @@ const (
 	keySettings      = "settings" // the console's saved settings (JSON, API key sealed)
 )
 
-var bucketUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 
 // Bucket is the KV bucket of a bus subject prefix: "sov" → "sov_agent".
 func Bucket(prefix string) string {
-	if prefix == "" {
-		prefix = "sov"
-	}
-	return bucketUnsafe.ReplaceAllString(prefix, "_") + "_agent"
+	return bus.BucketName(prefix, "_agent")
 }
 
 // openBucket creates the bucket when it is missing (or updates its

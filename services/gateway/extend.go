@@ -146,12 +146,7 @@ func (g *Gateway) closeExtensions() {
 	}
 }
 
-func httpToolsBucket(prefix string) string {
-	if prefix == "" {
-		prefix = "sov"
-	}
-	return strings.NewReplacer(".", "_", "*", "_", ">", "_").Replace(prefix) + "_http_tools"
-}
+func httpToolsBucket(prefix string) string { return bus.BucketName(prefix, "_http_tools") }
 
 // seedScripts stores SOVEREIGN_TOOLS_DIR's scripts into the bucket.
 func (g *Gateway) seedScripts(ctx context.Context) (scripts.SeedReport, error) {

@@ -19,6 +19,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 )
 
 // NamePattern is what a profile name must match; it also rules out path
@@ -42,16 +44,7 @@ const BucketSuffix = "_profiles"
 // "sov_profiles" for the default prefix ("" or "sov"). Characters a bucket
 // name cannot hold become _.
 func Bucket(prefix string) string {
-	if prefix == "" {
-		prefix = "sov"
-	}
-	b := []byte(prefix + BucketSuffix)
-	for i, c := range b {
-		if !(c == '_' || c == '-' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
-			b[i] = '_'
-		}
-	}
-	return string(b)
+	return bus.BucketName(prefix, BucketSuffix)
 }
 
 // Info describes a stored profile.

@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 )
 
 // BucketSuffix follows the bus prefix in the bucket's name.
@@ -22,16 +24,7 @@ const BucketSuffix = "_secrets"
 // for the default prefix ("" or "sov"). Characters a bucket name cannot
 // hold become _.
 func Bucket(prefix string) string {
-	if prefix == "" {
-		prefix = "sov"
-	}
-	b := []byte(prefix + BucketSuffix)
-	for i, c := range b {
-		if !(c == '_' || c == '-' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
-			b[i] = '_'
-		}
-	}
-	return string(b)
+	return bus.BucketName(prefix, BucketSuffix)
 }
 
 // Info describes a stored secret without its value.

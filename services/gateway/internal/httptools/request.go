@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
 )
 
 // Request is the template of one call: what the worker sends once it has
@@ -162,7 +164,7 @@ func checkValue(typ string, v any) (any, error) {
 		}
 		return int64(f), nil
 	}
-	return nil, fmt.Errorf("is %s, want %s", kind(v), article(typ))
+	return nil, fmt.Errorf("is %s, want %s", catalog.JSONType(v), article(typ))
 }
 
 func number(v any) (float64, bool) {
@@ -204,27 +206,10 @@ func article(typ string) string {
 	return "a " + typ
 }
 
-// kind names the JSON type of v.
-func kind(v any) string {
-	switch v.(type) {
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case float64, float32, int, int64, json.Number:
-		return "a number"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
-}
-
 func show(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil || len(b) > 80 {
-		return kind(v)
+		return catalog.JSONType(v)
 	}
 	return string(b)
 }

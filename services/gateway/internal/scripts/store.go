@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -20,16 +19,12 @@ import (
 // BucketSuffix follows the bus prefix in the scripts' KV bucket name.
 const BucketSuffix = "_scripts"
 
-var bucketUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 
 // Bucket is the KV bucket of the scripts for a bus prefix: "sov_scripts"
 // for the default prefix ("" or "sov"). Characters a bucket name cannot
 // hold become _.
 func Bucket(prefix string) string {
-	if prefix == "" {
-		prefix = "sov"
-	}
-	return bucketUnsafe.ReplaceAllString(prefix, "_") + BucketSuffix
+	return bus.BucketName(prefix, BucketSuffix)
 }
 
 // ErrNotFound means no script of that stem is stored.
