@@ -27,7 +27,6 @@ const (
 	keySettings      = "settings" // the console's saved settings (JSON, API key sealed)
 )
 
-
 // Bucket is the KV bucket of a bus subject prefix: "sov" → "sov_agent".
 func Bucket(prefix string) string {
 	return bus.BucketName(prefix, "_agent")

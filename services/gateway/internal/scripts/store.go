@@ -19,7 +19,6 @@ import (
 // BucketSuffix follows the bus prefix in the scripts' KV bucket name.
 const BucketSuffix = "_scripts"
 
-
 // Bucket is the KV bucket of the scripts for a bus prefix: "sov_scripts"
 // for the default prefix ("" or "sov"). Characters a bucket name cannot
 // hold become _.
