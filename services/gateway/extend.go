@@ -308,11 +308,6 @@ func (g *Gateway) scriptDeclares(name, arg string) (scripts.Tool, bool) {
 	return t, has
 }
 
-// innerSeq numbers the JSON-RPC ids of a script's inner calls.
-var innerSeq sync.Mutex
-
-var innerID uint64
-
 // innerCall runs one tool call of a script through g.mcp's tools/call
 // with the outer call's context. A browser tool (or another script tool)
 // gets the script call's session handle unless the script named one; the
@@ -335,10 +330,7 @@ func (g *Gateway) innerCall(ctx context.Context, tool string, raw json.RawMessag
 		args[catalog.SessionParam] = sess.handle
 	}
 	sess.mu.Unlock()
-	innerSeq.Lock()
-	innerID++
-	id := "script-" + strconv.FormatUint(innerID, 10)
-	innerSeq.Unlock()
+	id := "script-" + strconv.FormatUint(busSeq.Add(1), 10) // distinct from every other dispatched call (bus.go)
 	msg, err := json.Marshal(map[string]any{
 		"jsonrpc": mcp.JSONRPC_VERSION, "id": id, "method": string(mcp.MethodToolsCall),
 		"params": map[string]any{"name": tool, "arguments": args},

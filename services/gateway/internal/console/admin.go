@@ -216,15 +216,20 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64, what string) ([
 	return b, true
 }
 
-// scriptName checks the {name} of a script route.
-func scriptName(w http.ResponseWriter, r *http.Request) (string, bool) {
+// scriptRoute checks the {name} of a script route and that scripts are
+// configured; when it returns false it has answered.
+func (c *Console) scriptRoute(w http.ResponseWriter, r *http.Request) (Scripts, string, bool) {
 	name := r.PathValue("name")
 	if !namePattern.MatchString(name) {
 		apiError(w, http.StatusBadRequest, fmt.Sprintf("bad script name %q: it must match %s (lower-case letter first; it becomes the tools' namespace, as in %s__search)",
 			name, namePattern, "jira"))
-		return "", false
+		return nil, "", false
 	}
-	return name, true
+	if c.cfg.Admin.Scripts == nil {
+		notConfigured(w, "script tools")
+		return nil, "", false
+	}
+	return c.cfg.Admin.Scripts, name, true
 }
 
 func (c *Console) adminScripts(w http.ResponseWriter, r *http.Request) {
@@ -244,13 +249,8 @@ func (c *Console) adminScripts(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) adminScriptGet(w http.ResponseWriter, r *http.Request) {
-	s := c.cfg.Admin.Scripts
-	name, ok := scriptName(w, r)
+	s, name, ok := c.scriptRoute(w, r)
 	if !ok {
-		return
-	}
-	if s == nil {
-		notConfigured(w, "script tools")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
@@ -273,13 +273,8 @@ func (c *Console) adminScriptValidate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) scriptWrite(w http.ResponseWriter, r *http.Request, validateOnly bool) {
-	s := c.cfg.Admin.Scripts
-	name, ok := scriptName(w, r)
+	s, name, ok := c.scriptRoute(w, r)
 	if !ok {
-		return
-	}
-	if s == nil {
-		notConfigured(w, "script tools")
 		return
 	}
 	src, ok := readBody(w, r, MaxScriptBody, "script")
@@ -307,13 +302,8 @@ func (c *Console) scriptWrite(w http.ResponseWriter, r *http.Request, validateOn
 }
 
 func (c *Console) adminScriptDelete(w http.ResponseWriter, r *http.Request) {
-	s := c.cfg.Admin.Scripts
-	name, ok := scriptName(w, r)
+	s, name, ok := c.scriptRoute(w, r)
 	if !ok {
-		return
-	}
-	if s == nil {
-		notConfigured(w, "script tools")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
@@ -326,14 +316,19 @@ func (c *Console) adminScriptDelete(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": name})
 }
 
-// profileName checks the {name} of a profile route.
-func profileName(w http.ResponseWriter, r *http.Request) (string, bool) {
+// profileRoute checks the {name} of a profile route and that profiles are
+// configured; when it returns false it has answered.
+func (c *Console) profileRoute(w http.ResponseWriter, r *http.Request) (Profiles, string, bool) {
 	name := r.PathValue("name")
 	if !profileNamePattern.MatchString(name) {
 		apiError(w, http.StatusBadRequest, fmt.Sprintf("bad profile name %q: it must match %s", name, profileNamePattern))
-		return "", false
+		return nil, "", false
 	}
-	return name, true
+	if c.cfg.Admin.Profiles == nil {
+		notConfigured(w, "base profiles")
+		return nil, "", false
+	}
+	return c.cfg.Admin.Profiles, name, true
 }
 
 func (c *Console) adminProfiles(w http.ResponseWriter, r *http.Request) {
@@ -353,13 +348,8 @@ func (c *Console) adminProfiles(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) adminProfilePut(w http.ResponseWriter, r *http.Request) {
-	p := c.cfg.Admin.Profiles
-	name, ok := profileName(w, r)
+	p, name, ok := c.profileRoute(w, r)
 	if !ok {
-		return
-	}
-	if p == nil {
-		notConfigured(w, "base profiles")
 		return
 	}
 	max := c.cfg.Admin.MaxProfileUpload
@@ -398,13 +388,8 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 }
 
 func (c *Console) adminProfileDelete(w http.ResponseWriter, r *http.Request) {
-	p := c.cfg.Admin.Profiles
-	name, ok := profileName(w, r)
+	p, name, ok := c.profileRoute(w, r)
 	if !ok {
-		return
-	}
-	if p == nil {
-		notConfigured(w, "base profiles")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
@@ -418,13 +403,8 @@ func (c *Console) adminProfileDelete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) adminProfileExport(w http.ResponseWriter, r *http.Request) {
-	p := c.cfg.Admin.Profiles
-	name, ok := profileName(w, r)
+	p, name, ok := c.profileRoute(w, r)
 	if !ok {
-		return
-	}
-	if p == nil {
-		notConfigured(w, "base profiles")
 		return
 	}
 	if !c.cfg.Admin.ProfileExport {
