@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +99,9 @@ func TestChatUIInBrowser(t *testing.T) {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		s, err := chromedp.Run(sctx, chromedp.TextContent(chromedp.CSS(css)))
+		// One evaluation: a live refresh may replace the node between a
+		// query and a separate read.
+		s, err := chromedp.Run(sctx, chromedp.Evaluate[string](`(() => { const n = document.querySelector(`+strconv.Quote(css)+`); return n ? n.textContent : ""; })()`))
 		if err != nil {
 			t.Fatalf("text of %s: %v", css, err)
 		}
@@ -180,12 +183,12 @@ func TestChatUIInBrowser(t *testing.T) {
 	}
 
 	// Expanding a call shows its arguments and its real result.
-	do("expand the open call", chromedp.Click(chromedp.CSS(`details[data-call="call_1_0"] summary`)))
+	do("expand the open call", chromedp.Evaluate[chromedp.Void](`document.querySelector('details[data-call="call_1_0"] summary').click()`))
 	until("the open call shows its arguments", `document.querySelector('details[data-call="call_1_0"]').open`)
 	if args := text(`details[data-call="call_1_0"] .call-body pre.block`); !strings.Contains(args, `"url": "`+site.URL+`/report"`) {
 		t.Errorf("the open call's arguments read %q", args)
 	}
-	do("expand the snapshot call", chromedp.Click(chromedp.CSS(`details[data-call="call_2_0"] summary`)))
+	do("expand the snapshot call", chromedp.Evaluate[chromedp.Void](`document.querySelector('details[data-call="call_2_0"] summary').click()`))
 	until("the snapshot call shows its result", `document.querySelector('details[data-call="call_2_0"]').open`)
 	if res := text(`details[data-call="call_2_0"] pre.result`); !strings.Contains(res, heading) || !strings.Contains(res, "Keepers") {
 		t.Errorf("the snapshot's result reads %q; want the page's heading and link", res)

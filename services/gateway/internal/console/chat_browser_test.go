@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +59,9 @@ func TestChatPageInBrowser(t *testing.T) {
 	}
 	text := func(css string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
+		// One evaluation: the live refresh may replace the node between a
+		// query and a separate read.
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const n = document.querySelector(`+strconv.Quote(css)+`); return n ? n.innerText : ""; })()`))
 		if err != nil {
 			t.Fatalf("text of %s: %v", css, err)
 		}
@@ -92,7 +95,7 @@ func TestChatPageInBrowser(t *testing.T) {
 	if s := text(`details[data-call="call_1"] summary`); !strings.Contains(s, `open(url="https://example.com/links")`) {
 		t.Errorf("the tool call reads %q", s)
 	}
-	step("expand the tool call", chromedp.Click(chromedp.CSS(`details[data-call="call_1"] summary`)))
+	step("expand the tool call", chromedp.Evaluate[chromedp.Void](`document.querySelector('details[data-call="call_1"] summary').click()`))
 
 	ag.step(id, func(r *agentv1.Run) {}, &historyv1.ChatMessage{Role: "tool", ToolCallId: "call_1", Content: "Opened https://example.com/links"})
 	until("the result arrives, the call still open", `(() => { const d = document.querySelector('details[data-call="call_1"]');
