@@ -79,7 +79,7 @@ func OpenAt(ctx context.Context, path string, version int) (*Store, error) {
 	s.w.SetMaxIdleConns(1)
 	s.w.SetConnMaxIdleTime(0)
 	s.w.SetConnMaxLifetime(0)
-	if err := s.migrate(ctx, version); err != nil {
+	if err := s.migrateRetrying(ctx, version); err != nil {
 		s.w.Close()
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
@@ -106,6 +106,26 @@ func OpenAt(ctx context.Context, path string, version int) (*Store, error) {
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// migrateRetrying is migrate, tried again while SQLite answers
+// SQLITE_BUSY for up to 10 s: when several processes open a new file at
+// once, the first connection's switch to WAL and a statement that reads
+// the schema and then writes can get SQLITE_BUSY at once, without the
+// busy_timeout wait.
+func (s *Store) migrateRetrying(ctx context.Context, version int) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for wait := 10 * time.Millisecond; ; wait = min(wait*2, 500*time.Millisecond) {
+		err := s.migrate(ctx, version)
+		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // migrate applies the migrations after the recorded version up to version,
