@@ -20,6 +20,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	toolsv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
@@ -68,56 +69,44 @@ func (c Config) validateAgent(bad func(flag, format string, a ...any)) {
 	}
 }
 
-// setupAgent gives run_browser_task its handler (New registered the
-// generic one of the catalog loop) and serves the dispatcher on the bus.
-func (g *Gateway) setupAgent() error {
-	for _, t := range catalog.Tools() {
-		if t.StartsRuns() {
-			g.mcp.AddTool(mcpTool(t), g.runTaskHandler(t))
-		}
-	}
-	return g.serveTools() // bus.go
-}
-
 // runTaskHandler is the handler of run_browser_task.
-func (g *Gateway) runTaskHandler(t catalog.Tool) server.ToolHandlerFunc {
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		task, err := catalog.ParseTask(req.Params.Arguments)
+func (g *Gateway) runTaskHandler(t catalog.Tool) dispatch.Handler {
+	return func(ctx context.Context, c *dispatch.Call) *dispatch.Result {
+		task, err := catalog.ParseTask(c.Args)
 		if err != nil {
-			return mcp.NewToolResultError(fmt.Sprintf("%s: %v", t.Name, err)), nil
+			return dispatch.Errorf("%s: %v", t.Name, err)
 		}
-		if busCallFrom(ctx) != nil { // busCallTool refuses it first
-			return mcp.NewToolResultError(t.Name + " cannot be called by an agent run"), nil
+		if c.Transport == dispatch.Bus { // the bus adapter refuses it first
+			return dispatch.ErrorText(t.Name + " cannot be called by an agent run")
 		}
 		bctx, cancel := context.WithTimeout(ctx, g.cfg.ToolTimeout)
-		b, err := g.bind(bctx, task.Session)
+		b, err := g.bind(bctx, c, "")
 		if err != nil {
 			msg := g.errorText(bctx, t, err)
 			cancel()
-			return mcp.NewToolResultError(msg), nil
+			return dispatch.ErrorText(msg)
 		}
 		cancel()
-		noteCall(ctx).browserSession = b.sessionID
 		session := b.id
 		if b.kind == state.MCP {
 			session = mcpRefPrefix + b.id
 		}
-		return b.decorate(g.runTask(ctx, t, req, task, session)), nil
+		return b.result(g.runTask(ctx, t, c, task, session))
 	}
 }
 
 // runTask starts the run and waits for its end.
-func (g *Gateway) runTask(ctx context.Context, t catalog.Tool, req mcp.CallToolRequest, task catalog.Task, session string) *mcp.CallToolResult {
+func (g *Gateway) runTask(ctx context.Context, t catalog.Tool, call *dispatch.Call, task catalog.Task, session string) *dispatch.Result {
 	id := newRunID()
 	events := make(chan *nats.Msg, 64)
 	sub, err := g.bus.NATS().ChanSubscribe(g.bus.Subject("agent", "run", "event", id), events)
 	if err != nil {
-		return mcp.NewToolResultError(fmt.Sprintf("%s: subscribe to the run's events: %v", t.Name, err))
+		return dispatch.ErrorText(fmt.Sprintf("%s: subscribe to the run's events: %v", t.Name, err))
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	// The subscription reaches the server before the request, on the same
 	// connection: no event is missed.
-	c := callerInfo(ctx)
+	c := call.Caller
 	start := &agentv1.StartRunRequest{
 		Id: id, ChatId: task.ChatID, Message: task.Task, Session: session, MaxIterations: task.MaxIterations,
 		Caller: &toolsv1.Caller{Kind: c.Kind, Id: c.ID, Name: c.Name, UrlAllow: c.URLAllow, UrlBlock: c.URLBlock, Approve: c.Approve},
@@ -127,18 +116,15 @@ func (g *Gateway) runTask(ctx context.Context, t catalog.Tool, req mcp.CallToolR
 		if ctx.Err() != nil {
 			g.cancelRun(ctx, id, "mcp client") // it may have started all the same
 		}
-		return mcp.NewToolResultError(g.agentErrorText(ctx, t, err))
+		return dispatch.ErrorText(g.agentErrorText(ctx, t, err))
 	}
-	g.log.InfoContext(ctx, "agent run started", "run", run.GetId(), "chat", run.GetChatId(), "caller", callerLabel(c.ID))
+	g.log.InfoContext(ctx, "agent run started", "run", run.GetId(), "chat", run.GetChatId(), "caller", dispatch.CallerLabel(c.ID))
 
 	deadline := time.NewTimer(g.cfg.TaskTimeout)
 	defer deadline.Stop()
 	poll := time.NewTicker(runPollInterval)
 	defer poll.Stop()
-	p := &runProgress{}
-	if req.Params.Meta != nil {
-		p.token = req.Params.Meta.ProgressToken
-	}
+	p := &runProgress{token: call.ProgressToken}
 	for {
 		if ended(run) {
 			return runResult(t, run)
@@ -147,10 +133,10 @@ func (g *Gateway) runTask(ctx context.Context, t catalog.Tool, req mcp.CallToolR
 		select {
 		case <-ctx.Done():
 			g.cancelRun(ctx, id, "mcp client")
-			return mcp.NewToolResultError(fmt.Sprintf("%s was cancelled by the client; agent run %s was told to stop", t.Name, id))
+			return dispatch.ErrorText(fmt.Sprintf("%s was cancelled by the client; agent run %s was told to stop", t.Name, id))
 		case <-deadline.C:
 			g.cancelRun(ctx, id, t.Name+" timeout")
-			return mcp.NewToolResultError(fmt.Sprintf("%s did not finish within %s (the gateway's --task-timeout); agent run %s was cancelled",
+			return dispatch.ErrorText(fmt.Sprintf("%s did not finish within %s (the gateway's --task-timeout); agent run %s was cancelled",
 				t.Name, g.cfg.TaskTimeout, id))
 		case m := <-events:
 			next := &agentv1.Run{}
@@ -166,7 +152,7 @@ func (g *Gateway) runTask(ctx context.Context, t catalog.Tool, req mcp.CallToolR
 			case err == nil:
 				run = newer(run, next)
 			case bus.Is(err, commonv1.ErrorCode_NOT_FOUND):
-				return mcp.NewToolResultError(fmt.Sprintf("%s: agent run %s is gone from the agent service's records", t.Name, id))
+				return dispatch.ErrorText(fmt.Sprintf("%s: agent run %s is gone from the agent service's records", t.Name, id))
 			case ctx.Err() == nil:
 				g.log.InfoContext(ctx, "poll agent run", "run", id, "err", err) // the events may still come
 			}
@@ -198,23 +184,23 @@ func stateName(s agentv1.RunState) string {
 
 // runResult is the result of an ended run: the final answer, or a tool
 // error with the reason; structured content either way.
-func runResult(t catalog.Tool, r *agentv1.Run) *mcp.CallToolResult {
+func runResult(t catalog.Tool, r *agentv1.Run) *dispatch.Result {
 	fields := map[string]any{
 		"run_id": r.GetId(), "chat_id": r.GetChatId(), "state": stateName(r.GetState()),
 		"iterations": r.GetIteration(), "tool_calls": r.GetToolCalls(),
 	}
-	var res *mcp.CallToolResult
+	var res *dispatch.Result
 	switch r.GetState() {
 	case agentv1.RunState_RUN_STATE_COMPLETE:
 		answer := r.GetFinalAnswer()
 		if strings.TrimSpace(answer) == "" {
 			answer = "(the agent finished without an answer)"
 		}
-		return structuredResult(answer, fields)
+		return dispatch.Structured(answer, fields)
 	case agentv1.RunState_RUN_STATE_CANCELLED:
-		res = structuredResult(fmt.Sprintf("%s: agent run %s was cancelled: %s", t.Name, r.GetId(), orUnknown(r.GetError())), fields)
+		res = dispatch.Structured(fmt.Sprintf("%s: agent run %s was cancelled: %s", t.Name, r.GetId(), orUnknown(r.GetError())), fields)
 	default:
-		res = structuredResult(fmt.Sprintf("%s: agent run %s failed: %s", t.Name, r.GetId(), orUnknown(r.GetError())), fields)
+		res = dispatch.Structured(fmt.Sprintf("%s: agent run %s failed: %s", t.Name, r.GetId(), orUnknown(r.GetError())), fields)
 	}
 	res.IsError = true
 	return res

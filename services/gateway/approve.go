@@ -18,6 +18,7 @@ import (
 
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/httptools"
 	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
@@ -129,163 +130,157 @@ func (g *Gateway) Approvals() *approval.Queue { return g.approvals }
 
 // monitored reports whether a call of tool must wait for a person's
 // approval, and why (the reason the console and the client show).
-func (g *Gateway) monitored(ctx context.Context, tool string) (reason string, ok bool) {
-	if g.monitoredTools[tool] {
-		return fmt.Sprintf("tool %q is monitored (global policy)", tool), true
+func (g *Gateway) monitored(c *dispatch.Call) (reason string, ok bool) {
+	if g.monitoredTools[c.Tool] {
+		return fmt.Sprintf("tool %q is monitored (global policy)", c.Tool), true
 	}
-	if c := callerInfo(ctx); slices.Contains(c.Approve, tool) {
-		return fmt.Sprintf("tool %q is monitored for token %q", tool, c.Name), true
+	if slices.Contains(c.Caller.Approve, c.Tool) {
+		return fmt.Sprintf("tool %q is monitored for token %q", c.Tool, c.Caller.Name), true
 	}
 	return "", false
 }
 
-// approveTools holds calls of monitored tools until they are approved.
-// It runs inside auditTools, so the audit record says who decided what.
-func (g *Gateway) approveTools(next server.ToolHandlerFunc) server.ToolHandlerFunc {
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		tool := req.Params.Name
+// approve is the dispatcher's middleware that holds calls of monitored
+// tools until they are approved. It runs inside the audit middleware, so
+// the audit record says who decided what.
+func (g *Gateway) approve(next dispatch.Handler) dispatch.Handler {
+	return func(ctx context.Context, c *dispatch.Call) *dispatch.Result {
 		if g.approvals == nil {
-			return next(ctx, req)
+			return next(ctx, c)
 		}
-		info := noteCall(ctx)
-		scope := approvalScope(ctx, req.Params.Arguments)
-		reason, ok := g.monitored(ctx, tool)
-		grant := "tool:" + tool
+		scope := approvalScope(c)
+		reason, ok := g.monitored(c)
+		grant := "tool:" + c.Tool
 		if !ok {
 			// Not monitored, but perhaps a navigation that only a person's
 			// grant of its host lets through (policy.go).
 			var pattern string
-			if reason, pattern, ok = g.navigationNeedsGrant(ctx, tool, req.Params.Arguments, scope); !ok {
-				return next(ctx, req)
+			if reason, pattern, ok = g.navigationNeedsGrant(ctx, c, scope); !ok {
+				return next(ctx, c)
 			}
 			grant = approval.URLGrantPrefix + pattern
-			info.urlOnce = pattern // in force for this call once approved, whatever the scope
+			c.URLOnce = pattern // in force for this call once approved, whatever the scope
 		}
 		if gr, ok, err := g.approvals.LookupGrant(ctx, scope, grant); err != nil {
-			g.log.WarnContext(ctx, "read approval grant; asking instead", "tool", tool, "err", err)
+			g.log.WarnContext(ctx, "read approval grant; asking instead", "tool", c.Tool, "err", err)
 		} else if ok {
 			by := gr.DecidedBy
 			if by == "" {
 				by = "session grant"
 			}
-			info.approval = &historyv1.Approval{State: string(approval.Approved), Scope: string(approval.Session),
+			res := next(ctx, c)
+			res.Approval = &historyv1.Approval{State: string(approval.Approved), Scope: string(approval.Session),
 				DecidedBy: by, DecidedAtUnixMilli: gr.Created.UnixMilli(), RequestId: gr.RequestID}
-			return next(ctx, req)
+			return res
 		}
 		r := approval.Request{
-			Tool:      tool,
-			Arguments: string(redact.JSON(auditArguments(req.Params.Arguments))),
+			Tool:      c.Tool,
+			Arguments: string(redact.JSON(dispatch.AuditArguments(c.Args))),
 			Reason:    reason,
-			Caller:    callerInfo(ctx).Name,
-			Client:    requestClient(ctx),
+			Caller:    c.Caller.Name,
+			Client:    c.Client,
 			Scope:     scope,
 			Grant:     grant,
 			Deadline:  time.Now().Add(g.cfg.ApprovalTimeout),
-			Owner:     ownerDigest(callerFrom(ctx)),
-			Call:      callDigest(tool, req.Params.Arguments),
+			Owner:     ownerDigest(c.Caller.ID),
+			Call:      callDigest(c.Tool, c.Args),
 		}
 		// The client's user may decide, unless the operator wants the
 		// console only. A URL grant lifts the operator's allow lists: only
 		// the console grants one.
-		clientDecides := !g.cfg.ApprovalConsoleOnly && !strings.HasPrefix(grant, approval.URLGrantPrefix)
-		if server.IsModernRequest(ctx) {
-			if caps := server.RequestProtocolInfoFromContext(ctx).ClientCapabilities; clientDecides && caps != nil && caps.Elicitation != nil {
-				return g.approveRoundTrip(ctx, req, r, next)
-			}
-			got, err := g.approvals.Ask(ctx, r, nil)
-			return g.decided(ctx, req, got, err, next)
+		clientDecides := !g.cfg.ApprovalConsoleOnly && !strings.HasPrefix(grant, approval.URLGrantPrefix) && c.CanElicit
+		switch {
+		case c.Transport == dispatch.MCPModern && clientDecides:
+			return g.approveRoundTrip(ctx, c, r, next)
+		case c.Transport == dispatch.MCP && clientDecides:
+			got, err := g.approvals.Ask(ctx, r, g.elicit)
+			return g.decided(ctx, c, got, err, next)
 		}
-		var elicit approval.Elicitor
-		if clientDecides && legacyElicits(ctx) {
-			elicit = g.elicit
-		}
-		got, err := g.approvals.Ask(ctx, r, elicit)
-		return g.decided(ctx, req, got, err, next)
+		got, err := g.approvals.Ask(ctx, r, nil)
+		return g.decided(ctx, c, got, err, next)
 	}
 }
 
 // decided runs the call when r was approved, and otherwise returns the
 // error result that says who refused it.
-func (g *Gateway) decided(ctx context.Context, req mcp.CallToolRequest, r approval.Request, err error, next server.ToolHandlerFunc) (*mcp.CallToolResult, error) {
-	tool := req.Params.Name
-	info := noteCall(ctx)
+func (g *Gateway) decided(ctx context.Context, c *dispatch.Call, r approval.Request, err error, next dispatch.Handler) *dispatch.Result {
+	tool := c.Tool
+	var rec *historyv1.Approval
 	if r.ID != "" && r.State != approval.Pending {
-		info.approval = approvalRecord(r)
+		rec = approvalRecord(r)
+	}
+	denied := func(format string, a ...any) *dispatch.Result {
+		res := dispatch.Denied(fmt.Sprintf(format, a...))
+		res.Approval = rec
+		return res
 	}
 	switch {
 	case err != nil && ctx.Err() != nil:
-		info.outcome = historyv1.Outcome_OUTCOME_DENIED
-		return mcp.NewToolResultError(fmt.Sprintf("%s was cancelled while it waited for approval; it was not run", tool)), nil
+		return denied("%s was cancelled while it waited for approval; it was not run", tool)
 	case err != nil:
 		g.log.ErrorContext(ctx, "approval queue", "tool", tool, "err", err)
-		return mcp.NewToolResultError(fmt.Sprintf("%s needs approval, but the approval queue failed (%v); it was not run", tool, err)), nil
+		res := dispatch.Errorf("%s needs approval, but the approval queue failed (%v); it was not run", tool, err)
+		res.Approval = rec
+		return res
 	case r.State == approval.Approved:
 		// One approval runs one call: a replayed retry naming the same
 		// request finds it consumed.
 		if _, cerr := g.approvals.Consume(ctx, r.ID); cerr != nil {
-			info.outcome = historyv1.Outcome_OUTCOME_DENIED
-			return mcp.NewToolResultError(fmt.Sprintf("%s: %v", tool, cerr)), nil
+			return denied("%s: %v", tool, cerr)
 		}
 		// The token may have been revoked while the call waited.
-		if c := callerInfo(ctx); c.Kind == KindToken && g.auth != nil && g.auth.tokens != nil {
-			if t, ok := g.auth.tokens.Lookup(strings.TrimPrefix(c.ID, "token:")); !ok || t.Revoked() {
-				info.outcome = historyv1.Outcome_OUTCOME_DENIED
-				return mcp.NewToolResultError(fmt.Sprintf("%s: the caller's token was revoked while the call waited for approval; it was not run", tool)), nil
+		if c.Caller.Kind == KindToken && g.auth != nil && g.auth.tokens != nil {
+			if t, ok := g.auth.tokens.Lookup(strings.TrimPrefix(c.Caller.ID, "token:")); !ok || t.Revoked() {
+				return denied("%s: the caller's token was revoked while the call waited for approval; it was not run", tool)
 			}
 		}
-		return next(ctx, req)
+		res := next(ctx, c)
+		res.Approval = rec
+		return res
 	case r.State == approval.TimedOut:
-		info.outcome = historyv1.Outcome_OUTCOME_DENIED
-		return mcp.NewToolResultError(fmt.Sprintf("%s needs approval and nobody decided within %s; it was not run",
-			tool, r.Deadline.Sub(r.Created).Round(time.Second))), nil
+		return denied("%s needs approval and nobody decided within %s; it was not run",
+			tool, r.Deadline.Sub(r.Created).Round(time.Second))
 	default:
-		info.outcome = historyv1.Outcome_OUTCOME_DENIED
 		msg := fmt.Sprintf("%s was denied by %s", tool, r.DecidedBy)
 		if r.Note != "" {
 			msg += ": " + r.Note
 		}
-		return mcp.NewToolResultError(msg), nil
+		return denied("%s", msg)
 	}
 }
 
 // approveRoundTrip asks a 2026 client for the approval with a multi
 // round-trip result, or resumes the request its retry names.
-func (g *Gateway) approveRoundTrip(ctx context.Context, req mcp.CallToolRequest, r approval.Request, next server.ToolHandlerFunc) (*mcp.CallToolResult, error) {
-	tool := req.Params.Name
-	if id, ok := strings.CutPrefix(req.Params.RequestState, approvalState); ok {
-		return g.resumeApproval(ctx, req, r, id, next)
+func (g *Gateway) approveRoundTrip(ctx context.Context, c *dispatch.Call, r approval.Request, next dispatch.Handler) *dispatch.Result {
+	if id, ok := strings.CutPrefix(c.RequestState, approvalState); ok {
+		return g.resumeApproval(ctx, c, r, id, next)
 	}
 	p, err := g.approvals.Submit(ctx, r)
 	if err != nil {
-		g.log.ErrorContext(ctx, "approval queue", "tool", tool, "err", err)
-		return mcp.NewToolResultError(fmt.Sprintf("%s needs approval, but the approval queue failed (%v); it was not run", tool, err)), nil
+		g.log.ErrorContext(ctx, "approval queue", "tool", c.Tool, "err", err)
+		return dispatch.Errorf("%s needs approval, but the approval queue failed (%v); it was not run", c.Tool, err)
 	}
-	return server.NewInputRequestBuilder(approvalState+p.ID).Elicit(approvalInput, g.elicitParams(p)).ToolResult(), nil
+	return &dispatch.Result{Input: server.NewInputRequestBuilder(approvalState+p.ID).Elicit(approvalInput, g.elicitParams(p)).ToolResult()}
 }
 
 // resumeApproval is the retry of a multi round-trip call: it applies the
 // user's answer to the pending request (unless the console decided first),
 // waits for the console when there is no usable answer, and runs the call
 // once when it is approved.
-func (g *Gateway) resumeApproval(ctx context.Context, req mcp.CallToolRequest, r approval.Request, id string, next server.ToolHandlerFunc) (*mcp.CallToolResult, error) {
-	tool := req.Params.Name
-	info := noteCall(ctx)
-	refuse := func(format string, a ...any) (*mcp.CallToolResult, error) {
-		info.outcome = historyv1.Outcome_OUTCOME_DENIED
-		return mcp.NewToolResultError(fmt.Sprintf(format, a...)), nil
-	}
+func (g *Gateway) resumeApproval(ctx context.Context, c *dispatch.Call, r approval.Request, id string, next dispatch.Handler) *dispatch.Result {
+	tool := c.Tool
 	cur, err := g.approvals.Get(ctx, id)
 	if errors.Is(err, approval.ErrNotFound) {
-		return refuse("%s: its approval request is unknown or expired; call again (without a request state) to ask anew", tool)
+		return dispatch.Denied(fmt.Sprintf("%s: its approval request is unknown or expired; call again (without a request state) to ask anew", tool))
 	}
 	if err != nil {
-		return g.decided(ctx, req, cur, err, next)
+		return g.decided(ctx, c, cur, err, next)
 	}
 	if cur.Owner != r.Owner || cur.Tool != r.Tool || cur.Call != r.Call || cur.Scope != r.Scope {
-		return refuse("%s: the request state names the approval of another call; call again without it to ask for this one", tool)
+		return dispatch.Denied(fmt.Sprintf("%s: the request state names the approval of another call; call again without it to ask for this one", tool))
 	}
 	if cur.State == approval.Pending {
-		if ans := server.ElicitationResponse(req.Params.InputResponses, approvalInput); ans != nil {
+		if ans := server.ElicitationResponse(c.InputResponses, approvalInput); ans != nil {
 			if approve, scope, aerr := elicitAnswer(ans); aerr == nil {
 				cur, err = g.approvals.Decide(ctx, id, approve, scope, "elicitation:"+clientOr(r.Client), "")
 				if errors.Is(err, approval.ErrDecided) {
@@ -297,7 +292,7 @@ func (g *Gateway) resumeApproval(ctx context.Context, req mcp.CallToolRequest, r
 	if err == nil && cur.State == approval.Pending {
 		cur, err = g.approvals.Wait(ctx, cur, nil) // no usable answer: the console decides
 	}
-	return g.decided(ctx, req, cur, err, next)
+	return g.decided(ctx, c, cur, err, next)
 }
 
 // elicit asks a 2025 client's user to decide r (elicitation/create on the
@@ -367,32 +362,17 @@ func elicitAnswer(res *mcp.ElicitationResult) (bool, approval.Scope, error) {
 	}
 }
 
-// legacyElicits reports whether the 2025 client of ctx declared the
-// elicitation capability at initialize.
-func legacyElicits(ctx context.Context) bool {
-	s, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo)
-	if !ok {
-		return false
-	}
-	_, can := s.(server.SessionWithElicitation)
-	return can && s.GetClientCapabilities().Elicitation != nil
-}
-
 // approvalScope is the opaque key of a call's browser-session binding: a
 // digest of its caller and its session handle, else its MCP session id
-// (2025 clients); "" for a call that opens a new browser session (it can
-// have no grant). Handles and session ids are bearer secrets: only digests
-// are stored.
-func approvalScope(ctx context.Context, args any) string {
-	if m, ok := args.(map[string]any); ok {
-		if h, _ := m[catalog.SessionParam].(string); h != "" {
-			return scopeDigest(callerFrom(ctx), "handle", h)
-		}
-	}
-	if !server.IsModernRequest(ctx) {
-		if id := mcpSessionID(ctx); id != "" {
-			return scopeDigest(callerFrom(ctx), "mcp", id)
-		}
+// (2025 clients, or the MCP session a bus call acts in); "" for a call that
+// opens a new browser session (it can have no grant). Handles and session
+// ids are bearer secrets: only digests are stored.
+func approvalScope(c *dispatch.Call) string {
+	switch {
+	case c.Handle != "":
+		return scopeDigest(c.Caller.ID, "handle", c.Handle)
+	case c.MCPSession != "":
+		return scopeDigest(c.Caller.ID, "mcp", c.MCPSession)
 	}
 	return ""
 }
@@ -415,18 +395,6 @@ func callDigest(tool string, args any) string {
 func ownerDigest(caller string) string {
 	sum := sha256.Sum256([]byte("sovereign approval owner\x00" + caller))
 	return hex.EncodeToString(sum[:16])
-}
-
-// requestClient is the MCP client of the call: its session's clientInfo
-// (2025) or the request's (2026).
-func requestClient(ctx context.Context) string {
-	if c := clientName(ctx); c != "" {
-		return c
-	}
-	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.ClientInfo != nil {
-		return strings.TrimSpace(info.ClientInfo.Name + " " + info.ClientInfo.Version)
-	}
-	return ""
 }
 
 func clientOr(c string) string {

@@ -21,6 +21,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
@@ -33,20 +34,7 @@ const (
 )
 
 // Caller is who a request acts for, as authentication established it.
-type Caller struct {
-	// Kind is KindAnonymous, KindToken or KindOAuth.
-	Kind string
-	// ID owns MCP sessions and session handles: "token:<token id>",
-	// "oauth:<digest of issuer and subject>" or "anonymous". A token
-	// revoked and created again under the same name is another ID.
-	ID string
-	// Name names the caller in the audit trail and approval requests: the
-	// token's name ("ci-agent"), "oauth:<sub>" or "anonymous".
-	Name string
-	// URLAllow, URLBlock and Approve are an API token's own policy (empty
-	// for other callers).
-	URLAllow, URLBlock, Approve []string
-}
+type Caller = dispatch.Caller
 
 var anonymousCaller = Caller{Kind: KindAnonymous, ID: Anonymous, Name: Anonymous}
 
@@ -202,7 +190,7 @@ func (g *Gateway) Tokens() *tokens.Store { return g.auth.tokens }
 // newAuthenticator checks requests against ts, and JWTs of the OAuth issuer
 // when one is configured. Credentials are required from the start when
 // cfg.Listen is exposed (checkServe decides again on the real listener).
-func newAuthenticator(ctx context.Context, cfg Config, ts *tokens.Store, log *slog.Logger) *authenticator {
+func newAuthenticator(cfg Config, ts *tokens.Store, log *slog.Logger) *authenticator {
 	a := &authenticator{tokens: ts, log: log}
 	if cfg.OAuthIssuer != "" {
 		base := strings.TrimSuffix(cfg.PublicURL, "/")
@@ -218,14 +206,6 @@ func newAuthenticator(ctx context.Context, cfg Config, ts *tokens.Store, log *sl
 			a.oauth.audience = a.oauth.resource
 		}
 		a.metadataURL = base + metadataPath
-		// Fetch the keys now, so that a wrong issuer shows in the log at
-		// start rather than at the first client.
-		go func() {
-			if err := a.oauth.refresh(ctx); err != nil {
-				log.Warn("OAuth: cannot fetch the issuer's signing keys yet (JWT access tokens are refused until it works)",
-					"issuer", cfg.OAuthIssuer, "err", err)
-			}
-		}()
 	}
 	required := cfg.RequireAuth
 	if host, _, err := net.SplitHostPort(cfg.Listen); err == nil && exposedHost(host) && !cfg.InsecureNoAuth {
@@ -609,10 +589,24 @@ func (g *Gateway) setupAuth(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("API tokens: %w", err)
 	}
-	g.auth = newAuthenticator(ctx, g.cfg, ts, g.log)
+	g.onClose(func(context.Context) error { ts.Close(); return nil })
+	g.auth = newAuthenticator(g.cfg, ts, g.log)
+	if v := g.auth.oauth; v != nil {
+		// Fetch the keys now, so that a wrong issuer shows in the log at
+		// start rather than at the first client; Close stops the fetch.
+		bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := v.refresh(bg); err != nil && bg.Err() == nil {
+				g.log.Warn("OAuth: cannot fetch the issuer's signing keys yet (JWT access tokens are refused until it works)",
+					"issuer", v.issuer, "err", err)
+			}
+		}()
+		g.onClose(func(context.Context) error { cancel(); <-done; return nil })
+	}
 	if host, _, err := net.SplitHostPort(g.cfg.Listen); err == nil && exposedHost(host) {
 		if err := g.checkExposed(ctx, g.cfg.Listen); err != nil {
-			ts.Close()
 			return err
 		}
 	}

@@ -8,21 +8,18 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/console"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/httptools"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/scripts"
-	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 )
@@ -92,6 +89,7 @@ func (g *Gateway) setupExtensions(ctx context.Context) error {
 	}
 	x := &extensions{store: store}
 	g.ext = x
+	g.onClose(func(context.Context) error { g.closeExtensions(); return nil })
 	x.scripts = scripts.NewRegistry(store, scripts.RegistryOptions{
 		Options:  scripts.Options{Log: g.log, Limits: scripts.Limits{Call: g.cfg.ScriptTimeout}},
 		Builtin:  builtin,
@@ -131,7 +129,7 @@ func (g *Gateway) setupExtensions(ctx context.Context) error {
 	for name, why := range x.scripts.Errors() {
 		g.log.Warn("script tool not loaded", "script", name, "reason", why)
 	}
-	bg, stop := context.WithCancel(context.Background())
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	x.stop = stop
 	x.done.Go(func() { _ = x.scripts.Watch(bg) })
 	x.done.Go(func() { g.followHTTPTools(bg) })
@@ -173,16 +171,14 @@ func (g *Gateway) scriptsChanged(added, removed []scripts.Tool) {
 	for _, t := range removed {
 		gone = append(gone, t.Name)
 	}
-	if len(gone) > 0 {
-		g.mcp.DeleteTools(gone...)
-	}
-	var add []server.ServerTool
+	g.removeTools(gone...)
+	var add []dispatch.Entry
 	for _, t := range added {
-		add = append(add, server.ServerTool{Tool: scriptMCPTool(t), Handler: g.scriptHandler(t.Name)})
+		tool := scriptMCPTool(t)
+		add = append(add, dispatch.Entry{Kind: dispatch.Script, Tool: tool, Handler: g.scriptHandler(t.Name),
+			AgentSchema: withoutSession(tool.RawInputSchema)})
 	}
-	if len(add) > 0 {
-		g.mcp.AddTools(add...)
-	}
+	g.addTools(add...)
 	g.log.Info("script tools changed", "added", toolNames(added), "removed", gone)
 	if g.httpTools != nil {
 		g.httpTools.mu.Lock()
@@ -241,46 +237,54 @@ func scriptMCPTool(t scripts.Tool) mcp.Tool {
 	return tool
 }
 
+// withoutSession is a tool's input schema without the session argument
+// (an agent run's tools: its browser session is its request's).
+func withoutSession(schema json.RawMessage) json.RawMessage {
+	var m map[string]any
+	if json.Unmarshal(schema, &m) != nil {
+		return nil
+	}
+	if props, ok := m["properties"].(map[string]any); ok {
+		delete(props, catalog.SessionParam)
+	}
+	out, _ := json.Marshal(m)
+	return out
+}
+
 // scriptHandler runs a script tool. Its inner tool calls go through the
-// same dispatcher as the call itself (g.mcp's tools/call with this
-// request's context): the caller, its browser session, URL policy,
-// approvals and audit apply to each. They all act in one browser session:
-// the call's (its session handle, or its MCP session), or else the one the
-// first of them opens, whose new handle the result then announces as a
-// browser tool's would.
-func (g *Gateway) scriptHandler(name string) server.ToolHandlerFunc {
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args := maps.Clone(req.GetArguments())
-		if args == nil {
-			args = map[string]any{}
-		}
-		sess := &scriptSession{}
-		sess.handle, _ = args[catalog.SessionParam].(string)
+// same dispatcher as the call itself: the caller, its browser session, URL
+// policy, approvals and audit apply to each. They all act in one browser
+// session: the call's (its session handle, or its MCP session), or else
+// the one the first of them opens, whose new handle the result then
+// announces as a browser tool's would.
+func (g *Gateway) scriptHandler(name string) dispatch.Handler {
+	return func(ctx context.Context, c *dispatch.Call) *dispatch.Result {
+		args := maps.Clone(c.Args)
+		sess := &scriptSession{handle: c.Handle}
 		if _, declared := g.scriptDeclares(name, catalog.SessionParam); !declared {
 			delete(args, catalog.SessionParam)
 		}
 		host := scripts.HostFunc(func(ctx context.Context, tool string, raw json.RawMessage) (string, bool, error) {
-			return g.innerCall(ctx, tool, raw, sess)
+			return g.innerCall(ctx, c, tool, raw, sess)
 		})
 		text, isErr, err := g.ext.scripts.Call(ctx, name, args, host)
-		var res *mcp.CallToolResult
+		var res *dispatch.Result
 		switch {
 		case errors.Is(err, scripts.ErrUnknownTool):
-			res = mcp.NewToolResultError(fmt.Sprintf("%s: the script tool was removed or changed meanwhile; list the tools again", name))
+			res = dispatch.Errorf("%s: the script tool was removed or changed meanwhile; list the tools again", name)
 		case err != nil:
-			res = mcp.NewToolResultError(fmt.Sprintf("%s: %v", name, err))
+			res = dispatch.Errorf("%s: %v", name, err)
 		case isErr:
-			res = mcp.NewToolResultError(text)
+			res = dispatch.ErrorText(text)
 		default:
-			res = mcp.NewToolResultText(text)
+			res = dispatch.Text(text)
 		}
 		sess.mu.Lock()
 		defer sess.mu.Unlock()
 		if sess.handle != "" && (sess.minted || sess.used) {
-			b := &binding{kind: state.Handle, id: sess.handle, minted: sess.minted}
-			res = b.decorate(res) // _meta, and for a new handle its announcement (tools.go)
+			res.Session, res.NewSession = sess.handle, sess.minted
 		}
-		return res, nil
+		return res
 	}
 }
 
@@ -308,11 +312,12 @@ func (g *Gateway) scriptDeclares(name, arg string) (scripts.Tool, bool) {
 	return t, has
 }
 
-// innerCall runs one tool call of a script through g.mcp's tools/call
-// with the outer call's context. A browser tool (or another script tool)
-// gets the script call's session handle unless the script named one; the
-// handle a call without one opens becomes the script call's.
-func (g *Gateway) innerCall(ctx context.Context, tool string, raw json.RawMessage, sess *scriptSession) (string, bool, error) {
+// innerCall runs one tool call of a script through the dispatcher, as a
+// call of the script call's caller, transport and run. A tool that acts in
+// a browser session gets the script call's session handle unless the
+// script named one; the handle a call without one opens becomes the script
+// call's.
+func (g *Gateway) innerCall(ctx context.Context, outer *dispatch.Call, tool string, raw json.RawMessage, sess *scriptSession) (string, bool, error) {
 	var args map[string]any
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &args); err != nil || args == nil {
@@ -322,85 +327,35 @@ func (g *Gateway) innerCall(ctx context.Context, tool string, raw json.RawMessag
 	if args == nil {
 		args = map[string]any{}
 	}
-	t, builtin := catalog.Lookup(tool)
-	inSession := builtin && !t.Local || g.isScriptTool(tool)
+	e, known := g.tools.Lookup(tool)
+	inSession := known && e.Kind.InSession()
 	_, named := args[catalog.SessionParam]
 	sess.mu.Lock()
 	if inSession && !named && sess.handle != "" {
 		args[catalog.SessionParam] = sess.handle
 	}
 	sess.mu.Unlock()
-	id := "script-" + strconv.FormatUint(busSeq.Add(1), 10) // distinct from every other dispatched call (bus.go)
-	msg, err := json.Marshal(map[string]any{
-		"jsonrpc": mcp.JSONRPC_VERSION, "id": id, "method": string(mcp.MethodToolsCall),
-		"params": map[string]any{"name": tool, "arguments": args},
-	})
-	if err != nil {
-		return "", false, err
+	c := &dispatch.Call{
+		Tool: tool, Args: args, Caller: outer.Caller,
+		Transport: outer.Transport, MCPSession: outer.MCPSession, RunID: outer.RunID, Client: outer.Client,
+		// A 2025 client may be asked on the call's stream; a 2026
+		// client's input-required result could not reach it from here.
+		CanElicit: outer.CanElicit && outer.Transport == dispatch.MCP,
 	}
-	res, err := callResult(g.mcp.HandleMessage(ctx, msg))
-	if err != nil {
-		return fmt.Sprintf("%s: %v", tool, err), true, nil
+	c.Handle, _ = args[catalog.SessionParam].(string)
+	res := g.tools.Dispatch(ctx, c)
+	if res.Input != nil {
+		return fmt.Sprintf("%s needs an approval that a script's inner call cannot ask the client for", tool), true, nil
 	}
-	var handle string
-	if res.Meta != nil {
-		handle, _ = res.Meta.AdditionalFields[MetaSession].(string)
-	}
-	if handle != "" && inSession && !named {
+	if h := res.Session; h != "" && inSession && !named {
 		sess.mu.Lock()
 		if sess.handle == "" {
-			sess.handle, sess.minted = handle, true
+			sess.handle, sess.minted = h, true
 		}
-		sess.used = sess.used || sess.handle == handle
+		sess.used = sess.used || sess.handle == h
 		sess.mu.Unlock()
 	}
-	var texts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(mcp.TextContent); ok {
-			if handle != "" && strings.HasPrefix(tc.Text, "session: "+handle+" ") {
-				continue // a new handle's announcement: the script call's result has it
-			}
-			texts = append(texts, tc.Text)
-		}
-	}
-	return strings.Join(texts, "\n"), res.IsError, nil
-}
-
-// dynamicTool describes a script or HTTP tool this gateway serves, for the
-// bus dispatcher: Local when it takes no session argument.
-func (g *Gateway) dynamicTool(name string) (catalog.Tool, bool) {
-	st := g.mcp.GetTool(name)
-	if st == nil {
-		return catalog.Tool{}, false
-	}
-	if _, builtin := catalog.Lookup(name); builtin {
-		return catalog.Tool{}, false
-	}
-	return catalog.Tool{Name: name, Description: st.Tool.Description, Local: !g.isScriptTool(name)}, true
-}
-
-// dynamicTools lists the script and HTTP tools this gateway serves, by
-// name, with their schemas (without the session argument for agents).
-func (g *Gateway) dynamicTools(forAgent bool) []mcp.Tool {
-	var out []mcp.Tool
-	for name, st := range g.mcp.ListTools() {
-		if _, builtin := catalog.Lookup(name); builtin {
-			continue
-		}
-		t := st.Tool
-		if forAgent && g.isScriptTool(name) {
-			var schema map[string]any
-			if json.Unmarshal(t.RawInputSchema, &schema) == nil {
-				if props, ok := schema["properties"].(map[string]any); ok {
-					delete(props, catalog.SessionParam)
-				}
-				t.RawInputSchema, _ = json.Marshal(schema)
-			}
-		}
-		out = append(out, t)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return res.TextContent(), res.IsError, nil
 }
 
 // followHTTPTools applies every change of the stored tools file.

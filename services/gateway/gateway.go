@@ -18,12 +18,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/otelmcp"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
@@ -55,7 +57,9 @@ its pages then get window.nostr.
 Clients without an MCP session (protocol 2026-07-28): the first browser call returns a session handle
 (session: sov_…); pass it as "session" in every later call to keep using the same browser session.`
 
-// Gateway serves MCP on the bus's browser fleet.
+// Gateway serves MCP on the bus's browser fleet. It is the composition
+// root: New starts its parts in order, and the tool-call path runs through
+// tools, the dispatcher (dispatch.go).
 type Gateway struct {
 	cfg       Config
 	bus       *bus.Conn
@@ -63,6 +67,7 @@ type Gateway struct {
 	fleet     *fleet.Fleet
 	sessions  *sessionManagers
 	mcp       *server.MCPServer
+	tools     *dispatch.Registry
 	transport *server.StreamableHTTPServer
 	handler   http.Handler
 	audit     *audit.Publisher
@@ -83,12 +88,16 @@ type Gateway struct {
 
 	httpTools *httpToolSet // custom HTTP tools (httptools.go)
 	ext       *extensions  // script tools and the HTTP tools' bucket (extend.go)
+
+	stop []func(context.Context) error // what New started, undone in reverse by Close
 }
 
 // New builds a gateway on c: it checks cfg (zero fields take the
-// defaults), creates the KV bucket if it is missing and registers the tools.
-// Call Run to serve, or mount Handler and call Close when done.
-func New(cfg Config, c *bus.Conn) (*Gateway, error) {
+// defaults), opens its buckets, registers the tools and serves the
+// dispatcher on the bus. ctx bounds the start (scripts may take seconds to
+// load). A failed start undoes what started. Call Run to serve, or mount
+// Handler and call Close when done.
+func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -97,38 +106,46 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	store, err := state.Open(ctx, c.NATS(), cfg.Bucket, cfg.SessionTTL)
-	if err != nil {
-		return nil, fmt.Errorf("session state: %w", err)
-	}
 	g := &Gateway{
-		cfg:   cfg,
-		bus:   c,
-		store: store,
-		fleet: fleet.New(c, fleet.DefaultLiveness),
-		log:   slog.Default().With("component", "gateway"),
+		cfg:       cfg,
+		bus:       c,
+		fleet:     fleet.New(c, fleet.DefaultLiveness),
+		log:       slog.Default().With("component", "gateway"),
+		httpTools: &httpToolSet{},
 	}
-	g.sessions = &sessionManagers{store: store, fleet: g.fleet, log: g.log}
+	defer func() {
+		if err != nil {
+			_ = g.undo(context.WithoutCancel(ctx))
+		}
+	}()
+	// Each step's errors name what failed; a step gets startStepTimeout.
+	step := func(start func(context.Context) error) error {
+		sctx, cancel := context.WithTimeout(ctx, startStepTimeout)
+		defer cancel()
+		return start(sctx)
+	}
 	if g.policy, err = loadGlobalPolicy(cfg); err != nil { // URL policy (policy.go)
-		store.Close()
 		return nil, err
 	}
-	if err := g.openSecretNames(ctx); err != nil { // secrets_list (local.go)
-		store.Close()
+	if err := step(func(ctx context.Context) error {
+		g.store, err = state.Open(ctx, c.NATS(), cfg.Bucket, cfg.SessionTTL)
+		if err != nil {
+			return fmt.Errorf("session state: %w", err)
+		}
+		g.onClose(func(context.Context) error { g.store.Close(); return nil })
+		return nil
+	}); err != nil {
 		return nil, err
 	}
-	if err := g.openApprovals(ctx); err != nil { // approvals (approve.go)
-		store.Close()
-		return nil, err
-	}
-	g.audit, err = audit.NewPublisher(c.NATS(), audit.PublisherConfig{
-		Source: "gateway", Prefix: c.Prefix(), Buffer: cfg.AuditBuffer, Redactor: new(redact.Set),
-	})
-	if err != nil {
-		store.Close()
-		return nil, err
+	g.sessions = &sessionManagers{store: g.store, fleet: g.fleet, log: g.log}
+	for _, start := range []func(context.Context) error{
+		g.openSecretNames, // secrets_list (local.go)
+		g.openApprovals,   // approve.go
+		g.openAudit,
+	} {
+		if err := step(start); err != nil {
+			return nil, err
+		}
 	}
 	g.mcp = server.NewMCPServer(Name, Version,
 		server.WithTitle("Sovereign browser fleet"),
@@ -140,39 +157,18 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 		server.WithTracer(otelmcp.Tracer()),
 		server.WithPropagator(otelmcp.Propagator()),
 		server.WithMetaPropagator(otelmcp.MetaPropagator()),
-		server.WithToolHandlerMiddleware(g.recoverTools),
-		server.WithToolHandlerMiddleware(g.auditTools),
-		// Inside auditTools, so the audit record sees the decision
-		// (approve.go); approvals ask clients through elicitation.
-		server.WithToolHandlerMiddleware(g.approveTools),
-		server.WithElicitation(),
-		// System tools for agent runs only (system.go).
-		server.WithToolFilter(g.filterSystemTools),
+		server.WithElicitation(), // approvals ask 2025 clients (approve.go)
 	)
-	for _, t := range catalog.Tools() {
-		if t.System {
-			continue // setupSystem registers them (system.go)
-		}
-		if t.Local {
-			g.mcp.AddTool(mcpTool(t), g.localHandler(t))
-			continue
-		}
-		if t.Identity {
-			g.mcp.AddTool(mcpTool(t), g.identityHandler(t)) // login.go
-			continue
-		}
-		g.mcp.AddTool(mcpTool(t), g.toolHandler(t))
-	}
+	// The audit record sees the approval's decision: approve runs inside
+	// audit (approve.go).
+	g.tools = dispatch.NewRegistry(dispatch.Recover(g.log), dispatch.Audit(g.audit, g.log), g.approve)
+	g.registerCatalog()
 	// Script and custom HTTP tools, after the built-in ones (extend.go).
-	// Loading scripts may take seconds (describe() has 5 s each): the
-	// steps after it get a deadline of their own.
+	// Loading scripts may take seconds (describe() has 5 s each): this
+	// step has the caller's context, not a step's deadline.
 	if err := g.setupExtensions(ctx); err != nil {
-		store.Close()
-		_ = g.audit.Close(context.Background())
 		return nil, err
 	}
-	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	g.transport = server.NewStreamableHTTPServer(g.mcp,
 		server.WithEndpointPath("/mcp"),
 		server.WithSessionIdManagerResolver(g.sessions),
@@ -182,14 +178,17 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 		server.WithSessionIdleTTL(localIdle),
 		server.WithStreamableHTTPLogger(g.log),
 	)
-
-	if err := g.setupAuth(ctx); err != nil { // authentication (auth.go)
-		store.Close()
-		_ = g.audit.Close(context.Background())
+	g.onClose(func(ctx context.Context) error {
+		if err := g.transport.Shutdown(ctx); err != nil {
+			return fmt.Errorf("stop MCP transport: %w", err)
+		}
+		return nil
+	})
+	if err := step(g.setupAuth); err != nil { // API tokens and OAuth (auth.go)
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", guard.wrap(g.auth.wrap(limitBody(cfg.MaxBody, otelmcp.HTTP(g.sessionCheck(g.transport))))))
+	mux.Handle("/mcp", guard.wrap(g.auth.wrap(readBody(cfg.MaxBody, otelmcp.HTTP(g.sessionCheck(g.transport), requestMeta)))))
 	g.authRoutes(mux, guard)
 	health.Register(mux,
 		health.NATS(c.NATS()),
@@ -197,54 +196,85 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 			if !c.NATS().IsConnected() {
 				return errors.New("not checked: NATS is not connected") // at once, not at the probe's deadline
 			}
-			return store.Ping(ctx)
+			return g.store.Ping(ctx)
 		}},
 	)
 	health.Metrics(mux)
 	g.handler = mux
 	if err := g.setupConsole(); err != nil { // operator console (console.go)
-		store.Close()
-		g.auth.tokens.Close()
-		_ = g.audit.Close(context.Background())
 		return nil, err
 	}
 	if err := g.setupSystem(); err != nil { // system tools (system.go)
-		store.Close()
-		g.auth.tokens.Close()
-		_ = g.audit.Close(context.Background())
 		return nil, err
 	}
-	if err := g.setupAgent(); err != nil { // run_browser_task and the dispatcher on the bus (agent.go, bus.go)
-		g.closeSystem()
-		store.Close()
-		g.auth.tokens.Close()
-		_ = g.audit.Close(context.Background())
+	if err := g.serveTools(); err != nil { // the dispatcher on the bus (bus.go)
 		return nil, err
 	}
 	return g, nil
 }
 
+// startStepTimeout bounds each NATS step of New.
+const startStepTimeout = 10 * time.Second
+
+// openAudit starts the audit publisher.
+func (g *Gateway) openAudit(context.Context) error {
+	p, err := audit.NewPublisher(g.bus.NATS(), audit.PublisherConfig{
+		Source: "gateway", Prefix: g.bus.Prefix(), Buffer: g.cfg.AuditBuffer, Redactor: new(redact.Set),
+	})
+	if err != nil {
+		return fmt.Errorf("audit publisher: %w", err)
+	}
+	g.audit = p
+	g.onClose(p.Close) // flushes what the stream has not accepted yet
+	return nil
+}
+
+// registerCatalog registers the built-in tools of the catalog but the
+// system tools (setupSystem registers those when they are on).
+func (g *Gateway) registerCatalog() {
+	var entries []dispatch.Entry
+	for _, t := range catalog.Tools() {
+		e := dispatch.Entry{Kind: dispatch.Browser, Tool: mcpTool(t), AgentSchema: t.AgentInputSchema()}
+		switch {
+		case t.System:
+			continue
+		case t.StartsRuns():
+			e.Kind, e.Handler = dispatch.Run, g.runTaskHandler(t) // agent.go
+		case t.Local:
+			e.Kind, e.Handler = dispatch.Local, g.localHandler(t) // local.go
+		case t.Identity:
+			e.Kind, e.Handler = dispatch.Identity, g.identityHandler(t) // login.go
+		default:
+			e.Handler = g.browserHandler(t) // tools.go
+		}
+		entries = append(entries, e)
+	}
+	g.addTools(entries...)
+}
+
+// onClose pushes the undo of a start step.
+func (g *Gateway) onClose(f func(context.Context) error) { g.stop = append(g.stop, f) }
+
+// undo stops what New started, in reverse order.
+func (g *Gateway) undo(ctx context.Context) error {
+	var errs []error
+	for _, f := range slices.Backward(g.stop) {
+		if err := f(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	g.stop = nil
+	return errors.Join(errs...)
+}
+
 // Handler serves /mcp, /healthz, /readyz and /metrics.
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
-// Close ends the open GET streams and stops the transport's housekeeping.
+// Close stops answering on the bus, ends the open GET streams and stops
+// the transport's housekeeping, then releases what New opened, in reverse.
 // It does not end any MCP session: those live on in KV for other replicas.
 // Audit records not yet accepted by the stream are flushed first.
-func (g *Gateway) Close(ctx context.Context) error {
-	g.stopTools() // bus.go
-	defer g.store.Close()
-	defer g.auth.tokens.Close()
-	defer g.closeSystem()     // system.go
-	defer g.closeExtensions() // extend.go
-	var errs []error
-	if err := g.transport.Shutdown(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("stop MCP transport: %w", err))
-	}
-	if err := g.audit.Close(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
+func (g *Gateway) Close(ctx context.Context) error { return g.undo(ctx) }
 
 // Run serves HTTP on cfg.Listen until ctx ends, then shuts down gracefully.
 func (g *Gateway) Run(ctx context.Context) error {
@@ -323,7 +353,7 @@ func Serve(ctx context.Context, cfg Config, natsURL string) error {
 		return err
 	}
 	defer closeConn()
-	g, err := New(cfg, c)
+	g, err := New(ctx, cfg, c)
 	if err != nil {
 		return err
 	}

@@ -94,9 +94,37 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 	})
 }
 
-// limitBody answers 413 to a body larger than max and otherwise hands the
-// next handler the body already read.
-func limitBody(max int64, next http.Handler) http.Handler {
+// envelope is what the HTTP stack needs of a POSTed JSON-RPC message,
+// decoded once at the edge (readBody) and handed down in the request's
+// context: the method, and the request's _meta (trace context, protocol
+// version).
+type envelope struct {
+	Method string `json:"method"`
+	Params struct {
+		Meta map[string]any `json:"_meta"`
+	} `json:"params"`
+}
+
+type envelopeKey struct{}
+
+// envelopeOf returns the envelope readBody decoded (nil for none: not a
+// POST, or not a JSON object).
+func envelopeOf(r *http.Request) *envelope {
+	e, _ := r.Context().Value(envelopeKey{}).(*envelope)
+	return e
+}
+
+// requestMeta is the _meta of r's message (otelmcp's trace context).
+func requestMeta(r *http.Request) map[string]any {
+	if e := envelopeOf(r); e != nil {
+		return e.Params.Meta
+	}
+	return nil
+}
+
+// readBody answers 413 to a body larger than max; otherwise it reads the
+// body once, decodes its envelope, and hands the next handler both.
+func readBody(max int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
@@ -120,6 +148,10 @@ func limitBody(max int64, next http.Handler) http.Handler {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
+		var e envelope
+		if json.Unmarshal(body, &e) == nil { // the transport answers malformed JSON
+			r = r.WithContext(context.WithValue(r.Context(), envelopeKey{}, &e))
+		}
 		next.ServeHTTP(w, r)
 	})
 }
@@ -175,25 +207,15 @@ func (g *Gateway) sessionCheck(next http.Handler) http.Handler {
 	})
 }
 
-// needsSession reports whether a POST body is a legacy message other than
-// initialize (the body was already read by limitBody, so peeking is cheap).
+// needsSession reports whether a POST is a legacy message other than
+// initialize.
 func needsSession(r *http.Request) bool {
-	body, err := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil {
-		return false
-	}
-	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Meta map[string]any `json:"_meta"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &msg) != nil {
+	e := envelopeOf(r)
+	if e == nil {
 		return false // the transport answers malformed JSON
 	}
-	if v, _ := msg.Params.Meta[mcp.MetaKeyProtocolVersion].(string); mcp.IsModernProtocol(v) {
+	if v, _ := e.Params.Meta[mcp.MetaKeyProtocolVersion].(string); mcp.IsModernProtocol(v) {
 		return false
 	}
-	return msg.Method != string(mcp.MethodInitialize)
+	return e.Method != string(mcp.MethodInitialize)
 }

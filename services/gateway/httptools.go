@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -11,13 +10,13 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/console"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/httptools"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
@@ -115,7 +114,7 @@ func (g *Gateway) applyHTTPTools(data []byte) (console.ReloadResult, error) {
 	var keep []*httptools.Tool
 	for _, t := range tools {
 		_, builtin := catalog.Lookup(t.Name)
-		if builtin || g.isScriptTool(t.Name) || g.mcp.GetTool(t.Name) != nil && !slices.Contains(s.names, t.Name) {
+		if builtin || g.isScriptTool(t.Name) || g.tools.Known(t.Name) && !slices.Contains(s.names, t.Name) {
 			errs = append(errs, (&httptools.Error{Index: t.Index, Name: t.Name, Field: "name",
 				Msg: "a built-in or script tool has this name (they come first): not registered"}).Error())
 			continue
@@ -142,11 +141,9 @@ func (g *Gateway) applyHTTPTools(data []byte) (console.ReloadResult, error) {
 			drop = append(drop, n)
 		}
 	}
-	if len(drop) > 0 {
-		g.mcp.DeleteTools(drop...)
-	}
+	g.removeTools(drop...)
 	for _, t := range keep {
-		g.mcp.AddTool(httpMCPTool(t), g.httpToolHandler(t))
+		g.addTools(dispatch.Entry{Kind: dispatch.HTTP, Tool: httpMCPTool(t), Handler: g.httpToolHandler(t)})
 	}
 	for _, e := range errs {
 		g.log.Warn("custom HTTP tool not loaded", "err", e)
@@ -182,15 +179,11 @@ func httpMCPTool(t *httptools.Tool) mcp.Tool {
 
 // httpToolHandler is the handler of an HTTP tool: build the request from
 // the arguments and have a worker send it.
-func (g *Gateway) httpToolHandler(t *httptools.Tool) server.ToolHandlerFunc {
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, ok := req.Params.Arguments.(map[string]any)
-		if !ok && req.Params.Arguments != nil {
-			return mcp.NewToolResultError(fmt.Sprintf("%s: the arguments must be a JSON object", t.Name)), nil
-		}
-		r, err := t.Build(args)
+func (g *Gateway) httpToolHandler(t *httptools.Tool) dispatch.Handler {
+	return func(ctx context.Context, c *dispatch.Call) *dispatch.Result {
+		r, err := t.Build(c.Args)
 		if err != nil {
-			return mcp.NewToolResultError(fmt.Sprintf("%s: %v", t.Name, err)), nil
+			return dispatch.Errorf("%s: %v", t.Name, err)
 		}
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.ToolTimeout+httpToolTimeoutMargin)
 		defer cancel()
@@ -201,50 +194,46 @@ func (g *Gateway) httpToolHandler(t *httptools.Tool) server.ToolHandlerFunc {
 			Url:          r.URL,
 			Headers:      r.Headers,
 			Body:         r.Body,
-			Policy:       g.urlPolicy(ctx, nil),
+			Policy:       g.urlPolicy(c.Caller, nil),
 			TimeoutMs:    g.cfg.ToolTimeout.Milliseconds(),
 			MaxBodyBytes: t.MaxResponseBytes,
 		}, &resp)
 		if err != nil {
-			return mcp.NewToolResultError(g.httpToolError(ctx, t, err)), nil
+			return g.httpToolError(ctx, t, err)
 		}
 		body := resp.GetBody()
 		if body == "" {
 			body = fmt.Sprintf("(no body; HTTP %s)", resp.GetStatus())
 		}
 		if resp.GetStatusCode() >= 400 {
-			return mcp.NewToolResultError(fmt.Sprintf("%s: the endpoint answered HTTP %s:\n%s", t.Name, resp.GetStatus(), body)), nil
+			return dispatch.Errorf("%s: the endpoint answered HTTP %s:\n%s", t.Name, resp.GetStatus(), body)
 		}
-		return mcp.NewToolResultText(body), nil
+		return dispatch.Text(body)
 	}
 }
 
-// httpToolError is the message of a call the worker could not make.
-func (g *Gateway) httpToolError(ctx context.Context, t *httptools.Tool, err error) string {
-	msg := err.Error()
-	var be *bus.Error
-	if errors.As(err, &be) {
-		msg = be.Message
-	}
+// httpToolError is the result of a call the worker could not make.
+func (g *Gateway) httpToolError(ctx context.Context, t *httptools.Tool, err error) *dispatch.Result {
+	msg := busMessage(err)
 	switch bus.CodeOf(err) {
 	case commonv1.ErrorCode_FORBIDDEN:
-		noteCall(ctx).outcome = historyv1.Outcome_OUTCOME_DENIED
-		return fmt.Sprintf("%s: refused by policy: %s", t.Name, msg)
+		return dispatch.Denied(fmt.Sprintf("%s: refused by policy: %s", t.Name, msg))
 	case commonv1.ErrorCode_TIMEOUT:
-		noteCall(ctx).outcome = historyv1.Outcome_OUTCOME_TIMEOUT
-		return fmt.Sprintf("%s did not finish in time: %s", t.Name, msg)
+		r := dispatch.Errorf("%s did not finish in time: %s", t.Name, msg)
+		r.Outcome = historyv1.Outcome_OUTCOME_TIMEOUT
+		return r
 	case commonv1.ErrorCode_UNAVAILABLE:
 		if ctx.Err() != nil {
-			return t.Name + " was cancelled"
+			return dispatch.ErrorText(t.Name + " was cancelled")
 		}
-		return fmt.Sprintf("%s: no browser worker answers (custom HTTP tools are sent by the workers, which hold the secrets): %s", t.Name, msg)
+		return dispatch.Errorf("%s: no browser worker answers (custom HTTP tools are sent by the workers, which hold the secrets): %s", t.Name, msg)
 	case commonv1.ErrorCode_INVALID_ARGUMENT:
-		return fmt.Sprintf("%s: %s", t.Name, msg)
+		return dispatch.Errorf("%s: %s", t.Name, msg)
 	case commonv1.ErrorCode_NAVIGATION_FAILED:
-		return fmt.Sprintf("%s: the request failed: %s", t.Name, msg)
+		return dispatch.Errorf("%s: the request failed: %s", t.Name, msg)
 	case commonv1.ErrorCode_TOO_LARGE:
-		return fmt.Sprintf("%s: too large: %s", t.Name, msg)
+		return dispatch.Errorf("%s: too large: %s", t.Name, msg)
 	}
 	g.log.ErrorContext(ctx, "HTTP tool call failed", "tool", t.Name, "err", err)
-	return fmt.Sprintf("%s: internal error: %s", t.Name, msg)
+	return dispatch.Errorf("%s: internal error: %s", t.Name, msg)
 }

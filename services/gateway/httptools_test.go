@@ -392,7 +392,7 @@ func TestHTTPToolsFileErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"tools": [`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = gateway.New(gateway.Config{HTTPToolsFile: bad, AllowPrivate: true}, connect(t, srv))
+	_, err = gateway.New(context.Background(), gateway.Config{HTTPToolsFile: bad, AllowPrivate: true}, connect(t, srv))
 	if err == nil || !strings.Contains(err.Error(), "--http-tools "+bad+": not a tools file") {
 		t.Errorf("New with a broken file: %v", err)
 	}

@@ -7,10 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
-
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
@@ -28,29 +26,29 @@ func (g *Gateway) openSecretNames(ctx context.Context) error {
 }
 
 // localHandler is the handler of a local tool.
-func (g *Gateway) localHandler(t catalog.Tool) server.ToolHandlerFunc {
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if _, err := t.Parse(req.Params.Arguments); err != nil {
-			return mcp.NewToolResultError(fmt.Sprintf("%s: %v", t.Name, err)), nil
+func (g *Gateway) localHandler(t catalog.Tool) dispatch.Handler {
+	return func(ctx context.Context, c *dispatch.Call) *dispatch.Result {
+		if _, err := t.Parse(c.Args); err != nil {
+			return dispatch.ErrorText(fmt.Sprintf("%s: %v", t.Name, err))
 		}
 		switch t.Name {
 		case "secrets_list":
 			return g.secretsList(ctx)
 		case "sovereign__list_scripts":
 			text, fields := g.listScriptsText()
-			return structuredResult(text, fields), nil
+			return dispatch.Structured(text, fields)
 		case "sovereign__reload":
-			target, _ := req.GetArguments()["target"].(string)
-			name, _ := req.GetArguments()["name"].(string)
+			target, _ := c.Args["target"].(string)
+			name, _ := c.Args["name"].(string)
 			if target == "" {
 				target = "scripts"
 			}
 			if name != "" && target == "profiles" {
-				return mcp.NewToolResultError("sovereign__reload: name selects a script; use it with target scripts or all"), nil
+				return dispatch.ErrorText("sovereign__reload: name selects a script; use it with target scripts or all")
 			}
 			res, err := g.reload(ctx, target, name)
 			if err != nil {
-				return mcp.NewToolResultError("sovereign__reload: " + err.Error()), nil
+				return dispatch.ErrorText("sovereign__reload: " + err.Error())
 			}
 			text := fmt.Sprintf("reloaded %s: %d tools served; added %v, removed %v", target, res.Tools, res.Added, res.Removed)
 			if target == "profiles" || target == "all" {
@@ -62,20 +60,20 @@ func (g *Gateway) localHandler(t catalog.Tool) server.ToolHandlerFunc {
 			b, _ := json.Marshal(res)
 			var fields map[string]any
 			_ = json.Unmarshal(b, &fields)
-			return structuredResult(text, fields), nil
+			return dispatch.Structured(text, fields)
 		}
-		return mcp.NewToolResultError(t.Name + ": internal error: no handler"), nil
+		return dispatch.ErrorText(t.Name + ": internal error: no handler")
 	}
 }
 
 // secretsList answers secrets_list: names, never values.
-func (g *Gateway) secretsList(ctx context.Context) (*mcp.CallToolResult, error) {
+func (g *Gateway) secretsList(ctx context.Context) *dispatch.Result {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	list, err := g.secretNames.Names(ctx)
 	if err != nil {
 		g.log.WarnContext(ctx, "list secrets", "err", err)
-		return mcp.NewToolResultError("secrets_list: the secrets store did not answer: " + err.Error()), nil
+		return dispatch.ErrorText("secrets_list: the secrets store did not answer: " + err.Error())
 	}
 	type item struct {
 		Name        string    `json:"name"`
@@ -96,8 +94,5 @@ func (g *Gateway) secretsList(ctx context.Context) (*mcp.CallToolResult, error) 
 		out.Secrets = append(out.Secrets, item{Name: s.Name, Placeholder: p, Updated: s.Updated})
 		fmt.Fprintf(&b, "\n- %s", p)
 	}
-	structured, _ := json.Marshal(out)
-	res := mcp.NewToolResultText(b.String())
-	res.StructuredContent = json.RawMessage(structured)
-	return res, nil
+	return dispatch.Structured(b.String(), out)
 }

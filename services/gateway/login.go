@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,9 +17,9 @@ import (
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
-	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 )
@@ -68,11 +67,11 @@ func (c Config) validateLogin(bad func(flag, format string, a ...any)) {
 // identityHandler is the handler of the identity tools: check the
 // arguments, bind the call's browser session like a browser tool, and act
 // on its identity at the signer and on its worker.
-func (g *Gateway) identityHandler(t catalog.Tool) server.ToolHandlerFunc {
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		call, err := t.Parse(req.Params.Arguments)
+func (g *Gateway) identityHandler(t catalog.Tool) dispatch.Handler {
+	return func(ctx context.Context, c *dispatch.Call) *dispatch.Result {
+		call, err := t.Parse(c.Args)
 		if err != nil {
-			return mcp.NewToolResultError(fmt.Sprintf("%s: %v", t.Name, err)), nil
+			return dispatch.Errorf("%s: %v", t.Name, err)
 		}
 		limit := g.cfg.ToolTimeout
 		if call.Login != nil {
@@ -80,45 +79,44 @@ func (g *Gateway) identityHandler(t catalog.Tool) server.ToolHandlerFunc {
 		}
 		ctx, cancel := context.WithTimeout(ctx, limit)
 		defer cancel()
-		b, err := g.bind(ctx, call.Session)
+		b, err := g.bind(ctx, c, "")
 		if err != nil {
-			return mcp.NewToolResultError(g.errorText(ctx, t, err)), nil
+			return dispatch.ErrorText(g.errorText(ctx, t, err))
 		}
-		noteCall(ctx).browserSession = b.sessionID
-		var res *mcp.CallToolResult
+		var res *dispatch.Result
 		switch {
 		case t.Name == "login_status":
-			res = g.loginStatus(ctx, t, b, limit)
+			res = g.loginStatus(ctx, t, b, c.Caller.ID, limit)
 		case t.Name == "logout":
 			res = g.logout(ctx, t, b, limit)
 		case call.Login != nil:
 			call.Login.Scope = b.sessionID
-			call.Login.Owner = signerOwner(callerFrom(ctx))
-			res = g.login(ctx, t, req, b, call.Login, t.Name == "switch_identity", limit)
+			call.Login.Owner = signerOwner(c.Caller.ID)
+			res = g.login(ctx, t, c.ProgressToken, b, call.Login, t.Name == "switch_identity", limit)
 		default:
-			res = mcp.NewToolResultError(t.Name + ": internal error: no handler")
+			res = dispatch.ErrorText(t.Name + ": internal error: no handler")
 		}
-		return b.decorate(res), nil
+		return b.result(res)
 	}
 }
 
 // login logs the session of b in with lr (switching: after logging its
 // identity out), then tells its worker the new pubkey.
-func (g *Gateway) login(ctx context.Context, t catalog.Tool, req mcp.CallToolRequest, b *binding, lr *signerv1.Login, switching bool, limit time.Duration) *mcp.CallToolResult {
+func (g *Gateway) login(ctx context.Context, t catalog.Tool, progress mcp.ProgressToken, b *binding, lr *signerv1.Login, switching bool, limit time.Duration) *dispatch.Result {
 	var prev *signerv1.StatusResponse // the identity switch_identity freed
 	if switching {
 		st := &signerv1.StatusResponse{}
 		if err := g.signerCall(ctx, signerStatus, &signerv1.Status{Scope: lr.GetScope()}, st); err != nil {
-			return mcp.NewToolResultError(g.signerErrorText(ctx, t, err, limit))
+			return dispatch.ErrorText(g.signerErrorText(ctx, t, err, limit))
 		}
 		if st.GetState() == signerv1.LoginState_LOGIN_STATE_LOGGED_IN {
 			if err := g.signerCall(ctx, signerLogout, &signerv1.Logout{Scope: lr.GetScope()}, &signerv1.LogoutResponse{}); err != nil {
-				return mcp.NewToolResultError(g.signerErrorText(ctx, t, err, limit) + "; the previous identity is still logged in")
+				return dispatch.ErrorText(g.signerErrorText(ctx, t, err, limit) + "; the previous identity is still logged in")
 			}
 			prev = st
 		}
 	}
-	resp, authURL, err := g.signerLogin(ctx, req, lr)
+	resp, authURL, err := g.signerLogin(ctx, progress, lr)
 	if err != nil {
 		msg := g.signerErrorText(ctx, t, err, limit)
 		if authURL != "" && (ctx.Err() != nil || bus.Is(err, commonv1.ErrorCode_TIMEOUT)) {
@@ -136,7 +134,7 @@ func (g *Gateway) login(ctx context.Context, t catalog.Tool, req mcp.CallToolReq
 		case !switching && !errors.As(err, new(*toolError)):
 			msg += "; the browser session's identity is unchanged"
 		}
-		return mcp.NewToolResultError(msg)
+		return dispatch.ErrorText(msg)
 	}
 	if err := g.setIdentity(ctx, b, resp.GetPubkey()); err != nil {
 		text := g.errorText(ctx, t, err)
@@ -144,7 +142,7 @@ func (g *Gateway) login(ctx context.Context, t catalog.Tool, req mcp.CallToolReq
 			g.unbind(ctx, b)
 		}
 		g.signerForget(ctx, lr.GetScope())
-		return mcp.NewToolResultError(fmt.Sprintf("%s: the signer logged %s in, but the browser session did not take the identity (%s); "+
+		return dispatch.ErrorText(fmt.Sprintf("%s: the signer logged %s in, but the browser session did not take the identity (%s); "+
 			"it was logged out again", t.Name, resp.GetNpub(), text))
 	}
 
@@ -191,21 +189,21 @@ func (g *Gateway) login(ctx context.Context, t catalog.Tool, req mcp.CallToolReq
 	if prev != nil {
 		fmt.Fprintf(&text, "\nThe previous identity %s was logged out.", prev.GetNpub())
 	}
-	return structuredResult(text.String(), out)
+	return dispatch.Structured(text.String(), out)
 }
 
 // logout wipes the identity of b's session at the signer and tells its
 // worker.
-func (g *Gateway) logout(ctx context.Context, t catalog.Tool, b *binding, limit time.Duration) *mcp.CallToolResult {
+func (g *Gateway) logout(ctx context.Context, t catalog.Tool, b *binding, limit time.Duration) *dispatch.Result {
 	resp := &signerv1.LogoutResponse{}
 	if err := g.signerCall(ctx, signerLogout, &signerv1.Logout{Scope: b.sessionID}, resp); err != nil {
-		return mcp.NewToolResultError(g.signerErrorText(ctx, t, err, limit))
+		return dispatch.ErrorText(g.signerErrorText(ctx, t, err, limit))
 	}
 	// Also when there was nothing to wipe: a worker may still think it
 	// has an identity the signer lost (a signer restart).
 	if err := g.setIdentity(ctx, b, ""); err != nil {
 		if !lost(ctx, err) {
-			return mcp.NewToolResultError(fmt.Sprintf("%s: the identity was wiped at the signer (window.nostr calls now fail), "+
+			return dispatch.ErrorText(fmt.Sprintf("%s: the identity was wiped at the signer (window.nostr calls now fail), "+
 				"but the browser session did not confirm removing window.nostr: %s", t.Name, g.errorText(ctx, t, err)))
 		}
 		g.unbind(ctx, b) // the session is gone, and its identity with it
@@ -214,15 +212,15 @@ func (g *Gateway) logout(ctx context.Context, t catalog.Tool, b *binding, limit 
 	if !resp.GetWasLoggedIn() {
 		text = "Not logged in: this browser session had no Nostr identity to log out."
 	}
-	return structuredResult(text, map[string]any{"state": "logged_out", "was_logged_in": resp.GetWasLoggedIn()})
+	return dispatch.Structured(text, map[string]any{"state": "logged_out", "was_logged_in": resp.GetWasLoggedIn()})
 }
 
 // loginStatus describes the identity of b's session, the identities the
 // signer remembers and its origin policy.
-func (g *Gateway) loginStatus(ctx context.Context, t catalog.Tool, b *binding, limit time.Duration) *mcp.CallToolResult {
+func (g *Gateway) loginStatus(ctx context.Context, t catalog.Tool, b *binding, caller string, limit time.Duration) *dispatch.Result {
 	st := &signerv1.StatusResponse{}
-	if err := g.signerCall(ctx, signerStatus, &signerv1.Status{Scope: b.sessionID, Owner: signerOwner(callerFrom(ctx))}, st); err != nil {
-		return mcp.NewToolResultError(g.signerErrorText(ctx, t, err, limit))
+	if err := g.signerCall(ctx, signerStatus, &signerv1.Status{Scope: b.sessionID, Owner: signerOwner(caller)}, st); err != nil {
+		return dispatch.ErrorText(g.signerErrorText(ctx, t, err, limit))
 	}
 	out := map[string]any{"state": "logged_out", "remembered": nonNil(st.GetRemembered()), "policy": nonNil(st.GetPolicy())}
 	var text strings.Builder
@@ -254,7 +252,7 @@ func (g *Gateway) loginStatus(ctx context.Context, t catalog.Tool, b *binding, l
 			text.WriteString("\n- " + line)
 		}
 	}
-	return structuredResult(text.String(), out)
+	return dispatch.Structured(text.String(), out)
 }
 
 // loginRefusal is the refusal of a browser tool call whose session has no
@@ -276,17 +274,6 @@ func (g *Gateway) loginRefusal(ctx context.Context, t catalog.Tool, sessionID st
 		return "this gateway requires a Nostr login first: " + catalog.LoginHint
 	}
 	return ""
-}
-
-// refuseWithoutLogin is the require-login check of toolHandler: a refusal
-// result (recorded as denied) or nil.
-func (g *Gateway) refuseWithoutLogin(ctx context.Context, t catalog.Tool, b *binding) *mcp.CallToolResult {
-	msg := g.loginRefusal(ctx, t, b.sessionID)
-	if msg == "" {
-		return nil
-	}
-	noteCall(ctx).outcome = historyv1.Outcome_OUTCOME_DENIED
-	return b.decorate(mcp.NewToolResultError(msg))
 }
 
 // signerOwner is the opaque owner of the identities a caller remembers at
@@ -351,7 +338,7 @@ func (g *Gateway) signerRunning(ctx context.Context) bool {
 // signerLogin sends lr to the signer and, while it runs, forwards each
 // LoginProgress the signer publishes (a NIP-46 bunker's auth_url) to the
 // MCP client. It returns the last auth_url seen too.
-func (g *Gateway) signerLogin(ctx context.Context, req mcp.CallToolRequest, lr *signerv1.Login) (*signerv1.LoginResponse, string, error) {
+func (g *Gateway) signerLogin(ctx context.Context, token mcp.ProgressToken, lr *signerv1.Login) (*signerv1.LoginResponse, string, error) {
 	nc := g.bus.NATS()
 	progress := make(chan *nats.Msg, 16)
 	sub, err := nc.ChanSubscribe(nc.NewInbox(), progress)
@@ -372,10 +359,6 @@ func (g *Gateway) signerLogin(ctx context.Context, req mcp.CallToolRequest, lr *
 		err := g.signerCall(ctx, signerLogin, lr, resp)
 		done <- reply{resp, err}
 	}()
-	var token mcp.ProgressToken
-	if req.Params.Meta != nil {
-		token = req.Params.Meta.ProgressToken
-	}
 	authURL := ""
 	for n := 1; ; {
 		select {
@@ -497,16 +480,6 @@ func busMessage(err error) string {
 		return be.Message
 	}
 	return err.Error()
-}
-
-// structuredResult is a text result with the same facts as structured
-// content (a JSON object, so that a new handle can join it).
-func structuredResult(text string, fields map[string]any) *mcp.CallToolResult {
-	res := mcp.NewToolResultText(text)
-	if raw, err := json.Marshal(fields); err == nil {
-		res.StructuredContent = json.RawMessage(raw)
-	}
-	return res
 }
 
 func nonNil(s []string) []string {

@@ -15,6 +15,7 @@ import (
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 	"github.com/sovereign-fleet/sovereign/services/kit/urlpolicy"
 )
@@ -137,14 +138,14 @@ func loadGlobalPolicy(cfg Config) (*globalPolicy, error) {
 	return p, nil
 }
 
-// urlPolicy is the URL policy of a call: the global tier, the caller's
-// token tier and the session's grants.
-func (g *Gateway) urlPolicy(ctx context.Context, sessionGrants []string) *browserv1.UrlPolicy {
+// urlPolicy is the URL policy of a caller's call: the global tier, the
+// caller's token tier and the session's grants.
+func (g *Gateway) urlPolicy(c Caller, sessionGrants []string) *browserv1.UrlPolicy {
 	p := &browserv1.UrlPolicy{Enforced: true, BlockPrivate: g.policy.blockPrivate}
 	if len(g.policy.urls.Allow) > 0 || len(g.policy.urls.Block) > 0 {
 		p.Tiers = append(p.Tiers, g.policy.urls)
 	}
-	if c := callerInfo(ctx); len(c.URLAllow) > 0 || len(c.URLBlock) > 0 {
+	if len(c.URLAllow) > 0 || len(c.URLBlock) > 0 {
 		p.Tiers = append(p.Tiers, &browserv1.UrlRules{Tier: "token", Allow: c.URLAllow, Block: c.URLBlock})
 	}
 	if len(sessionGrants) > 0 {
@@ -156,28 +157,29 @@ func (g *Gateway) urlPolicy(ctx context.Context, sessionGrants []string) *browse
 	return p
 }
 
-// hasAllowRules reports whether the call's policy has allow rules: only
+// hasAllowRules reports whether a caller's policy has allow rules: only
 // then can a session grant change anything.
-func (g *Gateway) hasAllowRules(ctx context.Context) bool {
-	return len(g.policy.urls.Allow) > 0 || len(callerInfo(ctx).URLAllow) > 0
+func (g *Gateway) hasAllowRules(c Caller) bool {
+	return len(g.policy.urls.Allow) > 0 || len(c.URLAllow) > 0
 }
 
 // sessionGrants are the URL patterns people granted to the call's browser
-// session, plus the host a person let this very call navigate to.
-func (g *Gateway) sessionGrants(ctx context.Context, args any) []string {
-	if !g.hasAllowRules(ctx) {
+// session, plus the host a person let this very call navigate to. Without
+// allow rules no grant matters, and none is read.
+func (g *Gateway) sessionGrants(ctx context.Context, c *dispatch.Call) []string {
+	if !g.hasAllowRules(c.Caller) {
 		return nil
 	}
 	var grants []string
 	if g.approvals != nil {
-		list, err := g.approvals.URLGrants(ctx, approvalScope(ctx, args))
+		list, err := g.approvals.URLGrants(ctx, approvalScope(c))
 		if err != nil {
 			g.log.WarnContext(ctx, "read the session's URL grants; the call goes without them", "err", err)
 		}
 		grants = list
 	}
-	if once := noteCall(ctx).urlOnce; once != "" && !slices.Contains(grants, once) {
-		grants = append(grants, once)
+	if c.URLOnce != "" && !slices.Contains(grants, c.URLOnce) {
+		grants = append(grants, c.URLOnce)
 	}
 	return grants
 }
@@ -187,12 +189,11 @@ func (g *Gateway) sessionGrants(ctx context.Context, args any) []string {
 // person may then let the session go there (approve once: this call;
 // approve for the session: a session grant of the host). pattern is the
 // host to grant.
-func (g *Gateway) navigationNeedsGrant(ctx context.Context, tool string, args any, scope string) (reason, pattern string, ok bool) {
-	if tool != "open" && tool != "tab_new" || !g.hasAllowRules(ctx) {
+func (g *Gateway) navigationNeedsGrant(ctx context.Context, c *dispatch.Call, scope string) (reason, pattern string, ok bool) {
+	if c.Tool != "open" && c.Tool != "tab_new" || !g.hasAllowRules(c.Caller) {
 		return "", "", false
 	}
-	m, _ := args.(map[string]any)
-	raw, _ := m["url"].(string)
+	raw, _ := c.Args["url"].(string)
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || u.Hostname() == "" || !urlpolicy.IsNetworkScheme(u.Scheme) {
 		return "", "", false // the worker refuses or lets it through itself
@@ -201,7 +202,7 @@ func (g *Gateway) navigationNeedsGrant(ctx context.Context, tool string, args an
 	if g.approvals != nil && scope != "" {
 		grants, _ = g.approvals.URLGrants(ctx, scope)
 	}
-	pol, err := urlpolicy.Compile(g.urlPolicy(ctx, grants))
+	pol, err := urlpolicy.Compile(g.urlPolicy(c.Caller, grants))
 	if err != nil {
 		return "", "", false
 	}

@@ -2,20 +2,17 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 	"github.com/sovereign-fleet/sovereign/services/kit/systools"
 )
@@ -26,9 +23,9 @@ import (
 //
 //   - off (the default): nobody; they are not registered at all.
 //   - agent: agent runs only, whose calls come over the bus dispatcher
-//     (bus.go marks them: busCallFrom(ctx) != nil). A tool filter hides
-//     them from MCP clients' tools/list and refuses their calls as unknown
-//     tools; the handlers check again.
+//     (dispatch.Bus). They are not registered on the MCP server, so MCP
+//     clients neither list nor call them; the handler checks again for a
+//     script's inner calls.
 //   - on: MCP clients too.
 //
 // Calls take the normal path (audit, approvals): an operator can monitor
@@ -44,11 +41,6 @@ const (
 // DefaultWorkspace is the system tools' workspace when none is configured
 // (`sovereign up` passes <data dir>/workspace).
 const DefaultWorkspace = "./workspace"
-
-// maxAuditArgument is the longest string argument the audit middleware
-// marshals and redacts whole: longer ones (a 10 MiB fs_write content) are
-// clipped first, since the record keeps only audit.MaxArgumentChars.
-const maxAuditArgument = 64 << 10
 
 // registerSystemFlags adds --system-tools and --workspace.
 func registerSystemFlags(fs *flag.FlagSet, errs *[]error, cfg *Config) {
@@ -96,9 +88,11 @@ func (g *Gateway) setupSystem() error {
 		return fmt.Errorf("--workspace: %w", err)
 	}
 	g.workspace = ws
+	g.onClose(func(context.Context) error { return ws.Close() })
 	for _, t := range catalog.Tools() {
 		if t.System {
-			g.mcp.AddTool(systemMCPTool(t), g.systemHandler(t))
+			g.addTools(dispatch.Entry{Kind: dispatch.System, Tool: systemMCPTool(t), Handler: g.systemHandler(t),
+				Hidden: mode == SystemToolsAgent})
 		}
 	}
 	who := "agent runs only (not MCP clients)"
@@ -108,38 +102,6 @@ func (g *Gateway) setupSystem() error {
 	g.log.Warn("system tools are on: shell_exec runs arbitrary commands as this process's user, and the fs_* tools read, write "+
 		"and delete files in the workspace", "system_tools", mode, "for", who, "workspace", ws.Dir())
 	return nil
-}
-
-// closeSystem releases the workspace.
-func (g *Gateway) closeSystem() {
-	if g.workspace != nil {
-		_ = g.workspace.Close()
-	}
-}
-
-// systemAllowed reports whether the call of ctx may see and call the
-// system tools.
-func (g *Gateway) systemAllowed(ctx context.Context) bool {
-	switch g.cfg.systemMode() {
-	case SystemToolsOn:
-		return true
-	case SystemToolsAgent:
-		return busCallFrom(ctx) != nil
-	}
-	return false
-}
-
-// filterSystemTools is the MCP server's tool filter: it takes the system
-// tools out of tools/list, and out of reach of tools/call, for calls that
-// may not use them.
-func (g *Gateway) filterSystemTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
-	if g.cfg.systemMode() != SystemToolsAgent || g.systemAllowed(ctx) {
-		return tools
-	}
-	return slices.DeleteFunc(slices.Clone(tools), func(t mcp.Tool) bool {
-		ct, ok := catalog.Lookup(t.Name)
-		return ok && ct.System
-	})
 }
 
 // systemMCPTool renders a system tool for tools/list: what it may destroy
@@ -158,18 +120,19 @@ func systemMCPTool(t catalog.Tool) mcp.Tool {
 }
 
 // systemHandler is the handler of a system tool.
-func (g *Gateway) systemHandler(t catalog.Tool) server.ToolHandlerFunc {
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if !g.systemAllowed(ctx) { // the filter refuses first; this holds if it is bypassed
-			return mcp.NewToolResultError(fmt.Sprintf("unknown tool %q", t.Name)), nil
+func (g *Gateway) systemHandler(t catalog.Tool) dispatch.Handler {
+	return func(ctx context.Context, c *dispatch.Call) *dispatch.Result {
+		if g.cfg.systemMode() == SystemToolsAgent && c.Transport != dispatch.Bus {
+			// A script's inner call from an MCP client: not an agent run.
+			return dispatch.Errorf("unknown tool %q", t.Name)
 		}
-		call, err := t.ParseSystem(req.Params.Arguments)
+		call, err := t.ParseSystem(c.Args)
 		if err != nil {
-			return mcp.NewToolResultError(fmt.Sprintf("%s: %v", t.Name, err)), nil
+			return dispatch.ErrorText(fmt.Sprintf("%s: %v", t.Name, err))
 		}
 		ws := g.workspace
-		fail := func(err error) (*mcp.CallToolResult, error) {
-			return mcp.NewToolResultError(fmt.Sprintf("%s: %v", t.Name, err)), nil
+		fail := func(err error) *dispatch.Result {
+			return dispatch.Errorf("%s: %v", t.Name, err)
 		}
 		switch t.Name {
 		case catalog.FSRead:
@@ -177,7 +140,7 @@ func (g *Gateway) systemHandler(t catalog.Tool) server.ToolHandlerFunc {
 			if err != nil {
 				return fail(err)
 			}
-			return readResult(r), nil
+			return readResult(r)
 		case catalog.FSWrite:
 			r, err := ws.Write(call.Path, call.Content, call.Append)
 			if err != nil {
@@ -190,15 +153,15 @@ func (g *Gateway) systemHandler(t catalog.Tool) server.ToolHandlerFunc {
 			if !r.Created {
 				how = "existing file"
 			}
-			return structured(fmt.Sprintf("%s %d bytes to %s (%s; it now has %d bytes).", verb, r.Bytes, r.Path, how, r.Size), map[string]any{
+			return dispatch.Structured(fmt.Sprintf("%s %d bytes to %s (%s; it now has %d bytes).", verb, r.Bytes, r.Path, how, r.Size), map[string]any{
 				"path": r.Path, "bytes": r.Bytes, "size": r.Size, "created": r.Created, "appended": r.Appended,
-			}), nil
+			})
 		case catalog.FSList:
 			r, err := ws.List(call.Path)
 			if err != nil {
 				return fail(err)
 			}
-			return listResult(r), nil
+			return listResult(r)
 		case catalog.FSMkdir:
 			created, err := ws.Mkdir(call.Path)
 			if err != nil {
@@ -208,7 +171,7 @@ func (g *Gateway) systemHandler(t catalog.Tool) server.ToolHandlerFunc {
 			if !created {
 				msg = "Directory " + call.Path + " already exists."
 			}
-			return structured(msg, map[string]any{"path": call.Path, "created": created}), nil
+			return dispatch.Structured(msg, map[string]any{"path": call.Path, "created": created})
 		case catalog.FSDelete:
 			kind, err := ws.Delete(call.Path, call.Recursive)
 			if err != nil {
@@ -221,21 +184,22 @@ func (g *Gateway) systemHandler(t catalog.Tool) server.ToolHandlerFunc {
 			case "symlink":
 				msg = fmt.Sprintf("Deleted symbolic link %s (not what it pointed to).", call.Path)
 			}
-			return structured(msg, map[string]any{"path": call.Path, "type": kind}), nil
+			return dispatch.Structured(msg, map[string]any{"path": call.Path, "type": kind})
 		case catalog.ShellExec:
 			r, err := ws.Exec(ctx, call.Command, call.Timeout)
 			switch {
 			case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-				return mcp.NewToolResultError(t.Name + " was cancelled: the command was killed with its process group"), nil
+				return dispatch.ErrorText(t.Name + " was cancelled: the command was killed with its process group")
 			case err != nil:
 				return fail(err)
 			}
+			res := execResult(r, call.Timeout)
 			if r.TimedOut {
-				noteCall(ctx).outcome = historyv1.Outcome_OUTCOME_TIMEOUT
+				res.Outcome = historyv1.Outcome_OUTCOME_TIMEOUT
 			}
-			return execResult(r, call.Timeout), nil
+			return res
 		}
-		return mcp.NewToolResultError(t.Name + ": internal error: no handler"), nil
+		return dispatch.ErrorText(t.Name + ": internal error: no handler")
 	}
 }
 
@@ -246,30 +210,21 @@ func kindName(kind string) string {
 	return kind
 }
 
-// structured is a text result with structured content.
-func structured(text string, v any) *mcp.CallToolResult {
-	res := mcp.NewToolResultText(text)
-	if b, err := json.Marshal(v); err == nil {
-		res.StructuredContent = json.RawMessage(b)
-	}
-	return res
-}
-
 // readResult is the file's text, then a note when it goes on.
-func readResult(r systools.ReadResult) *mcp.CallToolResult {
+func readResult(r systools.ReadResult) *dispatch.Result {
 	if r.Size == 0 {
-		return mcp.NewToolResultText("(" + r.Path + " is empty)")
+		return dispatch.Text("(" + r.Path + " is empty)")
 	}
-	res := mcp.NewToolResultText(r.Content)
+	res := dispatch.Text(r.Content)
 	if r.Clipped {
-		res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf(
-			"[clipped: bytes %d to %d of %d shown; call fs_read with offset %d to read on]", r.Offset, r.Next, r.Size, r.Next)))
+		res.Parts = append(res.Parts, dispatch.Part{Text: fmt.Sprintf(
+			"[clipped: bytes %d to %d of %d shown; call fs_read with offset %d to read on]", r.Offset, r.Next, r.Size, r.Next)})
 	}
 	return res
 }
 
 // listResult is a listing as lines, and as structured content.
-func listResult(r systools.ListResult) *mcp.CallToolResult {
+func listResult(r systools.ListResult) *dispatch.Result {
 	var b strings.Builder
 	switch {
 	case r.Total == 0:
@@ -292,12 +247,12 @@ func listResult(r systools.ListResult) *mcp.CallToolResult {
 	if r.Clipped {
 		fmt.Fprintf(&b, "\n[%d more entries not shown: at most %d are listed]", r.Total-len(r.Entries), systools.MaxList)
 	}
-	return structured(b.String(), map[string]any{"path": r.Path, "entries": r.Entries, "total": r.Total, "clipped": r.Clipped})
+	return dispatch.Structured(b.String(), map[string]any{"path": r.Path, "entries": r.Entries, "total": r.Total, "clipped": r.Clipped})
 }
 
 // execResult is a command's exit code and output; one that timed out is an
 // error result with what it wrote.
-func execResult(r systools.ExecResult, timeout time.Duration) *mcp.CallToolResult {
+func execResult(r systools.ExecResult, timeout time.Duration) *dispatch.Result {
 	if timeout == 0 {
 		timeout = systools.DefaultTimeout
 	}
@@ -327,40 +282,10 @@ func execResult(r systools.ExecResult, timeout time.Duration) *mcp.CallToolResul
 	if r.StdoutBytes == 0 && r.StderrBytes == 0 {
 		b.WriteString("(no output)\n")
 	}
-	res := structured(b.String(), map[string]any{
+	res := dispatch.Structured(b.String(), map[string]any{
 		"exit_code": r.ExitCode, "signal": r.Signal, "timed_out": r.TimedOut, "duration_ms": r.Duration.Milliseconds(),
 		"stdout": r.Stdout, "stderr": r.Stderr, "stdout_bytes": r.StdoutBytes, "stderr_bytes": r.StderrBytes,
 	})
 	res.IsError = r.TimedOut
 	return res
-}
-
-// clipAuditArguments returns args with every string longer than
-// maxAuditArgument cut to that length and prefixed with its size, copying
-// the map only when it changes: the audit record keeps a few thousand
-// characters anyway, and a huge argument would be marshalled and redacted
-// whole first.
-func clipAuditArguments(args map[string]any) map[string]any {
-	var out map[string]any
-	for k, v := range args {
-		s, ok := v.(string)
-		if !ok || len(s) <= maxAuditArgument {
-			continue
-		}
-		if out == nil {
-			out = make(map[string]any, len(args))
-			for k, v := range args {
-				out[k] = v
-			}
-		}
-		n := maxAuditArgument
-		for n > 0 && !utf8.RuneStart(s[n]) { // not inside a character
-			n--
-		}
-		out[k] = fmt.Sprintf("[%d bytes, clipped for the audit trail] %s", len(s), s[:n])
-	}
-	if out == nil {
-		return args
-	}
-	return out
 }

@@ -278,7 +278,7 @@ func up(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeConn()
-	gw, err := gateway.New(*gcfg, c)
+	gw, err := gateway.New(ctx, *gcfg, c)
 	if err != nil {
 		return err
 	}

@@ -18,10 +18,7 @@
 package otelmcp
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 
@@ -66,8 +63,9 @@ const maxStatus = 256
 // "POST /mcp"), which continues the caller's traceparent header, or, when
 // the request has none, the traceparent in its params._meta: a client that
 // propagates only through _meta still finds the whole call in its trace.
-// Mount it where the body is already bounded (after the body limit).
-func HTTP(next http.Handler) http.Handler {
+// meta returns the request's params._meta, decoded once where the body was
+// read (nil for none).
+func HTTP(next http.Handler, meta func(*http.Request) map[string]any) http.Handler {
 	h := otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := context.WithValue(r.Context(), httpSpanKey{}, trace.SpanFromContext(r.Context()))
 		next.ServeHTTP(w, r.WithContext(ctx))
@@ -77,8 +75,10 @@ func HTTP(next http.Handler) http.Handler {
 		otelhttp.WithTracerProvider(otel.GetTracerProvider()))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Header.Get("traceparent") == "" {
-			if ctx, ok := metaParent(r); ok {
-				r = r.WithContext(ctx)
+			if m := meta(r); len(m) > 0 {
+				if ctx := extract(r.Context(), m); trace.SpanContextFromContext(ctx).IsRemote() {
+					r = r.WithContext(ctx)
+				}
 			}
 		}
 		h.ServeHTTP(w, r)
@@ -91,30 +91,6 @@ type httpSpanKey struct{}
 func httpSpan(ctx context.Context) trace.Span {
 	s, _ := ctx.Value(httpSpanKey{}).(trace.Span)
 	return s
-}
-
-// metaParent returns r's context with the remote span context of the
-// traceparent in the JSON-RPC message's params._meta, if it has a valid one.
-// The body is put back as it was.
-func metaParent(r *http.Request) (context.Context, bool) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, false
-	}
-	body, err := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-	if err != nil || !bytes.Contains(body, []byte(`"traceparent"`)) {
-		return nil, false
-	}
-	var msg struct {
-		Params struct {
-			Meta map[string]any `json:"_meta"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &msg) != nil || len(msg.Params.Meta) == 0 {
-		return nil, false
-	}
-	ctx := extract(r.Context(), msg.Params.Meta)
-	return ctx, trace.SpanContextFromContext(ctx).IsRemote()
 }
 
 // extract reads W3C trace context from a _meta bag.

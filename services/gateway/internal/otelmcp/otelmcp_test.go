@@ -1,8 +1,11 @@
 package otelmcp
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -43,7 +46,7 @@ func newServer(t *testing.T) string {
 		return mcp.NewToolResultError("no such page"), nil
 	})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", HTTP(server.NewStreamableHTTPServer(s, server.WithEndpointPath("/mcp"))))
+	mux.Handle("/mcp", HTTP(server.NewStreamableHTTPServer(s, server.WithEndpointPath("/mcp")), bodyMeta))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv.URL + "/mcp"
@@ -300,4 +303,18 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 		out = append(out, s.Name())
 	}
 	return out
+}
+
+// bodyMeta decodes the request's params._meta as the gateway's edge does
+// once per request, and puts the body back.
+func bodyMeta(r *http.Request) map[string]any {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		Params struct {
+			Meta map[string]any `json:"_meta"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(body, &msg)
+	return msg.Params.Meta
 }
