@@ -2,26 +2,21 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
-
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/hostguard"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/oauth"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
@@ -59,8 +54,9 @@ func callerInfo(ctx context.Context) Caller {
 // tokens when an issuer is configured.
 type authenticator struct {
 	tokens   *tokens.Store
-	oauth    *oauthVerifier // nil without --oauth-issuer
-	required atomic.Bool    // a request without credentials gets 401
+	oauth    *oauth.Verifier // nil without --oauth-issuer
+	resource string          // the MCP endpoint's public URL (OAuth mode)
+	required atomic.Bool     // a request without credentials gets 401
 	// metadataURL is the RFC 9728 document (OAuth mode).
 	metadataURL string
 	log         *slog.Logger
@@ -120,7 +116,11 @@ func (a *authenticator) authenticate(ctx context.Context, credential string) (Ca
 	if a.oauth == nil {
 		return Caller{}, errors.New("not an API token (svt_…), and no OAuth issuer is configured")
 	}
-	return a.oauth.verify(ctx, credential)
+	sub, err := a.oauth.Verify(ctx, credential)
+	if err != nil {
+		return Caller{}, err
+	}
+	return Caller{Kind: KindOAuth, ID: sub.ID, Name: sub.Name}, nil
 }
 
 // deny answers 401 with a WWW-Authenticate challenge (RFC 6750, and the
@@ -194,17 +194,12 @@ func newAuthenticator(cfg Config, ts *tokens.Store, log *slog.Logger) *authentic
 	a := &authenticator{tokens: ts, log: log}
 	if cfg.OAuthIssuer != "" {
 		base := strings.TrimSuffix(cfg.PublicURL, "/")
-		a.oauth = &oauthVerifier{
-			issuer:   cfg.OAuthIssuer,
-			audience: cfg.OAuthAudience,
-			resource: base + "/mcp",
-			jwksURL:  cfg.OAuthJWKSURL,
-			client:   &http.Client{Timeout: 10 * time.Second},
-			log:      log,
+		a.resource = base + "/mcp"
+		audience := cfg.OAuthAudience
+		if audience == "" {
+			audience = a.resource
 		}
-		if a.oauth.audience == "" {
-			a.oauth.audience = a.oauth.resource
-		}
+		a.oauth = oauth.New(cfg.OAuthIssuer, audience, cfg.OAuthJWKSURL, log)
 		a.metadataURL = base + metadataPath
 	}
 	required := cfg.RequireAuth
@@ -233,299 +228,11 @@ func (a *authenticator) serveMetadata(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "max-age=300")
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"resource":                 a.oauth.resource,
-		"authorization_servers":    []string{a.oauth.issuer},
+		"resource":                 a.resource,
+		"authorization_servers":    []string{a.oauth.Issuer()},
 		"bearer_methods_supported": []string{"header"},
 		"resource_name":            "Sovereign browser fleet",
 	})
-}
-
-// JWT checks.
-const (
-	jwtLeeway        = time.Minute
-	jwksMinInterval  = time.Minute     // between fetches once keys are known
-	jwksRetryBackoff = 5 * time.Second // between failed fetches while none are
-	maxMetadataBytes = 1 << 20
-)
-
-// jwtAlgorithms are the signature algorithms accepted (asymmetric only).
-var jwtAlgorithms = []jose.SignatureAlgorithm{
-	jose.RS256, jose.RS384, jose.RS512, jose.PS256, jose.PS384, jose.PS512,
-	jose.ES256, jose.ES384, jose.ES512, jose.EdDSA,
-}
-
-// oauthVerifier validates JWT access tokens of one issuer (OAuth 2.1
-// resource server): signature against the issuer's JWKS, iss, aud, exp and
-// nbf.
-type oauthVerifier struct {
-	issuer, audience, resource string
-	jwksURL                    string // "" = discover from the issuer's metadata
-	client                     *http.Client
-	log                        *slog.Logger
-
-	fetchMu sync.Mutex // one fetch at a time
-
-	mu         sync.RWMutex
-	keys       *jose.JSONWebKeySet
-	fetched    time.Time // last attempt
-	fetchErr   error     // of the last attempt
-	discovered string    // JWKS URL found in the issuer's metadata
-}
-
-// verify checks a JWT and returns its caller.
-func (v *oauthVerifier) verify(ctx context.Context, raw string) (Caller, error) {
-	tok, err := jwt.ParseSigned(raw, jwtAlgorithms)
-	if err != nil {
-		return Caller{}, fmt.Errorf("not a signed JWT with an accepted algorithm: %w", err)
-	}
-	if len(tok.Headers) != 1 {
-		return Caller{}, errors.New("JWT has more than one signature")
-	}
-	var unverified jwt.Claims
-	if err := tok.UnsafeClaimsWithoutVerification(&unverified); err != nil {
-		return Caller{}, fmt.Errorf("JWT claims: %w", err)
-	}
-	// Another issuer's token would only make us fetch keys in vain.
-	if unverified.Issuer != v.issuer {
-		return Caller{}, fmt.Errorf("JWT issuer %q is not the configured issuer %q", clipClaim(unverified.Issuer, 200), v.issuer)
-	}
-	h := tok.Headers[0]
-	keys, err := v.keysFor(ctx, h.KeyID)
-	if err != nil {
-		return Caller{}, err
-	}
-	var claims jwt.Claims
-	verified := false
-	for _, k := range keys {
-		if k.Algorithm != "" && k.Algorithm != h.Algorithm {
-			continue
-		}
-		if tok.Claims(k.Key, &claims) == nil {
-			verified = true
-			break
-		}
-	}
-	if !verified {
-		return Caller{}, fmt.Errorf("JWT signature does not verify with the issuer's keys (kid %q, alg %s)", clipClaim(h.KeyID, 100), h.Algorithm)
-	}
-	if claims.Expiry == nil {
-		return Caller{}, errors.New("JWT has no expiry (exp)")
-	}
-	if claims.Subject == "" {
-		return Caller{}, errors.New("JWT has no subject (sub)")
-	}
-	if err := claims.ValidateWithLeeway(jwt.Expected{
-		Issuer: v.issuer, AnyAudience: jwt.Audience{v.audience}, Time: time.Now(),
-	}, jwtLeeway); err != nil {
-		switch {
-		case errors.Is(err, jwt.ErrInvalidAudience):
-			return Caller{}, fmt.Errorf("JWT audience %q does not include %q", claims.Audience, v.audience)
-		case errors.Is(err, jwt.ErrExpired):
-			return Caller{}, fmt.Errorf("JWT expired at %s", claims.Expiry.Time().UTC().Format(time.RFC3339))
-		case errors.Is(err, jwt.ErrNotValidYet):
-			return Caller{}, errors.New("JWT is not valid yet (nbf)")
-		}
-		return Caller{}, fmt.Errorf("JWT claims: %w", err)
-	}
-	sum := sha256.Sum256([]byte(claims.Issuer + "\x00" + claims.Subject))
-	return Caller{
-		Kind: KindOAuth,
-		ID:   "oauth:" + hex.EncodeToString(sum[:16]),
-		Name: "oauth:" + clipClaim(claims.Subject, 128),
-	}, nil
-}
-
-func clipClaim(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
-// keysFor returns the issuer's signing keys for kid (all of them when kid
-// is empty), fetching the JWKS when it has none for kid: at most once per
-// jwksMinInterval, so that made-up key ids cannot make us hammer the
-// issuer.
-func (v *oauthVerifier) keysFor(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
-	if keys := v.lookup(kid); len(keys) > 0 {
-		return keys, nil
-	}
-	if err := v.refresh(ctx); err != nil {
-		return nil, err
-	}
-	if keys := v.lookup(kid); len(keys) > 0 {
-		return keys, nil
-	}
-	return nil, fmt.Errorf("the issuer's JWKS has no signing key with kid %q", clipClaim(kid, 100))
-}
-
-func (v *oauthVerifier) lookup(kid string) []jose.JSONWebKey {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	if v.keys == nil {
-		return nil
-	}
-	if kid == "" {
-		return v.keys.Keys
-	}
-	return v.keys.Key(kid)
-}
-
-// refresh fetches the JWKS unless it was fetched lately.
-func (v *oauthVerifier) refresh(ctx context.Context) error {
-	v.fetchMu.Lock()
-	defer v.fetchMu.Unlock()
-	v.mu.RLock()
-	have, last, lastErr := v.keys != nil, v.fetched, v.fetchErr
-	v.mu.RUnlock()
-	wait := jwksMinInterval
-	if !have {
-		wait = jwksRetryBackoff
-	}
-	if !last.IsZero() && time.Since(last) < wait {
-		if !have && lastErr != nil {
-			return fmt.Errorf("the issuer's signing keys are unavailable: %w", lastErr)
-		}
-		return nil
-	}
-	// Detached from the request: one client giving up must not fail the
-	// fetch for the others waiting on it.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-	defer cancel()
-	keys, err := v.fetch(fctx)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.fetched, v.fetchErr = time.Now(), err
-	if err != nil {
-		if v.keys == nil {
-			return fmt.Errorf("the issuer's signing keys are unavailable: %w", err)
-		}
-		v.log.Warn("OAuth: refreshing the issuer's signing keys failed; keeping the known ones", "err", err)
-		return nil
-	}
-	v.keys = keys
-	return nil
-}
-
-// fetch reads the JWKS, discovering its URL from the issuer's metadata
-// when none is configured.
-func (v *oauthVerifier) fetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
-	jwksURL := v.jwksURL
-	if jwksURL == "" {
-		v.mu.RLock()
-		jwksURL = v.discovered
-		v.mu.RUnlock()
-	}
-	if jwksURL == "" {
-		u, err := v.discover(ctx)
-		if err != nil {
-			return nil, err
-		}
-		jwksURL = u
-		v.mu.Lock()
-		v.discovered = u
-		v.mu.Unlock()
-	}
-	var set jose.JSONWebKeySet
-	if err := getJSON(ctx, v.client, jwksURL, &set); err != nil {
-		return nil, fmt.Errorf("JWKS: %w", err)
-	}
-	out := &jose.JSONWebKeySet{}
-	for _, k := range set.Keys {
-		if k.Use == "enc" || !k.Valid() || !k.IsPublic() {
-			continue
-		}
-		out.Keys = append(out.Keys, k)
-	}
-	if len(out.Keys) == 0 {
-		return nil, fmt.Errorf("JWKS at %s holds no public signing key", jwksURL)
-	}
-	return out, nil
-}
-
-// discover finds the JWKS URL in the issuer's OpenID Connect or OAuth
-// authorization server metadata (RFC 8414).
-func (v *oauthVerifier) discover(ctx context.Context) (string, error) {
-	var errs []error
-	for _, u := range metadataURLs(v.issuer) {
-		var meta struct {
-			Issuer  string `json:"issuer"`
-			JWKSURI string `json:"jwks_uri"`
-		}
-		if err := getJSON(ctx, v.client, u, &meta); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if meta.Issuer != v.issuer {
-			errs = append(errs, fmt.Errorf("%s names issuer %q, not %q", u, meta.Issuer, v.issuer))
-			continue
-		}
-		if meta.JWKSURI == "" {
-			errs = append(errs, fmt.Errorf("%s has no jwks_uri", u))
-			continue
-		}
-		return meta.JWKSURI, nil
-	}
-	return "", fmt.Errorf("discover the issuer's JWKS (or set --oauth-jwks-url): %w", errors.Join(errs...))
-}
-
-// metadataURLs are where an issuer's metadata may be: OpenID Connect
-// Discovery, then RFC 8414 (path inserted after the well-known prefix).
-func metadataURLs(issuer string) []string {
-	trimmed := strings.TrimSuffix(issuer, "/")
-	out := []string{trimmed + "/.well-known/openid-configuration"}
-	if u, err := url.Parse(trimmed); err == nil {
-		path := u.Path
-		u.Path = "/.well-known/oauth-authorization-server" + path
-		out = append(out, u.String())
-	}
-	return out
-}
-
-func getJSON(ctx context.Context, client *http.Client, u string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", u, resp.Status)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadataBytes+1))
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", u, err)
-	}
-	if len(body) > maxMetadataBytes {
-		return fmt.Errorf("GET %s: larger than %d bytes", u, maxMetadataBytes)
-	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("GET %s: not the expected JSON: %w", u, err)
-	}
-	return nil
-}
-
-// validOAuthURL checks an issuer, JWKS or public URL: https, or http on a
-// loopback host (development and tests).
-func validOAuthURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return fmt.Errorf("%q is not an absolute URL like https://auth.example.com (no query or fragment)", s)
-	}
-	switch u.Scheme {
-	case "https":
-		return nil
-	case "http":
-		if !exposedHost(u.Hostname()) {
-			return nil
-		}
-		return fmt.Errorf("%q: use https (plain http only on loopback)", s)
-	}
-	return fmt.Errorf("%q: the scheme must be https", s)
 }
 
 // validateAuth reports the auth flags' problems (part of Config.Validate).
@@ -548,7 +255,7 @@ func (c Config) validateAuth(bad func(flag, format string, a ...any)) {
 		}
 		return
 	}
-	if err := validOAuthURL(c.OAuthIssuer); err != nil {
+	if err := oauth.ValidURL(c.OAuthIssuer); err != nil {
 		bad("oauth-issuer", "%v", err)
 	}
 	if c.PublicURL == "" {
@@ -556,7 +263,7 @@ func (c Config) validateAuth(bad func(flag, format string, a ...any)) {
 			"it is the resource in the OAuth metadata and the default audience")
 	}
 	if c.OAuthJWKSURL != "" {
-		if err := validOAuthURL(c.OAuthJWKSURL); err != nil {
+		if err := oauth.ValidURL(c.OAuthJWKSURL); err != nil {
 			bad("oauth-jwks-url", "%v", err)
 		}
 	}
@@ -598,9 +305,9 @@ func (g *Gateway) setupAuth(ctx context.Context) error {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if err := v.refresh(bg); err != nil && bg.Err() == nil {
+			if err := v.Refresh(bg); err != nil && bg.Err() == nil {
 				g.log.Warn("OAuth: cannot fetch the issuer's signing keys yet (JWT access tokens are refused until it works)",
-					"issuer", v.issuer, "err", err)
+					"issuer", v.Issuer(), "err", err)
 			}
 		}()
 		g.onClose(func(context.Context) error { cancel(); <-done; return nil })
@@ -615,8 +322,8 @@ func (g *Gateway) setupAuth(ctx context.Context) error {
 
 // authRoutes serves the OAuth protected resource metadata, behind the Host
 // and Origin guard.
-func (g *Gateway) authRoutes(mux *http.ServeMux, guard *guard) {
-	h := guard.wrap(http.HandlerFunc(g.auth.serveMetadata))
+func (g *Gateway) authRoutes(mux *http.ServeMux, guard *hostguard.Guard) {
+	h := guard.Wrap(http.HandlerFunc(g.auth.serveMetadata))
 	mux.Handle(metadataPath, h)
 	mux.Handle(metadataPath+"/mcp", h)
 }

@@ -5,12 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/hostguard"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
@@ -249,7 +249,7 @@ func (c Config) Validate() error {
 		bad("listen", "%q is not host:port (like 127.0.0.1:8080)", c.Listen)
 	} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
 		bad("listen", "port %q of %q is not a number from 0 to 65535", port, c.Listen)
-	} else if host != "" && net.ParseIP(host) == nil && !validHostName(host) {
+	} else if host != "" && net.ParseIP(host) == nil && !hostguard.ValidHostName(host) {
 		bad("listen", "host %q of %q is neither an IP address nor a host name", host, c.Listen)
 	}
 	if c.ToolTimeout <= 0 || c.ToolTimeout > time.Hour {
@@ -262,12 +262,12 @@ func (c Config) Validate() error {
 		bad("max-body", "%d bytes is too small (at least 1024)", c.MaxBody)
 	}
 	for _, h := range c.AllowedHosts {
-		if _, err := parseHostPattern(h); err != nil {
+		if _, err := hostguard.ParseHost(h); err != nil {
 			bad("allowed-hosts", "%v", err)
 		}
 	}
 	for _, o := range c.AllowedOrigins {
-		if _, err := parseOriginPattern(o); err != nil {
+		if _, err := hostguard.ParseOrigin(o); err != nil {
 			bad("allowed-origins", "%v", err)
 		}
 	}
@@ -291,23 +291,6 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-func validHostName(h string) bool {
-	if h == "" || len(h) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(h, ".") {
-		if label == "" || len(label) > 63 {
-			return false
-		}
-		for _, r := range label {
-			if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 func validBucket(b string) bool {
 	for _, r := range b {
 		if !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
@@ -315,70 +298,4 @@ func validBucket(b string) bool {
 		}
 	}
 	return true
-}
-
-// hostPattern matches a host and, when port is set, a port.
-type hostPattern struct {
-	any    bool   // "*"
-	suffix string // "*.example.com" → ".example.com"
-	host   string // lower case, IPv6 without brackets
-	port   string // "" = any
-}
-
-func parseHostPattern(s string) (hostPattern, error) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	switch {
-	case s == "*":
-		return hostPattern{any: true}, nil
-	case strings.HasPrefix(s, "*."):
-		if !validHostName(s[2:]) {
-			return hostPattern{}, fmt.Errorf("%q: %q is not a host name", s, s[2:])
-		}
-		return hostPattern{suffix: s[1:]}, nil
-	}
-	host, port := s, ""
-	if h, p, err := net.SplitHostPort(s); err == nil {
-		host, port = h, p
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return hostPattern{}, fmt.Errorf("%q: port %q is not a number from 1 to 65535", s, p)
-		}
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if net.ParseIP(host) == nil && !validHostName(host) {
-		return hostPattern{}, fmt.Errorf("%q is not a host, host:port, *.domain or *", s)
-	}
-	return hostPattern{host: host, port: port}, nil
-}
-
-func (p hostPattern) match(host, port string) bool {
-	switch {
-	case p.any:
-		return true
-	case p.suffix != "":
-		return strings.HasSuffix(host, p.suffix)
-	}
-	return host == p.host && (p.port == "" || p.port == port)
-}
-
-// originPattern is a host pattern, optionally tied to one scheme.
-type originPattern struct {
-	scheme string // "" = any
-	hostPattern
-}
-
-func parseOriginPattern(s string) (originPattern, error) {
-	s = strings.TrimSpace(s)
-	if !strings.Contains(s, "://") {
-		hp, err := parseHostPattern(s)
-		return originPattern{hostPattern: hp}, err
-	}
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
-		return originPattern{}, fmt.Errorf("%q is not an origin like https://app.example.com", s)
-	}
-	hp, err := parseHostPattern(u.Host)
-	if err != nil {
-		return originPattern{}, err
-	}
-	return originPattern{scheme: strings.ToLower(u.Scheme), hostPattern: hp}, nil
 }

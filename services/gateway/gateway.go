@@ -27,6 +27,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/hostguard"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/otelmcp"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
@@ -102,7 +103,7 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	guard, err := newGuard(cfg)
+	guard, err := hostguard.New(cfg.AllowedHosts, cfg.AllowedOrigins)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +189,7 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", guard.wrap(g.auth.wrap(readBody(cfg.MaxBody, otelmcp.HTTP(g.sessionCheck(g.transport), requestMeta)))))
+	mux.Handle("/mcp", guard.Wrap(g.auth.wrap(readBody(cfg.MaxBody, otelmcp.HTTP(g.sessionCheck(g.transport), requestMeta)))))
 	g.authRoutes(mux, guard)
 	health.Register(mux,
 		health.NATS(c.NATS()),

@@ -6,93 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
-	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 )
-
-// guard checks Host and Origin on every /mcp request: a web page must not
-// be able to drive the gateway (DNS rebinding, cross-site requests).
-type guard struct {
-	hosts   []hostPattern
-	origins []originPattern
-}
-
-func newGuard(cfg Config) (*guard, error) {
-	g := &guard{}
-	for _, h := range cfg.AllowedHosts {
-		p, err := parseHostPattern(h)
-		if err != nil {
-			return nil, fmt.Errorf("allowed hosts: %w", err)
-		}
-		g.hosts = append(g.hosts, p)
-	}
-	for _, o := range cfg.AllowedOrigins {
-		p, err := parseOriginPattern(o)
-		if err != nil {
-			return nil, fmt.Errorf("allowed origins: %w", err)
-		}
-		g.origins = append(g.origins, p)
-	}
-	return g, nil
-}
-
-func splitHost(hostport string) (host, port string) {
-	host = hostport
-	if h, p, err := net.SplitHostPort(hostport); err == nil {
-		host, port = h, p
-	}
-	return strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")), port
-}
-
-func (g *guard) hostAllowed(hostport string) bool {
-	if hostport == "" {
-		return false
-	}
-	host, port := splitHost(hostport)
-	for _, p := range g.hosts {
-		if p.match(host, port) {
-			return true
-		}
-	}
-	return false
-}
-
-func (g *guard) originAllowed(origin string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return false // includes "null" (sandboxed frames, file://)
-	}
-	host, port := splitHost(u.Host)
-	for _, p := range g.origins {
-		if (p.scheme == "" || p.scheme == u.Scheme) && p.match(host, port) {
-			return true
-		}
-	}
-	return false
-}
-
-func (g *guard) wrap(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !g.hostAllowed(r.Host) {
-			http.Error(w, fmt.Sprintf("forbidden: Host %q is not allowed on this gateway; "+
-				"add it with --allowed-hosts or SOVEREIGN_ALLOWED_HOSTS", r.Host), http.StatusForbidden)
-			return
-		}
-		if origin := r.Header.Get("Origin"); origin != "" && !g.originAllowed(origin) {
-			http.Error(w, fmt.Sprintf("forbidden: Origin %q is not allowed on this gateway; "+
-				"add it with --allowed-origins or SOVEREIGN_ALLOWED_ORIGINS", origin), http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
 
 // envelope is what the HTTP stack needs of a POSTed JSON-RPC message,
 // decoded once at the edge (readBody) and handed down in the request's

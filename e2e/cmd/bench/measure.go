@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -401,5 +405,42 @@ func measureBreakdown(ctx context.Context, cfg config, f *harness.Fleet, url, si
 		return err
 	}
 	r.breakdown = append(r.breakdown, breakdownRow{"MCP ping: HTTP → gateway, session check, no worker", s})
+
+	// CPU time, unlike wall time, hardly moves with what else the machine
+	// runs: the gateway's (fleet) or the whole process's (up) per call.
+	if _, err := c.CallTool(octx, "open", map[string]any{"url": site + "/form"}); err != nil {
+		return err
+	}
+	before, err := cpuTime(f.Gateways[len(f.Gateways)-1].PID())
+	if err != nil {
+		return err
+	}
+	for range cfg.n {
+		if _, err := c.CallTool(ctx, "get_title", nil); err != nil {
+			return err
+		}
+	}
+	after, err := cpuTime(f.Gateways[len(f.Gateways)-1].PID())
+	if err != nil {
+		return err
+	}
+	r.cpuPerCall = (after - before) / time.Duration(cfg.n)
 	return nil
+}
+
+// cpuTime is the user and system CPU time process pid has used so far.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("CPU time of process %d: %w", pid, err)
+	}
+	// Fields after the command (which may hold spaces) start after ")".
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("CPU time of process %d: short /proc stat", pid)
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	const hz = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / hz, nil
 }

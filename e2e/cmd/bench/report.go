@@ -26,6 +26,7 @@ type report struct {
 
 	tools      []toolRow
 	breakdown  []breakdownRow
+	cpuPerCall time.Duration // CPU the gateway (fleet) or the sovereign process (up) spent per get_title
 	throughput []throughputRow
 
 	bigChain, bigDirect         stats
@@ -85,6 +86,12 @@ func (r *report) print(out io.Writer) {
 		}
 	}
 	w.Flush()
+	who := "the gateway process"
+	if cfg.mode == "up" {
+		who = "the sovereign up process (gateway, NATS and worker; not Chromium)"
+	}
+	fmt.Fprintf(out, "  CPU time of %s per get_title through MCP: %s (mean of %d calls; CPU time, unlike latency, hardly moves with the machine's load)\n",
+		who, ms(r.cpuPerCall), cfg.n)
 
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
