@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
@@ -64,21 +65,11 @@ func appendSchemes(list []string, v string) []string {
 // its health and metrics listener on cfg.Listen: what `sovereign browser`
 // and cmd/browser do.
 func Serve(ctx context.Context, cfg Config, natsURL string) error {
-	w, err := New(cfg)
+	cfg, err := cfg.Resolve() // the worker's ID names its connection
 	if err != nil {
 		return app.UsageError{Err: err}
 	}
-	c, closeConn, err := app.Connect(natsURL, "sovereign-browser-"+w.ID(), "")
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	if cfg.Listen != "" {
-		hctx, stop := context.WithCancel(ctx)
-		defer stop()
-		if err := w.serveHealth(hctx, c); err != nil { // metrics.go
-			return err
-		}
-	}
-	return w.Run(ctx, c)
+	return app.Serve(ctx, natsURL, "sovereign-browser-"+cfg.ID, func(ctx context.Context, c *bus.Conn) (*Worker, error) {
+		return New(ctx, cfg, c)
+	})
 }

@@ -291,14 +291,14 @@ func TestExposedStart(t *testing.T) {
 	srv := startNATS(t, "")
 
 	t.Run("refused without tokens", func(t *testing.T) {
-		_, err := gateway.New(gateway.Config{Listen: "0.0.0.0:0"}, connect(t, srv))
+		_, err := gateway.New(context.Background(), gateway.Config{Listen: "0.0.0.0:0"}, connect(t, srv))
 		if err == nil || !strings.Contains(err.Error(), "sovereign token create --name <name>") || !strings.Contains(err.Error(), "--insecure-no-auth") {
 			t.Fatalf("New on 0.0.0.0 without tokens = %v, want a refusal naming `sovereign token create` and --insecure-no-auth", err)
 		}
 		// New on loopback, then served on every interface: ServeListener
 		// refuses too (what Run does for both `sovereign up` and
 		// `sovereign gateway`).
-		g, err := gateway.New(gateway.Config{}, connect(t, srv))
+		g, err := gateway.New(context.Background(), gateway.Config{}, connect(t, srv))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +315,7 @@ func TestExposedStart(t *testing.T) {
 
 	t.Run("insecure-no-auth", func(t *testing.T) {
 		logs := captureLogs(t)
-		g, err := gateway.New(gateway.Config{Listen: "0.0.0.0:0", InsecureNoAuth: true}, connect(t, srv))
+		g, err := gateway.New(context.Background(), gateway.Config{Listen: "0.0.0.0:0", InsecureNoAuth: true}, connect(t, srv))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,7 +329,7 @@ func TestExposedStart(t *testing.T) {
 
 	t.Run("allowed once a token exists", func(t *testing.T) {
 		good, _ := newToken(t, srv, tokens.Spec{Name: "remote-agent"})
-		g, err := gateway.New(gateway.Config{Listen: "0.0.0.0:0"}, connect(t, srv))
+		g, err := gateway.New(context.Background(), gateway.Config{Listen: "0.0.0.0:0"}, connect(t, srv))
 		if err != nil {
 			t.Fatalf("New on 0.0.0.0 with a token: %v", err)
 		}
@@ -596,7 +596,7 @@ func TestOAuth(t *testing.T) {
 func TestOAuthExposedStart(t *testing.T) {
 	iss := newTestIssuer(t)
 	srv := startNATS(t, "")
-	g, err := gateway.New(gateway.Config{Listen: "0.0.0.0:0", PublicURL: "https://mcp.example.test", OAuthIssuer: iss.URL}, connect(t, srv))
+	g, err := gateway.New(context.Background(), gateway.Config{Listen: "0.0.0.0:0", PublicURL: "https://mcp.example.test", OAuthIssuer: iss.URL}, connect(t, srv))
 	if err != nil {
 		t.Fatalf("exposed gateway with OAuth: %v", err)
 	}

@@ -47,7 +47,7 @@ func startHistory(t *testing.T, srv *natsrv.Server) {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		_ = h.Close()
+		_ = h.Close(context.Background())
 	})
 	select {
 	case <-h.Ready():
@@ -60,7 +60,7 @@ func startHistory(t *testing.T, srv *natsrv.Server) {
 // runs too) until the test ends, and returns it with its /mcp URL.
 func serveGateway(t *testing.T, srv *natsrv.Server, cfg gateway.Config) (*gateway.Gateway, string) {
 	t.Helper()
-	g, err := gateway.New(cfg, connect(t, srv))
+	g, err := gateway.New(context.Background(), cfg, connect(t, srv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +466,7 @@ func TestConsoleOffWithoutToken(t *testing.T) {
 // TestConsoleConfigErrors: a short token and a taken port are clear errors.
 func TestConsoleConfigErrors(t *testing.T) {
 	srv := startNATS(t, "")
-	_, err := gateway.New(gateway.Config{AdminToken: "too-short"}, connect(t, srv))
+	_, err := gateway.New(context.Background(), gateway.Config{AdminToken: "too-short"}, connect(t, srv))
 	if err == nil || !strings.Contains(err.Error(), "at least 16") {
 		t.Errorf("New with a 9-character admin token: %v, want an error saying at least 16", err)
 	}
@@ -474,7 +474,7 @@ func TestConsoleConfigErrors(t *testing.T) {
 	if err := os.WriteFile(file, []byte(adminToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gateway.New(gateway.Config{AdminToken: adminToken, AdminTokenFile: file}, connect(t, srv)); err == nil || !strings.Contains(err.Error(), "one or the other") {
+	if _, err := gateway.New(context.Background(), gateway.Config{AdminToken: adminToken, AdminTokenFile: file}, connect(t, srv)); err == nil || !strings.Contains(err.Error(), "one or the other") {
 		t.Errorf("token and token file both set: %v", err)
 	}
 
@@ -483,7 +483,7 @@ func TestConsoleConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	g, err := gateway.New(gateway.Config{AdminTokenFile: file, AdminListen: taken.Addr().String()}, connect(t, srv))
+	g, err := gateway.New(context.Background(), gateway.Config{AdminTokenFile: file, AdminListen: taken.Addr().String()}, connect(t, srv))
 	if err != nil {
 		t.Fatal(err)
 	}

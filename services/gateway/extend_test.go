@@ -463,7 +463,7 @@ func TestScriptTimeoutFlag(t *testing.T) {
 
 	srv := startNATS(t, "")
 	for _, d := range []time.Duration{-time.Second, 2 * time.Hour} {
-		_, err := gateway.New(gateway.Config{ScriptTimeout: d}, connect(t, srv))
+		_, err := gateway.New(context.Background(), gateway.Config{ScriptTimeout: d}, connect(t, srv))
 		if err == nil || !strings.Contains(err.Error(), "--script-timeout") {
 			t.Errorf("ScriptTimeout %s: %v, want an error naming --script-timeout", d, err)
 		}

@@ -88,7 +88,7 @@ type Gateway struct {
 // New builds a gateway on c: it checks cfg (zero fields take the
 // defaults), creates the KV bucket if it is missing and registers the tools.
 // Call Run to serve, or mount Handler and call Close when done.
-func New(cfg Config, c *bus.Conn) (*Gateway, error) {
+func New(ctx context.Context, cfg Config, c *bus.Conn) (*Gateway, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -97,7 +97,7 @@ func New(cfg Config, c *bus.Conn) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	store, err := state.Open(ctx, c.NATS(), cfg.Bucket, cfg.SessionTTL)
 	if err != nil {
@@ -323,7 +323,7 @@ func Serve(ctx context.Context, cfg Config, natsURL string) error {
 		return err
 	}
 	defer closeConn()
-	g, err := New(cfg, c)
+	g, err := New(ctx, cfg, c)
 	if err != nil {
 		return err
 	}

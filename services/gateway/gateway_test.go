@@ -454,7 +454,7 @@ func TestToolsCatalogExport(t *testing.T) {
 // TestServeListener: the gateway serves until its context ends, then shuts
 // down gracefully, ending open GET streams instead of waiting on them.
 func TestServeListener(t *testing.T) {
-	g, err := gateway.New(gateway.Config{}, connect(t, startNATS(t, "")))
+	g, err := gateway.New(context.Background(), gateway.Config{}, connect(t, startNATS(t, "")))
 	if err != nil {
 		t.Fatal(err)
 	}

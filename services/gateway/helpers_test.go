@@ -52,7 +52,7 @@ func startGatewayG(t *testing.T, srv *natsrv.Server, cfg gateway.Config) (*gatew
 	if cfg.URLAllow == nil && cfg.URLBlock == nil && cfg.PolicyFile == "" {
 		cfg.AllowPrivate = true // the test pages are on loopback
 	}
-	g, err := gateway.New(cfg, connect(t, srv))
+	g, err := gateway.New(context.Background(), cfg, connect(t, srv))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,13 +47,13 @@ func startSecretWorker(t *testing.T, srv *natsrv.Server) {
 	if err := store.Set(ctx, "WEATHER_API_KEY", []byte(weatherKey)); err != nil {
 		t.Fatal(err)
 	}
-	w, err := browser.New(browser.Config{ID: "hw1", Chrome: chromium, MaxSessions: 1, SecretKey: key})
+	w, err := browser.New(context.Background(), browser.Config{ID: "hw1", Chrome: chromium, MaxSessions: 1, SecretKey: key}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wctx, wcancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx, c) }()
+	go func() { done <- w.Run(wctx) }()
 	t.Cleanup(func() {
 		wcancel()
 		if err := <-done; err != nil {
@@ -392,7 +392,7 @@ func TestHTTPToolsFileErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"tools": [`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = gateway.New(gateway.Config{HTTPToolsFile: bad, AllowPrivate: true}, connect(t, srv))
+	_, err = gateway.New(context.Background(), gateway.Config{HTTPToolsFile: bad, AllowPrivate: true}, connect(t, srv))
 	if err == nil || !strings.Contains(err.Error(), "--http-tools "+bad+": not a tools file") {
 		t.Errorf("New with a broken file: %v", err)
 	}

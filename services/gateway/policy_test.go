@@ -143,7 +143,7 @@ func TestPolicyFile(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming the file and %q", name, err, c.want)
 		}
 	}
-	if _, err := gateway.New(gateway.Config{PolicyFile: filepath.Join(dir, "missing.yaml")}, connect(t, startNATS(t, ""))); err == nil ||
+	if _, err := gateway.New(context.Background(), gateway.Config{PolicyFile: filepath.Join(dir, "missing.yaml")}, connect(t, startNATS(t, ""))); err == nil ||
 		!strings.Contains(err.Error(), "missing.yaml") {
 		t.Errorf("missing policy file: %v", err)
 	}

@@ -363,7 +363,7 @@ func TestSystemToolsConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := startNATS(t, "")
-	if _, err := gateway.New(gateway.Config{SystemTools: "on", Workspace: file}, connect(t, srv)); err == nil || !strings.Contains(err.Error(), "--workspace") {
+	if _, err := gateway.New(context.Background(), gateway.Config{SystemTools: "on", Workspace: file}, connect(t, srv)); err == nil || !strings.Contains(err.Error(), "--workspace") {
 		t.Errorf("New with a file as workspace = %v, want a --workspace error", err)
 	}
 }
