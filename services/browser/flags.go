@@ -20,7 +20,7 @@ import (
 func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	cfg := &Config{}
 	fs.StringVar(&cfg.ID, "worker-id", config.Env("SOVEREIGN_WORKER_ID", ""), "worker id used in subjects (default: host name and a random suffix) [SOVEREIGN_WORKER_ID]")
-	fs.StringVar(&cfg.Chrome, "chrome", config.Env("SOVEREIGN_CHROME", ""), "Chromium executable (default: chromium on PATH) [SOVEREIGN_CHROME]")
+	fs.StringVar(&cfg.Chrome, "chrome", config.Env("SOVEREIGN_CHROME", ""), "Chromium to drive: auto (Debian's chromium-headless-shell when installed, else chromium on PATH), headless-shell, full (the full browser on PATH), or the executable's path [SOVEREIGN_CHROME]")
 	fs.StringVar(&cfg.ChromeSandbox, "chrome-sandbox", config.Env("SOVEREIGN_CHROME_SANDBOX", "auto"), "Chromium's own sandbox: auto (on unless root), on, or off (the container is then the only wall; for runtimes whose seccomp forbids user namespaces) [SOVEREIGN_CHROME_SANDBOX]")
 	fs.IntVar(&cfg.MaxSessions, "max-sessions", config.MustInt(errs, "SOVEREIGN_MAX_SESSIONS", 16), "sessions one worker holds at most [SOVEREIGN_MAX_SESSIONS]")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", config.MustDuration(errs, "SOVEREIGN_IDLE_TIMEOUT", 10*time.Minute), "close a session after this long without a call [SOVEREIGN_IDLE_TIMEOUT]")

@@ -48,7 +48,9 @@ const Version = "0.1.0"
 type Config struct {
 	// ID names the worker in subjects; default: host name and a random suffix.
 	ID string
-	// Chrome is the Chromium executable; empty means SOVEREIGN_CHROME, then PATH.
+	// Chrome is the Chromium to drive: a path, or one of chrome.Auto
+	// (the headless shell when installed, else the full browser),
+	// chrome.Shell, chrome.Full; empty means SOVEREIGN_CHROME, then auto.
 	Chrome string
 	// ChromeSandbox: auto (default: Chromium's sandbox unless root), on or
 	// off; see chrome.Sandbox.
