@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	agentv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/agent/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/agentbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
@@ -351,7 +352,7 @@ func (a *Agent) publish(r *agentv1.Run) {
 	if err != nil {
 		return
 	}
-	if err := a.bus.NATS().Publish(a.bus.Subject("agent", "run", "event", r.GetId()), b); err != nil {
+	if err := a.bus.NATS().Publish(agentbus.RunEvents(a.bus, r.GetId()), b); err != nil {
 		a.log.Debug("run event not published", "run", r.GetId(), "err", err)
 	}
 }
