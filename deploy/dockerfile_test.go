@@ -61,7 +61,7 @@ var images = []image{
 		service: "browser", base: "debian:bookworm-slim", user: "10001:10001",
 		entrypoint: []string{"/usr/bin/tini", "--", "/usr/local/bin/sovereign", "browser"}, expose: []string{"8091"},
 		env: map[string]string{
-			"SOVEREIGN_BROWSER_LISTEN": "0.0.0.0:8091", "SOVEREIGN_CHROME": "/usr/bin/chromium",
+			"SOVEREIGN_BROWSER_LISTEN": "0.0.0.0:8091", "SOVEREIGN_CHROME": "/usr/lib/chromium/chromium-headless-shell",
 			"HOME": "/home/sovereign", "TMPDIR": "/tmp",
 		},
 		packages: []string{"chromium", "fonts-liberation", "fonts-noto-cjk", "fonts-noto-color-emoji", "ca-certificates", "tini"},

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Sovereign's build and tests need on a fresh Debian/Ubuntu
-# machine: Chromium, protoc, the Node packages of the e2e clients, and the
-# PostgreSQL server binaries (history's tests start their own server).
+# machine: Chromium (its headless shell and the full browser), protoc, the
+# Node packages of the e2e clients, and the PostgreSQL server binaries
+# (history's tests start their own server).
 # `deps.sh chromium` installs only Chromium. Needs root (or sudo) for apt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,13 @@ for w in "${want[@]}"; do
       if [ -z "${SOVEREIGN_CHROME:-}" ] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null \
          && ! command -v google-chrome >/dev/null; then
         apt_install chromium
+      fi
+      # The browser worker prefers the headless shell when it is installed
+      # (cheaper per operation); the full browser stays for the console's
+      # UI tests and for --chrome full.
+      if [ -z "${SOVEREIGN_CHROME:-}" ] && [ ! -x /usr/lib/chromium/chromium-headless-shell ] \
+         && ! command -v chromium-headless-shell >/dev/null && command -v apt-get >/dev/null; then
+        apt_install chromium-headless-shell
       fi ;;
     protoc)
       command -v protoc >/dev/null || apt_install protobuf-compiler ;;

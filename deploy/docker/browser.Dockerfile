@@ -42,6 +42,7 @@ LABEL org.opencontainers.image.title="sovereign-browser" \
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       chromium \
+      chromium-headless-shell \
       fonts-liberation \
       fonts-noto-cjk \
       fonts-noto-color-emoji \
@@ -61,7 +62,7 @@ ENV HOME=/home/sovereign \
     XDG_CONFIG_HOME=/home/sovereign/.config \
     XDG_CACHE_HOME=/home/sovereign/.cache \
     TMPDIR=/tmp \
-    SOVEREIGN_CHROME=/usr/bin/chromium \
+    SOVEREIGN_CHROME=/usr/lib/chromium/chromium-headless-shell \
     SOVEREIGN_BROWSER_LISTEN=0.0.0.0:8091 \
     SOVEREIGN_LOG_FORMAT=json
 # /healthz, /readyz, /metrics (the worker talks to nothing else but NATS).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/historybus"
 )
 
 // History is a running `sovereign history`.
@@ -51,11 +52,7 @@ func (f *Fleet) Audit(ctx context.Context, q *historyv1.AuditQuery) (*historyv1.
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	page := &historyv1.AuditPage{}
-	if err := bc.Request(ctx, bc.Subject("history", "audit", "query"), q, page); err != nil {
-		return nil, err
-	}
-	return page, nil
+	return historybus.AuditQuery.Call(ctx, bc, q)
 }
 
 // AuditAll walks every page of q (newest first) and returns all records.

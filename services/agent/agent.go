@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	agentv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/agent/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/agentbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
@@ -53,22 +54,21 @@ type Agent struct {
 	runs   map[string]*run
 	closed bool
 
-	stopBG context.CancelFunc
-	bg     sync.WaitGroup // heartbeat and scan
-	loops  sync.WaitGroup // run goroutines
+	life  app.Lifetime   // Run (heartbeat, scan, health) until Close
+	loops sync.WaitGroup // run goroutines
 }
 
 // New opens the agent's KV bucket, writes the replica's heartbeat, marks
 // the runs of dead replicas (and of this replica's previous life) as
-// ended, and registers the bus endpoints (sov.agent.*). The heartbeat and
-// recovery scan run from New on; call Run to serve health, and Close when
-// done.
-func New(cfg Config, c *bus.Conn) (*Agent, error) {
+// ended, and registers the bus endpoints (sov.agent.*); ctx bounds the
+// set-up. Call Run to keep the heartbeat and recovery scan going and to
+// serve health, and Close when done.
+func New(ctx context.Context, cfg Config, c *bus.Conn) (*Agent, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, app.UsageError{Err: err}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	kv, err := openBucket(ctx, c.NATS(), c.Prefix())
 	if err != nil {
@@ -92,14 +92,10 @@ func New(cfg Config, c *bus.Conn) (*Agent, error) {
 	}
 	// The subscriptions reach the server before New returns: a request
 	// made right after is answered.
-	if err := c.NATS().Flush(); err != nil {
-		_ = a.Close()
+	if err := c.NATS().FlushWithContext(ctx); err != nil {
+		_ = a.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("agent: register endpoints: %w", err)
 	}
-	bg, stop := context.WithCancel(context.Background())
-	a.stopBG = stop
-	a.bg.Add(1)
-	go a.background(bg)
 	provider := "none configured (set SOVEREIGN_LLM_BASE_URL and SOVEREIGN_LLM_MODEL, or the console's chat settings)"
 	if cfg.BaseURL != "" {
 		provider = redactURL(cfg.BaseURL)
@@ -112,22 +108,25 @@ func New(cfg Config, c *bus.Conn) (*Agent, error) {
 // Owner is this replica's "<name>/<incarnation>", as run records name it.
 func (a *Agent) Owner() string { return a.owner }
 
-// Run serves cfg.Listen (when set) until ctx ends; the endpoints answer
-// from New on. It returns nil when ctx ends.
+// Run writes the heartbeat, runs the recovery scan and serves cfg.Listen
+// (when set) until ctx ends or Close is called; the endpoints answer from
+// New on. It returns nil when ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
-	if a.cfg.Listen != "" {
-		if err := a.serveHealth(ctx); err != nil {
-			return err
+	return a.life.Run(ctx, func(ctx context.Context) error {
+		if a.cfg.Listen != "" {
+			if err := a.serveHealth(ctx); err != nil {
+				return err
+			}
 		}
-	}
-	<-ctx.Done()
-	return nil
+		a.background(ctx)
+		return nil
+	})
 }
 
 // Close stops taking requests, ends this replica's active runs in ERROR
-// (saying the agent stopped), waits for their goroutines (up to 10 s) and
-// removes the heartbeat.
-func (a *Agent) Close() error {
+// (saying the agent stopped), waits for their goroutines (up to 10 s,
+// within ctx), stops Run and removes the heartbeat.
+func (a *Agent) Close(ctx context.Context) error {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -149,19 +148,18 @@ func (a *Agent) Close() error {
 	}
 	done := make(chan struct{})
 	go func() { a.loops.Wait(); close(done) }()
+	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-wait.Done():
 		a.log.Warn("runs still ending at shutdown")
 	}
-	if a.stopBG != nil {
-		a.stopBG()
-		a.bg.Wait()
-	}
+	cancel()
+	err = errors.Join(err, a.life.Stop(ctx))
 	if a.cancelSub != nil {
 		_ = a.cancelSub.Unsubscribe()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_ = a.bus.NATS().FlushWithContext(ctx)
 	_ = a.bus.Wait(ctx)
@@ -189,23 +187,14 @@ func Serve(ctx context.Context, cfg Config, natsURL string) error {
 			cfg.SecretKey = k
 		}
 	}
-	c, closeConn, err := app.Connect(natsURL, "sovereign-agent", "")
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	a, err := New(cfg, c)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	return a.Run(ctx)
+	return app.Serve(ctx, natsURL, "sovereign-agent", func(ctx context.Context, c *bus.Conn) (*Agent, error) {
+		return New(ctx, cfg, c)
+	})
 }
 
 // background writes the heartbeat and runs the recovery scan and the
 // pruning of old runs until ctx ends.
 func (a *Agent) background(ctx context.Context) {
-	defer a.bg.Done()
 	beat := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer beat.Stop()
 	scan := time.NewTicker(a.cfg.ScanInterval)
@@ -363,7 +352,7 @@ func (a *Agent) publish(r *agentv1.Run) {
 	if err != nil {
 		return
 	}
-	if err := a.bus.NATS().Publish(a.bus.Subject("agent", "run", "event", r.GetId()), b); err != nil {
+	if err := a.bus.NATS().Publish(agentbus.RunEvents(a.bus, r.GetId()), b); err != nil {
 		a.log.Debug("run event not published", "run", r.GetId(), "err", err)
 	}
 }

@@ -637,7 +637,7 @@ func TestGracefulCloseEndsRuns(t *testing.T) {
 	a := e.agent(e.config())
 	run := e.start(&agentv1.StartRunRequest{Message: "long task"})
 	<-gate.Entered()
-	if err := a.Close(); err != nil {
+	if err := a.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	r := e.record(run.GetId())

@@ -18,7 +18,9 @@ import (
 	agentv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/agent/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/agentbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/historybus"
 )
 
 // Subjects of the agent endpoints, under the bus prefix.
@@ -61,19 +63,19 @@ func (a *Agent) register() error {
 	a.svc = svc
 	c := a.bus
 	q := micro.WithGroupQueueGroup(QueueGroup)
-	runs := svc.AddGroup(c.Subject("agent", "run"), q)
-	set := svc.AddGroup(c.Subject("agent", "settings"), q)
+	runs := svc.AddGroup(agentbus.RunGroup(c), q)
+	set := svc.AddGroup(agentbus.SettingsGroup(c), q)
 	for _, e := range []struct {
 		g    micro.Group
 		name string
 		h    micro.Handler
 	}{
-		{runs, "start", bus.Handle(c, counted("run.start", a.start))},
-		{runs, "get", bus.Handle(c, counted("run.get", a.get))},
-		{runs, "cancel", bus.Handle(c, counted("run.cancel", a.cancelRun))},
-		{runs, "list", bus.Handle(c, counted("run.list", a.list))},
-		{set, "get", bus.Handle(c, counted("settings.get", a.getSettings))},
-		{set, "put", bus.Handle(c, counted("settings.put", a.putSettings))},
+		{runs, agentbus.Start.Name, bus.Handle(c, counted("run.start", a.start))},
+		{runs, agentbus.Get.Name, bus.Handle(c, counted("run.get", a.get))},
+		{runs, agentbus.Cancel.Name, bus.Handle(c, counted("run.cancel", a.cancelRun))},
+		{runs, agentbus.List.Name, bus.Handle(c, counted("run.list", a.list))},
+		{set, agentbus.GetSettings.Name, bus.Handle(c, counted("settings.get", a.getSettings))},
+		{set, agentbus.PutSettings.Name, bus.Handle(c, counted("settings.put", a.putSettings))},
 	} {
 		if err := e.g.AddEndpoint(e.name, e.h); err != nil {
 			_ = svc.Stop()
@@ -355,20 +357,16 @@ func (a *Agent) list(ctx context.Context, req *agentv1.ListRunsRequest) (*agentv
 // History requests (the history service's chat store).
 
 func (a *Agent) chatGet(ctx context.Context, id string, last int32) (*historyv1.GetChatSessionResponse, error) {
-	var resp historyv1.GetChatSessionResponse
-	err := a.bus.Request(ctx, a.bus.Subject("history", "chat", "get"), &historyv1.GetChatSessionRequest{Id: id, LastMessages: last}, &resp)
-	return &resp, err
+	return historybus.ChatGet.Call(ctx, a.bus, &historyv1.GetChatSessionRequest{Id: id, LastMessages: last})
 }
 
 func (a *Agent) chatCreate(ctx context.Context, id, title string) (*historyv1.ChatSession, error) {
-	var resp historyv1.ChatSession
-	err := a.bus.Request(ctx, a.bus.Subject("history", "chat", "create"), &historyv1.CreateChatSessionRequest{Id: id, Title: title}, &resp)
-	return &resp, err
+	return historybus.ChatCreate.Call(ctx, a.bus, &historyv1.CreateChatSessionRequest{Id: id, Title: title})
 }
 
 func (a *Agent) chatAppend(ctx context.Context, id string, msgs ...*historyv1.ChatMessage) error {
-	var resp historyv1.AppendChatMessagesResponse
-	return a.bus.Request(ctx, a.bus.Subject("history", "chat", "append"), &historyv1.AppendChatMessagesRequest{SessionId: id, Messages: msgs}, &resp)
+	_, err := historybus.ChatAppend.Call(ctx, a.bus, &historyv1.AppendChatMessagesRequest{SessionId: id, Messages: msgs})
+	return err
 }
 
 func protoMarshal(m proto.Message) ([]byte, error) { return proto.Marshal(m) }

@@ -70,12 +70,18 @@ func (e *env) agent(cfg Config) *Agent {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	a, err := New(cfg, c)
+	a, err := New(e.t.Context(), cfg, c)
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = a.Run(context.Background()) // until Close
+	}()
 	e.t.Cleanup(func() {
-		_ = a.Close()
+		_ = a.Close(context.Background())
+		<-done
 		_ = c.Close()
 		nc.Close()
 	})

@@ -148,7 +148,7 @@ func TestSettingsWrongSecretKey(t *testing.T) {
 	if _, err := e.putSettings(&agentv1.PutSettingsRequest{Settings: &agentv1.Settings{ApiKey: "sk-sealed-with-k1-0000"}}); err != nil {
 		t.Fatal(err)
 	}
-	_ = a.Close()
+	_ = a.Close(context.Background())
 	cfg.SecretKey = k2
 	e.agent(cfg)
 	run := e.wait(e.start(&agentv1.StartRunRequest{Message: "hi"}).GetId())

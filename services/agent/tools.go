@@ -14,6 +14,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	toolsv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/toolsbus"
 )
 
 // MaxToolResult bounds the text of one tool result that the model sees
@@ -37,9 +38,9 @@ type catalog struct {
 func (a *Agent) listTools(ctx context.Context) (*catalog, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.ToolTimeout)
 	defer cancel()
-	var resp toolsv1.ListToolsResponse
-	if err := a.bus.Request(ctx, a.bus.Subject("tools", "list"), &toolsv1.ListToolsRequest{ForAgent: true}, &resp); err != nil {
-		return nil, fmt.Errorf("the tool catalog is not reachable (%s; is a gateway running?): %v", a.bus.Subject("tools", "list"), err)
+	resp, err := toolsbus.List.Call(ctx, a.bus, &toolsv1.ListToolsRequest{ForAgent: true})
+	if err != nil {
+		return nil, fmt.Errorf("the tool catalog is not reachable (%s; is a gateway running?): %v", toolsbus.List.Subject(a.bus), err)
 	}
 	c := &catalog{names: map[string]bool{}}
 	for _, t := range resp.GetTools() {
@@ -130,8 +131,8 @@ func (r *run) callTool(ctx context.Context, cat *catalog, tc toolCall) (string, 
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	req := &toolsv1.CallToolRequest{Caller: r.caller, Name: name, ArgumentsJson: string(argJSON), Session: r.session(), RunId: r.id}
-	var resp toolsv1.CallToolResponse
-	if err := r.a.bus.Request(ctx, r.a.bus.Subject("tools", "call"), req, &resp); err != nil {
+	resp, err := toolsbus.Call.Call(ctx, r.a.bus, req)
+	if err != nil {
 		if r.ctx.Err() != nil {
 			return "error: cancelled", toolBusError
 		}
@@ -143,7 +144,7 @@ func (r *run) callTool(ctx context.Context, cat *catalog, tc toolCall) (string, 
 	if s := resp.GetSession(); s != "" {
 		r.setSession(s)
 	}
-	text := resultText(&resp)
+	text := resultText(resp)
 	if resp.GetIsError() {
 		return "error: " + text, toolError
 	}

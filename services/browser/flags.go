@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
@@ -19,7 +20,7 @@ import (
 func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	cfg := &Config{}
 	fs.StringVar(&cfg.ID, "worker-id", config.Env("SOVEREIGN_WORKER_ID", ""), "worker id used in subjects (default: host name and a random suffix) [SOVEREIGN_WORKER_ID]")
-	fs.StringVar(&cfg.Chrome, "chrome", config.Env("SOVEREIGN_CHROME", ""), "Chromium executable (default: chromium on PATH) [SOVEREIGN_CHROME]")
+	fs.StringVar(&cfg.Chrome, "chrome", config.Env("SOVEREIGN_CHROME", ""), "Chromium to drive: auto (Debian's chromium-headless-shell when installed, else chromium on PATH), headless-shell, full (the full browser on PATH), or the executable's path [SOVEREIGN_CHROME]")
 	fs.StringVar(&cfg.ChromeSandbox, "chrome-sandbox", config.Env("SOVEREIGN_CHROME_SANDBOX", "auto"), "Chromium's own sandbox: auto (on unless root), on, or off (the container is then the only wall; for runtimes whose seccomp forbids user namespaces) [SOVEREIGN_CHROME_SANDBOX]")
 	fs.IntVar(&cfg.MaxSessions, "max-sessions", config.MustInt(errs, "SOVEREIGN_MAX_SESSIONS", 16), "sessions one worker holds at most [SOVEREIGN_MAX_SESSIONS]")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", config.MustDuration(errs, "SOVEREIGN_IDLE_TIMEOUT", 10*time.Minute), "close a session after this long without a call [SOVEREIGN_IDLE_TIMEOUT]")
@@ -64,21 +65,11 @@ func appendSchemes(list []string, v string) []string {
 // its health and metrics listener on cfg.Listen: what `sovereign browser`
 // and cmd/browser do.
 func Serve(ctx context.Context, cfg Config, natsURL string) error {
-	w, err := New(cfg)
+	cfg, err := cfg.Resolve() // the worker's ID names its connection
 	if err != nil {
 		return app.UsageError{Err: err}
 	}
-	c, closeConn, err := app.Connect(natsURL, "sovereign-browser-"+w.ID(), "")
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	if cfg.Listen != "" {
-		hctx, stop := context.WithCancel(ctx)
-		defer stop()
-		if err := w.serveHealth(hctx, c); err != nil { // metrics.go
-			return err
-		}
-	}
-	return w.Run(ctx, c)
+	return app.Serve(ctx, natsURL, "sovereign-browser-"+cfg.ID, func(ctx context.Context, c *bus.Conn) (*Worker, error) {
+		return New(ctx, cfg, c)
+	})
 }

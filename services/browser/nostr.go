@@ -9,6 +9,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/signerbus"
 )
 
 // window.nostr (NIP-07) in the pages of a session that has a Nostr
@@ -78,8 +79,7 @@ func (s *session) closeNostr() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	var res signerv1.LogoutResponse
-	err := s.bus.Request(ctx, s.bus.Subject("signer", "logout"), &signerv1.Logout{Scope: s.id}, &res)
+	res, err := signerbus.Logout.Call(ctx, s.bus, &signerv1.Logout{Scope: s.id})
 	s.logger().Debug("window.nostr: signer logout on session close", "session", s.id, "err", err, "was_logged_in", res.GetWasLoggedIn())
 	s.pubkey = ""
 }

@@ -12,6 +12,7 @@ import (
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/nostrjs"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/signerbus"
 )
 
 // The errors a page sees without asking the signer.
@@ -62,9 +63,7 @@ func (b *nostrBridge) call(ctx context.Context, req *nostrjs.Request, origin, to
 	kind = -1
 	switch req.Method {
 	case "getPublicKey":
-		var res signerv1.GetPublicKeyResponse
-		err := b.bus.Request(ctx, b.bus.Subject("signer", "get_public_key"),
-			&signerv1.GetPublicKey{Scope: b.scope, Origin: origin, TopOrigin: top}, &res)
+		res, err := signerbus.GetPublicKey.Call(ctx, b.bus, &signerv1.GetPublicKey{Scope: b.scope, Origin: origin, TopOrigin: top})
 		if err != nil {
 			return nil, kind, err
 		}
@@ -79,9 +78,7 @@ func (b *nostrBridge) call(ctx context.Context, req *nostrjs.Request, origin, to
 		for _, t := range ev.Tags {
 			in.Tags = append(in.Tags, &signerv1.Tag{Values: t})
 		}
-		var res signerv1.SignEventResponse
-		err = b.bus.Request(ctx, b.bus.Subject("signer", "sign_event"),
-			&signerv1.SignEvent{Scope: b.scope, Origin: origin, TopOrigin: top, Event: in}, &res)
+		res, err := signerbus.SignEvent.Call(ctx, b.bus, &signerv1.SignEvent{Scope: b.scope, Origin: origin, TopOrigin: top, Event: in})
 		if err != nil {
 			return nil, kind, err
 		}
@@ -101,14 +98,12 @@ func (b *nostrBridge) call(ctx context.Context, req *nostrjs.Request, origin, to
 			scheme = signerv1.Scheme_SCHEME_NIP04
 		}
 		if strings.HasSuffix(req.Method, ".encrypt") {
-			var res signerv1.EncryptResponse
-			err = b.bus.Request(ctx, b.bus.Subject("signer", "encrypt"), &signerv1.Encrypt{Scope: b.scope, Origin: origin, TopOrigin: top,
-				Scheme: scheme, PeerPubkey: c.Pubkey, Text: c.Text}, &res)
+			res, err := signerbus.Encrypt.Call(ctx, b.bus, &signerv1.Encrypt{Scope: b.scope, Origin: origin, TopOrigin: top,
+				Scheme: scheme, PeerPubkey: c.Pubkey, Text: c.Text})
 			return res.GetText(), kind, err
 		}
-		var res signerv1.DecryptResponse
-		err = b.bus.Request(ctx, b.bus.Subject("signer", "decrypt"), &signerv1.Decrypt{Scope: b.scope, Origin: origin, TopOrigin: top,
-			Scheme: scheme, PeerPubkey: c.Pubkey, Text: c.Text}, &res)
+		res, err := signerbus.Decrypt.Call(ctx, b.bus, &signerv1.Decrypt{Scope: b.scope, Origin: origin, TopOrigin: top,
+			Scheme: scheme, PeerPubkey: c.Pubkey, Text: c.Text})
 		return res.GetText(), kind, err
 	}
 	return nil, kind, nostrErrorf("unknown method: window.nostr has getPublicKey, signEvent, getRelays, nip04.encrypt/decrypt and nip44.encrypt/decrypt")

@@ -161,11 +161,11 @@ func (f *fleet) signerState(scope string) signerv1.LoginState {
 // startSigner runs the real signer on the fleet's NATS server.
 func (f *fleet) startSigner(a *asker) {
 	f.t.Helper()
-	svc, err := signer.New(signer.Config{Ask: a.ask}, natstest.Bus(f.t, f.srv))
+	svc, err := signer.New(f.t.Context(), signer.Config{Ask: a.ask}, natstest.Bus(f.t, f.srv))
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	f.t.Cleanup(func() { _ = svc.Close() })
+	f.t.Cleanup(func() { _ = svc.Close(context.Background()) })
 }
 
 // signedEvent is window.nostr.signEvent's result.

@@ -240,10 +240,9 @@ func (w *Worker) startProfile(ctx context.Context, s *session, name string, p *b
 		return fmt.Errorf("copy base profile %q: %w", name, err)
 	}
 	launch := func(extra ...chromedp.ExecAllocatorOption) (context.Context, *guard.Guard, context.CancelFunc, error) {
-		w.mu.Lock()
-		runCtx := w.runCtx // the Chromium lives until the session closes or the worker stops
-		w.mu.Unlock()
-		return w.launch(runCtx, extra...)
+		// The Chromium outlives this request: it lives until the session
+		// closes, which the worker's shutdown does for every session.
+		return w.launch(context.WithoutCancel(ctx), extra...)
 	}
 	if err := s.startOwn(ctx, w.pageOptions(), p, dir, launch); err != nil {
 		return err // closeTabs removes the copy
@@ -258,7 +257,7 @@ func (w *Worker) startProfile(ctx context.Context, s *session, name string, p *b
 // ownChromeDied drops a base profile session whose Chromium went away
 // while nobody was closing it.
 func (w *Worker) ownChromeDied(s *session) {
-	if s.ctx.Err() != nil || w.runCtxErr() != nil {
+	if s.ctx.Err() != nil || w.isStopping() {
 		return // closing, or the worker is shutting down
 	}
 	w.mu.Lock()

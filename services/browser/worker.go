@@ -35,6 +35,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/chrome"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/guard"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
+	"github.com/sovereign-fleet/sovereign/services/kit/app"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/profiles"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
@@ -47,7 +48,9 @@ const Version = "0.1.0"
 type Config struct {
 	// ID names the worker in subjects; default: host name and a random suffix.
 	ID string
-	// Chrome is the Chromium executable; empty means SOVEREIGN_CHROME, then PATH.
+	// Chrome is the Chromium to drive: a path, or one of chrome.Auto
+	// (the headless shell when installed, else the full browser),
+	// chrome.Shell, chrome.Full; empty means SOVEREIGN_CHROME, then auto.
 	Chrome string
 	// ChromeSandbox: auto (default: Chromium's sandbox unless root), on or
 	// off; see chrome.Sandbox.
@@ -83,8 +86,10 @@ type Worker struct {
 	sandbox chrome.Sandbox
 	log     *slog.Logger
 
+	c    *bus.Conn
+	life app.Lifetime // Run until Close
+
 	mu       sync.Mutex
-	c        *bus.Conn
 	browser  context.Context // chromedp browser context; nil while Chromium is down
 	guard    *guard.Guard    // enforces URL policies in that Chromium
 	sessions map[string]*session
@@ -92,52 +97,67 @@ type Worker struct {
 	openSvc  micro.Service     // nil while the worker is full or down
 	secrets  *secrets.Cache    // operator secrets; nil without SecretKey
 	profiles *profileCache     // base profiles (profile.go); set by Run
-	runCtx   context.Context
-	ready    chan struct{} // closed once the worker serves its endpoints
+	stopping <-chan struct{}   // closed when Run's context ends; nil before Run
+	ready    chan struct{}     // closed once the worker serves its endpoints
 }
 
 var subjectToken = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
-// New validates cfg and returns a worker; Run starts it.
-func New(cfg Config) (*Worker, error) {
+// Resolve returns cfg with its defaults filled in (a worker ID from the
+// host name and a random suffix when it has none) and checks it, so that a
+// caller can name the worker's NATS connection before New.
+func (cfg Config) Resolve() (Config, error) {
 	if cfg.ID == "" {
 		host, _ := os.Hostname()
 		cfg.ID = host + "-" + randomHex(3)
 	}
 	cfg.ID = strings.Trim(subjectToken.ReplaceAllString(cfg.ID, "-"), "-")
 	if cfg.ID == "" {
-		return nil, errors.New("worker id is empty after removing characters a NATS subject token cannot hold")
+		return cfg, errors.New("worker id is empty after removing characters a NATS subject token cannot hold")
 	}
 	if cfg.MaxSessions == 0 {
 		cfg.MaxSessions = 16
 	}
 	if cfg.MaxSessions < 0 {
-		return nil, fmt.Errorf("max sessions %d: must be at least 1", cfg.MaxSessions)
+		return cfg, fmt.Errorf("max sessions %d: must be at least 1", cfg.MaxSessions)
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = 10 * time.Minute
 	}
 	if cfg.IdleTimeout < 0 {
-		return nil, fmt.Errorf("idle timeout %s: must be positive", cfg.IdleTimeout)
+		return cfg, fmt.Errorf("idle timeout %s: must be positive", cfg.IdleTimeout)
 	}
 	if cfg.Chrome == "" {
 		cfg.Chrome = os.Getenv("SOVEREIGN_CHROME")
 	}
+	var err error
+	if cfg.ProfileLimits == (profiles.Limits{}) {
+		if cfg.ProfileLimits, err = profiles.LimitsFromEnv(); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// New checks cfg (see Config.Resolve) and returns a worker on c; a bad
+// configuration is an app.UsageError. The worker does its I/O in Run
+// (Chromium, endpoints, secrets); call Close when done.
+func New(_ context.Context, cfg Config, c *bus.Conn) (*Worker, error) {
+	cfg, err := cfg.Resolve()
+	if err != nil {
+		return nil, app.UsageError{Err: err}
+	}
 	exec, err := chrome.Find(cfg.Chrome)
 	if err != nil {
-		return nil, err
+		return nil, app.UsageError{Err: err}
 	}
 	sandbox, err := chrome.ParseSandbox(cfg.ChromeSandbox)
 	if err != nil {
-		return nil, err
-	}
-	if cfg.ProfileLimits == (profiles.Limits{}) {
-		if cfg.ProfileLimits, err = profiles.LimitsFromEnv(); err != nil {
-			return nil, err
-		}
+		return nil, app.UsageError{Err: err}
 	}
 	return &Worker{
 		cfg:      cfg,
+		c:        c,
 		exec:     exec,
 		sandbox:  sandbox,
 		log:      slog.Default().With("worker", cfg.ID),
@@ -154,14 +174,28 @@ func (w *Worker) Ready() <-chan struct{} { return w.ready }
 // ID returns the worker's id.
 func (w *Worker) ID() string { return w.cfg.ID }
 
-// Run starts Chromium, serves the worker's endpoints on c and blocks until
-// ctx ends; then it closes every session and stops Chromium. A Chromium that
-// dies is restarted; the sessions it held fail with SESSION_LOST.
-func (w *Worker) Run(ctx context.Context, c *bus.Conn) error {
+// Run serves cfg.Listen (when set), starts Chromium, serves the worker's
+// endpoints and blocks until ctx ends or Close is called; then it closes
+// every session and stops Chromium. A Chromium that dies is restarted; the
+// sessions it held fail with SESSION_LOST.
+func (w *Worker) Run(ctx context.Context) error { return w.life.Run(ctx, w.run) }
+
+// Close stops Run and waits for it to return (up to ctx's end): the
+// sessions closed, Chromium stopped, the profile directory removed.
+func (w *Worker) Close(ctx context.Context) error { return w.life.Stop(ctx) }
+
+func (w *Worker) run(ctx context.Context) error {
+	c := w.c
 	w.mu.Lock()
-	w.c, w.runCtx = c, ctx
+	w.stopping = ctx.Done()
 	w.mu.Unlock()
 	defer track(w)() // metrics.go
+
+	if w.cfg.Listen != "" {
+		if err := w.serveHealth(ctx, c); err != nil { // metrics.go
+			return err
+		}
+	}
 
 	if err := w.openSecrets(ctx, c); err != nil { // secrets.go
 		return fmt.Errorf("operator secrets: %w", err)
@@ -176,6 +210,8 @@ func (w *Worker) Run(ctx context.Context, c *bus.Conn) error {
 	if err := w.startChrome(ctx); err != nil {
 		return err
 	}
+	var bg sync.WaitGroup // closes what is left of the sessions of a Chromium that died
+	defer bg.Wait()       // before the profile directory goes
 	svc, err := c.AddService("sovereign-browser", Version, "Sovereign browser worker "+w.cfg.ID,
 		map[string]string{"worker_id": w.cfg.ID})
 	if err != nil {
@@ -217,7 +253,7 @@ func (w *Worker) Run(ctx context.Context, c *bus.Conn) error {
 			if ctx.Err() != nil {
 				continue
 			}
-			w.chromeDied(ctx)
+			w.chromeDied(ctx, &bg)
 		}
 	}
 }
@@ -253,7 +289,7 @@ func (w *Worker) launch(ctx context.Context, extra ...chromedp.ExecAllocatorOpti
 // chromeDied marks every session of the shared Chromium lost and starts a
 // new Chromium, retrying with backoff until it starts or ctx ends. Base
 // profile sessions run in Chromiums of their own and stay.
-func (w *Worker) chromeDied(ctx context.Context) {
+func (w *Worker) chromeDied(ctx context.Context, bg *sync.WaitGroup) {
 	w.mu.Lock()
 	lost := w.takeSharedLocked()
 	for _, s := range lost {
@@ -265,7 +301,7 @@ func (w *Worker) chromeDied(ctx context.Context) {
 	sessionsLost.WithLabelValues(w.cfg.ID).Add(float64(n)) // metrics.go
 	// Their tabs died with Chromium; closing only releases what is left.
 	// It must not hold up the restart, nor w.mu (pings and other calls).
-	go closeAll(lost)
+	bg.Go(func() { closeAll(lost) })
 	w.log.Error("chromium died; restarting it", "lost_sessions", n)
 	backoff := time.Second
 	for ctx.Err() == nil {
@@ -344,7 +380,7 @@ func closeAll(all []*session) {
 // leaves it when it is full, so that an open request only reaches workers
 // that can take it, and a full fleet answers "no responders" at once.
 func (w *Worker) updateOpenLocked() {
-	room := w.browser != nil && w.browser.Err() == nil && len(w.sessions) < w.cfg.MaxSessions && w.runCtx.Err() == nil
+	room := w.browser != nil && w.browser.Err() == nil && len(w.sessions) < w.cfg.MaxSessions && !w.stoppingLocked()
 	switch {
 	case room && w.openSvc == nil:
 		svc, err := w.c.AddService("sovereign-browser-open", Version, "Opens browser sessions on workers with free capacity",
@@ -459,17 +495,27 @@ func (w *Worker) call(ctx context.Context, req *browserv1.ToolRequest) (*browser
 		return nil, err
 	}
 	res, err := s.do(ctx, run, w.pageOptions())
-	if err != nil && s.browser.Err() != nil && w.runCtxErr() == nil {
+	if err != nil && s.browser.Err() != nil && !w.isStopping() {
 		// Chromium went away under the call: say so, not a CDP error.
 		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_LOST, "browser session %s was lost: its Chromium crashed", s.id)
 	}
 	return w.scrubResult(res), w.scrubErr(err)
 }
 
-func (w *Worker) runCtxErr() error {
+// isStopping reports whether Run's context ended.
+func (w *Worker) isStopping() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.runCtx.Err()
+	return w.stoppingLocked()
+}
+
+func (w *Worker) stoppingLocked() bool {
+	select {
+	case <-w.stopping:
+		return true
+	default:
+		return false // running, or not started (nil channel)
+	}
 }
 
 func (w *Worker) closeSession(ctx context.Context, req *browserv1.CloseSessionRequest) (*browserv1.CloseSessionResponse, error) {

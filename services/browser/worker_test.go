@@ -37,22 +37,21 @@ func newFleet(t testing.TB) *fleet {
 // worker starts a worker and waits until it answers pings.
 func (f *fleet) worker(cfg browser.Config) *browser.Worker {
 	f.t.Helper()
-	w, err := browser.New(cfg)
+	w, err := browser.New(context.Background(), cfg, natstest.Bus(f.t, f.srv))
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, natstest.Bus(f.t, f.srv)) }()
+	go func() { done <- w.Run(context.Background()) }()
 	f.t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				f.t.Errorf("worker %s: %v", w.ID(), err)
-			}
-		case <-time.After(20 * time.Second):
-			f.t.Errorf("worker %s did not stop within 20s", w.ID())
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := w.Close(ctx); err != nil {
+			f.t.Errorf("worker %s did not stop within 20s: %v", w.ID(), err)
+			return
+		}
+		if err := <-done; err != nil {
+			f.t.Errorf("worker %s: %v", w.ID(), err)
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)

@@ -47,7 +47,7 @@ func startHistory(t *testing.T, srv *natsrv.Server) {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		_ = h.Close()
+		_ = h.Close(context.Background())
 	})
 	select {
 	case <-h.Ready():

@@ -47,13 +47,13 @@ func startSecretWorker(t *testing.T, srv *natsrv.Server) {
 	if err := store.Set(ctx, "WEATHER_API_KEY", []byte(weatherKey)); err != nil {
 		t.Fatal(err)
 	}
-	w, err := browser.New(browser.Config{ID: "hw1", Chrome: chromium, MaxSessions: 1, SecretKey: key})
+	w, err := browser.New(context.Background(), browser.Config{ID: "hw1", Chrome: chromium, MaxSessions: 1, SecretKey: key}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wctx, wcancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx, c) }()
+	go func() { done <- w.Run(wctx) }()
 	t.Cleanup(func() {
 		wcancel()
 		if err := <-done; err != nil {

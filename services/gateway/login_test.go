@@ -55,11 +55,11 @@ func startSigner(t *testing.T, srv *natsrv.Server) *signer.Service {
 
 func startSignerWith(t *testing.T, srv *natsrv.Server, cfg signer.Config) *signer.Service {
 	t.Helper()
-	s, err := signer.New(cfg, connect(t, srv))
+	s, err := signer.New(context.Background(), cfg, connect(t, srv))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close() })
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
 	return s
 }
 
@@ -487,7 +487,7 @@ func TestLogin(t *testing.T) {
 		wantOK(t, "logout", lcall(t, p, "logout", nil))
 	})
 	t.Run("signer stopped", func(t *testing.T) {
-		if err := sig.Close(); err != nil {
+		if err := sig.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		const down = "the signer service is not running (sov.signer.* has no responders): start `sovereign signer` or use `sovereign up`"

@@ -48,14 +48,14 @@ func needChromium(t *testing.T) {
 // test ends.
 func startWorker(t *testing.T, srv *natsrv.Server, id string, maxSessions int) {
 	t.Helper()
-	w, err := browser.New(browser.Config{ID: id, Chrome: chromium, MaxSessions: maxSessions, IdleTimeout: 5 * time.Minute})
+	c := connect(t, srv)
+	w, err := browser.New(context.Background(), browser.Config{ID: id, Chrome: chromium, MaxSessions: maxSessions, IdleTimeout: 5 * time.Minute}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := connect(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, c) }()
+	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -11,6 +11,7 @@ import (
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/history/internal/store"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/historybus"
 )
 
 // MaxChatContent bounds one chat message's content and tool calls (bytes):
@@ -38,19 +39,19 @@ func (s *Service) register() error {
 	}
 	s.svc = svc
 	c := s.bus
-	audit := svc.AddGroup(c.Subject("history", "audit"))
-	chat := svc.AddGroup(c.Subject("history", "chat"))
+	audit := svc.AddGroup(historybus.AuditGroup(c))
+	chat := svc.AddGroup(historybus.ChatGroup(c))
 	for _, e := range []struct {
 		g    micro.Group
 		name string
 		h    micro.Handler
 	}{
-		{audit, "query", bus.Handle(c, s.queryAudit)},
-		{chat, "create", bus.Handle(c, s.createChat)},
-		{chat, "list", bus.Handle(c, s.listChats)},
-		{chat, "get", bus.Handle(c, s.getChat)},
-		{chat, "append", bus.Handle(c, s.appendChat)},
-		{chat, "delete", bus.Handle(c, s.deleteChat)},
+		{audit, historybus.AuditQuery.Name, bus.Handle(c, s.queryAudit)},
+		{chat, historybus.ChatCreate.Name, bus.Handle(c, s.createChat)},
+		{chat, historybus.ChatList.Name, bus.Handle(c, s.listChats)},
+		{chat, historybus.ChatGet.Name, bus.Handle(c, s.getChat)},
+		{chat, historybus.ChatAppend.Name, bus.Handle(c, s.appendChat)},
+		{chat, historybus.ChatDelete.Name, bus.Handle(c, s.deleteChat)},
 	} {
 		if err := e.g.AddEndpoint(e.name, e.h); err != nil {
 			_ = svc.Stop()

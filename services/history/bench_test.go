@@ -179,7 +179,7 @@ func benchIngest(t *testing.T, cfg Config, n int) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close(context.Background())
 	t0 := time.Now()
 	go func() { _ = s.Run(rctx) }()
 	waitBacklogN(t, js, 0, 10*time.Minute)

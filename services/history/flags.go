@@ -11,6 +11,7 @@ import (
 
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 )
 
@@ -122,15 +123,7 @@ func Serve(ctx context.Context, cfg Config, natsURL string) error {
 	if err := cfg.Validate(); err != nil {
 		return app.UsageError{Err: err}
 	}
-	c, closeConn, err := app.Connect(natsURL, "sovereign-history", "")
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	s, err := New(ctx, cfg, c)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	return s.Run(ctx)
+	return app.Serve(ctx, natsURL, "sovereign-history", func(ctx context.Context, c *bus.Conn) (*Service, error) {
+		return New(ctx, cfg, c)
+	})
 }

@@ -18,10 +18,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sovereign-fleet/sovereign/services/history/internal/store"
 	"github.com/sovereign-fleet/sovereign/services/history/internal/store/postgres"
 	"github.com/sovereign-fleet/sovereign/services/history/internal/store/sqlite"
+	"github.com/sovereign-fleet/sovereign/services/kit/app"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/health"
@@ -40,6 +42,7 @@ type Service struct {
 	svc   micro.Service
 	ready chan struct{}
 	log   *slog.Logger
+	life  app.Lifetime // Run until Close
 }
 
 // New opens the database (applying migrations), ensures the audit streams
@@ -73,7 +76,7 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (*Service, error) {
 	// The endpoints' subscriptions reach the server before New returns (and
 	// so before /readyz says ready): a query made right after is answered.
 	if err := c.NATS().FlushTimeout(10 * time.Second); err != nil {
-		_ = s.Close()
+		_ = s.Close(ctx)
 		return nil, fmt.Errorf("history: register endpoints: %w", err)
 	}
 	v, _ := st.SchemaVersion(ctx)
@@ -107,19 +110,24 @@ func openStore(ctx context.Context, cfg Config) (store.Store, string, error) {
 // Ready is closed once the consumer is attached to the audit stream.
 func (s *Service) Ready() <-chan struct{} { return s.ready }
 
-// Run consumes the audit stream, runs retention and serves cfg.Listen until
-// ctx ends.
+// Run consumes the audit stream, runs retention, keeps the backlog gauges
+// and serves cfg.Listen until ctx ends or Close is called; it returns once
+// all of them stopped.
 func (s *Service) Run(ctx context.Context) error {
-	if s.cfg.Listen != "" {
-		addr, err := health.Serve(ctx, s.cfg.Listen, s.checks()...)
-		if err != nil {
-			return err
+	return s.life.Run(ctx, func(ctx context.Context) error {
+		if s.cfg.Listen != "" {
+			addr, err := health.Serve(ctx, s.cfg.Listen, s.checks()...)
+			if err != nil {
+				return err
+			}
+			s.log.Info("history health and metrics", "url", "http://"+addr.String()+"/readyz")
 		}
-		s.log.Info("history health and metrics", "url", "http://"+addr.String()+"/readyz")
-	}
-	go s.retain(ctx)
-	go s.watchBacklog(ctx)
-	return s.consume(ctx)
+		g, ctx := errgroup.WithContext(ctx)
+		g.Go(func() error { s.retain(ctx); return nil })
+		g.Go(func() error { s.watchBacklog(ctx); return nil })
+		g.Go(func() error { return s.consume(ctx) })
+		return g.Wait()
+	})
 }
 
 // checks are the readiness checks: NATS connected and the database answers.
@@ -134,15 +142,16 @@ func (s *Service) checks() []health.Check {
 // /readyz.
 func (s *Service) Checks() []health.Check { return s.checks() }
 
-// Close stops the bus endpoints, lets running requests finish (up to 5 s)
-// and closes the database.
-func (s *Service) Close() error {
+// Close stops Run, stops the bus endpoints, lets running requests finish
+// (up to 5 s, within ctx) and closes the database.
+func (s *Service) Close(ctx context.Context) error {
 	var errs []error
 	if s.svc != nil {
 		errs = append(errs, s.svc.Stop())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	errs = append(errs, s.life.Stop(ctx))
 	_ = s.bus.Wait(ctx)
 	errs = append(errs, s.store.Close())
 	return errors.Join(errs...)

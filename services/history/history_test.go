@@ -49,7 +49,7 @@ func start(t *testing.T, cfg Config, c *bus.Conn) *Service {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		_ = s.Close()
+		_ = s.Close(context.Background())
 	})
 	select {
 	case <-s.Ready():

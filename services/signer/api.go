@@ -10,6 +10,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/signerbus"
 	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
 )
 
@@ -33,18 +34,18 @@ func (s *Service) register() error {
 	}
 	s.svc = svc
 	c := s.bus
-	g := svc.AddGroup(c.Subject("signer"))
+	g := svc.AddGroup(signerbus.Group(c))
 	for _, e := range []struct {
 		name string
 		h    micro.Handler
 	}{
-		{"login", bus.Handle(c, counted("login", s.login))},
-		{"logout", bus.Handle(c, counted("logout", s.logout))},
-		{"status", bus.Handle(c, counted("status", s.status))},
-		{"get_public_key", bus.Handle(c, counted("get_public_key", s.getPublicKey))},
-		{"sign_event", bus.Handle(c, counted("sign_event", s.signEvent))},
-		{"encrypt", bus.Handle(c, counted("encrypt", s.encrypt))},
-		{"decrypt", bus.Handle(c, counted("decrypt", s.decrypt))},
+		{signerbus.Login.Name, bus.Handle(c, counted(signerbus.Login.Name, s.login))},
+		{signerbus.Logout.Name, bus.Handle(c, counted(signerbus.Logout.Name, s.logout))},
+		{signerbus.Status.Name, bus.Handle(c, counted(signerbus.Status.Name, s.status))},
+		{signerbus.GetPublicKey.Name, bus.Handle(c, counted(signerbus.GetPublicKey.Name, s.getPublicKey))},
+		{signerbus.SignEvent.Name, bus.Handle(c, counted(signerbus.SignEvent.Name, s.signEvent))},
+		{signerbus.Encrypt.Name, bus.Handle(c, counted(signerbus.Encrypt.Name, s.encrypt))},
+		{signerbus.Decrypt.Name, bus.Handle(c, counted(signerbus.Decrypt.Name, s.decrypt))},
 	} {
 		if err := g.AddEndpoint(e.name, e.h); err != nil {
 			_ = svc.Stop()

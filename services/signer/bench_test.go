@@ -20,11 +20,11 @@ import (
 // a NIP-46 bunker behind a relay on loopback.
 func BenchmarkSigner(b *testing.B) {
 	srv := natstest.Server(b)
-	s, err := New(Config{Logger: slog.New(slog.DiscardHandler)}, natstest.Bus(b, srv))
+	s, err := New(b.Context(), Config{Logger: slog.New(slog.DiscardHandler)}, natstest.Bus(b, srv))
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = s.Close() })
+	b.Cleanup(func() { _ = s.Close(context.Background()) })
 	c := natstest.Bus(b, srv)
 
 	dev, err := nsigner.NewSeedDevice(vecMnemonic12, "", 1)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 )
 
@@ -65,15 +66,7 @@ func passphrase(getenv func(string) string) (string, error) {
 // Serve connects to NATS at natsURL and runs the signer until ctx ends:
 // what `sovereign signer` and cmd/signer do.
 func Serve(ctx context.Context, cfg Config, natsURL string) error {
-	c, closeConn, err := app.Connect(natsURL, "sovereign-signer", "")
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	s, err := New(cfg, c)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	return s.Run(ctx)
+	return app.Serve(ctx, natsURL, "sovereign-signer", func(ctx context.Context, c *bus.Conn) (*Service, error) {
+		return New(ctx, cfg, c)
+	})
 }

@@ -105,14 +105,16 @@ type Service struct {
 	policy *Policy
 	audit  *audit.Publisher // nil without JetStream
 
+	life app.Lifetime // Run until Close
+
 	mu     sync.Mutex
 	ids    map[string]*identity // by scope
 	closed bool
 }
 
-// New registers the signer's bus endpoints (sov.signer.*) on c. Call Run,
-// and Close when done.
-func New(cfg Config, c *bus.Conn) (*Service, error) {
+// New registers the signer's bus endpoints (sov.signer.*) on c; ctx bounds
+// the set-up. Call Run, and Close when done.
+func New(ctx context.Context, cfg Config, c *bus.Conn) (*Service, error) {
 	cfg = cfg.withDefaults()
 	s := &Service{cfg: cfg, bus: c, ids: map[string]*identity{}, policy: cfg.Policy,
 		log: cfg.Logger.With("component", "signer")}
@@ -124,7 +126,7 @@ func New(cfg Config, c *bus.Conn) (*Service, error) {
 		s.policy = p
 	}
 	if s.cfg.Ask == nil {
-		qctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		q, err := approval.Open(qctx, c.NATS(), c.Prefix())
 		cancel()
 		if err != nil {
@@ -143,42 +145,47 @@ func New(cfg Config, c *bus.Conn) (*Service, error) {
 	// The subscriptions reach the server before New returns: a request
 	// made right after is answered.
 	if err := c.NATS().Flush(); err != nil {
-		_ = s.Close()
+		_ = s.Close(ctx)
 		return nil, fmt.Errorf("signer: register endpoints: %w", err)
 	}
 	s.log.Info("signer ready (one replica: identities live in this process's memory)")
 	return s, nil
 }
 
-// Run serves until ctx ends; the endpoints answer from New on. It returns
-// nil when ctx ends.
+// Run serves health (cfg.Listen) and wipes idle identities until ctx ends
+// or Close is called; the endpoints answer from New on. It returns nil when
+// ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	if s.cfg.Listen != "" {
-		if err := s.serveHealth(ctx); err != nil {
-			return err
+	return s.life.Run(ctx, func(ctx context.Context) error {
+		if s.cfg.Listen != "" {
+			if err := s.serveHealth(ctx); err != nil {
+				return err
+			}
 		}
-	}
-	tick := time.NewTicker(min(s.cfg.IdentityIdle/4, time.Minute))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case now := <-tick.C:
-			s.expireIdle(now)
+		tick := time.NewTicker(min(s.cfg.IdentityIdle/4, time.Minute))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case now := <-tick.C:
+				s.expireIdle(now)
+			}
 		}
-	}
+	})
 }
 
-// Close stops the bus endpoints, lets running requests finish (up to 5 s),
-// then wipes every identity's keys and closes every nsigner link.
-func (s *Service) Close() error {
+// Close stops Run, stops the bus endpoints, lets running requests finish
+// (up to 5 s, within ctx), then wipes every identity's keys and closes
+// every nsigner link.
+func (s *Service) Close(ctx context.Context) error {
 	var err error
 	if s.svc != nil {
 		err = s.svc.Stop()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	err = errors.Join(err, s.life.Stop(ctx))
 	// The unsubscriptions reach the server before Close returns: no
 	// request is taken afterwards.
 	_ = s.bus.NATS().FlushWithContext(ctx)

@@ -70,7 +70,7 @@ func startWith(t *testing.T, cfg Config) *env {
 	if cfg.ApprovalTimeout == 0 {
 		cfg.ApprovalTimeout = 300 * time.Millisecond // nobody decides in these tests
 	}
-	s, err := New(cfg, natstest.Bus(t, srv))
+	s, err := New(t.Context(), cfg, natstest.Bus(t, srv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func startWith(t *testing.T, cfg Config) *env {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		_ = s.Close()
+		_ = s.Close(context.Background())
 	})
 	return &env{t: t, s: s, c: natstest.Bus(t, srv), logs: logs}
 }
@@ -434,7 +434,7 @@ func TestReplaceAndLogoutWipe(t *testing.T) {
 	// Close wipes what is left.
 	e.mustLogin(&signerv1.Login{Scope: "c", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: vecSecret12})
 	third := e.identity("c")
-	if err := e.s.Close(); err != nil {
+	if err := e.s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if !third.key.Wiped() {

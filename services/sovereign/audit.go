@@ -22,6 +22,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
+	"github.com/sovereign-fleet/sovereign/services/kit/historybus"
 )
 
 const auditUsage = `sovereign audit — read the audit trail of tool calls (operators only)
@@ -145,8 +146,8 @@ func parseWhen(v string, now time.Time) (time.Time, error) {
 func queryAudit(ctx context.Context, c *bus.Conn, q *historyv1.AuditQuery, timeout time.Duration) (*historyv1.AuditPage, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	page := &historyv1.AuditPage{}
-	if err := c.Request(ctx, c.Subject("history", "audit", "query"), q, page); err != nil {
+	page, err := historybus.AuditQuery.Call(ctx, c, q)
+	if err != nil {
 		if bus.CodeOf(err) == commonv1.ErrorCode_UNAVAILABLE {
 			return nil, errors.New("no history service answers on NATS (is it running? `sovereign up` runs one; `sovereign history` runs one alone)")
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway"
 	"github.com/sovereign-fleet/sovereign/services/history"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/signer"
@@ -203,48 +204,25 @@ func up(ctx context.Context, args []string) error {
 		opts = append(opts, nats.InProcessServer(srv))
 	}
 
-	g, ctx := errgroup.WithContext(ctx)
+	// The services, in start order; up stops them in reverse.
+	var steps []step
 	if uc.history {
 		if err := os.MkdirAll(uc.dataDir, 0o700); err != nil {
 			return fmt.Errorf("data dir: %w", err)
 		}
-		c, closeConn, err := app.Connect(natsURL, "sovereign-history", "", opts...)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		h, err := history.New(ctx, *hcfg, c)
-		if err != nil {
-			return err
-		}
-		defer h.Close()
-		g.Go(func() error { return h.Run(ctx) })
+		steps = append(steps, step{"history", func(ctx context.Context, c *bus.Conn) (app.Service, error) {
+			return history.New(ctx, *hcfg, c)
+		}})
 	}
 	if uc.signer {
-		c, closeConn, err := app.Connect(natsURL, "sovereign-signer", "", opts...)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		sg, err := signer.New(*scfg, c)
-		if err != nil {
-			return err
-		}
-		defer sg.Close()
-		g.Go(func() error { return sg.Run(ctx) })
+		steps = append(steps, step{"signer", func(ctx context.Context, c *bus.Conn) (app.Service, error) {
+			return signer.New(ctx, *scfg, c)
+		}})
 	}
 	if uc.agent {
-		c, closeConn, err := app.Connect(natsURL, "sovereign-agent", "", opts...)
-		if err != nil {
-			return err
-		}
-		defer closeConn()
-		a, err := agent.New(*acfg, c)
-		if err != nil {
-			return err
-		}
-		defer a.Close()
-		g.Go(func() error { return a.Run(ctx) })
+		steps = append(steps, step{"agent", func(ctx context.Context, c *bus.Conn) (app.Service, error) {
+			return agent.New(ctx, *acfg, c)
+		}})
 	}
 	var workers []*browser.Worker
 	for i := range uc.workers {
@@ -252,47 +230,111 @@ func up(ctx context.Context, args []string) error {
 		if cfg.ID != "" && uc.workers > 1 {
 			cfg.ID = fmt.Sprintf("%s-%d", cfg.ID, i+1)
 		}
-		w, err := browser.New(cfg)
+		cfg, err := cfg.Resolve() // its ID names the connection
 		if err != nil {
 			return app.UsageError{Err: err}
 		}
-		c, closeConn, err := app.Connect(natsURL, "sovereign-browser-"+w.ID(), "", opts...)
+		steps = append(steps, step{"browser-" + cfg.ID, func(ctx context.Context, c *bus.Conn) (app.Service, error) {
+			w, err := browser.New(ctx, cfg, c)
+			if err != nil {
+				return nil, err
+			}
+			workers = append(workers, w)
+			return w, nil
+		}})
+	}
+	steps = append(steps, step{"gateway", func(ctx context.Context, c *bus.Conn) (app.Service, error) {
+		// Serve MCP only once the workers take sessions, so that a client
+		// that connects at once is not told that no worker runs.
+		for _, w := range workers {
+			select {
+			case <-w.Ready():
+			case <-ctx.Done():
+				return nil, errNotStarted
+			}
+		}
+		gw, err := gateway.New(ctx, *gcfg, c)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer closeConn()
-		workers = append(workers, w)
-		g.Go(func() error { return w.Run(ctx, c) })
-	}
-	// Serve MCP only once the workers take sessions, so that a client that
-	// connects at once is not told that no worker runs.
-	for _, w := range workers {
-		select {
-		case <-w.Ready():
-		case <-ctx.Done():
-			return g.Wait()
-		}
-	}
-	c, closeConn, err := app.Connect(natsURL, "sovereign-gateway", "", opts...)
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	gw, err := gateway.New(ctx, *gcfg, c)
-	if err != nil {
-		return err
-	}
-	g.Go(func() error { return gw.Run(ctx) })
+		return &closedByRun{run: gw.Run}, nil
+	}})
 	if uc.workers == 0 {
 		slog.Warn("no browser workers in this process: start some with 'sovereign browser --nats-url …'")
 	}
-	err = g.Wait()
+	err = runAll(ctx, steps, func(name string) (*bus.Conn, func(), error) {
+		return app.Connect(natsURL, "sovereign-"+name, "", opts...)
+	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	slog.Info("sovereign stopped")
 	return nil
 }
+
+// step starts one service of `sovereign up` on a connection of its own,
+// named sovereign-<name>.
+type step struct {
+	name  string
+	start func(ctx context.Context, c *bus.Conn) (app.Service, error)
+}
+
+// errNotStarted is what a step returns when up stopped while it waited.
+var errNotStarted = errors.New("stopped while starting")
+
+// runAll starts the steps in order, each service's Run in a goroutine of
+// its own, until ctx ends or a Run fails; then it closes the services in
+// reverse order (each Close stops its Run and waits for it, up to
+// app.CloseTimeout) and their connections, and returns the first error.
+func runAll(ctx context.Context, steps []step, connect func(name string) (*bus.Conn, func(), error)) (err error) {
+	// Runs end by Close, in order; a failing Run ends the others at once.
+	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
+	var undo []func()
+	defer func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		err = errors.Join(err, g.Wait())
+	}()
+	// A step's I/O ends when up is told to stop or a service failed.
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	context.AfterFunc(gctx, stop)
+	for _, st := range steps {
+		c, closeConn, err := connect(st.name)
+		if err != nil {
+			return err
+		}
+		undo = append(undo, closeConn)
+		s, err := st.start(sctx, c)
+		if errors.Is(err, errNotStarted) {
+			return nil // g.Wait has the reason, if any
+		}
+		if err != nil {
+			return err
+		}
+		undo = append(undo, func() {
+			cctx, cancel := context.WithTimeout(context.Background(), app.CloseTimeout)
+			defer cancel()
+			if err := s.Close(cctx); err != nil {
+				slog.Warn("close", "service", st.name, "err", err)
+			}
+		})
+		g.Go(func() error { return s.Run(gctx) })
+	}
+	<-sctx.Done()
+	return nil
+}
+
+// closedByRun is a service whose Run closes it when it returns (the
+// gateway's): Close only stops Run and waits for it.
+type closedByRun struct {
+	run  func(context.Context) error
+	life app.Lifetime
+}
+
+func (s *closedByRun) Run(ctx context.Context) error   { return s.life.Run(ctx, s.run) }
+func (s *closedByRun) Close(ctx context.Context) error { return s.life.Stop(ctx) }
 
 // flagSet reports whether the flag name was given on the command line.
 func flagSet(fs *flag.FlagSet, name string) bool {

@@ -48,12 +48,14 @@ func LoginSite(t testing.TB) *httptest.Server {
 	return ts
 }
 
-// MakeProfile logs into site with a Chromium on a fresh user data
-// directory and closes it cleanly (cookies and Local Storage reach the
-// disk), and returns the directory.
+// MakeProfile logs into site with the full Chromium (what an operator's
+// profile comes from) on a fresh user data directory and closes it cleanly
+// (cookies and Local Storage reach the disk), and returns the directory.
+// Workers open it in the Chromium they drive: the headless shell when it
+// is installed.
 func MakeProfile(t testing.TB, site string) string {
 	t.Helper()
-	exec, err := chrome.Find("")
+	exec, err := chrome.Find(chrome.Full)
 	if err != nil {
 		t.Fatal(err)
 	}

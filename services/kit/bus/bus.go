@@ -297,6 +297,16 @@ func (c *Conn) Request(ctx context.Context, subject string, req, resp proto.Mess
 func (c *Conn) alive(ctx context.Context, subject string, within time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
+	return c.Serving(ctx, subject)
+}
+
+// Serving reports whether anything serves subject: it sends an empty
+// request and says false only when NATS answers "no responders". Any
+// reply, an error reply, a timeout (at ctx's deadline) or a failure to
+// send counts as served, so that a slow service is not called missing.
+// It is the one "is the signer (agent, worker…) running" probe; ctx should
+// carry a short deadline.
+func (c *Conn) Serving(ctx context.Context, subject string) bool {
 	_, err := c.nc.RequestWithContext(ctx, subject, nil)
 	return !errors.Is(err, nats.ErrNoResponders)
 }

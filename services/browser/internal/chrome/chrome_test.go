@@ -36,6 +36,27 @@ func TestStart(t *testing.T) {
 	}
 }
 
+func TestFind(t *testing.T) {
+	for _, choice := range []string{"", Auto, Shell, Full} {
+		p, err := Find(choice)
+		if err != nil {
+			t.Logf("Find(%q): %v", choice, err) // not installed here
+			continue
+		}
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("Find(%q) = %s, which is missing: %v", choice, p, err)
+		}
+	}
+	if _, err := os.Stat(HeadlessShell); err == nil {
+		if p, err := Find(""); err != nil || p != HeadlessShell {
+			t.Errorf("Find(\"\") = %q, %v; want %s (installed)", p, err, HeadlessShell)
+		}
+	}
+	if p, err := Find(Full); err == nil && strings.Contains(p, "headless") {
+		t.Errorf("Find(%q) = %s, want the full browser", Full, p)
+	}
+}
+
 func TestFindMissing(t *testing.T) {
 	if _, err := Find("/nonexistent/chromium"); err == nil {
 		t.Fatal("Find(/nonexistent/chromium) = nil error")
