@@ -22,6 +22,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
+	"github.com/sovereign-fleet/sovereign/services/kit/agentbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 )
@@ -99,7 +100,7 @@ func (g *Gateway) runTaskHandler(t catalog.Tool) dispatch.Handler {
 func (g *Gateway) runTask(ctx context.Context, t catalog.Tool, call *dispatch.Call, task catalog.Task, session string) *dispatch.Result {
 	id := newRunID()
 	events := make(chan *nats.Msg, 64)
-	sub, err := g.bus.NATS().ChanSubscribe(g.bus.Subject("agent", "run", "event", id), events)
+	sub, err := g.bus.NATS().ChanSubscribe(agentbus.RunEvents(g.bus, id), events)
 	if err != nil {
 		return dispatch.ErrorText(fmt.Sprintf("%s: subscribe to the run's events: %v", t.Name, err))
 	}
@@ -111,8 +112,8 @@ func (g *Gateway) runTask(ctx context.Context, t catalog.Tool, call *dispatch.Ca
 		Id: id, ChatId: task.ChatID, Message: task.Task, Session: session, MaxIterations: task.MaxIterations,
 		Caller: &toolsv1.Caller{Kind: c.Kind, Id: c.ID, Name: c.Name, UrlAllow: c.URLAllow, UrlBlock: c.URLBlock, Approve: c.Approve},
 	}
-	run := &agentv1.Run{}
-	if err := g.agentRequest(ctx, "start", start, run); err != nil {
+	run, err := agentCall(ctx, g, agentbus.Start, start)
+	if err != nil {
 		if ctx.Err() != nil {
 			g.cancelRun(ctx, id, "mcp client") // it may have started all the same
 		}
@@ -146,8 +147,7 @@ func (g *Gateway) runTask(ctx context.Context, t catalog.Tool, call *dispatch.Ca
 			}
 			run = newer(run, next)
 		case <-poll.C:
-			next := &agentv1.Run{}
-			err := g.agentRequest(ctx, "get", &agentv1.GetRunRequest{Id: id}, next)
+			next, err := agentCall(ctx, g, agentbus.Get, &agentv1.GetRunRequest{Id: id})
 			switch {
 			case err == nil:
 				run = newer(run, next)
@@ -273,11 +273,11 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// agentRequest sends one request to the agent service's op.
-func (g *Gateway) agentRequest(ctx context.Context, op string, req, resp proto.Message) error {
+// agentCall sends one request to the agent service's endpoint e.
+func agentCall[Req, Resp proto.Message](ctx context.Context, g *Gateway, e bus.Endpoint[Req, Resp], req Req) (Resp, error) {
 	ctx, cancel := context.WithTimeout(ctx, agentRequestTimeout)
 	defer cancel()
-	return g.bus.Request(ctx, g.bus.Subject("agent", "run", op), req, resp)
+	return e.Call(ctx, g.bus, req)
 }
 
 // cancelRun asks the agent to stop run id, on a context of its own (the
@@ -285,7 +285,7 @@ func (g *Gateway) agentRequest(ctx context.Context, op string, req, resp proto.M
 func (g *Gateway) cancelRun(ctx context.Context, id, by string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), agentRequestTimeout)
 	defer cancel()
-	if err := g.agentRequest(ctx, "cancel", &agentv1.CancelRunRequest{Id: id, By: by}, &agentv1.Run{}); err != nil {
+	if _, err := agentCall(ctx, g, agentbus.Cancel, &agentv1.CancelRunRequest{Id: id, By: by}); err != nil {
 		g.log.WarnContext(ctx, "cancel agent run", "run", id, "by", by, "err", err)
 		return
 	}
@@ -301,7 +301,7 @@ func (g *Gateway) agentErrorText(ctx context.Context, t catalog.Tool, err error)
 	case bus.Is(err, commonv1.ErrorCode_UNAVAILABLE) && !g.agentRunning(ctx):
 		return fmt.Sprintf("%s needs the agent service, and none is running (nothing answers %s): start it with `sovereign agent` "+
 			"(or run `sovereign up`) and configure its model provider (SOVEREIGN_LLM_BASE_URL, SOVEREIGN_LLM_MODEL)",
-			t.Name, g.bus.Subject("agent", "run", "start"))
+			t.Name, agentbus.Start.Subject(g.bus))
 	case bus.Is(err, commonv1.ErrorCode_UNAVAILABLE):
 		return fmt.Sprintf("%s: the agent service is unavailable: %s", t.Name, msg)
 	case bus.Is(err, commonv1.ErrorCode_TIMEOUT):
@@ -320,9 +320,7 @@ func (g *Gateway) agentErrorText(ctx context.Context, t catalog.Tool, err error)
 func (g *Gateway) agentRunning(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	// An empty get: any answer, even an error, is an agent.
-	_, err := g.bus.NATS().RequestWithContext(ctx, g.bus.Subject("agent", "run", "get"), nil)
-	return !errors.Is(err, nats.ErrNoResponders)
+	return agentbus.Serving(ctx, g.bus)
 }
 
 // runIDAlphabet are the characters of a run id after "r_" (base62).

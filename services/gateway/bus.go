@@ -15,6 +15,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/toolsbus"
 )
 
 // The gateway's tool dispatcher on the bus (proto/sovereign/tools/v1):
@@ -54,10 +55,10 @@ func (g *Gateway) serveTools() error {
 	if err != nil {
 		return fmt.Errorf("tools service: %w", err)
 	}
-	grp := svc.AddGroup(g.bus.Subject("tools"), micro.WithGroupQueueGroup(toolsQueue))
+	grp := svc.AddGroup(toolsbus.Group(g.bus), micro.WithGroupQueueGroup(toolsQueue))
 	for name, h := range map[string]micro.Handler{
-		"list": bus.Handle(g.bus, g.busListTools),
-		"call": bus.Handle(g.bus, g.busCallTool),
+		toolsbus.List.Name: bus.Handle(g.bus, g.busListTools),
+		toolsbus.Call.Name: bus.Handle(g.bus, g.busCallTool),
 	} {
 		if err := grp.AddEndpoint(name, h); err != nil {
 			_ = svc.Stop()
@@ -110,11 +111,11 @@ func (g *Gateway) busCallTool(ctx context.Context, r *toolsv1.CallToolRequest) (
 	}
 	name := strings.TrimSpace(r.GetName())
 	if name == "" {
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "name is required: a tool of %s", g.bus.Subject("tools", "list"))
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "name is required: a tool of %s", toolsbus.List.Subject(g.bus))
 	}
 	e, ok := g.tools.Lookup(name)
 	if !ok {
-		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "unknown tool %q: %s lists the tools", name, g.bus.Subject("tools", "list"))
+		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "unknown tool %q: %s lists the tools", name, toolsbus.List.Subject(g.bus))
 	}
 	if e.Kind == dispatch.Run {
 		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s starts agent runs and is not callable on the bus (a run cannot start another run)", name)

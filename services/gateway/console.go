@@ -20,6 +20,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/historybus"
 )
 
 // DefaultAdminListen is where the operator console listens when an admin
@@ -232,8 +233,8 @@ func (g *Gateway) serveAdmin(ctx context.Context) (stop func(context.Context) er
 
 // queryAudit asks the history service for audit records.
 func (g *Gateway) queryAudit(ctx context.Context, q *historyv1.AuditQuery) (*historyv1.AuditPage, error) {
-	page := &historyv1.AuditPage{}
-	if err := g.bus.Request(ctx, g.bus.Subject("history", "audit", "query"), q, page); err != nil {
+	page, err := historybus.AuditQuery.Call(ctx, g.bus, q)
+	if err != nil {
 		if bus.CodeOf(err) == commonv1.ErrorCode_UNAVAILABLE {
 			return nil, errors.New("no history service answers on NATS (is it running? `sovereign up` runs one; `sovereign history` runs one alone)")
 		}

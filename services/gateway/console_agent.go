@@ -11,7 +11,9 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/console"
+	"github.com/sovereign-fleet/sovereign/services/kit/agentbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/historybus"
 )
 
 // consoleAgent is the console's chat source: the agent orchestrator
@@ -23,12 +25,12 @@ type consoleAgent struct {
 
 var _ console.Agent = consoleAgent{}
 
-// call sends one request; a subject nobody serves becomes an UNAVAILABLE
-// error saying which service to start.
-func (a consoleAgent) call(ctx context.Context, service string, req, resp proto.Message, tokens ...string) error {
-	err := a.bus.Request(ctx, a.bus.Subject(tokens...), req, resp)
+// call sends req to endpoint e of service; a subject nobody serves
+// becomes an UNAVAILABLE error saying which service to start.
+func call[Req, Resp proto.Message](ctx context.Context, c *bus.Conn, service string, e bus.Endpoint[Req, Resp], req Req) (Resp, error) {
+	resp, err := e.Call(ctx, c, req)
 	if err == nil {
-		return nil
+		return resp, nil
 	}
 	var be *bus.Error
 	if bus.CodeOf(err) == commonv1.ErrorCode_UNAVAILABLE && errors.As(err, &be) && strings.HasPrefix(be.Message, "no service answers") {
@@ -36,55 +38,48 @@ func (a consoleAgent) call(ctx context.Context, service string, req, resp proto.
 		if service == "history" {
 			hint = "`sovereign up` runs one; `sovereign history` runs one alone"
 		}
-		return bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "no %s service answers on NATS (is it running? %s)", service, hint)
+		return resp, bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "no %s service answers on NATS (is it running? %s)", service, hint)
 	}
-	return err
+	return resp, err
 }
 
 func (a consoleAgent) StartRun(ctx context.Context, req *agentv1.StartRunRequest) (*agentv1.Run, error) {
-	run := &agentv1.Run{}
-	return run, a.call(ctx, "agent", req, run, "agent", "run", "start")
+	return call(ctx, a.bus, "agent", agentbus.Start, req)
 }
 
 func (a consoleAgent) GetRun(ctx context.Context, id string) (*agentv1.Run, error) {
-	run := &agentv1.Run{}
-	return run, a.call(ctx, "agent", &agentv1.GetRunRequest{Id: id}, run, "agent", "run", "get")
+	return call(ctx, a.bus, "agent", agentbus.Get, &agentv1.GetRunRequest{Id: id})
 }
 
 func (a consoleAgent) CancelRun(ctx context.Context, id, by string) (*agentv1.Run, error) {
-	run := &agentv1.Run{}
-	return run, a.call(ctx, "agent", &agentv1.CancelRunRequest{Id: id, By: by}, run, "agent", "run", "cancel")
+	return call(ctx, a.bus, "agent", agentbus.Cancel, &agentv1.CancelRunRequest{Id: id, By: by})
 }
 
 func (a consoleAgent) ListRuns(ctx context.Context, req *agentv1.ListRunsRequest) ([]*agentv1.Run, error) {
-	res := &agentv1.ListRunsResponse{}
-	if err := a.call(ctx, "agent", req, res, "agent", "run", "list"); err != nil {
+	res, err := call(ctx, a.bus, "agent", agentbus.List, req)
+	if err != nil {
 		return nil, err
 	}
 	return res.GetRuns(), nil
 }
 
 func (a consoleAgent) Settings(ctx context.Context) (*agentv1.Settings, error) {
-	s := &agentv1.Settings{}
-	return s, a.call(ctx, "agent", &agentv1.GetSettingsRequest{}, s, "agent", "settings", "get")
+	return call(ctx, a.bus, "agent", agentbus.GetSettings, &agentv1.GetSettingsRequest{})
 }
 
 func (a consoleAgent) PutSettings(ctx context.Context, req *agentv1.PutSettingsRequest) (*agentv1.Settings, error) {
-	s := &agentv1.Settings{}
-	return s, a.call(ctx, "agent", req, s, "agent", "settings", "put")
+	return call(ctx, a.bus, "agent", agentbus.PutSettings, req)
 }
 
 func (a consoleAgent) ListChats(ctx context.Context, req *historyv1.ListChatSessionsRequest) (*historyv1.ListChatSessionsResponse, error) {
-	res := &historyv1.ListChatSessionsResponse{}
-	return res, a.call(ctx, "history", req, res, "history", "chat", "list")
+	return call(ctx, a.bus, "history", historybus.ChatList, req)
 }
 
 func (a consoleAgent) GetChat(ctx context.Context, id string) (*historyv1.GetChatSessionResponse, error) {
-	res := &historyv1.GetChatSessionResponse{}
-	return res, a.call(ctx, "history", &historyv1.GetChatSessionRequest{Id: id}, res, "history", "chat", "get")
+	return call(ctx, a.bus, "history", historybus.ChatGet, &historyv1.GetChatSessionRequest{Id: id})
 }
 
 func (a consoleAgent) DeleteChat(ctx context.Context, id string) error {
-	return a.call(ctx, "history", &historyv1.DeleteChatSessionRequest{Id: id}, &historyv1.DeleteChatSessionResponse{},
-		"history", "chat", "delete")
+	_, err := call(ctx, a.bus, "history", historybus.ChatDelete, &historyv1.DeleteChatSessionRequest{Id: id})
+	return err
 }

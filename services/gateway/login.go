@@ -22,6 +22,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
+	"github.com/sovereign-fleet/sovereign/services/kit/signerbus"
 )
 
 // Nostr identities: the identity tools (login, switch_identity, logout,
@@ -105,12 +106,12 @@ func (g *Gateway) identityHandler(t catalog.Tool) dispatch.Handler {
 func (g *Gateway) login(ctx context.Context, t catalog.Tool, progress mcp.ProgressToken, b *binding, lr *signerv1.Login, switching bool, limit time.Duration) *dispatch.Result {
 	var prev *signerv1.StatusResponse // the identity switch_identity freed
 	if switching {
-		st := &signerv1.StatusResponse{}
-		if err := g.signerCall(ctx, signerStatus, &signerv1.Status{Scope: lr.GetScope()}, st); err != nil {
+		st, err := signerCall(ctx, g, signerbus.Status, &signerv1.Status{Scope: lr.GetScope()})
+		if err != nil {
 			return dispatch.ErrorText(g.signerErrorText(ctx, t, err, limit))
 		}
 		if st.GetState() == signerv1.LoginState_LOGIN_STATE_LOGGED_IN {
-			if err := g.signerCall(ctx, signerLogout, &signerv1.Logout{Scope: lr.GetScope()}, &signerv1.LogoutResponse{}); err != nil {
+			if _, err := signerCall(ctx, g, signerbus.Logout, &signerv1.Logout{Scope: lr.GetScope()}); err != nil {
 				return dispatch.ErrorText(g.signerErrorText(ctx, t, err, limit) + "; the previous identity is still logged in")
 			}
 			prev = st
@@ -195,8 +196,8 @@ func (g *Gateway) login(ctx context.Context, t catalog.Tool, progress mcp.Progre
 // logout wipes the identity of b's session at the signer and tells its
 // worker.
 func (g *Gateway) logout(ctx context.Context, t catalog.Tool, b *binding, limit time.Duration) *dispatch.Result {
-	resp := &signerv1.LogoutResponse{}
-	if err := g.signerCall(ctx, signerLogout, &signerv1.Logout{Scope: b.sessionID}, resp); err != nil {
+	resp, err := signerCall(ctx, g, signerbus.Logout, &signerv1.Logout{Scope: b.sessionID})
+	if err != nil {
 		return dispatch.ErrorText(g.signerErrorText(ctx, t, err, limit))
 	}
 	// Also when there was nothing to wipe: a worker may still think it
@@ -218,8 +219,8 @@ func (g *Gateway) logout(ctx context.Context, t catalog.Tool, b *binding, limit 
 // loginStatus describes the identity of b's session, the identities the
 // signer remembers and its origin policy.
 func (g *Gateway) loginStatus(ctx context.Context, t catalog.Tool, b *binding, caller string, limit time.Duration) *dispatch.Result {
-	st := &signerv1.StatusResponse{}
-	if err := g.signerCall(ctx, signerStatus, &signerv1.Status{Scope: b.sessionID, Owner: signerOwner(caller)}, st); err != nil {
+	st, err := signerCall(ctx, g, signerbus.Status, &signerv1.Status{Scope: b.sessionID, Owner: signerOwner(caller)})
+	if err != nil {
 		return dispatch.ErrorText(g.signerErrorText(ctx, t, err, limit))
 	}
 	out := map[string]any{"state": "logged_out", "remembered": nonNil(st.GetRemembered()), "policy": nonNil(st.GetPolicy())}
@@ -261,8 +262,8 @@ func (g *Gateway) loginRefusal(ctx context.Context, t catalog.Tool, sessionID st
 	if !g.cfg.RequireLogin {
 		return ""
 	}
-	st := &signerv1.StatusResponse{}
-	if err := g.signerCall(ctx, signerStatus, &signerv1.Status{Scope: sessionID}, st); err != nil {
+	st, err := signerCall(ctx, g, signerbus.Status, &signerv1.Status{Scope: sessionID})
+	if err != nil {
 		var te *toolError
 		if errors.As(err, &te) {
 			return fmt.Sprintf("%s: this gateway requires a Nostr login first, but %s", t.Name, te.msg)
@@ -283,56 +284,42 @@ func signerOwner(caller string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// Signer operations (subjects <prefix>.signer.<op>).
-const (
-	signerLogin  = "login"
-	signerLogout = "logout"
-	signerStatus = "status"
-)
-
-// signerCall sends req to the signer's op. When nothing answers there, the
-// error is a *toolError that says the signer is not running.
+// signerCall sends req to the signer's endpoint e. When nothing answers
+// there, the error is a *toolError that says the signer is not running.
 //
 // Everything but a login is quick for a running signer: it gets
 // signerQuickTimeout, so that a signer that just died (its subscription
 // not yet gone from the NATS server) or hangs is reported in seconds,
 // not at the tool's deadline.
-func (g *Gateway) signerCall(ctx context.Context, op string, req, resp proto.Message) error {
-	if op != signerLogin {
-		outer := ctx
+func signerCall[Req, Resp proto.Message](ctx context.Context, g *Gateway, e bus.Endpoint[Req, Resp], req Req) (Resp, error) {
+	outer := ctx
+	if e.Name != signerbus.Login.Name {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, signerQuickTimeout)
 		defer cancel()
-		err := g.signerRequest(ctx, op, req, resp)
-		if err != nil && outer.Err() == nil && ctx.Err() != nil {
-			return &toolError{msg: fmt.Sprintf("the signer service did not answer within %s (%s): it may be restarting or overloaded; see its logs",
-				signerQuickTimeout, g.bus.Subject("signer", op))}
-		}
-		return err
 	}
-	return g.signerRequest(ctx, op, req, resp)
+	resp, err := e.Call(ctx, g.bus, req)
+	switch {
+	case err == nil:
+	case outer.Err() == nil && ctx.Err() != nil:
+		err = &toolError{msg: fmt.Sprintf("the signer service did not answer within %s (%s): it may be restarting or overloaded; see its logs",
+			signerQuickTimeout, e.Subject(g.bus))}
+	case bus.Is(err, commonv1.ErrorCode_UNAVAILABLE) && ctx.Err() == nil && !g.signerRunning(ctx):
+		err = &toolError{msg: fmt.Sprintf("the signer service is not running (%s has no responders): start `sovereign signer` or use `sovereign up`",
+			signerbus.All(g.bus))}
+	}
+	return resp, err
 }
 
 // signerQuickTimeout bounds signer requests other than login.
 const signerQuickTimeout = 10 * time.Second
-
-func (g *Gateway) signerRequest(ctx context.Context, op string, req, resp proto.Message) error {
-	err := g.bus.Request(ctx, g.bus.Subject("signer", op), req, resp)
-	if bus.Is(err, commonv1.ErrorCode_UNAVAILABLE) && ctx.Err() == nil && !g.signerRunning(ctx) {
-		return &toolError{msg: fmt.Sprintf("the signer service is not running (%s has no responders): start `sovereign signer` or use `sovereign up`",
-			g.bus.Subject("signer", "*"))}
-	}
-	return err
-}
 
 // signerRunning reports whether anything serves the signer's subjects (an
 // UNAVAILABLE error may also be a device the signer cannot reach).
 func (g *Gateway) signerRunning(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	// An empty status request: any answer, even an error, is a signer.
-	_, err := g.bus.NATS().RequestWithContext(ctx, g.bus.Subject("signer", signerStatus), nil)
-	return !errors.Is(err, nats.ErrNoResponders)
+	return signerbus.Serving(ctx, g.bus)
 }
 
 // signerLogin sends lr to the signer and, while it runs, forwards each
@@ -355,8 +342,7 @@ func (g *Gateway) signerLogin(ctx context.Context, token mcp.ProgressToken, lr *
 	}
 	done := make(chan reply, 1)
 	go func() {
-		resp := &signerv1.LoginResponse{}
-		err := g.signerCall(ctx, signerLogin, lr, resp)
+		resp, err := signerCall(ctx, g, signerbus.Login, lr)
 		done <- reply{resp, err}
 	}()
 	authURL := ""
@@ -433,7 +419,7 @@ func (g *Gateway) forgetIdentity(ctx context.Context, b *binding) {
 func (g *Gateway) signerForget(ctx context.Context, scope string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := g.signerCall(ctx, signerLogout, &signerv1.Logout{Scope: scope}, &signerv1.LogoutResponse{}); err != nil {
+	if _, err := signerCall(ctx, g, signerbus.Logout, &signerv1.Logout{Scope: scope}); err != nil {
 		g.log.ErrorContext(ctx, "log out after a failed login", "err", err)
 	}
 }
