@@ -365,7 +365,7 @@ func TestRunBrowserTask(t *testing.T) {
 	})
 
 	t.Run("task timeout", func(t *testing.T) {
-		short := startGateway(t, srv, gateway.Config{TaskTimeout: 2 * time.Second})
+		short := startGateway(t, srv, gateway.Config{AgentConfig: gateway.AgentConfig{TaskTimeout: 2 * time.Second}})
 		c := legacyClient(t, short, nil)
 		res := asyncCall(context.Background(), c, "run_browser_task", map[string]any{"task": "never ends"}, "")
 		start := a.nextStart(t)
@@ -383,7 +383,7 @@ func TestRunBrowserTask(t *testing.T) {
 // TestTaskTimeoutConfig: --task-timeout is bounded.
 func TestTaskTimeoutConfig(t *testing.T) {
 	for _, d := range []time.Duration{time.Millisecond, 25 * time.Hour} {
-		err := (gateway.Config{TaskTimeout: d}).Validate()
+		err := (gateway.Config{AgentConfig: gateway.AgentConfig{TaskTimeout: d}}).Validate()
 		if err == nil || !strings.Contains(err.Error(), "--task-timeout: "+d.String()+" must be from 1s to 24h0m0s") {
 			t.Errorf("TaskTimeout %s: %v", d, err)
 		}

@@ -190,7 +190,7 @@ func TestApprovalElicitation(t *testing.T) {
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 2)
-	url := startGateway(t, srv, gateway.Config{ApproveTools: []string{"eval"}})
+	url := startGateway(t, srv, gateway.Config{ApprovalConfig: gateway.ApprovalConfig{ApproveTools: []string{"eval"}}})
 	site := titleSite(t)
 	e := &elicitor{}
 	c := elicitingClient(t, url, false, e)
@@ -260,7 +260,7 @@ func TestApprovalConsole(t *testing.T) {
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 2)
-	url := startGateway(t, srv, gateway.Config{ApproveTools: []string{"eval"}})
+	url := startGateway(t, srv, gateway.Config{ApprovalConfig: gateway.ApprovalConfig{ApproveTools: []string{"eval"}}})
 	q := console(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -319,7 +319,7 @@ func TestApprovalTimeout(t *testing.T) {
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 1)
-	url := startGateway(t, srv, gateway.Config{ApproveTools: []string{"eval", "click"}, ApprovalTimeout: 5 * time.Second})
+	url := startGateway(t, srv, gateway.Config{ApprovalConfig: gateway.ApprovalConfig{ApproveTools: []string{"eval", "click"}, ApprovalTimeout: 5 * time.Second}})
 	c := elicitingClient(t, url, false, nil) // 2025, no elicitation
 	callTool(t, c, "open", map[string]any{"url": titleSite(t)})
 	start := time.Now()
@@ -345,7 +345,7 @@ func TestApprovalRoundTrip(t *testing.T) {
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 2)
-	url := startGateway(t, srv, gateway.Config{ApproveTools: []string{"eval"}})
+	url := startGateway(t, srv, gateway.Config{ApprovalConfig: gateway.ApprovalConfig{ApproveTools: []string{"eval"}}})
 	q := console(t, srv)
 	e := &elicitor{}
 	c := elicitingClient(t, url, true, e)
@@ -444,7 +444,10 @@ func TestApprovalConfig(t *testing.T) {
 		Listen: "127.0.0.1:8080", ToolTimeout: time.Minute, SessionTTL: time.Hour, MaxBody: 1 << 20, Bucket: "sov_sessions",
 		// shell_exec is a system tool, jira__search a script tool: both
 		// may be monitored although the gateway may not serve them yet.
-		ApproveTools: []string{"eval", "fill", "shell_exec", "jira__search"}, ApprovalTimeout: 5 * time.Second,
+		ApprovalConfig: gateway.ApprovalConfig{
+			ApproveTools:    []string{"eval", "fill", "shell_exec", "jira__search"},
+			ApprovalTimeout: 5 * time.Second,
+		},
 	}
 	if err := good.Validate(); err != nil {
 		t.Errorf("valid approval settings: %v", err)

@@ -209,7 +209,7 @@ func TestAuthOnLoopback(t *testing.T) {
 func TestRequireAuth(t *testing.T) {
 	srv := startNATS(t, "")
 	good, _ := newToken(t, srv, tokens.Spec{Name: "agent"})
-	url := startGateway(t, srv, gateway.Config{RequireAuth: true})
+	url := startGateway(t, srv, gateway.Config{AuthConfig: gateway.AuthConfig{RequireAuth: true}})
 	status, chal, body := post(t, url, "", nil)
 	if status != http.StatusUnauthorized || chal != challenge || !strings.Contains(body, "missing bearer token") {
 		t.Errorf("no credentials: %d %q %q, want 401, %q, missing bearer token", status, chal, body, challenge)
@@ -315,7 +315,7 @@ func TestExposedStart(t *testing.T) {
 
 	t.Run("insecure-no-auth", func(t *testing.T) {
 		logs := captureLogs(t)
-		g, err := gateway.New(context.Background(), gateway.Config{Listen: "0.0.0.0:0", InsecureNoAuth: true}, connect(t, srv))
+		g, err := gateway.New(context.Background(), gateway.Config{Listen: "0.0.0.0:0", AuthConfig: gateway.AuthConfig{InsecureNoAuth: true}}, connect(t, srv))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -494,7 +494,7 @@ func TestOAuth(t *testing.T) {
 	apiToken, _ := newToken(t, srv, tokens.Spec{Name: "ci-agent"})
 	const public = "https://mcp.example.test"
 	audience := public + "/mcp"
-	url := startGateway(t, srv, gateway.Config{RequireAuth: true, PublicURL: public, OAuthIssuer: iss.URL})
+	url := startGateway(t, srv, gateway.Config{AuthConfig: gateway.AuthConfig{RequireAuth: true, PublicURL: public, OAuthIssuer: iss.URL}})
 	base := strings.TrimSuffix(url, "/mcp")
 
 	now := time.Now()
@@ -596,7 +596,7 @@ func TestOAuth(t *testing.T) {
 func TestOAuthExposedStart(t *testing.T) {
 	iss := newTestIssuer(t)
 	srv := startNATS(t, "")
-	g, err := gateway.New(context.Background(), gateway.Config{Listen: "0.0.0.0:0", PublicURL: "https://mcp.example.test", OAuthIssuer: iss.URL}, connect(t, srv))
+	g, err := gateway.New(context.Background(), gateway.Config{Listen: "0.0.0.0:0", AuthConfig: gateway.AuthConfig{PublicURL: "https://mcp.example.test", OAuthIssuer: iss.URL}}, connect(t, srv))
 	if err != nil {
 		t.Fatalf("exposed gateway with OAuth: %v", err)
 	}

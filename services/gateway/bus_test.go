@@ -246,7 +246,7 @@ func TestBusTools(t *testing.T) {
 // waits on the console's queue (there is no MCP client to ask).
 func TestBusAuditAndApprovals(t *testing.T) {
 	srv := startNATS(t, "")
-	startGateway(t, srv, gateway.Config{ApproveTools: []string{"secrets_list"}})
+	startGateway(t, srv, gateway.Config{ApprovalConfig: gateway.ApprovalConfig{ApproveTools: []string{"secrets_list"}}})
 	c := connect(t, srv)
 	q := console(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -53,10 +53,22 @@ type Config struct {
 	// audit stream does not take them (audit.DefaultBuffer when 0).
 	AuditBuffer int
 
-	// Authentication (auth.go). A gateway listening beyond loopback asks
-	// every request for an API token or, with OAuthIssuer, a JWT access
-	// token; on loopback only when RequireAuth.
-	//
+	// One sub-struct per feature; their fields are promoted.
+	AuthConfig     // authentication (auth.go)
+	AdminConfig    // the operator console (console.go)
+	ApprovalConfig // approvals (approve.go)
+	PolicyConfig   // the URL policy (policy.go)
+	LoginConfig    // Nostr identities (login.go)
+	AgentConfig    // agent runs (agent.go)
+	SystemConfig   // system tools (system.go)
+	ExtendConfig   // deployed tools (extend.go, httptools.go)
+	ProfilesConfig // base profiles (profiles.go)
+}
+
+// AuthConfig is the authentication of a gateway (auth.go). A gateway
+// listening beyond loopback asks every request for an API token or, with
+// OAuthIssuer, a JWT access token; on loopback only when RequireAuth.
+type AuthConfig struct {
 	// InsecureNoAuth lets a gateway listening beyond loopback serve
 	// without credentials (a warning is logged at every start).
 	InsecureNoAuth bool
@@ -74,66 +86,83 @@ type Config struct {
 	// OAuthJWKSURL is the issuer's JWKS (discovered from its metadata
 	// when empty).
 	OAuthJWKSURL string
+}
 
-	// Operator console (console.go). Without an admin token it is off and
-	// its routes do not exist.
-	//
+// AdminConfig is the operator console (console.go). Without an admin
+// token it is off and its routes do not exist.
+type AdminConfig struct {
 	// AdminListen is the console's host:port (DefaultAdminListen when "").
 	AdminListen string
 	// AdminToken guards the console (at least 16 characters).
 	AdminToken string
 	// AdminTokenFile holds the admin token instead (its first line).
 	AdminTokenFile string
+}
 
-	// Approvals (approve.go). ApproveTools are the tools whose calls wait
-	// for a person's approval (catalog names); ApprovalTimeout is how long
-	// a call waits before it is denied (DefaultApprovalTimeout when 0).
+// ApprovalConfig is the approvals of monitored tool calls (approve.go).
+type ApprovalConfig struct {
+	// ApproveTools are the tools whose calls wait for a person's approval
+	// (catalog names); ApprovalTimeout is how long a call waits before it
+	// is denied (DefaultApprovalTimeout when 0).
 	ApproveTools    []string
 	ApprovalTimeout time.Duration
 	// ApprovalConsoleOnly refuses decisions from the calling client (MCP
 	// elicitation): for agents that run unattended, whose "user" is the
 	// agent itself. URL grants are decided on the console only, always.
 	ApprovalConsoleOnly bool
+}
 
-	// URL policy (policy.go): the global tier of the rules every session's
-	// pages are held to, from PolicyFile plus URLAllow and URLBlock.
-	// Loopback, private and metadata addresses are refused unless an allow
-	// rule names them, or AllowPrivate.
+// PolicyConfig is the global tier of the URL rules every session's pages
+// are held to (policy.go), from PolicyFile plus URLAllow and URLBlock.
+// Loopback, private and metadata addresses are refused unless an allow
+// rule names them, or AllowPrivate.
+type PolicyConfig struct {
 	PolicyFile         string
 	URLAllow, URLBlock []string
 	AllowPrivate       bool
+}
 
-	// Nostr identities (login.go). RequireLogin makes browser tools refuse
-	// until the call's browser session has logged in; LoginTimeout bounds
-	// login and switch_identity, which may wait for a person
-	// (DefaultLoginTimeout when 0).
+// LoginConfig is the Nostr identities' (login.go). RequireLogin makes
+// browser tools refuse until the call's browser session has logged in;
+// LoginTimeout bounds login and switch_identity, which may wait for a
+// person (DefaultLoginTimeout when 0).
+type LoginConfig struct {
 	RequireLogin bool
 	LoginTimeout time.Duration
+}
 
-	// Agent runs (agent.go). TaskTimeout bounds one run_browser_task call:
-	// the run is cancelled then (DefaultTaskTimeout when 0).
+// AgentConfig is agent runs' (agent.go). TaskTimeout bounds one
+// run_browser_task call: the run is cancelled then (DefaultTaskTimeout
+// when 0).
+type AgentConfig struct {
 	TaskTimeout time.Duration
+}
 
-	// System tools (system.go): SystemTools is off (""), agent or on;
-	// Workspace is their directory (DefaultWorkspace when "").
+// SystemConfig is the system tools' (system.go): SystemTools is off (""),
+// agent or on; Workspace is their directory (DefaultWorkspace when "").
+type SystemConfig struct {
 	SystemTools string
 	Workspace   string
+}
 
-	// HTTPToolsFile is the custom HTTP tools file (httptools.go); "" for
-	// none.
+// ExtendConfig is the tools operators deploy (extend.go, httptools.go).
+type ExtendConfig struct {
+	// HTTPToolsFile is the custom HTTP tools file; "" for none.
 	HTTPToolsFile string
-
-	// Base profiles (profiles.go): ProfileExport allows the admin API's
-	// export (SOVEREIGN_PROFILE_EXPORT); ProfileLimits bound an upload.
-	ProfileExport bool
-	ProfileLimits profiles.Limits
-
 	// ToolsDir is the directory of script tools stored into the fleet's
-	// script bucket at start and on reload (extend.go); "" for none.
+	// script bucket at start and on reload; "" for none.
 	ToolsDir string
 	// ScriptTimeout is the time budget of one script tool call, its inner
 	// tool calls included (DefaultScriptTimeout when 0).
 	ScriptTimeout time.Duration
+}
+
+// ProfilesConfig is base profiles' (profiles.go): ProfileExport allows the
+// admin API's export (SOVEREIGN_PROFILE_EXPORT); ProfileLimits bound an
+// upload.
+type ProfilesConfig struct {
+	ProfileExport bool
+	ProfileLimits profiles.Limits
 }
 
 // RegisterFlags adds the gateway's flags to fs, each with its environment

@@ -18,7 +18,7 @@ import (
 func TestConsoleChatOverBus(t *testing.T) {
 	srv := startNATS(t, "")
 	startHistory(t, srv)
-	g, _ := serveGateway(t, srv, gateway.Config{AdminListen: "127.0.0.1:0", AdminToken: adminToken})
+	g, _ := serveGateway(t, srv, gateway.Config{AdminConfig: gateway.AdminConfig{AdminListen: "127.0.0.1:0", AdminToken: adminToken}})
 	admin := adminURL(t, g)
 
 	nc := connect(t, srv)

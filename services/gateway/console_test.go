@@ -158,7 +158,7 @@ func TestConsole(t *testing.T) {
 	srv := startNATS(t, "")
 	startWorker(t, srv, "console-w1", 2)
 	startHistory(t, srv)
-	g, mcpURL := serveGateway(t, srv, gateway.Config{AdminListen: "127.0.0.1:0", AdminToken: adminToken, ApproveTools: []string{"eval"}, AllowPrivate: true})
+	g, mcpURL := serveGateway(t, srv, gateway.Config{AdminConfig: gateway.AdminConfig{AdminListen: "127.0.0.1:0", AdminToken: adminToken}, ApprovalConfig: gateway.ApprovalConfig{ApproveTools: []string{"eval"}}, PolicyConfig: gateway.PolicyConfig{AllowPrivate: true}})
 	admin := adminURL(t, g)
 
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -325,7 +325,7 @@ func TestConsole(t *testing.T) {
 // wrong token, cross-site POSTs, and the JSON API with the Bearer token.
 func TestConsoleHTTP(t *testing.T) {
 	srv := startNATS(t, "")
-	g, _ := serveGateway(t, srv, gateway.Config{AdminListen: "127.0.0.1:0", AdminToken: adminToken})
+	g, _ := serveGateway(t, srv, gateway.Config{AdminConfig: gateway.AdminConfig{AdminListen: "127.0.0.1:0", AdminToken: adminToken}})
 	admin := strings.TrimSuffix(adminURL(t, g), "/")
 	jar, _ := cookiejar.New(nil)
 	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -423,7 +423,7 @@ func TestConsoleOffWithoutToken(t *testing.T) {
 
 	srv := startNATS(t, "")
 	port := freePort(t)
-	g, mcpURL := serveGateway(t, srv, gateway.Config{AdminListen: port})
+	g, mcpURL := serveGateway(t, srv, gateway.Config{AdminConfig: gateway.AdminConfig{AdminListen: port}})
 	if g.AdminHandler() != nil {
 		t.Fatal("a console exists without an admin token")
 	}
@@ -466,7 +466,7 @@ func TestConsoleOffWithoutToken(t *testing.T) {
 // TestConsoleConfigErrors: a short token and a taken port are clear errors.
 func TestConsoleConfigErrors(t *testing.T) {
 	srv := startNATS(t, "")
-	_, err := gateway.New(context.Background(), gateway.Config{AdminToken: "too-short"}, connect(t, srv))
+	_, err := gateway.New(context.Background(), gateway.Config{AdminConfig: gateway.AdminConfig{AdminToken: "too-short"}}, connect(t, srv))
 	if err == nil || !strings.Contains(err.Error(), "at least 16") {
 		t.Errorf("New with a 9-character admin token: %v, want an error saying at least 16", err)
 	}
@@ -474,7 +474,7 @@ func TestConsoleConfigErrors(t *testing.T) {
 	if err := os.WriteFile(file, []byte(adminToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gateway.New(context.Background(), gateway.Config{AdminToken: adminToken, AdminTokenFile: file}, connect(t, srv)); err == nil || !strings.Contains(err.Error(), "one or the other") {
+	if _, err := gateway.New(context.Background(), gateway.Config{AdminConfig: gateway.AdminConfig{AdminToken: adminToken, AdminTokenFile: file}}, connect(t, srv)); err == nil || !strings.Contains(err.Error(), "one or the other") {
 		t.Errorf("token and token file both set: %v", err)
 	}
 
@@ -483,7 +483,7 @@ func TestConsoleConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	g, err := gateway.New(context.Background(), gateway.Config{AdminTokenFile: file, AdminListen: taken.Addr().String()}, connect(t, srv))
+	g, err := gateway.New(context.Background(), gateway.Config{AdminConfig: gateway.AdminConfig{AdminTokenFile: file, AdminListen: taken.Addr().String()}}, connect(t, srv))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -300,7 +300,7 @@ function echo(args) { return args.text; }`,
 		"notascript.txt": `not a script`,
 	})
 	srv := startNATS(t, "")
-	_, url, base := adminGateway(t, srv, gateway.Config{ToolsDir: dir})
+	_, url, base := adminGateway(t, srv, gateway.Config{ExtendConfig: gateway.ExtendConfig{ToolsDir: dir}})
 	c := legacyClient(t, url, nil)
 
 	var script []string
@@ -407,7 +407,7 @@ function echo(args) { return args.text; }`,
 // the next call.
 func TestScriptBudget(t *testing.T) {
 	srv := startNATS(t, "")
-	_, url, base := adminGateway(t, srv, gateway.Config{ScriptTimeout: time.Second})
+	_, url, base := adminGateway(t, srv, gateway.Config{ExtendConfig: gateway.ExtendConfig{ScriptTimeout: time.Second}})
 	adminOK(t, base, http.MethodPut, "/admin/scripts/spin", `
 function describe() { return [{name: "forever"}, {name: "quick"}]; }
 function forever() { while (true) {} }
@@ -463,7 +463,7 @@ func TestScriptTimeoutFlag(t *testing.T) {
 
 	srv := startNATS(t, "")
 	for _, d := range []time.Duration{-time.Second, 2 * time.Hour} {
-		_, err := gateway.New(context.Background(), gateway.Config{ScriptTimeout: d}, connect(t, srv))
+		_, err := gateway.New(context.Background(), gateway.Config{ExtendConfig: gateway.ExtendConfig{ScriptTimeout: d}}, connect(t, srv))
 		if err == nil || !strings.Contains(err.Error(), "--script-timeout") {
 			t.Errorf("ScriptTimeout %s: %v, want an error naming --script-timeout", d, err)
 		}
@@ -682,7 +682,7 @@ func TestReloadKeepsOldSet(t *testing.T) {
 		"keep.js": `function describe() { return {name: "me"}; } function me() { return "kept"; }`,
 	})
 	srv := startNATS(t, "")
-	url := startGateway(t, srv, gateway.Config{ToolsDir: dir})
+	url := startGateway(t, srv, gateway.Config{ExtendConfig: gateway.ExtendConfig{ToolsDir: dir}})
 	c := legacyClient(t, url, nil)
 	if got := mustOK(t, callTool(t, c, "keep__me", nil), "keep__me"); got != "kept" {
 		t.Fatalf("keep__me = %q", got)

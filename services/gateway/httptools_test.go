@@ -173,9 +173,9 @@ func TestHTTPTools(t *testing.T) {
 	startSecretWorker(t, srv)
 	api := startAPI(t)
 	tools := writeToolsFile(t, api.URL)
-	open := startGateway(t, srv, gateway.Config{HTTPToolsFile: tools})
-	blocked := startGateway(t, srv, gateway.Config{HTTPToolsFile: tools, URLBlock: []string{"127.0.0.1"}})
-	allowOnly := startGateway(t, srv, gateway.Config{HTTPToolsFile: tools, URLAllow: []string{"127.0.0.1"}})
+	open := startGateway(t, srv, gateway.Config{ExtendConfig: gateway.ExtendConfig{HTTPToolsFile: tools}})
+	blocked := startGateway(t, srv, gateway.Config{ExtendConfig: gateway.ExtendConfig{HTTPToolsFile: tools}, PolicyConfig: gateway.PolicyConfig{URLBlock: []string{"127.0.0.1"}}})
+	allowOnly := startGateway(t, srv, gateway.Config{ExtendConfig: gateway.ExtendConfig{HTTPToolsFile: tools}, PolicyConfig: gateway.PolicyConfig{URLAllow: []string{"127.0.0.1"}}})
 	c := legacyClient(t, open, nil)
 	calls := 0
 	call := func(c interface {
@@ -348,7 +348,7 @@ func TestHTTPToolsFileErrors(t *testing.T) {
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g, url := startGatewayG(t, srv, gateway.Config{HTTPToolsFile: path})
+	g, url := startGatewayG(t, srv, gateway.Config{ExtendConfig: gateway.ExtendConfig{HTTPToolsFile: path}})
 	got, errs, err := g.HTTPTools(context.Background())
 	if err != nil || string(got) != file {
 		t.Errorf("HTTPTools file = %q, %v", got, err)
@@ -392,11 +392,11 @@ func TestHTTPToolsFileErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"tools": [`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = gateway.New(context.Background(), gateway.Config{HTTPToolsFile: bad, AllowPrivate: true}, connect(t, srv))
+	_, err = gateway.New(context.Background(), gateway.Config{ExtendConfig: gateway.ExtendConfig{HTTPToolsFile: bad}, PolicyConfig: gateway.PolicyConfig{AllowPrivate: true}}, connect(t, srv))
 	if err == nil || !strings.Contains(err.Error(), "--http-tools "+bad+": not a tools file") {
 		t.Errorf("New with a broken file: %v", err)
 	}
-	err = gateway.Config{HTTPToolsFile: filepath.Join(t.TempDir(), "nope.json")}.Validate()
+	err = gateway.Config{ExtendConfig: gateway.ExtendConfig{HTTPToolsFile: filepath.Join(t.TempDir(), "nope.json")}}.Validate()
 	if err == nil || !strings.Contains(err.Error(), "--http-tools: stat ") {
 		t.Errorf("Validate with a missing file: %v", err)
 	}

@@ -170,8 +170,8 @@ func TestLogin(t *testing.T) {
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 6)
 	sig := startSigner(t, srv)
-	url := startGateway(t, srv, gateway.Config{LoginTimeout: 20 * time.Second})
-	strict := startGateway(t, srv, gateway.Config{RequireLogin: true})
+	url := startGateway(t, srv, gateway.Config{LoginConfig: gateway.LoginConfig{LoginTimeout: 20 * time.Second}})
+	strict := startGateway(t, srv, gateway.Config{LoginConfig: gateway.LoginConfig{RequireLogin: true}})
 	c := legacyClient(t, url, nil) // one MCP session: one browser session
 
 	// An nsigner device holding the NIP-06 test seed, on a unix socket.
@@ -500,7 +500,7 @@ func TestLogin(t *testing.T) {
 	// real signer cannot be made to hang on purpose).
 	stand := startStandInSigner(t, srv)
 	t.Run("login timeout", func(t *testing.T) {
-		quick := startGateway(t, srv, gateway.Config{LoginTimeout: 5 * time.Second})
+		quick := startGateway(t, srv, gateway.Config{LoginConfig: gateway.LoginConfig{LoginTimeout: 5 * time.Second}})
 		q := legacyClient(t, quick, nil)
 		tests := []struct {
 			secret, want string
@@ -663,7 +663,7 @@ func TestLoginFlags(t *testing.T) {
 	}
 
 	for _, d := range []time.Duration{time.Second, 2 * time.Hour} {
-		err := gateway.Config{LoginTimeout: d}.Validate()
+		err := gateway.Config{LoginConfig: gateway.LoginConfig{LoginTimeout: d}}.Validate()
 		if err == nil || !strings.Contains(err.Error(), "--login-timeout") {
 			t.Errorf("Validate(LoginTimeout %s) = %v, want a --login-timeout error", d, err)
 		}
@@ -679,7 +679,7 @@ func TestRememberedPerToken(t *testing.T) {
 	startSignerWith(t, srv, signer.Config{DataDir: t.TempDir(), Passphrase: "a passphrase for the test", RememberLogN: 4})
 	alice, _ := newToken(t, srv, tokens.Spec{Name: "alice"})
 	bob, _ := newToken(t, srv, tokens.Spec{Name: "bob"})
-	url := startGateway(t, srv, gateway.Config{RequireAuth: true})
+	url := startGateway(t, srv, gateway.Config{AuthConfig: gateway.AuthConfig{RequireAuth: true}})
 	id := newIdentity(t)
 
 	a1 := legacyClient(t, url, map[string]string{"Authorization": alice})

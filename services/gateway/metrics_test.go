@@ -63,7 +63,7 @@ func TestToolMetrics(t *testing.T) {
 
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 1)
-	g, url := startGatewayG(t, srv, gateway.Config{AllowPrivate: true, URLBlock: []string{"127.0.0.3"}})
+	g, url := startGatewayG(t, srv, gateway.Config{PolicyConfig: gateway.PolicyConfig{AllowPrivate: true, URLBlock: []string{"127.0.0.3"}}})
 	before := scrape(t, g.Handler())
 	delta := func(after map[string]float64, key string) float64 { return after[key] - before[key] }
 

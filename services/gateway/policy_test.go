@@ -31,7 +31,7 @@ func TestURLPolicyThroughGateway(t *testing.T) {
 	startWorker(t, srv, "w1", 2)
 	// Loopback stands in for the internet here: private blocking is off,
 	// and only 127.0.0.1 is on the allow list.
-	url := startGateway(t, srv, gateway.Config{AllowPrivate: true, URLAllow: []string{"127.0.0.1"}, URLBlock: []string{"127.0.0.3"}})
+	url := startGateway(t, srv, gateway.Config{PolicyConfig: gateway.PolicyConfig{AllowPrivate: true, URLAllow: []string{"127.0.0.1"}, URLBlock: []string{"127.0.0.3"}}})
 	q := console(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -143,7 +143,7 @@ func TestPolicyFile(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming the file and %q", name, err, c.want)
 		}
 	}
-	if _, err := gateway.New(context.Background(), gateway.Config{PolicyFile: filepath.Join(dir, "missing.yaml")}, connect(t, startNATS(t, ""))); err == nil ||
+	if _, err := gateway.New(context.Background(), gateway.Config{PolicyConfig: gateway.PolicyConfig{PolicyFile: filepath.Join(dir, "missing.yaml")}}, connect(t, startNATS(t, ""))); err == nil ||
 		!strings.Contains(err.Error(), "missing.yaml") {
 		t.Errorf("missing policy file: %v", err)
 	}
@@ -155,7 +155,7 @@ func TestApprovalConsoleOnly(t *testing.T) {
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 2)
-	url := startGateway(t, srv, gateway.Config{ApproveTools: []string{"eval"}, ApprovalConsoleOnly: true})
+	url := startGateway(t, srv, gateway.Config{ApprovalConfig: gateway.ApprovalConfig{ApproveTools: []string{"eval"}, ApprovalConsoleOnly: true}})
 	q := console(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

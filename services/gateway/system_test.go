@@ -102,7 +102,7 @@ func unknownTool(t *testing.T, c *client.Client, name string, args map[string]an
 func TestSystemToolsOn(t *testing.T) {
 	workspace, outside := systemSetup(t)
 	srv := startNATS(t, "")
-	url := startGateway(t, srv, gateway.Config{SystemTools: "on", Workspace: workspace})
+	url := startGateway(t, srv, gateway.Config{SystemConfig: gateway.SystemConfig{SystemTools: "on", Workspace: workspace}})
 	if st, err := os.Stat(workspace); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
 		t.Fatalf("workspace %s: %v, %v; want a 0700 directory created at start", workspace, st, err)
 	}
@@ -231,7 +231,7 @@ func TestSystemToolsOn(t *testing.T) {
 func TestSystemToolsOff(t *testing.T) {
 	workspace, _ := systemSetup(t)
 	srv := startNATS(t, "")
-	url := startGateway(t, srv, gateway.Config{Workspace: workspace})
+	url := startGateway(t, srv, gateway.Config{SystemConfig: gateway.SystemConfig{Workspace: workspace}})
 	c := modernClient(t, url, nil)
 	for _, n := range listNames(t, c) {
 		if slices.Contains(systemToolNames, n) {
@@ -259,7 +259,7 @@ func TestSystemToolsOff(t *testing.T) {
 func TestSystemToolsAgent(t *testing.T) {
 	workspace, _ := systemSetup(t)
 	srv := startNATS(t, "")
-	url := startGateway(t, srv, gateway.Config{SystemTools: "agent", Workspace: workspace})
+	url := startGateway(t, srv, gateway.Config{SystemConfig: gateway.SystemConfig{SystemTools: "agent", Workspace: workspace}})
 	for _, c := range []*client.Client{modernClient(t, url, nil), legacyClient(t, url, nil)} {
 		names := listNames(t, c)
 		for _, n := range systemToolNames {
@@ -363,7 +363,7 @@ func TestSystemToolsConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := startNATS(t, "")
-	if _, err := gateway.New(context.Background(), gateway.Config{SystemTools: "on", Workspace: file}, connect(t, srv)); err == nil || !strings.Contains(err.Error(), "--workspace") {
+	if _, err := gateway.New(context.Background(), gateway.Config{SystemConfig: gateway.SystemConfig{SystemTools: "on", Workspace: file}}, connect(t, srv)); err == nil || !strings.Contains(err.Error(), "--workspace") {
 		t.Errorf("New with a file as workspace = %v, want a --workspace error", err)
 	}
 }
@@ -373,7 +373,7 @@ func TestSystemToolsConfig(t *testing.T) {
 func TestSystemToolsApproval(t *testing.T) {
 	workspace, _ := systemSetup(t)
 	srv := startNATS(t, "")
-	url := startGateway(t, srv, gateway.Config{SystemTools: "on", Workspace: workspace, ApproveTools: []string{"shell_exec"}})
+	url := startGateway(t, srv, gateway.Config{SystemConfig: gateway.SystemConfig{SystemTools: "on", Workspace: workspace}, ApprovalConfig: gateway.ApprovalConfig{ApproveTools: []string{"shell_exec"}}})
 	q := console(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
