@@ -150,6 +150,14 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if err := measureThroughput(ctx, cfg, gw.MCP, site.URL, direct, r); err != nil {
 		return err
 	}
+	logf("the TypeScript SDK client side by side with Playwright MCP (%s per run)…", cfg.duration)
+	pwCLI, err := playwrightCLI()
+	if err != nil {
+		return err
+	}
+	if err := measurePeer(ctx, cfg, gw.MCP, site.URL, pwCLI, r); err != nil {
+		return err
+	}
 	logf("snapshot of a page with %d interactive elements…", cfg.snapElems)
 	if err := measureBigSnapshot(ctx, cfg, gw.MCP, site.URL, direct, r); err != nil {
 		return err

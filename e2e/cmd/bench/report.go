@@ -28,6 +28,7 @@ type report struct {
 	breakdown  []breakdownRow
 	cpuPerCall time.Duration // CPU the gateway (fleet) or the sovereign process (up) spent per get_title
 	throughput []throughputRow
+	peer       []peerRow // the TypeScript SDK side by side with Playwright MCP (peer.go)
 
 	bigChain, bigDirect         stats
 	bigChainRefs, bigDirectRefs int
@@ -110,6 +111,7 @@ func (r *report) print(out io.Writer) {
 	}
 	w.Flush()
 	fmt.Fprintln(out, "  one op = one tool call of the loop snapshot → click → fill → get_text on the form page")
+	r.printPeer(out)
 
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
