@@ -188,3 +188,38 @@ func TestCatalogReachesNoAudit(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseFlushesRunningCalls: a gateway told to stop while a call runs
+// lets the call finish and publishes its audit record before it closes the
+// publisher (a SIGTERM dropped that record once).
+func TestCloseFlushesRunningCalls(t *testing.T) {
+	needChromium(t)
+	srv := startNATS(t, "")
+	startWorker(t, srv, "w1", 1)
+	g, url := startGatewayG(t, srv, gateway.Config{})
+	c := legacyClient(t, url, nil)
+	callTool(t, c, "open", map[string]any{"url": titleSite(t)})
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = "wait", map[string]any{"ms": 1500}
+		res, err := c.CallTool(context.Background(), req)
+		if err != nil {
+			res = mcp.NewToolResultError(err.Error())
+		}
+		done <- res
+	}()
+	time.Sleep(500 * time.Millisecond) // the wait runs on the worker now
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := g.Close(ctx); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if res := <-done; res.IsError {
+		t.Errorf("the call running at Close = %v, want it finished", res.Content)
+	}
+	recs := auditRecords(t, srv, 2)
+	if recs[1].GetTool() != "wait" {
+		t.Errorf("records %s, %s: want open then wait", recs[0].GetTool(), recs[1].GetTool())
+	}
+}

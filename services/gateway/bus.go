@@ -65,13 +65,7 @@ func (g *Gateway) serveTools() error {
 			return fmt.Errorf("tools endpoint %s: %w", name, err)
 		}
 	}
-	g.toolsSvc = svc
-	g.onClose(func(context.Context) error {
-		if err := svc.Stop(); err != nil {
-			return fmt.Errorf("stop the tools service: %w", err)
-		}
-		return nil
-	})
+	g.toolsSvc = svc // Close stops it first
 	return nil
 }
 

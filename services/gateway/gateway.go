@@ -272,10 +272,27 @@ func (g *Gateway) undo(ctx context.Context) error {
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // Close stops answering on the bus, ends the open GET streams and stops
-// the transport's housekeeping, then releases what New opened, in reverse.
+// the transport's housekeeping, waits for the calls still running, then
+// releases what New opened, in reverse.
 // It does not end any MCP session: those live on in KV for other replicas.
 // Audit records not yet accepted by the stream are flushed first.
-func (g *Gateway) Close(ctx context.Context) error { return g.undo(ctx) }
+func (g *Gateway) Close(ctx context.Context) error {
+	// Stop taking calls, let the running ones finish, then undo the rest
+	// (the audit publisher flushes their records last but one).
+	var errs []error
+	if g.toolsSvc != nil {
+		if err := g.toolsSvc.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stop the tools service: %w", err))
+		}
+	}
+	if err := g.transport.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("stop MCP transport: %w", err))
+	}
+	if err := g.tools.Drain(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(append(errs, g.undo(ctx))...)
+}
 
 // Run serves HTTP on cfg.Listen until ctx ends, then shuts down gracefully.
 func (g *Gateway) Run(ctx context.Context) error {

@@ -245,8 +245,8 @@ func ownerLabel(kind state.Kind, caller string) string {
 // lost reports whether err means the browser session is gone for good (its
 // worker died or forgot it), as opposed to a failure of this one call.
 func lost(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
-		return false // our deadline or the client's cancel, not the worker
+	if ctx.Err() != nil || errors.Is(err, bus.ErrDisconnected) {
+		return false // our deadline, the client's cancel or NATS, not the worker
 	}
 	switch bus.CodeOf(err) {
 	case commonv1.ErrorCode_SESSION_LOST, commonv1.ErrorCode_UNAVAILABLE, commonv1.ErrorCode_SESSION_NOT_FOUND:
@@ -276,6 +276,10 @@ func (g *Gateway) errorText(ctx context.Context, t catalog.Tool, err error) stri
 	var be *bus.Error
 	if errors.As(err, &be) {
 		msg = be.Message
+	}
+	if errors.Is(err, bus.ErrDisconnected) {
+		return fmt.Sprintf("%s: the gateway lost its connection to NATS while the call ran, so it may or may not have run; "+
+			"the browser session is kept: retry in a few seconds", t.Name)
 	}
 	switch bus.CodeOf(err) {
 	case commonv1.ErrorCode_SESSION_LOST, commonv1.ErrorCode_UNAVAILABLE:

@@ -73,7 +73,20 @@ type Conn struct {
 	cancelMu  sync.Mutex
 	cancels   map[string]context.CancelFunc // running handlers by reply subject
 	cancelSub *nats.Subscription
+
+	// down is closed while the connection to NATS is lost (and replaced
+	// when it is back), so that waiting requests fail at once instead of
+	// at their deadline; statusCh feeds watchStatus until Close.
+	downMu   sync.Mutex
+	down     chan struct{}
+	statusCh chan nats.Status
+	watching sync.WaitGroup
 }
+
+// ErrDisconnected is in the chain of a request's error when the connection
+// to NATS was lost before its reply came: the request may or may not have
+// been served, and nothing says that the service behind it is gone.
+var ErrDisconnected = errors.New("the connection to NATS is lost")
 
 // New wraps nc. prefix is the subject prefix ("" means [DefaultPrefix]).
 func New(nc *nats.Conn, prefix string) (*Conn, error) {
@@ -111,7 +124,43 @@ func New(nc *nats.Conn, prefix string) (*Conn, error) {
 		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("subscribe to cancellations: %w", err)
 	}
+	c.down = make(chan struct{})
+	c.statusCh = nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+	if !nc.IsConnected() {
+		close(c.down)
+	}
+	c.watching.Go(c.watchStatus)
 	return c, nil
+}
+
+// watchStatus keeps down in step with the connection's status.
+func (c *Conn) watchStatus() {
+	for st := range c.statusCh {
+		c.downMu.Lock()
+		select {
+		case <-c.down: // down already
+			if st == nats.CONNECTED {
+				c.down = make(chan struct{})
+			}
+		default:
+			if st != nats.CONNECTED {
+				close(c.down)
+			}
+		}
+		c.downMu.Unlock()
+	}
+}
+
+// lost returns the channel that is closed while the connection is down.
+func (c *Conn) lost() <-chan struct{} {
+	c.downMu.Lock()
+	defer c.downMu.Unlock()
+	return c.down
+}
+
+func disconnected(subject string) error {
+	return &Error{Code: commonv1.ErrorCode_UNAVAILABLE, err: ErrDisconnected,
+		Message: fmt.Sprintf("the connection to NATS is lost (%s got no answer); the call may or may not have run: retry once NATS is back", subject)}
 }
 
 // track registers the cancel func of a handler serving reply; the returned
@@ -149,6 +198,8 @@ func (c *Conn) Subject(tokens ...string) string {
 // Close stops receiving replies and cancellations. It does not close the
 // NATS connection.
 func (c *Conn) Close() error {
+	c.nc.RemoveStatusListener(c.statusCh)
+	c.watching.Wait()
 	return errors.Join(c.sub.Unsubscribe(), c.cancelSub.Unsubscribe())
 }
 
@@ -232,6 +283,12 @@ func (c *Conn) Request(ctx context.Context, subject string, req, resp proto.Mess
 		c.mu.Unlock()
 	}()
 
+	lost := c.lost()
+	select {
+	case <-lost:
+		return disconnected(subject)
+	default:
+	}
 	msg := nats.NewMsg(subject)
 	msg.Reply = inbox
 	msg.Data = data
@@ -258,6 +315,8 @@ func (c *Conn) Request(ctx context.Context, subject string, req, resp proto.Mess
 			// Tell the server, so that it stops work nobody waits for.
 			_ = c.nc.Publish(c.Subject("cancel"), []byte(inbox))
 			return Errorf(commonv1.ErrorCode_UNAVAILABLE, "%s: request cancelled", subject)
+		case <-lost:
+			return disconnected(subject)
 		case <-tick:
 			if !c.alive(ctx, o.liveness, o.livenessEvery) {
 				return Errorf(commonv1.ErrorCode_UNAVAILABLE, "the service behind %s stopped answering", subject)

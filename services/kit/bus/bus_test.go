@@ -2,7 +2,9 @@ package bus_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -16,10 +18,12 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
@@ -307,5 +311,102 @@ func TestCancelReachesServer(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler kept running after its caller cancelled")
+	}
+}
+
+// TestDisconnected: a request waiting when the connection to NATS goes
+// away fails at once, with ErrDisconnected in its chain, and so does a new
+// one; neither waits for its deadline.
+func TestDisconnected(t *testing.T) {
+	srv := natstest.Server(t)
+	c := natstest.Bus(t, srv)
+	taken := make(chan struct{}, 1)
+	if _, err := c.NATS().Subscribe("sov.test.hang", func(*nats.Msg) { taken <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		var res browserv1.ToolResult
+		errc <- c.Request(ctx, "sov.test.hang", &browserv1.NoArgs{}, &res)
+	}()
+	<-taken
+	srv.Stop()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, bus.ErrDisconnected) || bus.CodeOf(err) != commonv1.ErrorCode_UNAVAILABLE {
+			t.Fatalf("Request waiting when NATS stopped = %v, want UNAVAILABLE with ErrDisconnected", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Request waiting when NATS stopped did not fail before its deadline")
+	}
+	var res browserv1.ToolResult
+	if err := c.Request(ctx, "sov.test.hang", &browserv1.NoArgs{}, &res); !errors.Is(err, bus.ErrDisconnected) {
+		t.Fatalf("Request while NATS is down = %v, want ErrDisconnected at once", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the requests waited for their deadline")
+	}
+}
+
+// TestReconnected: once NATS is back, requests work again (the down state
+// ends with the reconnect).
+func TestReconnected(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	dir := t.TempDir()
+	srv, err := natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect("nats://"+addr, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c, err := bus.New(nc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	serve := func() {
+		if _, err := nc.Subscribe("sov.test.ok", func(m *nats.Msg) {
+			b, _ := proto.Marshal(&browserv1.ToolResult{StructuredJson: "ok"})
+			_ = m.Respond(b)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serve()
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var res browserv1.ToolResult
+	for nc.IsConnected() && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := c.Request(ctx, "sov.test.ok", &browserv1.NoArgs{}, &res); !errors.Is(err, bus.ErrDisconnected) {
+		t.Fatalf("Request while NATS is down = %v, want ErrDisconnected", err)
+	}
+	if srv, err = natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, time.Second)
+		err := c.Request(rctx, "sov.test.ok", &browserv1.NoArgs{}, &res)
+		rcancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no request worked within 30 s of NATS being back: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

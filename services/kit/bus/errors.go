@@ -13,9 +13,13 @@ import (
 type Error struct {
 	Code    commonv1.ErrorCode
 	Message string
+	err     error // a cause errors.Is can find (ErrDisconnected), or nil
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// Unwrap is the error's cause, if it has one.
+func (e *Error) Unwrap() error { return e.err }
 
 // Errorf returns an *Error with code and a formatted message.
 func Errorf(code commonv1.ErrorCode, format string, args ...any) *Error {

@@ -236,6 +236,10 @@ type Entry struct {
 type Registry struct {
 	mw []Middleware
 
+	runMu   sync.Mutex
+	running int           // calls in Dispatch now
+	idle    chan struct{} // closed when running drops to 0; nil while it is 0
+
 	mu      sync.RWMutex
 	entries map[string]*Entry
 	order   []string
@@ -299,6 +303,8 @@ func (r *Registry) Entries() []Entry {
 // Dispatch runs c through the middleware to its tool's handler. An unknown
 // tool is an error result.
 func (r *Registry) Dispatch(ctx context.Context, c *Call) *Result {
+	r.enter()
+	defer r.leave()
 	r.mu.RLock()
 	h, ok := r.chained[c.Tool]
 	r.mu.RUnlock()
@@ -317,4 +323,43 @@ func (r *Registry) Known(name string) bool {
 	defer r.mu.RUnlock()
 	_, ok := r.entries[name]
 	return ok
+}
+
+func (r *Registry) enter() {
+	r.runMu.Lock()
+	r.running++
+	r.runMu.Unlock()
+}
+
+func (r *Registry) leave() {
+	r.runMu.Lock()
+	r.running--
+	if r.running == 0 && r.idle != nil {
+		close(r.idle)
+		r.idle = nil
+	}
+	r.runMu.Unlock()
+}
+
+// Drain waits until no call is running, or ctx ends: a stopping gateway
+// stops taking calls, drains, and only then flushes its audit records, so
+// that the calls it finished are all recorded.
+func (r *Registry) Drain(ctx context.Context) error {
+	r.runMu.Lock()
+	if r.running == 0 {
+		r.runMu.Unlock()
+		return nil
+	}
+	if r.idle == nil {
+		r.idle = make(chan struct{})
+	}
+	idle := r.idle
+	n := r.running
+	r.runMu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%d tool calls still running when the gateway stopped: %w", n, ctx.Err())
+	}
 }

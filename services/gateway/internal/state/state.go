@@ -102,10 +102,12 @@ type cached struct {
 // Open creates the bucket if it is missing (or updates its TTL) and returns
 // the store. Records expire ttl after their last write.
 //
-// The bucket lives in memory on the NATS server: when NATS restarts it is
-// gone. The store then creates it again (on the next failed operation, and
-// when the mirror's watch ends) and starts a new watch with an empty mirror,
-// so the gateway recovers by itself; the sessions themselves are lost.
+// The bucket is on file storage (replicated on a NATS cluster as the other
+// buckets are), so a NATS restart keeps every session. Should it be gone
+// all the same (a new NATS), the store creates it again (on the next failed
+// operation, and when the mirror's watch ends) and starts a new watch with
+// an empty mirror, so the gateway recovers by itself. A memory bucket left
+// by an older gateway is replaced.
 func Open(ctx context.Context, nc *nats.Conn, bucket string, ttl time.Duration) (*Store, error) {
 	if bucket == "" {
 		bucket = DefaultBucket
@@ -120,7 +122,7 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, ttl time.Duration) 
 			Description: "Sovereign gateway: MCP sessions and session handles → browser sessions",
 			TTL:         ttl,
 			History:     1,
-			Storage:     jetstream.MemoryStorage,
+			Storage:     jetstream.FileStorage,
 			Replicas:    config.JetStreamReplicas(),
 		}}
 	if err := st.ensure(ctx); err != nil {
@@ -137,9 +139,26 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, ttl time.Duration) 
 	return st, nil
 }
 
+// inMemory reports whether the bucket exists on memory storage.
+func (s *Store) inMemory(ctx context.Context) bool {
+	st, err := s.js.Stream(ctx, "KV_"+s.cfg.Bucket)
+	if err != nil {
+		return false
+	}
+	info, err := st.Info(ctx)
+	return err == nil && info.Config.Storage == jetstream.MemoryStorage
+}
+
 // ensure creates the bucket (again) and empties the mirror.
 func (s *Store) ensure(ctx context.Context) error {
 	kv, err := s.js.CreateOrUpdateKeyValue(ctx, s.cfg)
+	if err != nil && s.inMemory(ctx) {
+		// Made by an older gateway, in memory: a bucket cannot change its
+		// storage, and a memory one is lost at every NATS restart anyway.
+		if derr := s.js.DeleteKeyValue(ctx, s.cfg.Bucket); derr == nil {
+			kv, err = s.js.CreateOrUpdateKeyValue(ctx, s.cfg)
+		}
+	}
 	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 		return fmt.Errorf("the NATS server has JetStream off, and the gateway keeps session routing in a JetStream KV bucket: "+
 			"start nats-server with -js (or enable JetStream for this account): %w", err)
