@@ -110,7 +110,7 @@ func (a *authenticator) authenticate(ctx context.Context, credential string) (Ca
 		}
 		return Caller{
 			Kind: KindToken, ID: "token:" + t.ID, Name: t.Name,
-			URLAllow: t.URLAllow, URLBlock: t.URLBlock, Approve: t.Approve,
+			URLAllow: t.URLAllow, URLBlock: t.URLBlock, Approve: t.Approve, MaxSessions: t.MaxSessions,
 		}, nil
 	}
 	if a.oauth == nil {

@@ -156,6 +156,7 @@ func (g *Gateway) busCallTool(ctx context.Context, r *toolsv1.CallToolRequest) (
 			return errorResponse(fmt.Sprintf("%s: the caller's API token is revoked or unknown; the call was not run", name)), nil
 		}
 		c.Caller.URLAllow, c.Caller.URLBlock, c.Caller.Approve = tok.URLAllow, tok.URLBlock, tok.Approve
+		c.Caller.MaxSessions = tok.MaxSessions
 	}
 	return busResponse(g.tools.Dispatch(ctx, c)), nil
 }

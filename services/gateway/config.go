@@ -63,6 +63,7 @@ type Config struct {
 	SystemConfig   // system tools (system.go)
 	ExtendConfig   // deployed tools (extend.go, httptools.go)
 	ProfilesConfig // base profiles (profiles.go)
+	SessionsConfig // browser sessions' idle timeouts and limits (reclaim.go)
 }
 
 // AuthConfig is the authentication of a gateway (auth.go). A gateway
@@ -186,6 +187,7 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	// Approvals (approve.go).
 	registerApprovalFlags(fs, cfg, errs)
 	registerPolicyFlags(fs, errs, cfg)  // URL policy (policy.go)
+	registerSessionFlags(fs, errs, cfg) // session limits (reclaim.go)
 	registerLoginFlags(fs, errs, cfg)   // Nostr identities (login.go)
 	registerAgentFlags(fs, errs, cfg)   // agent runs (agent.go)
 	registerSystemFlags(fs, errs, cfg)  // system tools (system.go)
@@ -265,6 +267,7 @@ func (c Config) withDefaults() Config {
 	if c.TaskTimeout == 0 {
 		c.TaskTimeout = DefaultTaskTimeout // agent.go
 	}
+	c.SessionsConfig = c.SessionsConfig.withDefaults() // reclaim.go
 	return c
 }
 
@@ -306,12 +309,13 @@ func (c Config) Validate() error {
 	c.validateAuth(bad) // auth.go
 	// Approvals (approve.go).
 	c.validateApprovals(bad)
-	c.validatePolicy(bad)    // policy.go
-	c.validateLogin(bad)     // login.go
-	c.validateAgent(bad)     // agent.go
-	c.validateSystem(bad)    // system.go
-	c.validateHTTPTools(bad) // httptools.go
-	c.validateExtend(bad)    // script tools (extend.go)
+	c.validatePolicy(bad)          // policy.go
+	c.validateLogin(bad)           // login.go
+	c.validateAgent(bad)           // agent.go
+	c.validateSystem(bad)          // system.go
+	c.validateHTTPTools(bad)       // httptools.go
+	c.validateExtend(bad)          // script tools (extend.go)
+	c.SessionsConfig.validate(bad) // reclaim.go
 
 	errs = append(errs, c.validateAdmin()...) // operator console (console.go)
 	if c.Bucket != "" && !validBucket(c.Bucket) {

@@ -90,6 +90,8 @@ type Gateway struct {
 	httpTools *httpToolSet // custom HTTP tools (httptools.go)
 	ext       *extensions  // script tools and the HTTP tools' bucket (extend.go)
 
+	usage *usage // what this gateway's clients used lately (reclaim.go)
+
 	stop []func(context.Context) error // what New started, undone in reverse by Close
 }
 
@@ -113,6 +115,7 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 		fleet:     fleet.New(c, fleet.DefaultLiveness),
 		log:       slog.Default().With("component", "gateway"),
 		httpTools: &httpToolSet{},
+		usage:     newUsage(),
 	}
 	defer func() {
 		if err != nil {
@@ -206,6 +209,9 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 		return nil, err
 	}
 	if err := g.setupSystem(); err != nil { // system tools (system.go)
+		return nil, err
+	}
+	if err := g.startKeeper(ctx); err != nil { // idle sessions given back (reclaim.go)
 		return nil, err
 	}
 	if err := g.serveTools(); err != nil { // the dispatcher on the bus (bus.go)

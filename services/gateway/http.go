@@ -108,6 +108,9 @@ func (g *Gateway) sessionCheck(next http.Handler) http.Handler {
 				return
 			}
 			if r.Method == http.MethodGet {
+				// An open stream keeps the session's browser session
+				// (reclaim.go).
+				defer g.usage.stream(state.KeyOf(state.MCP, id))()
 				// End the stream when the session ends, on whichever replica.
 				ctx, cancel := context.WithCancel(r.Context())
 				defer cancel()

@@ -157,7 +157,7 @@ func (g *Gateway) bind(ctx context.Context, c *dispatch.Call, profile string) (*
 		}
 		return g.ensureBound(ctx, e, c.Caller, profile)
 	}
-	worker, session, err := g.fleet.Open(ctx, ownerLabel(state.Handle, caller), g.urlPolicy(c.Caller, nil), profile)
+	worker, session, err := g.openSession(ctx, state.Handle, c.Caller, profile, true)
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +167,7 @@ func (g *Gateway) bind(ctx context.Context, c *dispatch.Call, profile string) (*
 		return nil, fmt.Errorf("store session handle: %w", err)
 	}
 	g.log.InfoContext(ctx, "browser session opened", "for", "handle", "worker", worker, "session", session)
+	g.usage.touch(state.KeyOf(state.Handle, h))
 	return &binding{kind: state.Handle, id: h, workerID: worker, sessionID: session, minted: true}, nil
 }
 
@@ -183,9 +184,10 @@ func (g *Gateway) ensureBound(ctx context.Context, e *state.Entry, caller dispat
 			if time.Since(e.Touched) > min(time.Minute, g.store.TTL()/8) {
 				_, _ = g.store.Update(ctx, e) // refresh the TTL; a conflict means it was just written
 			}
+			g.usage.touch(state.KeyOf(e.Kind, e.ID))
 			return &binding{kind: e.Kind, id: e.ID, workerID: e.WorkerID, sessionID: e.SessionID}, nil
 		}
-		worker, session, err := g.fleet.Open(ctx, ownerLabel(e.Kind, caller.ID), g.urlPolicy(caller, nil), profile)
+		worker, session, err := g.openSession(ctx, e.Kind, caller, profile, false)
 		if err != nil {
 			return nil, err
 		}
@@ -194,6 +196,7 @@ func (g *Gateway) ensureBound(ctx context.Context, e *state.Entry, caller dispat
 		_, err = g.store.Update(ctx, &next)
 		if err == nil {
 			g.log.InfoContext(ctx, "browser session opened", "for", string(e.Kind), "worker", worker, "session", session)
+			g.usage.touch(state.KeyOf(e.Kind, e.ID))
 			return &binding{kind: e.Kind, id: e.ID, workerID: worker, sessionID: session}, nil
 		}
 		g.closeSession(ctx, worker, session)

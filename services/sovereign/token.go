@@ -25,7 +25,7 @@ import (
 const tokenUsage = `sovereign token — API tokens that MCP clients send to the gateway
 
 Usage:
-  sovereign token create --name NAME [--allow PATTERN]... [--block PATTERN]... [--approve TOOL]...
+  sovereign token create --name NAME [--allow PATTERN]... [--block PATTERN]... [--approve TOOL]... [--max-sessions N]
                                        create a token; it is printed once, never again
   sovereign token list [--json]        every token: name, id, created, last used, state
   sovereign token revoke NAME|ID       revoke a token; every gateway refuses it from its next request
@@ -65,6 +65,7 @@ func tokenCmd(ctx context.Context, args []string, out io.Writer) error {
 		fs.Func("allow", "a URL pattern calls with this token may open (repeatable)", appendTo(&spec.URLAllow))
 		fs.Func("block", "a URL pattern calls with this token may not open (repeatable)", appendTo(&spec.URLBlock))
 		fs.Func("approve", "a tool whose calls with this token wait for a person's approval (repeatable), like eval", appendTo(&spec.Approve))
+		fs.IntVar(&spec.MaxSessions, "max-sessions", 0, "browser sessions callers with this token may hold at once (0: the gateway's --sessions-per-caller)")
 		fs.StringVar(&spec.CreatedBy, "created-by", defaultCreator(), "who creates the token, for the list")
 		def := "http://HOST:8080/mcp"
 		if u := config.Env("SOVEREIGN_PUBLIC_URL", ""); u != "" {
@@ -186,6 +187,9 @@ func printCreated(out io.Writer, plain string, t tokens.Token, mcpURL string) {
 	}
 	if len(t.Approve) > 0 {
 		policy = append(policy, "needs approval for "+strings.Join(t.Approve, ", "))
+	}
+	if t.MaxSessions > 0 {
+		policy = append(policy, fmt.Sprintf("holds at most %d browser sessions", t.MaxSessions))
 	}
 	if len(policy) > 0 {
 		fmt.Fprintf(out, "\nThis token %s.\n", strings.Join(policy, "; "))

@@ -97,6 +97,9 @@ type Token struct {
 	// Approve names the tools whose calls with this token wait for a
 	// person's approval.
 	Approve []string `json:"approve,omitempty"`
+	// MaxSessions is how many browser sessions the token's callers may
+	// hold (0: the gateway's --sessions-per-caller).
+	MaxSessions int `json:"max_sessions,omitempty"`
 }
 
 // Revoked reports whether the token was revoked.
@@ -127,6 +130,9 @@ type Spec struct {
 	URLAllow, URLBlock []string
 	// Approve: tool names, like "eval".
 	Approve []string
+	// MaxSessions bounds the token's browser sessions (0: the gateway's
+	// limit).
+	MaxSessions int
 }
 
 // ValidName reports whether name is a valid token name.
@@ -145,6 +151,9 @@ func (s Spec) Validate() error {
 		if !toolRE.MatchString(t) {
 			errs = append(errs, fmt.Errorf("approve: %q is not a tool name (like eval or click)", t))
 		}
+	}
+	if s.MaxSessions < 0 {
+		errs = append(errs, fmt.Errorf("max sessions: %d must not be negative (0 takes the gateway's limit)", s.MaxSessions))
 	}
 	if err := validPatterns("allow", s.URLAllow); err != nil {
 		errs = append(errs, err)
@@ -227,7 +236,7 @@ func (s *Store) Create(ctx context.Context, spec Spec) (string, Token, error) {
 	rec := record{
 		Token: Token{
 			ID: id, Name: spec.Name, Created: time.Now().UTC().Truncate(time.Millisecond), CreatedBy: spec.CreatedBy,
-			URLAllow: slices.Clone(spec.URLAllow), URLBlock: slices.Clone(spec.URLBlock), Approve: slices.Clone(spec.Approve),
+			URLAllow: slices.Clone(spec.URLAllow), URLBlock: slices.Clone(spec.URLBlock), Approve: slices.Clone(spec.Approve), MaxSessions: spec.MaxSessions,
 		},
 		SecretSHA256: hex.EncodeToString(sum[:]),
 	}

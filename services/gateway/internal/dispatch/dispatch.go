@@ -75,6 +75,9 @@ type Caller struct {
 	Name string
 	// URLAllow, URLBlock and Approve are an API token's own policy.
 	URLAllow, URLBlock, Approve []string
+	// MaxSessions is an API token's own limit of browser sessions (0: the
+	// gateway's --sessions-per-caller).
+	MaxSessions int
 }
 
 // Transport is how a call arrived.

@@ -60,6 +60,18 @@ type Record struct {
 	SessionID string    `json:"session_id,omitempty"`
 	Created   time.Time `json:"created"`
 	Touched   time.Time `json:"touched"`
+	// Used is when a call last used the record's browser session, or its
+	// client last had a stream open, as the gateways write it back (every
+	// few seconds, not per call); zero until then.
+	Used time.Time `json:"used,omitzero"`
+}
+
+// LastUse is when the record was last known in use.
+func (r Record) LastUse() time.Time {
+	if r.Used.After(r.Touched) {
+		return r.Used
+	}
+	return r.Touched
 }
 
 // Bound reports whether a browser session serves the record.
@@ -129,7 +141,10 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, ttl time.Duration) 
 		return nil, err
 	}
 	wctx, stop := context.WithCancel(context.Background())
-	w, err := st.bucket().WatchAll(wctx, jetstream.UpdatesOnly())
+	// Not only updates: the mirror starts with every live record, so that
+	// the reaper and the per-caller counts see the sessions of the whole
+	// fleet.
+	w, err := st.bucket().WatchAll(wctx)
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("watch kv bucket %s: %w", bucket, err)
@@ -219,7 +234,7 @@ func (s *Store) mirror(ctx context.Context, w jetstream.KeyWatcher) {
 	for ctx.Err() == nil {
 		if w == nil {
 			if err := s.ensure(ctx); err == nil {
-				w, _ = s.bucket().WatchAll(ctx, jetstream.UpdatesOnly())
+				w, _ = s.bucket().WatchAll(ctx)
 			}
 			if w == nil {
 				select {
@@ -393,26 +408,14 @@ func (s *Store) Create(ctx context.Context, kind Kind, id string, r Record) (*En
 // Update writes e's record if it is still at e's revision (ErrConflict
 // otherwise) and returns the new entry. It refreshes the TTL.
 func (s *Store) Update(ctx context.Context, e *Entry) (*Entry, error) {
-	r := e.Record
-	r.Touched = time.Now().UTC()
-	data, err := json.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s record: %w", e.Kind, err)
-	}
 	k := key(e.Kind, e.ID)
-	var rev uint64
-	err = s.retry(ctx, func(kv jetstream.KeyValue) (err error) {
-		rev, err = kv.Update(ctx, k, data, e.Revision)
-		return err
-	})
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) {
-		s.forget(k) // the mirror was behind: the next read goes to the bucket
-		return nil, ErrConflict
-	}
+	rev, r, err := s.write(ctx, k, e.Revision, e.Record)
 	if err != nil {
-		return nil, fmt.Errorf("update %s record: %w", e.Kind, err)
+		if errors.Is(err, ErrConflict) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s %w", e.Kind, err)
 	}
-	s.remember(k, rev, r)
 	return &Entry{Kind: e.Kind, ID: e.ID, Revision: rev, Record: r}, nil
 }
 
@@ -434,6 +437,90 @@ func (s *Store) Modify(ctx context.Context, kind Kind, id string, fn func(*Recor
 		return out, err
 	}
 	return nil, fmt.Errorf("update %s record: %w too often", kind, ErrConflict)
+}
+
+// Slot is a record as the mirror holds it, addressed by its key (the
+// mirror has digests, never the session ids and handles themselves).
+type Slot struct {
+	Key      string
+	Kind     Kind
+	Revision uint64
+	Record
+}
+
+// Bound lists the mirrored records that hold a browser session.
+func (s *Store) Bound() []Slot {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Slot
+	for k, c := range s.cache {
+		if !c.rec.Bound() || c.rec.Terminated || time.Since(c.rec.Touched) >= s.ttl {
+			continue
+		}
+		kind, _, _ := strings.Cut(k, ".")
+		out = append(out, Slot{Key: k, Kind: Kind(kind), Revision: c.rev, Record: c.rec})
+	}
+	return out
+}
+
+// KeyOf is the key of kind's record id (what Slot.Key holds).
+func KeyOf(kind Kind, id string) string { return key(kind, id) }
+
+// Release clears the browser session of slot's record if the record is
+// still at slot's revision; false when it changed meanwhile (someone used
+// it, or another replica released it first).
+func (s *Store) Release(ctx context.Context, slot Slot) (bool, error) {
+	r := slot.Record
+	r.WorkerID, r.SessionID = "", ""
+	_, _, err := s.write(ctx, slot.Key, slot.Revision, r)
+	if errors.Is(err, ErrConflict) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// MarkUsed records that the record of key was in use at t (unless a later
+// use is recorded already).
+func (s *Store) MarkUsed(ctx context.Context, k string, t time.Time) error {
+	for range 4 {
+		c, ok := s.lookup(k)
+		if !ok {
+			return nil // gone, or never seen here: nothing to keep alive
+		}
+		if !c.rec.Used.Before(t) {
+			return nil
+		}
+		r := c.rec
+		r.Used = t.UTC()
+		if _, _, err := s.write(ctx, k, c.rev, r); !errors.Is(err, ErrConflict) {
+			return err
+		}
+	}
+	return nil
+}
+
+// write stores r under k if k is at rev (ErrConflict otherwise) and
+// returns the new revision and the record as written (TTL refreshed).
+func (s *Store) write(ctx context.Context, k string, rev uint64, r Record) (uint64, Record, error) {
+	r.Touched = time.Now().UTC()
+	data, err := json.Marshal(r)
+	if err != nil {
+		return 0, r, fmt.Errorf("encode record: %w", err)
+	}
+	var next uint64
+	err = s.retry(ctx, func(kv jetstream.KeyValue) (err error) {
+		next, err = kv.Update(ctx, k, data, rev)
+		return err
+	})
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) {
+		s.forget(k)
+		return 0, r, ErrConflict
+	}
+	if err != nil {
+		return 0, r, fmt.Errorf("update record: %w", err)
+	}
+	s.remember(k, next, r)
+	return next, r, nil
 }
 
 // Ended returns a channel that is closed when the record is terminated or

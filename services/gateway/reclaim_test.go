@@ -1,0 +1,124 @@
+package gateway_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/sovereign-fleet/sovereign/services/gateway"
+	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
+)
+
+// TestIdleRelease: an MCP session whose client went quiet (no request, no
+// stream) gives its browser session back after --mcp-idle-timeout, and
+// its next call works in a fresh one; a client holding a stream open
+// keeps its browser session however long it is quiet.
+func TestIdleRelease(t *testing.T) {
+	needChromium(t)
+	srv := startNATS(t, "")
+	startWorker(t, srv, "w1", 4)
+	url := startGateway(t, srv, gateway.Config{SessionsConfig: gateway.SessionsConfig{MCPIdleTimeout: 2 * time.Second}})
+	site := titleSite(t)
+
+	quiet := legacyClient(t, url, nil)
+	callTool(t, quiet, "open", map[string]any{"url": site})
+
+	tr, err := transport.NewStreamableHTTP(url, transport.WithContinuousListening())
+	if err != nil {
+		t.Fatal(err)
+	}
+	streaming := client.NewClient(tr, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))
+	// The GET stream lives as long as Start's context.
+	if err := streaming.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	initClient(t, streaming)
+	callTool(t, streaming, "open", map[string]any{"url": site})
+
+	time.Sleep(5 * time.Second) // well past the idle timeout and a few keeper rounds
+	if got := text(callTool(t, quiet, "get_url", nil)); got != "about:blank" {
+		t.Errorf("the quiet client's session after the idle timeout is at %q, want a fresh session (about:blank)", got)
+	}
+	if got := text(callTool(t, streaming, "get_url", nil)); !strings.HasPrefix(got, site) {
+		t.Errorf("the client holding a stream is at %q, want its page %s (its session kept)", got, site)
+	}
+	recs := auditRecords(t, srv, 5) // open, open, session.release, get_url, get_url
+	var released int
+	for _, r := range recs {
+		if r.GetTool() == "session.release" {
+			released++
+			if r.GetCaller() != "gateway" || !strings.Contains(r.GetResult(), "unused for") {
+				t.Errorf("release record = caller %q, result %q", r.GetCaller(), r.GetResult())
+			}
+		}
+	}
+	if released != 1 {
+		t.Errorf("%d release records, want 1 (the quiet client's)", released)
+	}
+}
+
+// TestSessionsPerCaller: one caller cannot take the fleet. A 2026 client
+// that omits its handle opens a session per call only up to the limit,
+// then is told to pass its handle; another caller still gets sessions.
+func TestSessionsPerCaller(t *testing.T) {
+	needChromium(t)
+	srv := startNATS(t, "")
+	startWorker(t, srv, "w1", 6)
+	tok, _ := newToken(t, srv, tokens.Spec{Name: "other"})
+	one, _ := newToken(t, srv, tokens.Spec{Name: "just-one", MaxSessions: 1})
+	url := startGateway(t, srv, gateway.Config{SessionsConfig: gateway.SessionsConfig{SessionsPerCaller: 2}})
+	greedy := modernClient(t, url, nil)
+	for i := range 2 {
+		if res := callTool(t, greedy, "get_url", nil); res.IsError {
+			t.Fatalf("call %d without a session: %s", i+1, text(res))
+		}
+	}
+	res := callTool(t, greedy, "get_url", nil)
+	if !res.IsError || !strings.Contains(text(res), "limit") || !strings.Contains(text(res), `as "session"`) {
+		t.Fatalf("third call without a session = %q, want a refusal naming the limit and how to reuse a handle", text(res))
+	}
+	// A caller with its own token is another caller.
+	other := modernClient(t, url, map[string]string{"Authorization": tok})
+	if res := callTool(t, other, "get_url", nil); res.IsError {
+		t.Fatalf("another caller's first call: %s", text(res))
+	}
+	// A token's own limit wins over the gateway's.
+	single := modernClient(t, url, map[string]string{"Authorization": one})
+	callTool(t, single, "get_url", nil)
+	if res := callTool(t, single, "get_url", nil); !res.IsError || !strings.Contains(text(res), "holds 1 browser sessions") {
+		t.Errorf("a token with --max-sessions 1, second session = %q, want refused at 1", text(res))
+	}
+}
+
+// TestReclaimAtCapacity: when every worker is full, a new session takes
+// back the longest-idle one idle beyond the grace period instead of
+// failing; the session that was taken back starts afresh at its next call.
+func TestReclaimAtCapacity(t *testing.T) {
+	needChromium(t)
+	srv := startNATS(t, "")
+	startWorker(t, srv, "w1", 2)
+	url := startGateway(t, srv, gateway.Config{SessionsConfig: gateway.SessionsConfig{ReclaimGrace: time.Second}})
+	site := titleSite(t)
+	first, second := legacyClient(t, url, nil), legacyClient(t, url, nil)
+	callTool(t, first, "open", map[string]any{"url": site})
+	time.Sleep(1500 * time.Millisecond) // first is now the longest idle
+	callTool(t, second, "open", map[string]any{"url": site})
+	time.Sleep(1500 * time.Millisecond)
+	third := legacyClient(t, url, nil)
+	if res := callTool(t, third, "open", map[string]any{"url": site}); res.IsError {
+		t.Fatalf("a new session on a full fleet: %s, want the idle one reclaimed", text(res))
+	}
+	if got := text(callTool(t, second, "get_url", nil)); !strings.HasPrefix(got, site) {
+		t.Errorf("the younger idle session is at %q, want it kept", got)
+	}
+	// The reclaimed client's next call needs a session again: the fleet is
+	// full of sessions just used, none idle beyond the grace period.
+	res := callTool(t, first, "get_url", nil)
+	if !res.IsError || !strings.Contains(text(res), "no browser capacity") {
+		t.Errorf("the reclaimed client's next call on a full, busy fleet = %q, want no capacity", text(res))
+	}
+}
