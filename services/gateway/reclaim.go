@@ -98,15 +98,15 @@ func (c SessionsConfig) withDefaults() SessionsConfig {
 	return c
 }
 
-// validate checks the limits.
+// validate checks the limits (zero takes the default).
 func (c SessionsConfig) validate(bad func(flag, format string, a ...any)) {
-	if c.MCPIdleTimeout < time.Second {
+	if c.MCPIdleTimeout != 0 && c.MCPIdleTimeout < time.Second {
 		bad("mcp-idle-timeout", "%s must be at least 1s", c.MCPIdleTimeout)
 	}
-	if c.HandleIdleTimeout < time.Second {
+	if c.HandleIdleTimeout != 0 && c.HandleIdleTimeout < time.Second {
 		bad("handle-idle-timeout", "%s must be at least 1s", c.HandleIdleTimeout)
 	}
-	if c.SessionsPerCaller < 1 {
+	if c.SessionsPerCaller < 0 {
 		bad("sessions-per-caller", "%d must be at least 1", c.SessionsPerCaller)
 	}
 	if c.ReclaimGrace < 0 {

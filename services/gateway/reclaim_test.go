@@ -122,3 +122,13 @@ func TestReclaimAtCapacity(t *testing.T) {
 		t.Errorf("the reclaimed client's next call on a full, busy fleet = %q, want no capacity", text(res))
 	}
 }
+
+func TestSessionLimitsConfig(t *testing.T) {
+	cfg := gateway.Config{SessionsConfig: gateway.SessionsConfig{MCPIdleTimeout: time.Millisecond, SessionsPerCaller: -1, ReclaimGrace: -time.Second}}
+	err := cfg.Validate()
+	for _, flag := range []string{"--mcp-idle-timeout", "--sessions-per-caller", "--reclaim-grace"} {
+		if err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("Validate(%+v) = %v, want an error naming %s", cfg.SessionsConfig, err, flag)
+		}
+	}
+}
