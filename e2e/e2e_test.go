@@ -58,6 +58,7 @@ type fleetSpec struct {
 	workers     int
 	gateways    int
 	maxSessions int
+	gatewayArgs []string // extra flags of every gateway
 }
 
 // startFleet starts nats-server, the workers (w1, w2, …, concurrently) and
@@ -92,7 +93,7 @@ func startFleet(t *testing.T, spec fleetSpec) *harness.Fleet {
 		}
 	}
 	for range spec.gateways {
-		if _, err := f.StartGateway(ctx); err != nil {
+		if _, err := f.StartGateway(ctx, spec.gatewayArgs...); err != nil {
 			t.Fatalf("start gateway: %v", err)
 		}
 	}
