@@ -68,6 +68,10 @@ func main() {
 	}
 }
 
+// unlimited lifts the per-caller session limit: every bench client is the
+// one anonymous caller.
+var unlimited = []string{"--sessions-per-caller", "1000"}
+
 func logf(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", a...)
 }
@@ -111,13 +115,13 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		if _, err := f.StartWorker(ctx, "bench-w1", maxSessions); err != nil {
 			return err
 		}
-		if gw, err = f.StartGateway(ctx); err != nil {
+		if gw, err = f.StartGateway(ctx, unlimited...); err != nil {
 			return err
 		}
 		desc = "HTTP MCP client → gateway process → nats-server (loopback TCP) → worker process → CDP"
 	case "up":
 		logf("starting sovereign up…")
-		if gw, err = f.StartUp(ctx, 1, maxSessions); err != nil {
+		if gw, err = f.StartUp(ctx, 1, maxSessions, unlimited...); err != nil {
 			return err
 		}
 		desc = "HTTP MCP client → sovereign up (gateway → embedded NATS → worker, one process) → CDP"
