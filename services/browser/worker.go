@@ -36,6 +36,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/guard"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
+	"github.com/sovereign-fleet/sovereign/services/kit/browserbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/profiles"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
@@ -212,17 +213,18 @@ func (w *Worker) run(ctx context.Context) error {
 	}
 	var bg sync.WaitGroup // closes what is left of the sessions of a Chromium that died
 	defer bg.Wait()       // before the profile directory goes
-	svc, err := c.AddService("sovereign-browser", Version, "Sovereign browser worker "+w.cfg.ID,
+	svc, err := c.AddService(browserbus.WorkerService, Version, "Sovereign browser worker "+w.cfg.ID,
 		map[string]string{"worker_id": w.cfg.ID})
 	if err != nil {
 		return fmt.Errorf("add browser service: %w", err)
 	}
 	defer svc.Stop()
-	g := svc.AddGroup(c.Subject("browser", "w", w.cfg.ID), micro.WithGroupQueueGroupDisabled())
+	g := svc.AddGroup(browserbus.WorkerGroup(c, w.cfg.ID), micro.WithGroupQueueGroupDisabled())
+	ep := browserbus.Of(w.cfg.ID)
 	for name, h := range map[string]micro.Handler{
-		"call":  bus.Handle(c, w.call),
-		"close": bus.Handle(c, w.closeSession),
-		"ping":  bus.Handle(c, w.ping),
+		ep.Call.Name:  bus.Handle(c, w.call),
+		ep.Close.Name: bus.Handle(c, w.closeSession),
+		ep.Ping.Name:  bus.Handle(c, w.ping),
 	} {
 		if err := g.AddEndpoint(name, h); err != nil {
 			return fmt.Errorf("add endpoint %s: %w", name, err)
@@ -389,8 +391,8 @@ func (w *Worker) updateOpenLocked() {
 			w.log.Error("join open queue", "err", err)
 			return
 		}
-		err = svc.AddEndpoint("open", bus.Handle(w.c, w.open),
-			micro.WithEndpointSubject(w.c.Subject("browser", "open")),
+		err = svc.AddEndpoint(browserbus.Open.Name, bus.Handle(w.c, w.open),
+			micro.WithEndpointSubject(browserbus.Open.Subject(w.c)),
 			micro.WithEndpointQueueGroup("sovereign-browser-open"))
 		if err != nil {
 			_ = svc.Stop()
