@@ -27,6 +27,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/otelmcp"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/systools"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
 	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
@@ -34,7 +35,6 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/health"
 	"github.com/sovereign-fleet/sovereign/services/kit/redact"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
-	"github.com/sovereign-fleet/sovereign/services/kit/systools"
 )
 
 // Version is reported to MCP clients as serverInfo.version.

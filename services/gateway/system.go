@@ -16,8 +16,8 @@ import (
 
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/systools"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
-	"github.com/sovereign-fleet/sovereign/services/kit/systools"
 )
 
 // The system tools (catalog.Tool.System: fs_read, fs_write, fs_list,
