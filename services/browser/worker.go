@@ -92,6 +92,7 @@ type Worker struct {
 
 	mu       sync.Mutex
 	browser  context.Context // chromedp browser context; nil while Chromium is down
+	stop     func()          // stops that Chromium and waits for it to exit
 	guard    *guard.Guard    // enforces URL policies in that Chromium
 	sessions map[string]*session
 	lost     map[string]string // session id → why it was lost
@@ -211,6 +212,7 @@ func (w *Worker) run(ctx context.Context) error {
 	if err := w.startChrome(ctx); err != nil {
 		return err
 	}
+	defer w.stopChrome() // Run returns once Chromium exited
 	var bg sync.WaitGroup // closes what is left of the sessions of a Chromium that died
 	defer bg.Wait()       // before the profile directory goes
 	svc, err := c.AddService(browserbus.WorkerService, Version, "Sovereign browser worker "+w.cfg.ID,
@@ -267,10 +269,21 @@ func (w *Worker) startChrome(ctx context.Context) error {
 		return err
 	}
 	w.mu.Lock()
-	w.browser, w.guard = bctx, g
+	w.browser, w.guard, w.stop = bctx, g, cancel
 	w.mu.Unlock()
 	context.AfterFunc(ctx, cancel)
 	return nil
+}
+
+// stopChrome stops the shared Chromium and waits for it to exit; the
+// caller holds no lock.
+func (w *Worker) stopChrome() {
+	w.mu.Lock()
+	stop := w.stop
+	w.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // launch starts a Chromium with the worker's executable, flags and
