@@ -212,7 +212,7 @@ func (w *Worker) run(ctx context.Context) error {
 	if err := w.startChrome(ctx); err != nil {
 		return err
 	}
-	defer w.stopChrome() // Run returns once Chromium exited
+	defer w.stopChrome()  // Run returns once Chromium exited
 	var bg sync.WaitGroup // closes what is left of the sessions of a Chromium that died
 	defer bg.Wait()       // before the profile directory goes
 	svc, err := c.AddService(browserbus.WorkerService, Version, "Sovereign browser worker "+w.cfg.ID,
