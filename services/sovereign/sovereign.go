@@ -307,8 +307,8 @@ func runAll(ctx context.Context, steps []step, connect func(name string) (*bus.C
 		}
 		undo = append(undo, closeConn)
 		s, err := st.start(sctx, c)
-		if errors.Is(err, errNotStarted) {
-			return nil // g.Wait has the reason, if any
+		if errors.Is(err, errNotStarted) || err != nil && ctx.Err() != nil {
+			return nil // stopping: g.Wait has the reason, if any
 		}
 		if err != nil {
 			return err
