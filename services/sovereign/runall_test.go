@@ -3,6 +3,7 @@ package sovereign
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -94,6 +95,46 @@ func TestRunAll(t *testing.T) {
 		}
 		if want := []string{"closed history"}; !slices.Equal(log.events, want) {
 			t.Errorf("events = %q, want %q", log.events, want)
+		}
+	})
+}
+
+func TestClosedByRun(t *testing.T) {
+	newService := func(closes *int) *closedByRun {
+		return &closedByRun{
+			run:   func(ctx context.Context) error { <-ctx.Done(); return nil },
+			close: func(context.Context) error { *closes++; return nil },
+		}
+	}
+	t.Run("RunCloses", func(t *testing.T) {
+		closes := 0
+		s := newService(&closes)
+		done := make(chan error, 1)
+		go func() { done <- s.Run(context.Background()) }()
+		for !s.ran.Load() {
+			runtime.Gosched()
+		}
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("Run() = %v", err)
+		}
+		if closes != 0 {
+			t.Errorf("close called %d times after Run ran, want 0 (Run closes)", closes)
+		}
+	})
+	t.Run("NeverRan", func(t *testing.T) {
+		closes := 0
+		s := newService(&closes)
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+		if err := s.Run(context.Background()); err != nil {
+			t.Fatalf("Run() after Close = %v", err)
+		}
+		if closes != 1 {
+			t.Errorf("close called %d times when Run never ran, want 1", closes)
 		}
 	})
 }

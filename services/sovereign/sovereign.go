@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
@@ -257,7 +258,7 @@ func up(ctx context.Context, args []string) error {
 		if err != nil {
 			return nil, err
 		}
-		return &closedByRun{run: gw.Run}, nil
+		return &closedByRun{run: gw.Run, close: gw.Close}, nil
 	}})
 	if uc.workers == 0 {
 		slog.Warn("no browser workers in this process: start some with 'sovereign browser --nats-url …'")
@@ -327,14 +328,28 @@ func runAll(ctx context.Context, steps []step, connect func(name string) (*bus.C
 }
 
 // closedByRun is a service whose Run closes it when it returns (the
-// gateway's): Close only stops Run and waits for it.
+// gateway's): Close stops Run and waits for it, and closes the service
+// itself only when Run never ran.
 type closedByRun struct {
-	run  func(context.Context) error
-	life app.Lifetime
+	run, close func(context.Context) error
+	life       app.Lifetime
+	ran        atomic.Bool
 }
 
-func (s *closedByRun) Run(ctx context.Context) error   { return s.life.Run(ctx, s.run) }
-func (s *closedByRun) Close(ctx context.Context) error { return s.life.Stop(ctx) }
+func (s *closedByRun) Run(ctx context.Context) error {
+	return s.life.Run(ctx, func(ctx context.Context) error {
+		s.ran.Store(true)
+		return s.run(ctx)
+	})
+}
+
+func (s *closedByRun) Close(ctx context.Context) error {
+	err := s.life.Stop(ctx) // after it, Run has ended or never will run
+	if !s.ran.Load() {
+		err = errors.Join(err, s.close(ctx))
+	}
+	return err
+}
 
 // flagSet reports whether the flag name was given on the command line.
 func flagSet(fs *flag.FlagSet, name string) bool {
