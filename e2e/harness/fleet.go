@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/browserbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
@@ -314,7 +315,7 @@ func (f *Fleet) Ping(ctx context.Context, id string) (*browserv1.PingResponse, e
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var resp browserv1.PingResponse
-	if err := bc.Request(ctx, bc.Subject("browser", "w", id, "ping"), &browserv1.PingRequest{}, &resp); err != nil {
+	if err := bc.Request(ctx, browserbus.Of(id).Ping.Subject(bc), &browserv1.PingRequest{}, &resp); err != nil {
 		return nil, fmt.Errorf("ping worker %s: %w", id, err)
 	}
 	return &resp, nil

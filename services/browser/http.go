@@ -19,6 +19,7 @@ import (
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/browserbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 	"github.com/sovereign-fleet/sovereign/services/kit/urlpolicy"
@@ -65,8 +66,8 @@ var httpMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
 
 // addHTTPEndpoint serves sov.browser.http on svc.
 func (w *Worker) addHTTPEndpoint(c *bus.Conn, svc micro.Service) error {
-	return svc.AddEndpoint("http", bus.Handle(c, w.httpCall),
-		micro.WithEndpointSubject(c.Subject("browser", "http")),
+	return svc.AddEndpoint(browserbus.HTTP.Name, bus.Handle(c, w.httpCall),
+		micro.WithEndpointSubject(browserbus.HTTP.Subject(c)),
 		micro.WithEndpointQueueGroup(httpQueue))
 }
 

@@ -36,6 +36,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/guard"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
+	"github.com/sovereign-fleet/sovereign/services/kit/browserbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/profiles"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
@@ -91,6 +92,7 @@ type Worker struct {
 
 	mu       sync.Mutex
 	browser  context.Context // chromedp browser context; nil while Chromium is down
+	stop     func()          // stops that Chromium and waits for it to exit
 	guard    *guard.Guard    // enforces URL policies in that Chromium
 	sessions map[string]*session
 	lost     map[string]string // session id → why it was lost
@@ -210,19 +212,21 @@ func (w *Worker) run(ctx context.Context) error {
 	if err := w.startChrome(ctx); err != nil {
 		return err
 	}
+	defer w.stopChrome()  // Run returns once Chromium exited
 	var bg sync.WaitGroup // closes what is left of the sessions of a Chromium that died
 	defer bg.Wait()       // before the profile directory goes
-	svc, err := c.AddService("sovereign-browser", Version, "Sovereign browser worker "+w.cfg.ID,
+	svc, err := c.AddService(browserbus.WorkerService, Version, "Sovereign browser worker "+w.cfg.ID,
 		map[string]string{"worker_id": w.cfg.ID})
 	if err != nil {
 		return fmt.Errorf("add browser service: %w", err)
 	}
 	defer svc.Stop()
-	g := svc.AddGroup(c.Subject("browser", "w", w.cfg.ID), micro.WithGroupQueueGroupDisabled())
+	g := svc.AddGroup(browserbus.WorkerGroup(c, w.cfg.ID), micro.WithGroupQueueGroupDisabled())
+	ep := browserbus.Of(w.cfg.ID)
 	for name, h := range map[string]micro.Handler{
-		"call":  bus.Handle(c, w.call),
-		"close": bus.Handle(c, w.closeSession),
-		"ping":  bus.Handle(c, w.ping),
+		ep.Call.Name:  bus.Handle(c, w.call),
+		ep.Close.Name: bus.Handle(c, w.closeSession),
+		ep.Ping.Name:  bus.Handle(c, w.ping),
 	} {
 		if err := g.AddEndpoint(name, h); err != nil {
 			return fmt.Errorf("add endpoint %s: %w", name, err)
@@ -265,10 +269,21 @@ func (w *Worker) startChrome(ctx context.Context) error {
 		return err
 	}
 	w.mu.Lock()
-	w.browser, w.guard = bctx, g
+	w.browser, w.guard, w.stop = bctx, g, cancel
 	w.mu.Unlock()
 	context.AfterFunc(ctx, cancel)
 	return nil
+}
+
+// stopChrome stops the shared Chromium and waits for it to exit; the
+// caller holds no lock.
+func (w *Worker) stopChrome() {
+	w.mu.Lock()
+	stop := w.stop
+	w.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // launch starts a Chromium with the worker's executable, flags and
@@ -389,8 +404,8 @@ func (w *Worker) updateOpenLocked() {
 			w.log.Error("join open queue", "err", err)
 			return
 		}
-		err = svc.AddEndpoint("open", bus.Handle(w.c, w.open),
-			micro.WithEndpointSubject(w.c.Subject("browser", "open")),
+		err = svc.AddEndpoint(browserbus.Open.Name, bus.Handle(w.c, w.open),
+			micro.WithEndpointSubject(browserbus.Open.Subject(w.c)),
 			micro.WithEndpointQueueGroup("sovereign-browser-open"))
 		if err != nil {
 			_ = svc.Stop()

@@ -331,7 +331,7 @@ func (g *Gateway) authRoutes(mux *http.ServeMux, guard *hostguard.Guard) {
 // checkServe runs as ServeListener starts: on an address reachable from
 // other machines it requires credentials (unless --insecure-no-auth, which
 // it warns about), and refuses to serve without any way to authenticate.
-// When it refuses, it closes ln and the gateway.
+// When it refuses, it closes ln (the caller still Closes the gateway).
 func (g *Gateway) checkServe(ln net.Listener) error {
 	addr := ln.Addr().String()
 	exposed := exposedAddr(ln.Addr())
@@ -340,7 +340,6 @@ func (g *Gateway) checkServe(ln net.Listener) error {
 	if exposed {
 		if err := g.checkExposed(ctx, addr); err != nil {
 			_ = ln.Close()
-			_ = g.Close(ctx)
 			return err
 		}
 		if g.cfg.InsecureNoAuth {

@@ -269,6 +269,7 @@ func serve(t *testing.T, g *gateway.Gateway, ln net.Listener) <-chan error {
 		case <-time.After(10 * time.Second):
 			t.Error("ServeListener did not stop")
 		}
+		_ = g.Close(context.Background())
 	})
 	return done
 }

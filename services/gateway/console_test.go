@@ -76,6 +76,9 @@ func serveGateway(t *testing.T, srv *natsrv.Server, cfg gateway.Config) (*gatewa
 		if err := <-done; err != nil {
 			t.Errorf("gateway: %v", err)
 		}
+		if err := g.Close(context.Background()); err != nil {
+			t.Errorf("close gateway: %v", err)
+		}
 	})
 	return g, "http://" + ln.Addr().String() + "/mcp"
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/hostguard"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/otelmcp"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/systools"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
 	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
@@ -37,7 +38,6 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/health"
 	"github.com/sovereign-fleet/sovereign/services/kit/redact"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
-	"github.com/sovereign-fleet/sovereign/services/kit/systools"
 )
 
 // Version is reported to MCP clients as serverInfo.version.
@@ -91,6 +91,8 @@ type Gateway struct {
 	ext       *extensions  // script tools and the HTTP tools' bucket (extend.go)
 
 	usage *usage // what this gateway's clients used lately (reclaim.go)
+
+	life app.Lifetime // Run until Close (the service contract)
 
 	stop []func(context.Context) error // what New started, undone in reverse by Close
 }
@@ -283,9 +285,10 @@ func (g *Gateway) Handler() http.Handler { return g.handler }
 // It does not end any MCP session: those live on in KV for other replicas.
 // Audit records not yet accepted by the stream are flushed first.
 func (g *Gateway) Close(ctx context.Context) error {
-	// Stop taking calls, let the running ones finish, then undo the rest
-	// (the audit publisher flushes their records last but one).
-	var errs []error
+	// Stop Run (HTTP), stop taking calls on the bus, let the running ones
+	// finish, then undo the rest (the audit publisher flushes their
+	// records last but one).
+	errs := []error{g.life.Stop(ctx)}
 	if g.toolsSvc != nil {
 		if err := g.toolsSvc.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("stop the tools service: %w", err))
@@ -300,7 +303,9 @@ func (g *Gateway) Close(ctx context.Context) error {
 	return errors.Join(append(errs, g.undo(ctx))...)
 }
 
-// Run serves HTTP on cfg.Listen until ctx ends, then shuts down gracefully.
+// Run serves HTTP on cfg.Listen until ctx ends or Close is called, then
+// stops serving HTTP gracefully (the GET streams end, running requests
+// finish). Close releases the rest.
 func (g *Gateway) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
@@ -311,6 +316,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 
 // ServeListener is Run on a listener the caller opened.
 func (g *Gateway) ServeListener(ctx context.Context, ln net.Listener) error {
+	return g.life.Run(ctx, func(ctx context.Context) error { return g.serve(ctx, ln) })
+}
+
+func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	if err := g.checkServe(ln); err != nil { // authentication (auth.go)
 		return err
 	}
@@ -341,14 +350,19 @@ func (g *Gateway) ServeListener(ctx context.Context, ln net.Listener) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cerr := errors.Join(stopAdmin(sctx), g.Close(sctx)) // Close ends GET streams, which would hold Shutdown
+	// End the GET streams, which would hold Shutdown, then let the
+	// requests running finish.
+	cerr := stopAdmin(sctx)
+	if err := g.transport.Shutdown(sctx); err != nil {
+		cerr = errors.Join(cerr, fmt.Errorf("stop MCP transport: %w", err))
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shut down HTTP: %w", err)
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve MCP: %w", err)
 	}
-	g.log.Info("MCP gateway stopped")
+	g.log.Info("MCP gateway stopped serving HTTP")
 	return cerr
 }
 
@@ -372,16 +386,9 @@ func Serve(ctx context.Context, cfg Config, natsURL string) error {
 	if err := cfg.withDefaults().Validate(); err != nil {
 		return app.UsageError{Err: err}
 	}
-	c, closeConn, err := app.Connect(natsURL, "sovereign-gateway", "")
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	g, err := New(ctx, cfg, c)
-	if err != nil {
-		return err
-	}
-	return g.Run(ctx)
+	return app.Serve(ctx, natsURL, "sovereign-gateway", func(ctx context.Context, c *bus.Conn) (*Gateway, error) {
+		return New(ctx, cfg, c)
+	})
 }
 
 // ToolInfo describes one tool of the catalog for other surfaces (the

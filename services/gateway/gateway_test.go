@@ -490,4 +490,7 @@ func TestServeListener(t *testing.T) {
 	case <-time.After(8 * time.Second):
 		t.Fatal("ServeListener did not return within 8s of its context ending (a GET stream held it?)")
 	}
+	if err := g.Close(context.Background()); err != nil {
+		t.Errorf("Close after ServeListener: %v", err)
+	}
 }

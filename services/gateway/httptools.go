@@ -18,6 +18,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/console"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/httptools"
+	"github.com/sovereign-fleet/sovereign/services/kit/browserbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 )
@@ -187,8 +188,7 @@ func (g *Gateway) httpToolHandler(t *httptools.Tool) dispatch.Handler {
 		}
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.ToolTimeout+httpToolTimeoutMargin)
 		defer cancel()
-		var resp browserv1.HTTPToolResponse
-		err = g.bus.Request(ctx, g.bus.Subject("browser", "http"), &browserv1.HTTPToolRequest{
+		resp, err := browserbus.HTTP.Call(ctx, g.bus, &browserv1.HTTPToolRequest{
 			Tool:         t.Name,
 			Method:       r.Method,
 			Url:          r.URL,
@@ -197,7 +197,7 @@ func (g *Gateway) httpToolHandler(t *httptools.Tool) dispatch.Handler {
 			Policy:       g.urlPolicy(c.Caller, nil),
 			TimeoutMs:    g.cfg.ToolTimeout.Milliseconds(),
 			MaxBodyBytes: t.MaxResponseBytes,
-		}, &resp)
+		})
 		if err != nil {
 			return g.httpToolError(ctx, t, err)
 		}

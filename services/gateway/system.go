@@ -13,13 +13,13 @@ import (
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/systools"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
-	"github.com/sovereign-fleet/sovereign/services/kit/systools"
 )
 
 // The system tools (catalog.Tool.System: fs_read, fs_write, fs_list,
 // fs_mkdir, fs_delete, shell_exec) act on the gateway's host, in a
-// workspace directory (kit/systools). SystemTools says who gets them:
+// workspace directory (internal/systools). SystemTools says who gets them:
 //
 //   - off (the default): nobody; they are not registered at all.
 //   - agent: agent runs only, whose calls come over the bus dispatcher

@@ -257,7 +257,7 @@ func up(ctx context.Context, args []string) error {
 		if err != nil {
 			return nil, err
 		}
-		return &closedByRun{run: gw.Run}, nil
+		return gw, nil
 	}})
 	if uc.workers == 0 {
 		slog.Warn("no browser workers in this process: start some with 'sovereign browser --nats-url …'")
@@ -307,8 +307,8 @@ func runAll(ctx context.Context, steps []step, connect func(name string) (*bus.C
 		}
 		undo = append(undo, closeConn)
 		s, err := st.start(sctx, c)
-		if errors.Is(err, errNotStarted) {
-			return nil // g.Wait has the reason, if any
+		if errors.Is(err, errNotStarted) || err != nil && ctx.Err() != nil {
+			return nil // stopping: g.Wait has the reason, if any
 		}
 		if err != nil {
 			return err
@@ -325,16 +325,6 @@ func runAll(ctx context.Context, steps []step, connect func(name string) (*bus.C
 	<-sctx.Done()
 	return nil
 }
-
-// closedByRun is a service whose Run closes it when it returns (the
-// gateway's): Close only stops Run and waits for it.
-type closedByRun struct {
-	run  func(context.Context) error
-	life app.Lifetime
-}
-
-func (s *closedByRun) Run(ctx context.Context) error   { return s.life.Run(ctx, s.run) }
-func (s *closedByRun) Close(ctx context.Context) error { return s.life.Stop(ctx) }
 
 // flagSet reports whether the flag name was given on the command line.
 func flagSet(fs *flag.FlagSet, name string) bool {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sovereign-fleet/sovereign/e2e/harness"
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/browserbus"
 )
 
 // chainClient is one MCP session (2025-11-25, raw HTTP) with a page open
@@ -351,17 +352,17 @@ func measureBreakdown(ctx context.Context, cfg config, f *harness.Fleet, url, si
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var opened browserv1.OpenSessionResponse
-	if err := bc.Request(octx, bc.Subject("browser", "open"), &browserv1.OpenSessionRequest{Owner: "bench"}, &opened); err != nil {
+	if err := bc.Request(octx, browserbus.Open.Subject(bc), &browserv1.OpenSessionRequest{Owner: "bench"}, &opened); err != nil {
 		return fmt.Errorf("open a session over the bus: %w", err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var resp browserv1.CloseSessionResponse
-		_ = bc.Request(cctx, bc.Subject("browser", "w", opened.GetWorkerId(), "close"),
+		_ = bc.Request(cctx, browserbus.Of(opened.GetWorkerId()).Close.Subject(bc),
 			&browserv1.CloseSessionRequest{SessionId: opened.GetSessionId()}, &resp)
 	}()
-	subject := bc.Subject("browser", "w", opened.GetWorkerId(), "call")
+	subject := browserbus.Of(opened.GetWorkerId()).Call.Subject(bc)
 	call := func(req *browserv1.ToolRequest) error {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()

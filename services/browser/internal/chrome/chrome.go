@@ -144,6 +144,7 @@ func Options(execPath, userDataDir string, sandbox Sandbox) []chromedp.ExecAlloc
 	if userDataDir != "" {
 		opts = append(opts, chromedp.UserDataDir(userDataDir))
 	}
+	opts = append(opts, processOptions()...)
 	return opts
 }
 

@@ -16,7 +16,7 @@ const (
 	ShellExec = "shell_exec"
 )
 
-// Limits the system tools' parameters state (those of kit/systools).
+// Limits the system tools' parameters state (those of gateway/internal/systools).
 const (
 	maxReadBytes     = 1 << 20
 	defaultTimeoutMs = 30000

@@ -15,11 +15,12 @@ import (
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/browserbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 )
 
 // WorkerService is the micro service name every browser worker registers.
-const WorkerService = "sovereign-browser"
+const WorkerService = browserbus.WorkerService
 
 // DefaultLiveness is how often a running call checks that its worker is
 // still there.
@@ -81,7 +82,7 @@ func plural(n int, one, many string) string {
 // is a *CapacityError. policy is in force before the session's first tab
 // loads anything.
 func (f *Fleet) Open(ctx context.Context, owner string, policy *browserv1.UrlPolicy, profile string) (workerID, sessionID string, err error) {
-	subject := f.c.Subject("browser", "open")
+	subject := browserbus.Open.Subject(f.c)
 	for attempt := 1; ; attempt++ {
 		var resp browserv1.OpenSessionResponse
 		err = f.c.Request(ctx, subject, &browserv1.OpenSessionRequest{Owner: owner, Policy: policy, Profile: profile}, &resp)
@@ -114,13 +115,8 @@ func (f *Fleet) Open(ctx context.Context, owner string, policy *browserv1.UrlPol
 // worker's ping subject is checked every liveness interval, so a worker that
 // dies mid-call fails the call with UNAVAILABLE within about that interval.
 func (f *Fleet) Call(ctx context.Context, workerID string, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
-	var res browserv1.ToolResult
-	err := f.c.Request(ctx, f.c.Subject("browser", "w", workerID, "call"), req, &res,
-		bus.WithLiveness(f.c.Subject("browser", "w", workerID, "ping"), f.liveness))
-	if err != nil {
-		return nil, err
-	}
-	return &res, nil
+	w := browserbus.Of(workerID)
+	return w.Call.Call(ctx, f.c, req, bus.WithLiveness(w.Ping.Subject(f.c), f.liveness))
 }
 
 // Alive reports whether workerID answers a ping within about a second
@@ -130,7 +126,7 @@ func (f *Fleet) Alive(ctx context.Context, workerID string) bool {
 	for try := 0; try < 3 && ctx.Err() == nil; try++ {
 		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		var resp browserv1.PingResponse
-		err := f.c.Request(pctx, f.c.Subject("browser", "w", workerID, "ping"), &browserv1.PingRequest{}, &resp)
+		err := f.c.Request(pctx, browserbus.Of(workerID).Ping.Subject(f.c), &browserv1.PingRequest{}, &resp)
 		cancel()
 		if err == nil {
 			return true
@@ -148,7 +144,7 @@ func (f *Fleet) Alive(ctx context.Context, workerID string) bool {
 // Close ends a browser session on its worker.
 func (f *Fleet) Close(ctx context.Context, workerID, sessionID string) error {
 	var resp browserv1.CloseSessionResponse
-	if err := f.c.Request(ctx, f.c.Subject("browser", "w", workerID, "close"), &browserv1.CloseSessionRequest{SessionId: sessionID}, &resp); err != nil {
+	if err := f.c.Request(ctx, browserbus.Of(workerID).Close.Subject(f.c), &browserv1.CloseSessionRequest{SessionId: sessionID}, &resp); err != nil {
 		return fmt.Errorf("close browser session %s on %s: %w", sessionID, workerID, err)
 	}
 	return nil
@@ -181,7 +177,7 @@ func (f *Fleet) Census(ctx context.Context) Census {
 			pctx, cancel := context.WithTimeout(ctx, censusWindow)
 			defer cancel()
 			var resp browserv1.PingResponse
-			if err := f.c.Request(pctx, f.c.Subject("browser", "w", id, "ping"), &browserv1.PingRequest{}, &resp); err != nil {
+			if err := f.c.Request(pctx, browserbus.Of(id).Ping.Subject(f.c), &browserv1.PingRequest{}, &resp); err != nil {
 				return
 			}
 			mu.Lock()
