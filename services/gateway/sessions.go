@@ -27,8 +27,6 @@ func withCaller(ctx context.Context, r *http.Request) context.Context {
 	return withCallerInfo(ctx, callerInfo(r.Context()))
 }
 
-// callerFrom returns the caller identity that owns sessions and handles.
-func callerFrom(ctx context.Context) string { return callerInfo(ctx).ID }
 
 // sessionManagers resolves mcp-go's SessionIdManager per request, bound to
 // the request's caller and context, backed by the KV store: any replica

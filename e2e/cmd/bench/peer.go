@@ -51,10 +51,10 @@ func measurePeer(ctx context.Context, cfg config, url, site, pwCLI string, r *re
 	for _, n := range []int{1, cfg.clients} {
 		row := peerRow{clients: n}
 		if row.sovereign, err = runThroughput(ctx, dir, secs, "sovereign", url, site+"/form", n); err != nil {
-			return fmt.Errorf("Sovereign, %d clients: %w", n, err)
+			return fmt.Errorf("sovereign, %d clients: %w", n, err)
 		}
 		if row.pwm, err = runThroughput(ctx, dir, secs, "playwright", pwCLI, site+"/form", n, playwrightArgs()...); err != nil {
-			return fmt.Errorf("Playwright MCP, %d clients: %w", n, err)
+			return fmt.Errorf("playwright MCP, %d clients: %w", n, err)
 		}
 		r.peer = append(r.peer, row)
 	}
@@ -127,7 +127,7 @@ func playwrightCLI() (string, error) {
 		return "", err
 	}
 	if _, err := os.Stat(cli); err != nil {
-		return "", fmt.Errorf("Playwright MCP is not installed (%s): run make deps", cli)
+		return "", fmt.Errorf("playwright MCP is not installed (%s): run make deps", cli)
 	}
 	return cli, nil
 }
