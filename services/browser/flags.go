@@ -24,6 +24,8 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	fs.StringVar(&cfg.ChromeSandbox, "chrome-sandbox", config.Env("SOVEREIGN_CHROME_SANDBOX", "auto"), "Chromium's own sandbox: auto (on unless root), on, or off (the container is then the only wall; for runtimes whose seccomp forbids user namespaces) [SOVEREIGN_CHROME_SANDBOX]")
 	fs.IntVar(&cfg.MaxSessions, "max-sessions", config.MustInt(errs, "SOVEREIGN_MAX_SESSIONS", 16), "sessions one worker holds at most [SOVEREIGN_MAX_SESSIONS]")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", config.MustDuration(errs, "SOVEREIGN_IDLE_TIMEOUT", 10*time.Minute), "close a session after this long without a call [SOVEREIGN_IDLE_TIMEOUT]")
+	fs.DurationVar(&cfg.CheckpointEvery, "checkpoint-every", config.MustDuration(errs, "SOVEREIGN_CHECKPOINT_EVERY", 3*time.Second), "longest a session goes without a checkpoint into the fleet, so it can be restored when its worker dies (needs the operator secret key); a change is checkpointed within 0.5s; negative: no checkpoints [SOVEREIGN_CHECKPOINT_EVERY]")
+	fs.DurationVar(&cfg.CheckpointTTL, "checkpoint-ttl", config.MustDuration(errs, "SOVEREIGN_CHECKPOINT_TTL", time.Hour), "how long a session checkpoint outlives its last write [SOVEREIGN_CHECKPOINT_TTL]")
 	fs.Func("allow-scheme", "URL scheme open may use besides http, https and about; repeat or comma-separate (e.g. data,file) [SOVEREIGN_ALLOW_SCHEMES]", func(v string) error {
 		cfg.AllowedSchemes = appendSchemes(cfg.AllowedSchemes, v)
 		return nil

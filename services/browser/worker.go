@@ -7,6 +7,8 @@
 //
 //	sov.browser.open              open a session; a queue group of the workers
 //	                              that have free capacity (a full worker leaves it)
+//	sov.browser.restore           open a session from the checkpoint of a lost
+//	                              one (checkpoint.go); the same queue group
 //	sov.browser.w.<id>.call       run a tool in one of this worker's sessions
 //	sov.browser.w.<id>.close      close a session
 //	sov.browser.w.<id>.ping       liveness and load
@@ -77,6 +79,13 @@ type Config struct {
 	// it; zero: SOVEREIGN_PROFILE_MAX_UPLOAD_MB and
 	// SOVEREIGN_PROFILE_MAX_UNPACKED_MB.
 	ProfileLimits profiles.Limits
+	// CheckpointEvery is the longest a session goes without a checkpoint
+	// (checkpoint.go; default 3s); a change is checkpointed sooner. Below
+	// zero: no checkpoints. Checkpoints need SecretKey.
+	CheckpointEvery time.Duration
+	// CheckpointTTL is how long a checkpoint outlives its last write
+	// (default 1h).
+	CheckpointTTL time.Duration
 }
 
 // Worker runs one Chromium and its sessions.
@@ -99,6 +108,7 @@ type Worker struct {
 	profiles *profileCache     // base profiles (profile.go); set by Run
 	stopping <-chan struct{}   // closed when Run's context ends; nil before Run
 	ready    chan struct{}     // closed once the worker serves its endpoints
+	ckpt     *checkpoints      // nil while checkpoints are off (checkpoint.go); set by Run
 }
 
 var subjectToken = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -129,6 +139,15 @@ func (cfg Config) Resolve() (Config, error) {
 	}
 	if cfg.Chrome == "" {
 		cfg.Chrome = os.Getenv("SOVEREIGN_CHROME")
+	}
+	if cfg.CheckpointEvery == 0 {
+		cfg.CheckpointEvery = 3 * time.Second
+	}
+	if cfg.CheckpointTTL == 0 {
+		cfg.CheckpointTTL = time.Hour
+	}
+	if cfg.CheckpointTTL < time.Second {
+		return cfg, fmt.Errorf("checkpoint ttl %s: must be at least 1s", cfg.CheckpointTTL)
 	}
 	var err error
 	if cfg.ProfileLimits == (profiles.Limits{}) {
@@ -203,6 +222,9 @@ func (w *Worker) run(ctx context.Context) error {
 	if w.secrets != nil {
 		defer w.secrets.Close()
 	}
+	if err := w.openCheckpoints(ctx, c); err != nil { // checkpoint.go
+		return fmt.Errorf("session checkpoints: %w", err)
+	}
 	if err := w.openProfiles(); err != nil { // profile.go
 		return err
 	}
@@ -236,6 +258,10 @@ func (w *Worker) run(ctx context.Context) error {
 	w.mu.Unlock()
 	close(w.ready)
 	w.log.Info("browser worker ready", "chrome", w.exec, "max_sessions", w.cfg.MaxSessions, "idle_timeout", w.cfg.IdleTimeout.String())
+
+	var ckLoop sync.WaitGroup
+	defer ckLoop.Wait() // it ends with ctx; a close waits for a checkpoint under way
+	ckLoop.Go(func() { w.checkpointLoop(ctx) })
 
 	reap := time.NewTicker(min(w.cfg.IdleTimeout/4, 30*time.Second))
 	defer reap.Stop()
@@ -392,6 +418,11 @@ func (w *Worker) updateOpenLocked() {
 		err = svc.AddEndpoint("open", bus.Handle(w.c, w.open),
 			micro.WithEndpointSubject(w.c.Subject("browser", "open")),
 			micro.WithEndpointQueueGroup("sovereign-browser-open"))
+		if err == nil {
+			err = svc.AddEndpoint("restore", bus.Handle(w.c, w.restore), // checkpoint.go
+				micro.WithEndpointSubject(w.c.Subject("browser", "restore")),
+				micro.WithEndpointQueueGroup("sovereign-browser-open"))
+		}
 		if err != nil {
 			_ = svc.Stop()
 			w.log.Error("join open queue", "err", err)
@@ -411,6 +442,12 @@ func (w *Worker) stopOpenLocked() {
 }
 
 func (w *Worker) open(ctx context.Context, req *browserv1.OpenSessionRequest) (*browserv1.OpenSessionResponse, error) {
+	return w.openWith(ctx, req, nil)
+}
+
+// openWith opens a session as req asks; then, when fill is set, runs it on
+// the session before anyone else can (restore puts a checkpoint in).
+func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest, fill func(context.Context, *session) error) (*browserv1.OpenSessionResponse, error) {
 	w.mu.Lock()
 	if len(w.sessions) >= w.cfg.MaxSessions || w.browser == nil || w.browser.Err() != nil {
 		w.mu.Unlock()
@@ -433,6 +470,9 @@ func (w *Worker) open(ctx context.Context, req *browserv1.OpenSessionRequest) (*
 	} else {
 		err = s.start(ctx, w.pageOptions(), req.GetPolicy())
 	}
+	if err == nil && fill != nil {
+		err = fill(ctx, s)
+	}
 	if err == nil && ctx.Err() != nil {
 		// The caller gave up: nobody will use or close this session.
 		err = ctx.Err()
@@ -453,6 +493,7 @@ func (w *Worker) open(ctx context.Context, req *browserv1.OpenSessionRequest) (*
 		}
 		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "open browser session on %s: %v", w.cfg.ID, err)
 	}
+	w.markChanged(id) // checkpoint.go
 	w.log.InfoContext(ctx, "session opened", "session", id, "owner", s.owner, "profile", req.GetProfile())
 	return &browserv1.OpenSessionResponse{SessionId: id, WorkerId: w.cfg.ID}, nil
 }
@@ -495,6 +536,7 @@ func (w *Worker) call(ctx context.Context, req *browserv1.ToolRequest) (*browser
 		return nil, err
 	}
 	res, err := s.do(ctx, run, w.pageOptions())
+	w.markChanged(s.id) // checkpointed once this call releases the session (checkpoint.go)
 	if err != nil && s.browser.Err() != nil && !w.isStopping() {
 		// Chromium went away under the call: say so, not a CDP error.
 		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_LOST, "browser session %s was lost: its Chromium crashed", s.id)
@@ -530,6 +572,7 @@ func (w *Worker) closeSession(ctx context.Context, req *browserv1.CloseSessionRe
 		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_NOT_FOUND, "browser session %s is not open on worker %s", req.GetSessionId(), w.cfg.ID)
 	}
 	s.closeTabs()
+	w.dropCheckpoint(ctx, s.id) // checkpoint.go
 	w.log.InfoContext(ctx, "session closed", "session", s.id)
 	return &browserv1.CloseSessionResponse{}, nil
 }
@@ -557,6 +600,7 @@ func (w *Worker) reapIdle() {
 	w.mu.Unlock()
 	for _, s := range idle {
 		s.closeTabs()
+		w.dropCheckpoint(context.Background(), s.id) // checkpoint.go
 		w.log.Info("session closed after idle timeout", "session", s.id, "idle_timeout", w.cfg.IdleTimeout.String())
 	}
 }

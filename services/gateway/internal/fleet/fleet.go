@@ -1,7 +1,8 @@
 // Package fleet talks to the browser workers over the bus: it opens
-// sessions on any worker with capacity, runs tools on the worker that holds
-// a session (noticing at once when that worker dies), closes sessions, and
-// counts the workers when none can take a session.
+// sessions on any worker with capacity, restores a lost session from its
+// checkpoint, runs tools on the worker that holds a session (noticing at
+// once when that worker dies), closes sessions, and counts the workers
+// when none can take a session.
 package fleet
 
 import (
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
+	"google.golang.org/protobuf/proto"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
@@ -81,10 +83,36 @@ func plural(n int, one, many string) string {
 // is a *CapacityError. policy is in force before the session's first tab
 // loads anything.
 func (f *Fleet) Open(ctx context.Context, owner string, policy *browserv1.UrlPolicy, profile string) (workerID, sessionID string, err error) {
-	subject := f.c.Subject("browser", "open")
+	return f.place(ctx, "open", f.c.Subject("browser", "open"),
+		&browserv1.OpenSessionRequest{Owner: owner, Policy: policy, Profile: profile})
+}
+
+// Restore opens a new browser session from the last checkpoint of the
+// session oldSessionID, which was lost (its worker or its Chromium died:
+// a call on it failed with SESSION_LOST, or with UNAVAILABLE from a worker
+// that is no longer Alive). The new session, on any worker with capacity,
+// has the old one's cookies, the local storage of its tabs' origins, its
+// tabs at their URLs and its active tab, on the same base profile; page
+// state and snapshot refs are not kept. policy is the caller's current URL
+// policy, in force before any tab reopens; owner as for Open.
+//
+// Errors: SESSION_NOT_FOUND (bus.CodeOf) when there is no checkpoint (the
+// session closed normally, was restored already, its workers run without
+// the operator secret key, or the checkpoint outlived its TTL): the
+// session is gone for good. A *CapacityError when no worker can take it.
+// A checkpoint restores once: the old id's checkpoint is deleted, and the
+// new session checkpoints under its own id.
+func (f *Fleet) Restore(ctx context.Context, oldSessionID, owner string, policy *browserv1.UrlPolicy) (workerID, sessionID string, err error) {
+	return f.place(ctx, "restore", f.c.Subject("browser", "restore"),
+		&browserv1.RestoreSessionRequest{OldSessionId: oldSessionID, Owner: owner, Policy: policy})
+}
+
+// place sends req to the open queue group on subject and retries a worker
+// that filled up meanwhile; what names the operation in errors.
+func (f *Fleet) place(ctx context.Context, what, subject string, req proto.Message) (workerID, sessionID string, err error) {
 	for attempt := 1; ; attempt++ {
 		var resp browserv1.OpenSessionResponse
-		err = f.c.Request(ctx, subject, &browserv1.OpenSessionRequest{Owner: owner, Policy: policy, Profile: profile}, &resp)
+		err = f.c.Request(ctx, subject, req, &resp)
 		if err == nil {
 			if resp.GetWorkerId() == "" || resp.GetSessionId() == "" {
 				return "", "", bus.Errorf(commonv1.ErrorCode_INTERNAL, "worker answered %s without a worker or session id", subject)
@@ -93,7 +121,7 @@ func (f *Fleet) Open(ctx context.Context, owner string, policy *browserv1.UrlPol
 		}
 		code := bus.CodeOf(err)
 		if ctx.Err() != nil || (code != commonv1.ErrorCode_NO_CAPACITY && code != commonv1.ErrorCode_UNAVAILABLE) {
-			return "", "", fmt.Errorf("open browser session: %w", err)
+			return "", "", fmt.Errorf("%s browser session: %w", what, err)
 		}
 		// UNAVAILABLE: no worker is in the open queue group, which means
 		// none has room. NO_CAPACITY: the worker that answered filled up
@@ -104,7 +132,7 @@ func (f *Fleet) Open(ctx context.Context, owner string, policy *browserv1.UrlPol
 		}
 		select {
 		case <-ctx.Done():
-			return "", "", fmt.Errorf("open browser session: %w", err)
+			return "", "", fmt.Errorf("%s browser session: %w", what, err)
 		case <-time.After(time.Duration(attempt) * 25 * time.Millisecond):
 		}
 	}
