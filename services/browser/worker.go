@@ -79,6 +79,10 @@ type Config struct {
 	// it; zero: SOVEREIGN_PROFILE_MAX_UPLOAD_MB and
 	// SOVEREIGN_PROFILE_MAX_UNPACKED_MB.
 	ProfileLimits profiles.Limits
+	// WarmSessions is how many browser contexts the worker keeps ready
+	// for new sessions (pool.go): 0 means min(2, MaxSessions), below 0
+	// none. Open sessions plus warm ones never exceed MaxSessions.
+	WarmSessions int
 	// CheckpointEvery is the longest a session goes without a checkpoint
 	// (checkpoint.go; default 3s); a change is checkpointed sooner. Below
 	// zero: no checkpoints. Checkpoints need SecretKey.
@@ -109,6 +113,8 @@ type Worker struct {
 	stopping <-chan struct{}   // closed when Run's context ends; nil before Run
 	ready    chan struct{}     // closed once the worker serves its endpoints
 	ckpt     *checkpoints      // nil while checkpoints are off (checkpoint.go); set by Run
+	warm     []*session        // warm browser contexts of the shared Chromium (pool.go)
+	warmKick chan struct{}     // wakes the pool's refill loop
 }
 
 var subjectToken = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -183,6 +189,7 @@ func New(_ context.Context, cfg Config, c *bus.Conn) (*Worker, error) {
 		sessions: make(map[string]*session),
 		lost:     make(map[string]string),
 		ready:    make(chan struct{}),
+		warmKick: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -259,9 +266,10 @@ func (w *Worker) run(ctx context.Context) error {
 	close(w.ready)
 	w.log.Info("browser worker ready", "chrome", w.exec, "max_sessions", w.cfg.MaxSessions, "idle_timeout", w.cfg.IdleTimeout.String())
 
-	var ckLoop sync.WaitGroup
-	defer ckLoop.Wait() // it ends with ctx; a close waits for a checkpoint under way
-	ckLoop.Go(func() { w.checkpointLoop(ctx) })
+	var loops sync.WaitGroup
+	defer loops.Wait()                         // they end with ctx; a close waits for a checkpoint under way
+	loops.Go(func() { w.checkpointLoop(ctx) }) // checkpoint.go
+	loops.Go(func() { w.warmLoop(ctx) })       // pool.go
 
 	reap := time.NewTicker(min(w.cfg.IdleTimeout/4, 30*time.Second))
 	defer reap.Stop()
@@ -321,13 +329,14 @@ func (w *Worker) chromeDied(ctx context.Context, bg *sync.WaitGroup) {
 	for _, s := range lost {
 		w.markLostLocked(s.id, "its Chromium crashed")
 	}
+	cold := w.drainWarmLocked() // pool.go
 	w.stopOpenLocked()
 	w.mu.Unlock()
 	n := len(lost)
 	sessionsLost.WithLabelValues(w.cfg.ID).Add(float64(n)) // metrics.go
 	// Their tabs died with Chromium; closing only releases what is left.
 	// It must not hold up the restart, nor w.mu (pings and other calls).
-	bg.Go(func() { closeAll(lost) })
+	bg.Go(func() { closeAll(lost); closeAll(cold) })
 	w.log.Error("chromium died; restarting it", "lost_sessions", n)
 	backoff := time.Second
 	for ctx.Err() == nil {
@@ -364,7 +373,7 @@ func (w *Worker) markLostLocked(id, why string) {
 func (w *Worker) shutdown() {
 	w.mu.Lock()
 	w.stopOpenLocked()
-	all := w.takeSessionsLocked()
+	all := append(w.takeSessionsLocked(), w.drainWarmLocked()...)
 	w.mu.Unlock()
 	closeAll(all)
 }
@@ -454,20 +463,35 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 		return nil, bus.Errorf(commonv1.ErrorCode_NO_CAPACITY, "browser worker %s is at its limit of %d sessions", w.cfg.ID, w.cfg.MaxSessions)
 	}
 	id := "s" + randomHex(12)
-	// busy until started: the idle reaper must not close a session that is
-	// still opening.
-	s := newSession(id, req.GetOwner(), w.browser, w.guard)
-	// window.nostr asks the signer (nostr.go).
-	s.bus, s.log = w.c, w.log
-	s.lock <- struct{}{} // held until started: no call or close runs on a half-made session
-	w.sessions[id] = s   // reserve the slot before the slow part
+	var s *session
+	var drop []*session // warm contexts to close: dead, or beyond the free slots
+	if warmEligible(req) {
+		s, drop = w.takeWarmLocked() // pool.go
+	}
+	warm := s != nil
+	if warm {
+		s.id, s.owner = id, req.GetOwner()
+	} else {
+		// busy until started: the idle reaper must not close a session
+		// that is still opening.
+		s = newSession(id, req.GetOwner(), w.browser, w.guard)
+		// window.nostr asks the signer (nostr.go).
+		s.bus, s.log = w.c, w.log
+	}
+	s.lock <- struct{}{}                       // held until started: no call or close runs on a half-made session
+	w.sessions[id] = s                         // reserve the slot before the slow part
+	drop = append(drop, w.trimWarmLocked()...) // a cold open may take a warm context's slot
 	w.updateOpenLocked()
 	w.mu.Unlock()
+	closeAll(drop)
 
 	var err error
-	if req.GetProfile() != "" {
+	switch {
+	case warm:
+		err = s.applyPolicy(ctx, req.GetPolicy()) // the caller's policy replaces the warm one
+	case req.GetProfile() != "":
 		err = w.startProfile(ctx, s, req.GetProfile(), req.GetPolicy()) // profile.go
-	} else {
+	default:
 		err = s.start(ctx, w.pageOptions(), req.GetPolicy())
 	}
 	if err == nil && fill != nil {
@@ -572,6 +596,7 @@ func (w *Worker) closeSession(ctx context.Context, req *browserv1.CloseSessionRe
 		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_NOT_FOUND, "browser session %s is not open on worker %s", req.GetSessionId(), w.cfg.ID)
 	}
 	s.closeTabs()
+	w.kickWarm()                // a slot is free: pool.go
 	w.dropCheckpoint(ctx, s.id) // checkpoint.go
 	w.log.InfoContext(ctx, "session closed", "session", s.id)
 	return &browserv1.CloseSessionResponse{}, nil

@@ -146,6 +146,10 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if err := measureBreakdown(ctx, cfg, f, gw.MCP, site.URL, r); err != nil {
 		return err
 	}
+	logf("first tool call of new sessions, 1 and 8 at once…")
+	if err := measureFirstCall(ctx, gw.MCP, site.URL, r); err != nil {
+		return err
+	}
 	logf("scenario throughput (%s per run)…", cfg.duration)
 	if err := measureThroughput(ctx, cfg, gw.MCP, site.URL, direct, r); err != nil {
 		return err

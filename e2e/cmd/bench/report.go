@@ -35,6 +35,8 @@ type report struct {
 
 	memBefore, memAfter harness.Memory
 	memLoaded           harness.Memory // memAfter's sessions, each with a 2,000-element page open
+
+	starts []startRow // first tool call of a new session (start.go)
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
@@ -112,6 +114,7 @@ func (r *report) print(out io.Writer) {
 	w.Flush()
 	fmt.Fprintln(out, "  one op = one tool call of the loop snapshot → click → fill → get_text on the form page")
 	r.printPeer(out)
+	r.printStarts(out)
 
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
