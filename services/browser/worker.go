@@ -12,6 +12,10 @@
 //	sov.browser.w.<id>.call       run a tool in one of this worker's sessions
 //	sov.browser.w.<id>.close      close a session
 //	sov.browser.w.<id>.ping       liveness and load
+//	sov.browser.w.<id>.open       open a session on this worker (placement by
+//	                              the gateway from the loads, load.go)
+//	sov.browser.w.<id>.restore    restore a session on this worker
+//	sov.browser.load              each worker's headroom, published every second
 //	sov.browser.http              send one call of a custom HTTP tool; a queue
 //	                              group of every worker (http.go)
 package browser
@@ -83,6 +87,9 @@ type Config struct {
 	// for new sessions (pool.go): 0 means min(2, MaxSessions), below 0
 	// none. Open sessions plus warm ones never exceed MaxSessions.
 	WarmSessions int
+	// MinFreeMemory is the available memory (bytes) below which the
+	// worker takes no new session (load.go); 0: 256 MiB, below 0: never.
+	MinFreeMemory int64
 	// CheckpointEvery is the longest a session goes without a checkpoint
 	// (checkpoint.go; default 3s); a change is checkpointed sooner. Below
 	// zero: no checkpoints. Checkpoints need SecretKey.
@@ -115,6 +122,8 @@ type Worker struct {
 	ckpt     *checkpoints      // nil while checkpoints are off (checkpoint.go); set by Run
 	warm     []*session        // warm browser contexts of the shared Chromium (pool.go)
 	warmKick chan struct{}     // wakes the pool's refill loop
+	loadKick chan struct{}     // asks for a load report now (load.go)
+	pressure bool              // under memory pressure: no new sessions (load.go)
 }
 
 var subjectToken = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -145,6 +154,9 @@ func (cfg Config) Resolve() (Config, error) {
 	}
 	if cfg.Chrome == "" {
 		cfg.Chrome = os.Getenv("SOVEREIGN_CHROME")
+	}
+	if cfg.MinFreeMemory == 0 {
+		cfg.MinFreeMemory = 256 << 20
 	}
 	if cfg.CheckpointEvery == 0 {
 		cfg.CheckpointEvery = 3 * time.Second
@@ -190,6 +202,7 @@ func New(_ context.Context, cfg Config, c *bus.Conn) (*Worker, error) {
 		lost:     make(map[string]string),
 		ready:    make(chan struct{}),
 		warmKick: make(chan struct{}, 1),
+		loadKick: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -249,9 +262,11 @@ func (w *Worker) run(ctx context.Context) error {
 	defer svc.Stop()
 	g := svc.AddGroup(c.Subject("browser", "w", w.cfg.ID), micro.WithGroupQueueGroupDisabled())
 	for name, h := range map[string]micro.Handler{
-		"call":  bus.Handle(c, w.call),
-		"close": bus.Handle(c, w.closeSession),
-		"ping":  bus.Handle(c, w.ping),
+		"call":    bus.Handle(c, w.call),
+		"close":   bus.Handle(c, w.closeSession),
+		"ping":    bus.Handle(c, w.ping),
+		"open":    bus.Handle(c, w.open),    // placed by the gateway (load.go)
+		"restore": bus.Handle(c, w.restore), // checkpoint.go
 	} {
 		if err := g.AddEndpoint(name, h); err != nil {
 			return fmt.Errorf("add endpoint %s: %w", name, err)
@@ -270,6 +285,7 @@ func (w *Worker) run(ctx context.Context) error {
 	defer loops.Wait()                         // they end with ctx; a close waits for a checkpoint under way
 	loops.Go(func() { w.checkpointLoop(ctx) }) // checkpoint.go
 	loops.Go(func() { w.warmLoop(ctx) })       // pool.go
+	loops.Go(func() { w.loadLoop(ctx) })       // load.go
 
 	reap := time.NewTicker(min(w.cfg.IdleTimeout/4, 30*time.Second))
 	defer reap.Stop()
@@ -415,7 +431,7 @@ func closeAll(all []*session) {
 // leaves it when it is full, so that an open request only reaches workers
 // that can take it, and a full fleet answers "no responders" at once.
 func (w *Worker) updateOpenLocked() {
-	room := w.browser != nil && w.browser.Err() == nil && len(w.sessions) < w.cfg.MaxSessions && !w.stoppingLocked()
+	room := w.acceptingLocked() // load.go
 	switch {
 	case room && w.openSvc == nil:
 		svc, err := w.c.AddService("sovereign-browser-open", Version, "Opens browser sessions on workers with free capacity",
@@ -461,6 +477,10 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 	if len(w.sessions) >= w.cfg.MaxSessions || w.browser == nil || w.browser.Err() != nil {
 		w.mu.Unlock()
 		return nil, bus.Errorf(commonv1.ErrorCode_NO_CAPACITY, "browser worker %s is at its limit of %d sessions", w.cfg.ID, w.cfg.MaxSessions)
+	}
+	if w.pressure {
+		w.mu.Unlock()
+		return nil, bus.Errorf(commonv1.ErrorCode_NO_CAPACITY, "browser worker %s is under memory pressure (less than %d MiB available): it takes no new session", w.cfg.ID, w.cfg.MinFreeMemory>>20)
 	}
 	id := "s" + randomHex(12)
 	var s *session
@@ -518,6 +538,7 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "open browser session on %s: %v", w.cfg.ID, err)
 	}
 	w.markChanged(id) // checkpoint.go
+	w.kickLoad()      // load.go
 	w.log.InfoContext(ctx, "session opened", "session", id, "owner", s.owner, "profile", req.GetProfile())
 	return &browserv1.OpenSessionResponse{SessionId: id, WorkerId: w.cfg.ID}, nil
 }
@@ -597,6 +618,7 @@ func (w *Worker) closeSession(ctx context.Context, req *browserv1.CloseSessionRe
 	}
 	s.closeTabs()
 	w.kickWarm()                // a slot is free: pool.go
+	w.kickLoad()                // load.go
 	w.dropCheckpoint(ctx, s.id) // checkpoint.go
 	w.log.InfoContext(ctx, "session closed", "session", s.id)
 	return &browserv1.CloseSessionResponse{}, nil

@@ -34,6 +34,7 @@ type config struct {
 	idle      int
 	timeout   time.Duration
 	verbose   bool
+	only      string
 }
 
 func main() {
@@ -48,6 +49,7 @@ func main() {
 	flag.IntVar(&cfg.idle, "idle", 10, "idle sessions opened to measure memory per session")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "bound of the whole run")
 	flag.BoolVar(&cfg.verbose, "v", false, "stream the output of the fleet's processes to stderr")
+	flag.StringVar(&cfg.only, "only", "", "sessions: measure only the session figures (first tool call of new sessions, placement spread), skipping the rest")
 	flag.Parse()
 	if cfg.mode != "fleet" && cfg.mode != "up" {
 		fmt.Fprintf(os.Stderr, "bench: -mode %q: want fleet or up\n", cfg.mode)
@@ -137,6 +139,15 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	defer direct.close()
 
 	r := &report{cfg: cfg, desc: desc, chrome: chrome.Exe, flags: direct.flags}
+	if cfg.only == "sessions" {
+		logf("first tool call of new sessions, 1 and 8 at once…")
+		if err := measureFirstCall(ctx, gw.MCP, site.URL, r); err != nil {
+			return err
+		}
+		r.elapsed = time.Since(started)
+		r.printStarts(out)
+		return nil
+	}
 
 	logf("per-tool latency (%d calls each)…", cfg.n)
 	if err := measureTools(ctx, cfg, gw.MCP, site.URL, direct, r); err != nil {

@@ -27,22 +27,29 @@ const WorkerService = "sovereign-browser"
 // still there.
 const DefaultLiveness = 300 * time.Millisecond
 
-// openAttempts bounds retries when a worker that raced to full answers
-// NO_CAPACITY.
-const openAttempts = 4
+// openAttempts bounds retries on the open queue group when a worker that
+// raced to full answers NO_CAPACITY; maxPlaceTries bounds every attempt of
+// one open, direct ones included.
+const (
+	openAttempts  = 4
+	maxPlaceTries = 12
+)
 
 // Fleet is the gateway's view of the browser workers.
 type Fleet struct {
 	c        *bus.Conn
 	liveness time.Duration
+	loads    *loads // the workers' headroom (place.go)
 }
 
 // New returns a fleet client on c; liveness <= 0 means DefaultLiveness.
+// It follows the workers' load reports (sov.browser.load) for as long as
+// c is open, to place new sessions (place.go).
 func New(c *bus.Conn, liveness time.Duration) *Fleet {
 	if liveness <= 0 {
 		liveness = DefaultLiveness
 	}
-	return &Fleet{c: c, liveness: liveness}
+	return &Fleet{c: c, liveness: liveness, loads: watchLoads(c)}
 }
 
 // CapacityError says that no worker could take a new session, and how the
@@ -107,15 +114,24 @@ func (f *Fleet) Restore(ctx context.Context, oldSessionID, owner string, policy 
 		&browserv1.RestoreSessionRequest{OldSessionId: oldSessionID, Owner: owner, Policy: policy})
 }
 
-// place sends req to the open queue group on subject and retries a worker
-// that filled up meanwhile; what names the operation in errors.
+// place sends req to the worker with the most headroom (on its own
+// subject, verb being "open" or "restore"), or to the open queue group
+// (subject) when no load is known; a worker that turns out full or gone
+// is set aside and the next is tried. what names the operation in
+// errors.
 func (f *Fleet) place(ctx context.Context, what, subject string, req proto.Message) (workerID, sessionID string, err error) {
-	for attempt := 1; ; attempt++ {
+	verb := what
+	queued := 0 // attempts on the queue group
+	for tries := 0; tries < maxPlaceTries; tries++ {
+		target, id := subject, f.loads.pick()
+		if id != "" {
+			target = f.c.Subject("browser", "w", id, verb)
+		}
 		var resp browserv1.OpenSessionResponse
-		err = f.c.Request(ctx, subject, req, &resp)
+		err = f.c.Request(ctx, target, req, &resp)
 		if err == nil {
 			if resp.GetWorkerId() == "" || resp.GetSessionId() == "" {
-				return "", "", bus.Errorf(commonv1.ErrorCode_INTERNAL, "worker answered %s without a worker or session id", subject)
+				return "", "", bus.Errorf(commonv1.ErrorCode_INTERNAL, "worker answered %s without a worker or session id", target)
 			}
 			return resp.GetWorkerId(), resp.GetSessionId(), nil
 		}
@@ -123,19 +139,27 @@ func (f *Fleet) place(ctx context.Context, what, subject string, req proto.Messa
 		if ctx.Err() != nil || (code != commonv1.ErrorCode_NO_CAPACITY && code != commonv1.ErrorCode_UNAVAILABLE) {
 			return "", "", fmt.Errorf("%s browser session: %w", what, err)
 		}
+		if id != "" {
+			// Full, under memory pressure, or gone since its last report:
+			// not again until it reports room.
+			f.loads.setAside(id)
+			continue
+		}
+		queued++
 		// UNAVAILABLE: no worker is in the open queue group, which means
 		// none has room. NO_CAPACITY: the worker that answered filled up
 		// meanwhile; another may still have room.
-		if code == commonv1.ErrorCode_UNAVAILABLE || attempt == openAttempts {
-			noCapacityTotal.Inc() // metrics.go
-			return "", "", &CapacityError{Census: f.Census(ctx), Err: err}
+		if code == commonv1.ErrorCode_UNAVAILABLE || queued == openAttempts {
+			break
 		}
 		select {
 		case <-ctx.Done():
 			return "", "", fmt.Errorf("%s browser session: %w", what, err)
-		case <-time.After(time.Duration(attempt) * 25 * time.Millisecond):
+		case <-time.After(time.Duration(queued) * 25 * time.Millisecond):
 		}
 	}
+	noCapacityTotal.Inc() // metrics.go
+	return "", "", &CapacityError{Census: f.Census(ctx), Err: err}
 }
 
 // Call runs req (whose SessionId is set) on workerID. While it runs, the
