@@ -144,8 +144,15 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		if err := measureFirstCall(ctx, gw.MCP, site.URL, r); err != nil {
 			return err
 		}
+		if cfg.mode == "fleet" {
+			logf("placement spread over three workers…")
+			if err := measureSpread(ctx, f, gw.MCP, site.URL, maxSessions, r); err != nil {
+				return err
+			}
+		}
 		r.elapsed = time.Since(started)
 		r.printStarts(out)
+		r.printSpread(out)
 		return nil
 	}
 
@@ -180,6 +187,12 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	logf("memory per session (%d sessions, idle then each on a 2,000-element page)…", cfg.idle)
 	if err := measureMemory(ctx, cfg, gw.MCP, site.URL, worker.PID(), r); err != nil {
 		return err
+	}
+	if cfg.mode == "fleet" { // last: the other figures are of one worker
+		logf("placement spread over three workers…")
+		if err := measureSpread(ctx, f, gw.MCP, site.URL, maxSessions, r); err != nil {
+			return err
+		}
 	}
 	r.elapsed = time.Since(started)
 	r.print(out)
