@@ -35,6 +35,7 @@ type config struct {
 	timeout   time.Duration
 	verbose   bool
 	only      string
+	warm      int
 }
 
 func main() {
@@ -49,6 +50,7 @@ func main() {
 	flag.IntVar(&cfg.idle, "idle", 10, "idle sessions opened to measure memory per session")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "bound of the whole run")
 	flag.BoolVar(&cfg.verbose, "v", false, "stream the output of the fleet's processes to stderr")
+	flag.IntVar(&cfg.warm, "warm-sessions", 8, "the workers' --warm-sessions (warm browser contexts each keeps ready); 0: the workers' default, min(2, --max-sessions)")
 	flag.StringVar(&cfg.only, "only", "", "sessions: measure only the session figures (first tool call of new sessions, placement spread), skipping the rest")
 	flag.Parse()
 	if cfg.mode != "fleet" && cfg.mode != "up" {
@@ -102,6 +104,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		f.Close()
 	}()
 	maxSessions := cfg.clients + cfg.idle + 8
+	warmArgs := []string{"--warm-sessions", fmt.Sprint(cfg.warm)}
 	var gw *harness.Gateway
 	var desc string
 	switch cfg.mode {
@@ -110,7 +113,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		if _, err := f.StartNATS(ctx); err != nil {
 			return err
 		}
-		if _, err := f.StartWorker(ctx, "bench-w1", maxSessions); err != nil {
+		if _, err := f.StartWorker(ctx, "bench-w1", maxSessions, warmArgs...); err != nil {
 			return err
 		}
 		if gw, err = f.StartGateway(ctx); err != nil {
@@ -119,7 +122,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		desc = "HTTP MCP client → gateway process → nats-server (loopback TCP) → worker process → CDP"
 	case "up":
 		logf("starting sovereign up…")
-		if gw, err = f.StartUp(ctx, 1, maxSessions); err != nil {
+		if gw, err = f.StartUp(ctx, 1, maxSessions, warmArgs...); err != nil {
 			return err
 		}
 		desc = "HTTP MCP client → sovereign up (gateway → embedded NATS → worker, one process) → CDP"

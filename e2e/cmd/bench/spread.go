@@ -27,7 +27,7 @@ var spreadWorkers = []string{"bench-w1", "bench-w2", "bench-w3"}
 // counting the browser sessions each worker holds (by ping) after each run.
 func measureSpread(ctx context.Context, f *harness.Fleet, url, site string, maxSessions int, r *report) error {
 	for _, id := range spreadWorkers[1:] {
-		if _, err := f.StartWorker(ctx, id, maxSessions); err != nil {
+		if _, err := f.StartWorker(ctx, id, maxSessions, "--warm-sessions", fmt.Sprint(r.cfg.warm)); err != nil {
 			return err
 		}
 	}

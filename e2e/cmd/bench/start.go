@@ -22,7 +22,7 @@ type startRow struct {
 
 // measureFirstCall times the first tool call of new MCP sessions (an open
 // of a small local page, which opens the browser session too), k sessions
-// arriving at once, after the worker had time to refill its warm pool.
+// arriving at once, 5 s after the last round (for the warm pool to refill).
 // The MCP initialize handshake is not timed.
 func measureFirstCall(ctx context.Context, url, site string, r *report) error {
 	for _, k := range []int{1, 8} {
@@ -31,7 +31,7 @@ func measureFirstCall(ctx context.Context, url, site string, r *report) error {
 			select { // the pool refills in the background
 			case <-ctx.Done():
 				return errTimeout
-			case <-time.After(3 * time.Second):
+			case <-time.After(5 * time.Second):
 			}
 			d, err := firstCalls(ctx, url, site, k)
 			if err != nil {
@@ -107,5 +107,5 @@ func (r *report) printStarts(out io.Writer) {
 	}
 	w.Flush()
 	fmt.Fprintln(out, "  open of a small local page as each new MCP session's first call (it opens the browser session: a warm")
-	fmt.Fprintln(out, "  context from the worker's pool while one is left, else a cold one); 3 rounds, 3 s apart for the pool to refill")
+	fmt.Fprintf(out, "  context from the worker's pool while one is left, else a cold one); --warm-sessions %d; 3 rounds, 5 s apart for the pool to refill\n", r.cfg.warm)
 }
