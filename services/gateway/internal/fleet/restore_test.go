@@ -151,7 +151,10 @@ func TestRestoreAfterWorkerDies(t *testing.T) {
 	stopA := runWorker(t, srv, cfg("wa"))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	wid, sid, err := fl.Open(ctx, "ada", nil, "")
+	// As from a gateway: an enforced policy (this one allows everything),
+	// so the sessions come from the workers' warm pools.
+	pol := &browserv1.UrlPolicy{Enforced: true}
+	wid, sid, err := fl.Open(ctx, "ada", pol, "")
 	if err != nil || wid != "wa" {
 		t.Fatalf("Open = %s, %s, %v; want a session on wa", wid, sid, err)
 	}
@@ -197,7 +200,7 @@ func TestRestoreAfterWorkerDies(t *testing.T) {
 	stopA(true)
 	runWorker(t, srv, cfg("wb"))
 	start := time.Now()
-	nw, nsid, err := fl.Restore(ctx, sid, "ada", nil)
+	nw, nsid, err := fl.Restore(ctx, sid, "ada", pol)
 	if err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
@@ -221,7 +224,7 @@ func TestRestoreAfterWorkerDies(t *testing.T) {
 	}
 
 	// Restored once: the old checkpoint is gone.
-	if _, _, err := fl.Restore(ctx, sid, "ada", nil); bus.CodeOf(err) != commonv1.ErrorCode_SESSION_NOT_FOUND {
+	if _, _, err := fl.Restore(ctx, sid, "ada", pol); bus.CodeOf(err) != commonv1.ErrorCode_SESSION_NOT_FOUND {
 		t.Errorf("second Restore of %s: %v (%v), want SESSION_NOT_FOUND", sid, err, bus.CodeOf(err))
 	}
 	// The new session checkpoints; closing it deletes its checkpoint.
