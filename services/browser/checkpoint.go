@@ -396,7 +396,7 @@ func (s *session) apply(ctx context.Context, cp *checkpoint, opts page.Options) 
 		}
 		_, _ = t.page.Do(ctx, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: u}}})
 		if script != "" {
-			_, _ = chromedp.Call(tctx, cdppage.RemoveScriptToEvaluateOnNewDocument, cdppage.RemoveScriptToEvaluateOnNewDocumentParams{Identifier: added.Identifier})
+			_, _ = chromedp.Call(tctx, cdppage.RemoveScriptToEvaluateOnNewDocument, cdppage.RemoveScriptToEvaluateOnNewDocumentParams(added))
 		}
 		cancel()
 		if ctx.Err() != nil {
