@@ -55,6 +55,10 @@ import (
 // checkpoint: the debounce of a change.
 const checkpointTick = 500 * time.Millisecond
 
+// captureTimeout bounds reading a session's state, during which its calls
+// wait.
+const captureTimeout = 2 * time.Second
+
 // maxCheckpointBytes bounds one sealed checkpoint (the NATS payload
 // limit is 1 MiB by default); a larger one is not written, and logged.
 const maxCheckpointBytes = 900 << 10
@@ -192,7 +196,9 @@ func (w *Worker) checkpointSession(ctx context.Context, s *session) {
 	ck.mu.Unlock()
 	// Held until written: a close waits for it, so its delete comes last.
 	defer func() { <-s.lock }()
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// Bounded: a call waits for the capture (a page whose main thread is
+	// busy answers late; its next checkpoint comes at the next interval).
+	cctx, cancel := context.WithTimeout(ctx, captureTimeout)
 	cp, err := s.capture(cctx)
 	cancel()
 	if err != nil {
