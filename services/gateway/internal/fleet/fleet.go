@@ -8,10 +8,12 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"google.golang.org/protobuf/proto"
 
@@ -293,4 +295,30 @@ func (f *Fleet) discover(ctx context.Context) []string {
 		}
 		wait = censusQuiet
 	}
+}
+
+// checkpointBucketSuffix names the workers' checkpoint bucket
+// (services/browser/checkpoint.go: bus.BucketName(prefix, this)).
+const checkpointBucketSuffix = "_browser_checkpoints"
+
+// Forget deletes the checkpoint of browser session sessionID, for a
+// session the gateway ends while its worker is gone (the worker deletes
+// the checkpoints of the sessions it closes itself). A fleet without
+// checkpoints, or a session without one, is not an error.
+func (f *Fleet) Forget(ctx context.Context, sessionID string) error {
+	js, err := jetstream.New(f.c.NATS())
+	if err != nil {
+		return fmt.Errorf("forget the checkpoint of %s: %w", sessionID, err)
+	}
+	kv, err := js.KeyValue(ctx, bus.BucketName(f.c.Prefix(), checkpointBucketSuffix))
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("forget the checkpoint of %s: %w", sessionID, err)
+	}
+	if err := kv.Purge(ctx, sessionID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("forget the checkpoint of %s: %w", sessionID, err)
+	}
+	return nil
 }

@@ -242,3 +242,32 @@ func TestRestoreAfterWorkerDies(t *testing.T) {
 		return nil
 	})
 }
+
+// TestForget: the gateway deletes a checkpoint its worker cannot; without
+// a bucket or a checkpoint, Forget does nothing.
+func TestForget(t *testing.T) {
+	srv := natstest.Server(t)
+	c := natstest.Bus(t, srv)
+	fl := fleet.New(c, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fl.Forget(ctx, "s1"); err != nil {
+		t.Fatalf("Forget without a bucket: %v", err)
+	}
+	kv, err := bus.OpenKV(ctx, c.NATS(), jetstream.KeyValueConfig{Bucket: bus.BucketName(c.Prefix(), "_browser_checkpoints")}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "s1", []byte("sealed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := fl.Forget(ctx, "s1"); err != nil {
+		t.Fatalf("Forget: %v", err)
+	}
+	if _, err := kv.Get(ctx, "s1"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("after Forget, Get = %v, want ErrKeyNotFound", err)
+	}
+	if err := fl.Forget(ctx, "s2"); err != nil {
+		t.Fatalf("Forget of a session without a checkpoint: %v", err)
+	}
+}
