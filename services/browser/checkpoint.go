@@ -105,8 +105,12 @@ func checkpointBucket(prefix string) string { return bus.BucketName(prefix, "_br
 
 // openCheckpoints opens the checkpoint bucket when the worker has a key.
 func (w *Worker) openCheckpoints(ctx context.Context, c *bus.Conn) error {
-	if w.cfg.SecretKey == nil || w.cfg.CheckpointEvery < 0 {
-		w.log.Info("session checkpoints are off", "why", map[bool]string{true: "no operator secret key", false: "checkpoint interval below zero"}[w.cfg.SecretKey == nil])
+	switch {
+	case w.cfg.SecretKey == nil:
+		w.log.Info("session checkpoints are off: the worker has no operator secret key to seal them with")
+		return nil
+	case w.cfg.CheckpointEvery < 0:
+		w.log.Info("session checkpoints are off (--checkpoint-every below zero)")
 		return nil
 	}
 	kv, err := bus.OpenKV(ctx, c.NATS(), jetstream.KeyValueConfig{
@@ -170,6 +174,7 @@ func (w *Worker) checkpointLoop(ctx context.Context) {
 			all = append(all, s)
 		}
 		w.mu.Unlock()
+		ck.forgetGone(all)
 		now := time.Now()
 		for _, s := range all {
 			ck.mu.Lock()
@@ -178,6 +183,27 @@ func (w *Worker) checkpointLoop(ctx context.Context) {
 			if due && ctx.Err() == nil {
 				w.checkpointSession(ctx, s)
 			}
+		}
+	}
+}
+
+// forgetGone drops the state of sessions no longer open (lost with their
+// Chromium: their checkpoints stay in the bucket, to be restored).
+func (ck *checkpoints) forgetGone(open []*session) {
+	ids := make(map[string]bool, len(open))
+	for _, s := range open {
+		ids[s.id] = true
+	}
+	ck.mu.Lock()
+	defer ck.mu.Unlock()
+	for id := range ck.written {
+		if !ids[id] {
+			delete(ck.written, id)
+		}
+	}
+	for id := range ck.dirty {
+		if !ids[id] {
+			delete(ck.dirty, id)
 		}
 	}
 }
