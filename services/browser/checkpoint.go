@@ -4,8 +4,9 @@ package browser
 // sessions' state into the fleet, so that a session outlives its worker
 // (or its Chromium). What is kept: the cookies of the session's browser
 // context (Storage.getCookies), the local storage of the origin of each
-// open tab, the tabs' URLs, the active tab, and the base profile the
-// session started from. It goes into the JetStream KV bucket
+// open tab, the tabs' URLs, the active tab, the base profile the session
+// started from and its Nostr identity (the public key window.nostr
+// answers for; the key itself stays in the signer). It goes into the JetStream KV bucket
 // <prefix>_browser_checkpoints (file storage, the fleet's replica count,
 // a TTL), one key per session id, sealed with the operator key as the
 // secret store seals a secret (AES-256-GCM, bound to the session id).
@@ -69,6 +70,7 @@ type checkpoint struct {
 	Worker  string            `json:"worker"`
 	Owner   string            `json:"owner,omitempty"`
 	Profile string            `json:"profile,omitempty"`
+	Pubkey  string            `json:"pubkey,omitempty"` // the Nostr identity of window.nostr (nostr.go)
 	Cookies []*network.Cookie `json:"cookies,omitempty"`
 	Storage []originStorage   `json:"storage,omitempty"`
 	Tabs    []string          `json:"tabs"`
@@ -292,7 +294,7 @@ func (s *session) capture(ctx context.Context) (*checkpoint, error) {
 	if s.ctx.Err() != nil {
 		return nil, errors.New("the session is closing")
 	}
-	cp := &checkpoint{Session: s.id, Owner: s.owner, Profile: s.profile, Active: s.active, Tabs: make([]string, 0, len(s.tabs))}
+	cp := &checkpoint{Session: s.id, Owner: s.owner, Profile: s.profile, Pubkey: s.pubkey, Active: s.active, Tabs: make([]string, 0, len(s.tabs))}
 	bctx, cancel := within(s.browser, ctx)
 	defer cancel()
 	cookies, err := chromedp.CallBrowser(bctx, storage.GetCookies, storage.GetCookiesParams{BrowserContextID: s.bcid})
@@ -399,6 +401,13 @@ func (s *session) apply(ctx context.Context, cp *checkpoint, opts page.Options) 
 		cancel()
 		if err != nil {
 			return fmt.Errorf("restore cookies: %w", err)
+		}
+	}
+	if cp.Pubkey != "" {
+		// window.nostr in the pages before they load; the signer answers
+		// for the new session once the gateway moved the identity to it.
+		if _, err := s.setIdentity(ctx, cp.Pubkey); err != nil {
+			return fmt.Errorf("restore the identity: %w", err)
 		}
 	}
 	script, err := storageRestoreScript(cp.Storage)
