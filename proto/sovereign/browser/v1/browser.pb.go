@@ -2235,7 +2235,8 @@ func (x *HTTPToolResponse) GetClipped() bool {
 }
 
 // RestoreSessionRequest asks a worker with capacity (subject
-// sov.browser.restore, the open queue group) to open a new session from
+// sov.browser.w.<worker_id>.restore of the worker the gateway placed it
+// on, or sov.browser.restore, the open queue group) to open a new session from
 // the last checkpoint of a session that was lost with its worker: its
 // cookies, the local storage of the origins of its tabs, its tabs (by
 // URL) and its active tab, on the same base profile. The answer is an
