@@ -230,3 +230,49 @@ func TestChaosGreedyCaller(t *testing.T) {
 		}
 	}
 }
+
+// TestChaosWorkerKilled: 8 clients browse over two workers that keep
+// checkpoints (they hold the operator secret key); one worker is killed
+// with SIGKILL. Only the calls in flight on it fail, each clearly; every
+// one of its sessions comes back on the other worker with its cookies; no
+// session of the other worker sees an error.
+func TestChaosWorkerKilled(t *testing.T) {
+	t.Setenv("SOVEREIGN_SECRET_KEY", strings.Repeat("ab", 32)) // inherited by the workers
+	f := startFleet(t, fleetSpec{workers: 2, gateways: 1, maxSessions: 10})
+	site := newSite(t)
+	ctx := callCtx(t, 4*time.Minute)
+	url := f.Gateways[0].MCP
+	clients := withCookies(t, ctx, url, site, 8)
+	time.Sleep(4 * time.Second) // a checkpoint of every session (at most --checkpoint-every apart)
+
+	loop := &browseLoop{}
+	stop := make(chan struct{})
+	wg := loop.run(ctx, stop, clients, site)
+	time.Sleep(2 * time.Second)
+	victim := f.Workers[0]
+	spread := f.Sessions(ctx)
+	killed := time.Now()
+	if err := victim.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Second)
+	close(stop)
+	wg.Wait()
+	loop.mu.Lock()
+	lastFail := loop.lastFail
+	errs := loop.firstErrs
+	loop.mu.Unlock()
+	t.Logf("sessions per worker before the kill %v; %s killed; %d calls, %d failed; last failure %s after the kill; errors: %s",
+		spread, victim.ID, loop.calls.Load(), loop.failed.Load(), lastFail.Sub(killed).Round(time.Millisecond), strings.Join(errs, " | "))
+	if n := loop.failed.Load(); n > int64(spread[victim.ID]) {
+		t.Errorf("%d calls failed; want at most the %d in flight on the killed worker", n, spread[victim.ID])
+	}
+	for _, e := range errs {
+		if !strings.Contains(e, "restored") {
+			t.Errorf("a failed call does not say its session was restored: %s", e)
+		}
+	}
+	start := time.Now()
+	sameSessions(t, ctx, clients, site)
+	t.Logf("every client has its own cookie again (checked in %s)", time.Since(start).Round(time.Millisecond))
+}

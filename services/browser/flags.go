@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,18 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	fs.StringVar(&cfg.ChromeSandbox, "chrome-sandbox", config.Env("SOVEREIGN_CHROME_SANDBOX", "auto"), "Chromium's own sandbox: auto (on unless root), on, or off (the container is then the only wall; for runtimes whose seccomp forbids user namespaces) [SOVEREIGN_CHROME_SANDBOX]")
 	fs.IntVar(&cfg.MaxSessions, "max-sessions", config.MustInt(errs, "SOVEREIGN_MAX_SESSIONS", 16), "sessions one worker holds at most [SOVEREIGN_MAX_SESSIONS]")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", config.MustDuration(errs, "SOVEREIGN_IDLE_TIMEOUT", 10*time.Minute), "close a session after this long without a call [SOVEREIGN_IDLE_TIMEOUT]")
+	fs.IntVar(&cfg.WarmSessions, "warm-sessions", config.MustInt(errs, "SOVEREIGN_WARM_SESSIONS", 0), "browser contexts kept ready for new sessions (renderer started, about:blank loaded); 0: min(2, --max-sessions); negative: none. Open plus warm never exceed --max-sessions [SOVEREIGN_WARM_SESSIONS]")
+	fs.Func("min-free-memory-mb", "take no new session while less memory than this is available (MiB; the host's MemAvailable or what the cgroup limit leaves, the lesser), so Chromium is not OOM-killed; default 256, negative: never [SOVEREIGN_MIN_FREE_MEMORY_MB]", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return err
+		}
+		cfg.MinFreeMemory = mib(n)
+		return nil
+	})
+	cfg.MinFreeMemory = mib(int64(config.MustInt(errs, "SOVEREIGN_MIN_FREE_MEMORY_MB", 256)))
+	fs.DurationVar(&cfg.CheckpointEvery, "checkpoint-every", config.MustDuration(errs, "SOVEREIGN_CHECKPOINT_EVERY", 3*time.Second), "longest a session goes without a checkpoint into the fleet, so it can be restored when its worker dies (needs the operator secret key); a change is checkpointed within 0.5s; negative: no checkpoints [SOVEREIGN_CHECKPOINT_EVERY]")
+	fs.DurationVar(&cfg.CheckpointTTL, "checkpoint-ttl", config.MustDuration(errs, "SOVEREIGN_CHECKPOINT_TTL", time.Hour), "how long a session checkpoint outlives its last write [SOVEREIGN_CHECKPOINT_TTL]")
 	fs.Func("allow-scheme", "URL scheme open may use besides http, https and about; repeat or comma-separate (e.g. data,file) [SOVEREIGN_ALLOW_SCHEMES]", func(v string) error {
 		cfg.AllowedSchemes = appendSchemes(cfg.AllowedSchemes, v)
 		return nil
@@ -47,6 +60,14 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 // its workers in-process and serves no listener per worker.
 func RegisterStandaloneFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.Listen, "listen", config.Env("SOVEREIGN_BROWSER_LISTEN", "127.0.0.1:8091"), "host:port for /healthz, /readyz and /metrics; empty for none [SOVEREIGN_BROWSER_LISTEN]")
+}
+
+// mib is n MiB in bytes; a negative n stays negative (off).
+func mib(n int64) int64 {
+	if n < 0 {
+		return -1
+	}
+	return n << 20
 }
 
 func appendSchemes(list []string, v string) []string {

@@ -25,6 +25,10 @@ var (
 		Name: "sovereign_browser_sessions_lost_total",
 		Help: "Browser sessions lost because their Chromium died.",
 	}, []string{"worker"})
+	checkpointsWritten = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "sovereign_browser_checkpoints_written_total",
+		Help: "Session checkpoints the worker wrote into the fleet (checkpoint.go).",
+	}, []string{"worker"})
 
 	sessionsOpenDesc = prometheus.NewDesc("sovereign_browser_sessions_open",
 		"Browser sessions the worker holds (those still opening included).", []string{"worker"}, nil)
@@ -48,6 +52,7 @@ type workerSet struct {
 func track(w *Worker) (untrack func()) {
 	chromiumRestarts.WithLabelValues(w.cfg.ID)
 	sessionsLost.WithLabelValues(w.cfg.ID)
+	checkpointsWritten.WithLabelValues(w.cfg.ID)
 	running.mu.Lock()
 	running.workers[w] = struct{}{}
 	running.mu.Unlock()

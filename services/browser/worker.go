@@ -7,9 +7,15 @@
 //
 //	sov.browser.open              open a session; a queue group of the workers
 //	                              that have free capacity (a full worker leaves it)
+//	sov.browser.restore           open a session from the checkpoint of a lost
+//	                              one (checkpoint.go); the same queue group
 //	sov.browser.w.<id>.call       run a tool in one of this worker's sessions
 //	sov.browser.w.<id>.close      close a session
 //	sov.browser.w.<id>.ping       liveness and load
+//	sov.browser.w.<id>.open       open a session on this worker (placement by
+//	                              the gateway from the loads, load.go)
+//	sov.browser.w.<id>.restore    restore a session on this worker
+//	sov.browser.load              each worker's headroom, published every second
 //	sov.browser.http              send one call of a custom HTTP tool; a queue
 //	                              group of every worker (http.go)
 package browser
@@ -78,6 +84,20 @@ type Config struct {
 	// it; zero: SOVEREIGN_PROFILE_MAX_UPLOAD_MB and
 	// SOVEREIGN_PROFILE_MAX_UNPACKED_MB.
 	ProfileLimits profiles.Limits
+	// WarmSessions is how many browser contexts the worker keeps ready
+	// for new sessions (pool.go): 0 means min(2, MaxSessions), below 0
+	// none. Open sessions plus warm ones never exceed MaxSessions.
+	WarmSessions int
+	// MinFreeMemory is the available memory (bytes) below which the
+	// worker takes no new session (load.go); 0: 256 MiB, below 0: never.
+	MinFreeMemory int64
+	// CheckpointEvery is the longest a session goes without a checkpoint
+	// (checkpoint.go; default 3s); a change is checkpointed sooner. Below
+	// zero: no checkpoints. Checkpoints need SecretKey.
+	CheckpointEvery time.Duration
+	// CheckpointTTL is how long a checkpoint outlives its last write
+	// (default 1h).
+	CheckpointTTL time.Duration
 }
 
 // Worker runs one Chromium and its sessions.
@@ -101,6 +121,11 @@ type Worker struct {
 	profiles *profileCache     // base profiles (profile.go); set by Run
 	stopping <-chan struct{}   // closed when Run's context ends; nil before Run
 	ready    chan struct{}     // closed once the worker serves its endpoints
+	ckpt     *checkpoints      // nil while checkpoints are off (checkpoint.go); set by Run
+	warm     []*session        // warm browser contexts of the shared Chromium (pool.go)
+	warmKick chan struct{}     // wakes the pool's refill loop
+	loadKick chan struct{}     // asks for a load report now (load.go)
+	pressure bool              // under memory pressure: no new sessions (load.go)
 }
 
 var subjectToken = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -131,6 +156,18 @@ func (cfg Config) Resolve() (Config, error) {
 	}
 	if cfg.Chrome == "" {
 		cfg.Chrome = os.Getenv("SOVEREIGN_CHROME")
+	}
+	if cfg.MinFreeMemory == 0 {
+		cfg.MinFreeMemory = 256 << 20
+	}
+	if cfg.CheckpointEvery == 0 {
+		cfg.CheckpointEvery = 3 * time.Second
+	}
+	if cfg.CheckpointTTL == 0 {
+		cfg.CheckpointTTL = time.Hour
+	}
+	if cfg.CheckpointTTL < time.Second {
+		return cfg, fmt.Errorf("checkpoint ttl %s: must be at least 1s", cfg.CheckpointTTL)
 	}
 	var err error
 	if cfg.ProfileLimits == (profiles.Limits{}) {
@@ -166,6 +203,8 @@ func New(_ context.Context, cfg Config, c *bus.Conn) (*Worker, error) {
 		sessions: make(map[string]*session),
 		lost:     make(map[string]string),
 		ready:    make(chan struct{}),
+		warmKick: make(chan struct{}, 1),
+		loadKick: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -205,6 +244,9 @@ func (w *Worker) run(ctx context.Context) error {
 	if w.secrets != nil {
 		defer w.secrets.Close()
 	}
+	if err := w.openCheckpoints(ctx, c); err != nil { // checkpoint.go
+		return fmt.Errorf("session checkpoints: %w", err)
+	}
 	if err := w.openProfiles(); err != nil { // profile.go
 		return err
 	}
@@ -224,9 +266,11 @@ func (w *Worker) run(ctx context.Context) error {
 	g := svc.AddGroup(browserbus.WorkerGroup(c, w.cfg.ID), micro.WithGroupQueueGroupDisabled())
 	ep := browserbus.Of(w.cfg.ID)
 	for name, h := range map[string]micro.Handler{
-		ep.Call.Name:  bus.Handle(c, w.call),
-		ep.Close.Name: bus.Handle(c, w.closeSession),
-		ep.Ping.Name:  bus.Handle(c, w.ping),
+		ep.Call.Name:    bus.Handle(c, w.call),
+		ep.Close.Name:   bus.Handle(c, w.closeSession),
+		ep.Ping.Name:    bus.Handle(c, w.ping),
+		ep.Open.Name:    bus.Handle(c, w.open),    // placed by the gateway (load.go)
+		ep.Restore.Name: bus.Handle(c, w.restore), // checkpoint.go
 	} {
 		if err := g.AddEndpoint(name, h); err != nil {
 			return fmt.Errorf("add endpoint %s: %w", name, err)
@@ -240,6 +284,12 @@ func (w *Worker) run(ctx context.Context) error {
 	w.mu.Unlock()
 	close(w.ready)
 	w.log.Info("browser worker ready", "chrome", w.exec, "max_sessions", w.cfg.MaxSessions, "idle_timeout", w.cfg.IdleTimeout.String())
+
+	var loops sync.WaitGroup
+	defer loops.Wait()                         // they end with ctx; a close waits for a checkpoint under way
+	loops.Go(func() { w.checkpointLoop(ctx) }) // checkpoint.go
+	loops.Go(func() { w.warmLoop(ctx) })       // pool.go
+	loops.Go(func() { w.loadLoop(ctx) })       // load.go
 
 	reap := time.NewTicker(min(w.cfg.IdleTimeout/4, 30*time.Second))
 	defer reap.Stop()
@@ -310,13 +360,14 @@ func (w *Worker) chromeDied(ctx context.Context, bg *sync.WaitGroup) {
 	for _, s := range lost {
 		w.markLostLocked(s.id, "its Chromium crashed")
 	}
+	cold := w.drainWarmLocked() // pool.go
 	w.stopOpenLocked()
 	w.mu.Unlock()
 	n := len(lost)
 	sessionsLost.WithLabelValues(w.cfg.ID).Add(float64(n)) // metrics.go
 	// Their tabs died with Chromium; closing only releases what is left.
 	// It must not hold up the restart, nor w.mu (pings and other calls).
-	bg.Go(func() { closeAll(lost) })
+	bg.Go(func() { closeAll(lost); closeAll(cold) })
 	w.log.Error("chromium died; restarting it", "lost_sessions", n)
 	backoff := time.Second
 	for ctx.Err() == nil {
@@ -353,7 +404,7 @@ func (w *Worker) markLostLocked(id, why string) {
 func (w *Worker) shutdown() {
 	w.mu.Lock()
 	w.stopOpenLocked()
-	all := w.takeSessionsLocked()
+	all := append(w.takeSessionsLocked(), w.drainWarmLocked()...)
 	w.mu.Unlock()
 	closeAll(all)
 }
@@ -395,7 +446,7 @@ func closeAll(all []*session) {
 // leaves it when it is full, so that an open request only reaches workers
 // that can take it, and a full fleet answers "no responders" at once.
 func (w *Worker) updateOpenLocked() {
-	room := w.browser != nil && w.browser.Err() == nil && len(w.sessions) < w.cfg.MaxSessions && !w.stoppingLocked()
+	room := w.acceptingLocked() // load.go
 	switch {
 	case room && w.openSvc == nil:
 		svc, err := w.c.AddService("sovereign-browser-open", Version, "Opens browser sessions on workers with free capacity",
@@ -407,6 +458,11 @@ func (w *Worker) updateOpenLocked() {
 		err = svc.AddEndpoint(browserbus.Open.Name, bus.Handle(w.c, w.open),
 			micro.WithEndpointSubject(browserbus.Open.Subject(w.c)),
 			micro.WithEndpointQueueGroup("sovereign-browser-open"))
+		if err == nil {
+			err = svc.AddEndpoint(browserbus.Restore.Name, bus.Handle(w.c, w.restore), // checkpoint.go
+				micro.WithEndpointSubject(browserbus.Restore.Subject(w.c)),
+				micro.WithEndpointQueueGroup("sovereign-browser-open"))
+		}
 		if err != nil {
 			_ = svc.Stop()
 			w.log.Error("join open queue", "err", err)
@@ -426,27 +482,55 @@ func (w *Worker) stopOpenLocked() {
 }
 
 func (w *Worker) open(ctx context.Context, req *browserv1.OpenSessionRequest) (*browserv1.OpenSessionResponse, error) {
+	return w.openWith(ctx, req, nil)
+}
+
+// openWith opens a session as req asks; then, when fill is set, runs it on
+// the session before anyone else can (restore puts a checkpoint in).
+func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest, fill func(context.Context, *session) error) (*browserv1.OpenSessionResponse, error) {
 	w.mu.Lock()
 	if len(w.sessions) >= w.cfg.MaxSessions || w.browser == nil || w.browser.Err() != nil {
 		w.mu.Unlock()
 		return nil, bus.Errorf(commonv1.ErrorCode_NO_CAPACITY, "browser worker %s is at its limit of %d sessions", w.cfg.ID, w.cfg.MaxSessions)
 	}
+	if w.pressure {
+		w.mu.Unlock()
+		return nil, bus.Errorf(commonv1.ErrorCode_NO_CAPACITY, "browser worker %s is under memory pressure (less than %d MiB available): it takes no new session", w.cfg.ID, w.cfg.MinFreeMemory>>20)
+	}
 	id := "s" + randomHex(12)
-	// busy until started: the idle reaper must not close a session that is
-	// still opening.
-	s := newSession(id, req.GetOwner(), w.browser, w.guard)
-	// window.nostr asks the signer (nostr.go).
-	s.bus, s.log = w.c, w.log
-	s.lock <- struct{}{} // held until started: no call or close runs on a half-made session
-	w.sessions[id] = s   // reserve the slot before the slow part
+	var s *session
+	var drop []*session // warm contexts to close: dead, or beyond the free slots
+	if warmEligible(req) {
+		s, drop = w.takeWarmLocked() // pool.go
+	}
+	warm := s != nil
+	if warm {
+		s.id, s.owner = id, req.GetOwner()
+	} else {
+		// busy until started: the idle reaper must not close a session
+		// that is still opening.
+		s = newSession(id, req.GetOwner(), w.browser, w.guard)
+		// window.nostr asks the signer (nostr.go).
+		s.bus, s.log = w.c, w.log
+	}
+	s.lock <- struct{}{}                       // held until started: no call or close runs on a half-made session
+	w.sessions[id] = s                         // reserve the slot before the slow part
+	drop = append(drop, w.trimWarmLocked()...) // a cold open may take a warm context's slot
 	w.updateOpenLocked()
 	w.mu.Unlock()
+	closeAll(drop)
 
 	var err error
-	if req.GetProfile() != "" {
+	switch {
+	case warm:
+		err = s.applyPolicy(ctx, req.GetPolicy()) // the caller's policy replaces the warm one
+	case req.GetProfile() != "":
 		err = w.startProfile(ctx, s, req.GetProfile(), req.GetPolicy()) // profile.go
-	} else {
+	default:
 		err = s.start(ctx, w.pageOptions(), req.GetPolicy())
+	}
+	if err == nil && fill != nil {
+		err = fill(ctx, s)
 	}
 	if err == nil && ctx.Err() != nil {
 		// The caller gave up: nobody will use or close this session.
@@ -468,6 +552,8 @@ func (w *Worker) open(ctx context.Context, req *browserv1.OpenSessionRequest) (*
 		}
 		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "open browser session on %s: %v", w.cfg.ID, err)
 	}
+	w.markChanged(id) // checkpoint.go
+	w.kickLoad()      // load.go
 	w.log.InfoContext(ctx, "session opened", "session", id, "owner", s.owner, "profile", req.GetProfile())
 	return &browserv1.OpenSessionResponse{SessionId: id, WorkerId: w.cfg.ID}, nil
 }
@@ -510,6 +596,7 @@ func (w *Worker) call(ctx context.Context, req *browserv1.ToolRequest) (*browser
 		return nil, err
 	}
 	res, err := s.do(ctx, run, w.pageOptions())
+	w.markChanged(s.id) // checkpointed once this call releases the session (checkpoint.go)
 	if err != nil && s.browser.Err() != nil && !w.isStopping() {
 		// Chromium went away under the call: say so, not a CDP error.
 		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_LOST, "browser session %s was lost: its Chromium crashed", s.id)
@@ -545,6 +632,9 @@ func (w *Worker) closeSession(ctx context.Context, req *browserv1.CloseSessionRe
 		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_NOT_FOUND, "browser session %s is not open on worker %s", req.GetSessionId(), w.cfg.ID)
 	}
 	s.closeTabs()
+	w.kickWarm()                // a slot is free: pool.go
+	w.kickLoad()                // load.go
+	w.dropCheckpoint(ctx, s.id) // checkpoint.go
 	w.log.InfoContext(ctx, "session closed", "session", s.id)
 	return &browserv1.CloseSessionResponse{}, nil
 }
@@ -572,6 +662,7 @@ func (w *Worker) reapIdle() {
 	w.mu.Unlock()
 	for _, s := range idle {
 		s.closeTabs()
+		w.dropCheckpoint(context.Background(), s.id) // checkpoint.go
 		w.log.Info("session closed after idle timeout", "session", s.id, "idle_timeout", w.cfg.IdleTimeout.String())
 	}
 }

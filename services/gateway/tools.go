@@ -13,11 +13,13 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
+	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/signerbus"
 )
 
 // MetaSession is the _meta key of a result that carries its session handle.
@@ -87,6 +89,9 @@ func (g *Gateway) browserHandler(t catalog.Tool) dispatch.Handler {
 				if bus.CodeOf(err) == commonv1.ErrorCode_UNAVAILABLE && g.fleet.Alive(ctx, b.workerID) {
 					out.Parts[0].Text = fmt.Sprintf("%s: the browser worker did not answer for a moment (reconnecting?); the session is kept, retry the call", t.Name)
 					return b.result(out)
+				}
+				if nb, rerr := g.restore(ctx, b, c.Caller); rerr == nil {
+					return g.afterRestore(ctx, t, call.Request, nb, err)
 				}
 				g.unbind(ctx, b)
 			}
@@ -211,6 +216,65 @@ func (g *Gateway) ensureBound(ctx context.Context, e *state.Entry, caller dispat
 		}
 	}
 	return nil, fmt.Errorf("bind browser session: %w", state.ErrConflict)
+}
+
+// restoredNote is what a call on a restored session says first.
+const restoredNote = "The browser session was lost with its worker and restored on another worker from its last checkpoint: " +
+	"cookies, local storage and tabs are back, page state is not, and refs are new (take a snapshot)."
+
+// restore brings b's lost browser session back on a live worker from its
+// last checkpoint (the workers keep one when they hold the operator secret
+// key) and binds the call's MCP session or handle to it. An error means the
+// session is gone for good (no checkpoint) or another call restored it
+// first; the caller then forgets it.
+func (g *Gateway) restore(ctx context.Context, b *binding, caller Caller) (*binding, error) {
+	worker, session, err := g.fleet.Restore(ctx, b.sessionID, ownerLabel(b.kind, caller.ID), g.urlPolicy(caller, nil))
+	if err != nil {
+		if bus.CodeOf(err) != commonv1.ErrorCode_SESSION_NOT_FOUND {
+			g.log.WarnContext(ctx, "restore a lost browser session", "worker", b.workerID, "session", b.sessionID, "err", err)
+		}
+		return nil, err
+	}
+	rebound := false
+	_, err = g.store.Modify(ctx, b.kind, b.id, func(r *state.Record) bool {
+		if r.WorkerID != b.workerID || r.SessionID != b.sessionID {
+			return false
+		}
+		r.WorkerID, r.SessionID, rebound = worker, session, true
+		return true
+	})
+	if err != nil || !rebound {
+		g.closeSession(ctx, worker, session)
+		return nil, fmt.Errorf("rebind the restored session: %w", errors.Join(err, state.ErrConflict))
+	}
+	// The Nostr identity of the session moves with it (best effort: a
+	// gateway without a signer has none to move).
+	if _, err := signerCall(ctx, g, signerbus.Move, &signerv1.Move{FromScope: b.sessionID, ToScope: session}); err != nil && g.signerRunning(ctx) {
+		g.log.WarnContext(ctx, "move the restored session's identity", "err", err)
+	}
+	g.log.InfoContext(ctx, "browser session restored", "from", b.workerID+"/"+b.sessionID, "to", worker+"/"+session)
+	g.usage.touch(state.KeyOf(b.kind, b.id))
+	return &binding{kind: b.kind, id: b.id, workerID: worker, sessionID: session}, nil
+}
+
+// afterRestore answers a call whose session was lost and restored as nb:
+// a call that never reached the lost worker (nothing answered its subject)
+// runs again in the restored session; one that was in flight may have run,
+// and is reported, not repeated.
+func (g *Gateway) afterRestore(ctx context.Context, t catalog.Tool, req *browserv1.ToolRequest, nb *binding, lostErr error) *dispatch.Result {
+	if !errors.Is(lostErr, bus.ErrNoResponders) {
+		return nb.result(dispatch.Errorf("%s may or may not have run: %s", t.Name, restoredNote))
+	}
+	req.SessionId = nb.sessionID
+	res, err := g.fleet.Call(ctx, nb.workerID, req)
+	var out *dispatch.Result
+	if err != nil {
+		out = dispatch.ErrorText(g.errorText(ctx, t, err))
+	} else {
+		out = render(res)
+	}
+	out.Parts = append([]dispatch.Part{{Text: restoredNote}}, out.Parts...)
+	return nb.result(out)
 }
 
 // unbind forgets a lost browser session, so that the next call on the same

@@ -42,6 +42,7 @@ func (s *Service) register() error {
 		{signerbus.Login.Name, bus.Handle(c, counted(signerbus.Login.Name, s.login))},
 		{signerbus.Logout.Name, bus.Handle(c, counted(signerbus.Logout.Name, s.logout))},
 		{signerbus.Status.Name, bus.Handle(c, counted(signerbus.Status.Name, s.status))},
+		{signerbus.Move.Name, bus.Handle(c, counted(signerbus.Move.Name, s.move))},
 		{signerbus.GetPublicKey.Name, bus.Handle(c, counted(signerbus.GetPublicKey.Name, s.getPublicKey))},
 		{signerbus.SignEvent.Name, bus.Handle(c, counted(signerbus.SignEvent.Name, s.signEvent))},
 		{signerbus.Encrypt.Name, bus.Handle(c, counted(signerbus.Encrypt.Name, s.encrypt))},
@@ -90,6 +91,30 @@ func (s *Service) logout(_ context.Context, r *signerv1.Logout) (*signerv1.Logou
 		s.log.Info("logged out", "scope", scopeDigest(r.GetScope()))
 	}
 	return &signerv1.LogoutResponse{WasLoggedIn: was}, nil
+}
+
+// move hands from_scope's identity to to_scope: the gateway restored the
+// browser session from_scope was on as to_scope, on another worker.
+func (s *Service) move(_ context.Context, r *signerv1.Move) (*signerv1.MoveResponse, error) {
+	from, to := r.GetFromScope(), r.GetToScope()
+	if from == "" || to == "" || from == to {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "from_scope and to_scope are required and must differ")
+	}
+	s.mu.Lock()
+	id, old := s.ids[from], s.ids[to]
+	if id != nil {
+		delete(s.ids, from)
+		s.ids[to] = id
+	}
+	s.mu.Unlock()
+	if id == nil {
+		return &signerv1.MoveResponse{}, nil
+	}
+	if old != nil {
+		old.wipe()
+	}
+	s.log.Info("identity moved to a restored session", "from", scopeDigest(from), "to", scopeDigest(to))
+	return &signerv1.MoveResponse{Moved: true}, nil
 }
 
 func (s *Service) status(_ context.Context, r *signerv1.Status) (*signerv1.StatusResponse, error) {

@@ -586,3 +586,29 @@ func TestIdentityIdle(t *testing.T) {
 		t.Fatalf("used: %v", st)
 	}
 }
+
+// TestMove: a restored browser session keeps its login: the identity moves
+// to the new scope, the old one is logged out, and a bad request is an
+// error naming the fields.
+func TestMove(t *testing.T) {
+	e := start(t)
+	e.mustLogin(&signerv1.Login{Scope: "old", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: vecSecret12})
+	var resp signerv1.MoveResponse
+	if err := e.call("move", &signerv1.Move{FromScope: "old", ToScope: "new"}, &resp); err != nil || !resp.GetMoved() {
+		t.Fatalf("move = %v, %v; want moved", &resp, err)
+	}
+	if st := e.status("new"); st.GetPubkey() != vecPub12 {
+		t.Errorf("the new scope after the move: %v", st)
+	}
+	if st := e.status("old"); st.GetState() != signerv1.LoginState_LOGIN_STATE_LOGGED_OUT {
+		t.Errorf("the old scope after the move: %v", st)
+	}
+	if _, err := e.sign("new", "", 1); err != nil {
+		t.Errorf("signing in the new scope: %v", err)
+	}
+	if err := e.call("move", &signerv1.Move{FromScope: "nobody", ToScope: "x"}, &resp); err != nil || resp.GetMoved() {
+		t.Errorf("moving a scope without identity = %v, %v; want not moved, no error", &resp, err)
+	}
+	err := e.call("move", &signerv1.Move{FromScope: "a"}, &resp)
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "to_scope are required")
+}

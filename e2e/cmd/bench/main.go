@@ -34,6 +34,8 @@ type config struct {
 	idle      int
 	timeout   time.Duration
 	verbose   bool
+	only      string
+	warm      int
 }
 
 func main() {
@@ -48,6 +50,8 @@ func main() {
 	flag.IntVar(&cfg.idle, "idle", 10, "idle sessions opened to measure memory per session")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "bound of the whole run")
 	flag.BoolVar(&cfg.verbose, "v", false, "stream the output of the fleet's processes to stderr")
+	flag.IntVar(&cfg.warm, "warm-sessions", 8, "the workers' --warm-sessions (warm browser contexts each keeps ready); 0: the workers' default, min(2, --max-sessions)")
+	flag.StringVar(&cfg.only, "only", "", "sessions: measure only the session figures (first tool call of new sessions, placement spread), skipping the rest")
 	flag.Parse()
 	if cfg.mode != "fleet" && cfg.mode != "up" {
 		fmt.Fprintf(os.Stderr, "bench: -mode %q: want fleet or up\n", cfg.mode)
@@ -104,6 +108,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		f.Close()
 	}()
 	maxSessions := cfg.clients + cfg.idle + 8
+	warmArgs := []string{"--warm-sessions", fmt.Sprint(cfg.warm)}
 	var gw *harness.Gateway
 	var desc string
 	switch cfg.mode {
@@ -112,7 +117,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		if _, err := f.StartNATS(ctx); err != nil {
 			return err
 		}
-		if _, err := f.StartWorker(ctx, "bench-w1", maxSessions); err != nil {
+		if _, err := f.StartWorker(ctx, "bench-w1", maxSessions, warmArgs...); err != nil {
 			return err
 		}
 		if gw, err = f.StartGateway(ctx, unlimited...); err != nil {
@@ -121,7 +126,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		desc = "HTTP MCP client → gateway process → nats-server (loopback TCP) → worker process → CDP"
 	case "up":
 		logf("starting sovereign up…")
-		if gw, err = f.StartUp(ctx, 1, maxSessions, unlimited...); err != nil {
+		if gw, err = f.StartUp(ctx, 1, maxSessions, append(warmArgs, unlimited...)...); err != nil {
 			return err
 		}
 		desc = "HTTP MCP client → sovereign up (gateway → embedded NATS → worker, one process) → CDP"
@@ -141,6 +146,22 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	defer direct.close()
 
 	r := &report{cfg: cfg, desc: desc, chrome: chrome.Exe, flags: direct.flags}
+	if cfg.only == "sessions" {
+		logf("first tool call of new sessions, 1 and 8 at once…")
+		if err := measureFirstCall(ctx, gw.MCP, site.URL, r); err != nil {
+			return err
+		}
+		if cfg.mode == "fleet" {
+			logf("placement spread over three workers…")
+			if err := measureSpread(ctx, f, gw.MCP, site.URL, maxSessions, r); err != nil {
+				return err
+			}
+		}
+		r.elapsed = time.Since(started)
+		r.printStarts(out)
+		r.printSpread(out)
+		return nil
+	}
 
 	logf("per-tool latency (%d calls each)…", cfg.n)
 	if err := measureTools(ctx, cfg, gw.MCP, site.URL, direct, r); err != nil {
@@ -148,6 +169,10 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	}
 	logf("where the time goes…")
 	if err := measureBreakdown(ctx, cfg, f, gw.MCP, site.URL, r); err != nil {
+		return err
+	}
+	logf("first tool call of new sessions, 1 and 8 at once…")
+	if err := measureFirstCall(ctx, gw.MCP, site.URL, r); err != nil {
 		return err
 	}
 	logf("scenario throughput (%s per run)…", cfg.duration)
@@ -169,6 +194,12 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	logf("memory per session (%d sessions, idle then each on a 2,000-element page)…", cfg.idle)
 	if err := measureMemory(ctx, cfg, gw.MCP, site.URL, worker.PID(), r); err != nil {
 		return err
+	}
+	if cfg.mode == "fleet" { // last: the other figures are of one worker
+		logf("placement spread over three workers…")
+		if err := measureSpread(ctx, f, gw.MCP, site.URL, maxSessions, r); err != nil {
+			return err
+		}
 	}
 	r.elapsed = time.Since(started)
 	r.print(out)

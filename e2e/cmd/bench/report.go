@@ -35,6 +35,9 @@ type report struct {
 
 	memBefore, memAfter harness.Memory
 	memLoaded           harness.Memory // memAfter's sessions, each with a 2,000-element page open
+
+	starts []startRow  // first tool call of a new session (start.go)
+	spread []spreadRow // sessions per worker after 24 opens (spread.go)
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
@@ -112,6 +115,7 @@ func (r *report) print(out io.Writer) {
 	w.Flush()
 	fmt.Fprintln(out, "  one op = one tool call of the loop snapshot → click → fill → get_text on the form page")
 	r.printPeer(out)
+	r.printStarts(out)
 
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -135,6 +139,7 @@ func (r *report) print(out io.Writer) {
 	if r.cfg.mode == "up" {
 		fmt.Fprintln(out, "  (mode up: the tree is the whole sovereign up process, gateway and NATS included)")
 	}
+	r.printSpread(out)
 	fmt.Fprintf(out, "\nflags of both Chromiums: %s\n", strings.Join(r.flags, " "))
 	fmt.Fprintf(out, "bench ran %s\n", r.elapsed.Round(time.Second))
 }

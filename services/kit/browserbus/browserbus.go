@@ -3,10 +3,14 @@
 // harness and the bench that call it:
 //
 //	sov.browser.open          open a session (a queue group of the workers with room)
+//	sov.browser.restore       restore a lost session from its checkpoint (the same queue group)
+//	sov.browser.load          every worker's load, published (not a request)
 //	sov.browser.http          send one call of a custom HTTP tool (a queue group of every worker)
 //	sov.browser.w.<id>.call   run a tool in one of worker id's sessions
 //	sov.browser.w.<id>.close  close a session
 //	sov.browser.w.<id>.ping   liveness and load
+//	sov.browser.w.<id>.open   open a session on this worker (placed by the gateway)
+//	sov.browser.w.<id>.restore restore a session on this worker (placed by the gateway)
 package browserbus
 
 import (
@@ -23,24 +27,32 @@ var group = []string{"browser"}
 
 // The endpoints any worker may answer.
 var (
-	Open = bus.Endpoint[*browserv1.OpenSessionRequest, *browserv1.OpenSessionResponse]{Group: group, Name: "open"}
-	HTTP = bus.Endpoint[*browserv1.HTTPToolRequest, *browserv1.HTTPToolResponse]{Group: group, Name: "http"}
+	Open    = bus.Endpoint[*browserv1.OpenSessionRequest, *browserv1.OpenSessionResponse]{Group: group, Name: "open"}
+	Restore = bus.Endpoint[*browserv1.RestoreSessionRequest, *browserv1.OpenSessionResponse]{Group: group, Name: "restore"}
+	HTTP    = bus.Endpoint[*browserv1.HTTPToolRequest, *browserv1.HTTPToolResponse]{Group: group, Name: "http"}
 )
+
+// Load is the subject workers publish their load on (WorkerLoad).
+func Load(c *bus.Conn) string { return c.Subject("browser", "load") }
 
 // Worker is the endpoints of one worker.
 type Worker struct {
-	Call  bus.Endpoint[*browserv1.ToolRequest, *browserv1.ToolResult]
-	Close bus.Endpoint[*browserv1.CloseSessionRequest, *browserv1.CloseSessionResponse]
-	Ping  bus.Endpoint[*browserv1.PingRequest, *browserv1.PingResponse]
+	Call    bus.Endpoint[*browserv1.ToolRequest, *browserv1.ToolResult]
+	Close   bus.Endpoint[*browserv1.CloseSessionRequest, *browserv1.CloseSessionResponse]
+	Ping    bus.Endpoint[*browserv1.PingRequest, *browserv1.PingResponse]
+	Open    bus.Endpoint[*browserv1.OpenSessionRequest, *browserv1.OpenSessionResponse]
+	Restore bus.Endpoint[*browserv1.RestoreSessionRequest, *browserv1.OpenSessionResponse]
 }
 
 // Of returns the endpoints of the worker whose id is id.
 func Of(id string) Worker {
 	g := workerGroup(id)
 	return Worker{
-		Call:  bus.Endpoint[*browserv1.ToolRequest, *browserv1.ToolResult]{Group: g, Name: "call"},
-		Close: bus.Endpoint[*browserv1.CloseSessionRequest, *browserv1.CloseSessionResponse]{Group: g, Name: "close"},
-		Ping:  bus.Endpoint[*browserv1.PingRequest, *browserv1.PingResponse]{Group: g, Name: "ping"},
+		Call:    bus.Endpoint[*browserv1.ToolRequest, *browserv1.ToolResult]{Group: g, Name: "call"},
+		Close:   bus.Endpoint[*browserv1.CloseSessionRequest, *browserv1.CloseSessionResponse]{Group: g, Name: "close"},
+		Ping:    bus.Endpoint[*browserv1.PingRequest, *browserv1.PingResponse]{Group: g, Name: "ping"},
+		Open:    bus.Endpoint[*browserv1.OpenSessionRequest, *browserv1.OpenSessionResponse]{Group: g, Name: "open"},
+		Restore: bus.Endpoint[*browserv1.RestoreSessionRequest, *browserv1.OpenSessionResponse]{Group: g, Name: "restore"},
 	}
 }
 

@@ -88,6 +88,10 @@ type Conn struct {
 // been served, and nothing says that the service behind it is gone.
 var ErrDisconnected = errors.New("the connection to NATS is lost")
 
+// ErrNoResponders is in the chain of a request's error when nothing served
+// its subject: the request reached no service, so it did not run.
+var ErrNoResponders = errors.New("no responders")
+
 // New wraps nc. prefix is the subject prefix ("" means [DefaultPrefix]).
 func New(nc *nats.Conn, prefix string) (*Conn, error) {
 	if prefix == "" {
@@ -323,7 +327,7 @@ func (c *Conn) Request(ctx context.Context, subject string, req, resp proto.Mess
 			}
 		case m := <-ch:
 			if m.Header.Get(headerStatus) == statusNoReply && len(m.Data) == 0 {
-				return Errorf(commonv1.ErrorCode_UNAVAILABLE, "no service answers on %s", subject)
+				return &Error{Code: commonv1.ErrorCode_UNAVAILABLE, err: ErrNoResponders, Message: "no service answers on " + subject}
 			}
 			if code := m.Header.Get(headerErrorCode); code != "" {
 				return &Error{Code: parseCode(code), Message: m.Header.Get(headerError)}

@@ -20,6 +20,8 @@ var (
 	Logout = bus.Endpoint[*signerv1.Logout, *signerv1.LogoutResponse]{Group: group, Name: "logout"}
 	// Status reports a scope's identity.
 	Status = bus.Endpoint[*signerv1.Status, *signerv1.StatusResponse]{Group: group, Name: "status"}
+	// Move hands a scope's identity to another (a restored session).
+	Move = bus.Endpoint[*signerv1.Move, *signerv1.MoveResponse]{Group: group, Name: "move"}
 	// GetPublicKey is window.nostr.getPublicKey for a page.
 	GetPublicKey = bus.Endpoint[*signerv1.GetPublicKey, *signerv1.GetPublicKeyResponse]{Group: group, Name: "get_public_key"}
 	// SignEvent is window.nostr.signEvent for a page.

@@ -2234,6 +2234,194 @@ func (x *HTTPToolResponse) GetClipped() bool {
 	return false
 }
 
+// RestoreSessionRequest asks a worker with capacity (subject
+// sov.browser.w.<worker_id>.restore of the worker the gateway placed it
+// on, or sov.browser.restore, the open queue group) to open a new session from
+// the last checkpoint of a session that was lost with its worker: its
+// cookies, the local storage of the origins of its tabs, its tabs (by
+// URL) and its active tab, on the same base profile. The answer is an
+// OpenSessionResponse naming the new session; the old checkpoint is
+// deleted once the new session holds the state (it checkpoints under its
+// own id from then on). No checkpoint for old_session_id fails with
+// SESSION_NOT_FOUND.
+type RestoreSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id of the lost session.
+	OldSessionId string `protobuf:"bytes,1,opt,name=old_session_id,json=oldSessionId,proto3" json:"old_session_id,omitempty"`
+	// As OpenSessionRequest.owner.
+	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The URL policy of the new session (the gateway's current one), in
+	// force before any tab is reopened.
+	Policy        *UrlPolicy `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreSessionRequest) Reset() {
+	*x = RestoreSessionRequest{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreSessionRequest) ProtoMessage() {}
+
+func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
+func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RestoreSessionRequest) GetOldSessionId() string {
+	if x != nil {
+		return x.OldSessionId
+	}
+	return ""
+}
+
+func (x *RestoreSessionRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *RestoreSessionRequest) GetPolicy() *UrlPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+// WorkerLoad is a worker's headroom, published on sov.browser.load every
+// second and after each session it opens or closes. The gateway places a
+// new session on the accepting worker with the most headroom, on that
+// worker's own subject (sov.browser.w.<worker_id>.open and .restore), and
+// uses the open queue group when it knows no load.
+type WorkerLoad struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// Sessions open (those still opening included) and the limit.
+	Sessions    int32 `protobuf:"varint,2,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	MaxSessions int32 `protobuf:"varint,3,opt,name=max_sessions,json=maxSessions,proto3" json:"max_sessions,omitempty"`
+	// Warm browser contexts ready for new sessions.
+	Warm int32 `protobuf:"varint,4,opt,name=warm,proto3" json:"warm,omitempty"`
+	// Memory available to the worker's Chromium: the lesser of the host's
+	// MemAvailable and what its cgroup (v2) limit leaves; 0 when unknown.
+	MemAvailableBytes int64 `protobuf:"varint,5,opt,name=mem_available_bytes,json=memAvailableBytes,proto3" json:"mem_available_bytes,omitempty"`
+	// Below this much available memory the worker takes no new session
+	// (--min-free-memory-mb).
+	MemMinFreeBytes int64 `protobuf:"varint,6,opt,name=mem_min_free_bytes,json=memMinFreeBytes,proto3" json:"mem_min_free_bytes,omitempty"`
+	// The worker takes new sessions: it has room, its Chromium runs and it
+	// is not under memory pressure.
+	Accepting bool `protobuf:"varint,7,opt,name=accepting,proto3" json:"accepting,omitempty"`
+	// Unix milliseconds of the reading.
+	TimeMs        int64 `protobuf:"varint,8,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerLoad) Reset() {
+	*x = WorkerLoad{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerLoad) ProtoMessage() {}
+
+func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
+func (*WorkerLoad) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *WorkerLoad) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *WorkerLoad) GetSessions() int32 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+func (x *WorkerLoad) GetMaxSessions() int32 {
+	if x != nil {
+		return x.MaxSessions
+	}
+	return 0
+}
+
+func (x *WorkerLoad) GetWarm() int32 {
+	if x != nil {
+		return x.Warm
+	}
+	return 0
+}
+
+func (x *WorkerLoad) GetMemAvailableBytes() int64 {
+	if x != nil {
+		return x.MemAvailableBytes
+	}
+	return 0
+}
+
+func (x *WorkerLoad) GetMemMinFreeBytes() int64 {
+	if x != nil {
+		return x.MemMinFreeBytes
+	}
+	return 0
+}
+
+func (x *WorkerLoad) GetAccepting() bool {
+	if x != nil {
+		return x.Accepting
+	}
+	return false
+}
+
+func (x *WorkerLoad) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
 var File_sovereign_browser_v1_browser_proto protoreflect.FileDescriptor
 
 const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
@@ -2379,7 +2567,21 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12!\n" +
 	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\x12\x12\n" +
 	"\x04body\x18\x04 \x01(\tR\x04body\x12\x18\n" +
-	"\aclipped\x18\x05 \x01(\bR\aclippedBKZIgithub.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1;browserv1b\x06proto3"
+	"\aclipped\x18\x05 \x01(\bR\aclipped\"\x8c\x01\n" +
+	"\x15RestoreSessionRequest\x12$\n" +
+	"\x0eold_session_id\x18\x01 \x01(\tR\foldSessionId\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x127\n" +
+	"\x06policy\x18\x03 \x01(\v2\x1f.sovereign.browser.v1.UrlPolicyR\x06policy\"\x90\x02\n" +
+	"\n" +
+	"WorkerLoad\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x1a\n" +
+	"\bsessions\x18\x02 \x01(\x05R\bsessions\x12!\n" +
+	"\fmax_sessions\x18\x03 \x01(\x05R\vmaxSessions\x12\x12\n" +
+	"\x04warm\x18\x04 \x01(\x05R\x04warm\x12.\n" +
+	"\x13mem_available_bytes\x18\x05 \x01(\x03R\x11memAvailableBytes\x12+\n" +
+	"\x12mem_min_free_bytes\x18\x06 \x01(\x03R\x0fmemMinFreeBytes\x12\x1c\n" +
+	"\taccepting\x18\a \x01(\bR\taccepting\x12\x17\n" +
+	"\atime_ms\x18\b \x01(\x03R\x06timeMsBKZIgithub.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1;browserv1b\x06proto3"
 
 var (
 	file_sovereign_browser_v1_browser_proto_rawDescOnce sync.Once
@@ -2393,39 +2595,41 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 	return file_sovereign_browser_v1_browser_proto_rawDescData
 }
 
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
-	(*OpenSessionRequest)(nil),   // 0: sovereign.browser.v1.OpenSessionRequest
-	(*UrlRules)(nil),             // 1: sovereign.browser.v1.UrlRules
-	(*UrlPolicy)(nil),            // 2: sovereign.browser.v1.UrlPolicy
-	(*BlockedRequest)(nil),       // 3: sovereign.browser.v1.BlockedRequest
-	(*OpenSessionResponse)(nil),  // 4: sovereign.browser.v1.OpenSessionResponse
-	(*CloseSessionRequest)(nil),  // 5: sovereign.browser.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil), // 6: sovereign.browser.v1.CloseSessionResponse
-	(*PingRequest)(nil),          // 7: sovereign.browser.v1.PingRequest
-	(*PingResponse)(nil),         // 8: sovereign.browser.v1.PingResponse
-	(*Element)(nil),              // 9: sovereign.browser.v1.Element
-	(*NoArgs)(nil),               // 10: sovereign.browser.v1.NoArgs
-	(*Open)(nil),                 // 11: sovereign.browser.v1.Open
-	(*Snapshot)(nil),             // 12: sovereign.browser.v1.Snapshot
-	(*GetAttr)(nil),              // 13: sovereign.browser.v1.GetAttr
-	(*Eval)(nil),                 // 14: sovereign.browser.v1.Eval
-	(*Fill)(nil),                 // 15: sovereign.browser.v1.Fill
-	(*Press)(nil),                // 16: sovereign.browser.v1.Press
-	(*Scroll)(nil),               // 17: sovereign.browser.v1.Scroll
-	(*TabNew)(nil),               // 18: sovereign.browser.v1.TabNew
-	(*TabIndex)(nil),             // 19: sovereign.browser.v1.TabIndex
-	(*Wait)(nil),                 // 20: sovereign.browser.v1.Wait
-	(*WaitFor)(nil),              // 21: sovereign.browser.v1.WaitFor
-	(*Screenshot)(nil),           // 22: sovereign.browser.v1.Screenshot
-	(*ToolRequest)(nil),          // 23: sovereign.browser.v1.ToolRequest
-	(*SetIdentity)(nil),          // 24: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                // 25: sovereign.browser.v1.Image
-	(*Content)(nil),              // 26: sovereign.browser.v1.Content
-	(*ToolResult)(nil),           // 27: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),      // 28: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),     // 29: sovereign.browser.v1.HTTPToolResponse
-	nil,                          // 30: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(*OpenSessionRequest)(nil),    // 0: sovereign.browser.v1.OpenSessionRequest
+	(*UrlRules)(nil),              // 1: sovereign.browser.v1.UrlRules
+	(*UrlPolicy)(nil),             // 2: sovereign.browser.v1.UrlPolicy
+	(*BlockedRequest)(nil),        // 3: sovereign.browser.v1.BlockedRequest
+	(*OpenSessionResponse)(nil),   // 4: sovereign.browser.v1.OpenSessionResponse
+	(*CloseSessionRequest)(nil),   // 5: sovereign.browser.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),  // 6: sovereign.browser.v1.CloseSessionResponse
+	(*PingRequest)(nil),           // 7: sovereign.browser.v1.PingRequest
+	(*PingResponse)(nil),          // 8: sovereign.browser.v1.PingResponse
+	(*Element)(nil),               // 9: sovereign.browser.v1.Element
+	(*NoArgs)(nil),                // 10: sovereign.browser.v1.NoArgs
+	(*Open)(nil),                  // 11: sovereign.browser.v1.Open
+	(*Snapshot)(nil),              // 12: sovereign.browser.v1.Snapshot
+	(*GetAttr)(nil),               // 13: sovereign.browser.v1.GetAttr
+	(*Eval)(nil),                  // 14: sovereign.browser.v1.Eval
+	(*Fill)(nil),                  // 15: sovereign.browser.v1.Fill
+	(*Press)(nil),                 // 16: sovereign.browser.v1.Press
+	(*Scroll)(nil),                // 17: sovereign.browser.v1.Scroll
+	(*TabNew)(nil),                // 18: sovereign.browser.v1.TabNew
+	(*TabIndex)(nil),              // 19: sovereign.browser.v1.TabIndex
+	(*Wait)(nil),                  // 20: sovereign.browser.v1.Wait
+	(*WaitFor)(nil),               // 21: sovereign.browser.v1.WaitFor
+	(*Screenshot)(nil),            // 22: sovereign.browser.v1.Screenshot
+	(*ToolRequest)(nil),           // 23: sovereign.browser.v1.ToolRequest
+	(*SetIdentity)(nil),           // 24: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                 // 25: sovereign.browser.v1.Image
+	(*Content)(nil),               // 26: sovereign.browser.v1.Content
+	(*ToolResult)(nil),            // 27: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),       // 28: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),      // 29: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil), // 30: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),            // 31: sovereign.browser.v1.WorkerLoad
+	nil,                           // 32: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	2,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -2464,13 +2668,14 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	24, // 33: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
 	25, // 34: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
 	26, // 35: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	30, // 36: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	32, // 36: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 	2,  // 37: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	2,  // 38: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -2522,7 +2727,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1486,6 +1486,106 @@ func (x *DecryptResponse) GetText() string {
 	return ""
 }
 
+// Move hands from_scope's identity to to_scope (a browser session restored
+// on another worker under a new id keeps its login). to_scope's own
+// identity, if any, is wiped first.
+type Move struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FromScope     string                 `protobuf:"bytes,1,opt,name=from_scope,json=fromScope,proto3" json:"from_scope,omitempty"`
+	ToScope       string                 `protobuf:"bytes,2,opt,name=to_scope,json=toScope,proto3" json:"to_scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Move) Reset() {
+	*x = Move{}
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Move) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Move) ProtoMessage() {}
+
+func (x *Move) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Move.ProtoReflect.Descriptor instead.
+func (*Move) Descriptor() ([]byte, []int) {
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Move) GetFromScope() string {
+	if x != nil {
+		return x.FromScope
+	}
+	return ""
+}
+
+func (x *Move) GetToScope() string {
+	if x != nil {
+		return x.ToScope
+	}
+	return ""
+}
+
+// MoveResponse says whether from_scope had an identity to move.
+type MoveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Moved         bool                   `protobuf:"varint,1,opt,name=moved,proto3" json:"moved,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveResponse) Reset() {
+	*x = MoveResponse{}
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveResponse) ProtoMessage() {}
+
+func (x *MoveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_signer_v1_signer_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
+func (*MoveResponse) Descriptor() ([]byte, []int) {
+	return file_sovereign_signer_v1_signer_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MoveResponse) GetMoved() bool {
+	if x != nil {
+		return x.Moved
+	}
+	return false
+}
+
 var File_sovereign_signer_v1_signer_proto protoreflect.FileDescriptor
 
 const file_sovereign_signer_v1_signer_proto_rawDesc = "" +
@@ -1593,7 +1693,13 @@ const file_sovereign_signer_v1_signer_proto_rawDesc = "" +
 	"peerPubkey\x12\x12\n" +
 	"\x04text\x18\x05 \x01(\tR\x04text\"%\n" +
 	"\x0fDecryptResponse\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\tR\x04text*~\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"@\n" +
+	"\x04Move\x12\x1d\n" +
+	"\n" +
+	"from_scope\x18\x01 \x01(\tR\tfromScope\x12\x19\n" +
+	"\bto_scope\x18\x02 \x01(\tR\atoScope\"$\n" +
+	"\fMoveResponse\x12\x14\n" +
+	"\x05moved\x18\x01 \x01(\bR\x05moved*~\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fMETHOD_LOCAL\x10\x01\x12\x0f\n" +
@@ -1624,7 +1730,7 @@ func file_sovereign_signer_v1_signer_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_signer_v1_signer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sovereign_signer_v1_signer_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_sovereign_signer_v1_signer_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_sovereign_signer_v1_signer_proto_goTypes = []any{
 	(Method)(0),                  // 0: sovereign.signer.v1.Method
 	(LoginState)(0),              // 1: sovereign.signer.v1.LoginState
@@ -1647,6 +1753,8 @@ var file_sovereign_signer_v1_signer_proto_goTypes = []any{
 	(*EncryptResponse)(nil),      // 18: sovereign.signer.v1.EncryptResponse
 	(*Decrypt)(nil),              // 19: sovereign.signer.v1.Decrypt
 	(*DecryptResponse)(nil),      // 20: sovereign.signer.v1.DecryptResponse
+	(*Move)(nil),                 // 21: sovereign.signer.v1.Move
+	(*MoveResponse)(nil),         // 22: sovereign.signer.v1.MoveResponse
 }
 var file_sovereign_signer_v1_signer_proto_depIdxs = []int32{
 	0,  // 0: sovereign.signer.v1.Login.method:type_name -> sovereign.signer.v1.Method
@@ -1677,7 +1785,7 @@ func file_sovereign_signer_v1_signer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_signer_v1_signer_proto_rawDesc), len(file_sovereign_signer_v1_signer_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,17 +1,21 @@
 // Package fleet talks to the browser workers over the bus: it opens
-// sessions on any worker with capacity, runs tools on the worker that holds
-// a session (noticing at once when that worker dies), closes sessions, and
-// counts the workers when none can take a session.
+// sessions on any worker with capacity, restores a lost session from its
+// checkpoint, runs tools on the worker that holds a session (noticing at
+// once when that worker dies), closes sessions, and counts the workers
+// when none can take a session.
 package fleet
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"google.golang.org/protobuf/proto"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
@@ -26,22 +30,29 @@ const WorkerService = browserbus.WorkerService
 // still there.
 const DefaultLiveness = 300 * time.Millisecond
 
-// openAttempts bounds retries when a worker that raced to full answers
-// NO_CAPACITY.
-const openAttempts = 4
+// openAttempts bounds retries on the open queue group when a worker that
+// raced to full answers NO_CAPACITY; maxPlaceTries bounds every attempt of
+// one open, direct ones included.
+const (
+	openAttempts  = 4
+	maxPlaceTries = 12
+)
 
 // Fleet is the gateway's view of the browser workers.
 type Fleet struct {
 	c        *bus.Conn
 	liveness time.Duration
+	loads    *loads // the workers' headroom (place.go)
 }
 
 // New returns a fleet client on c; liveness <= 0 means DefaultLiveness.
+// It follows the workers' load reports (sov.browser.load) for as long as
+// c is open, to place new sessions (place.go).
 func New(c *bus.Conn, liveness time.Duration) *Fleet {
 	if liveness <= 0 {
 		liveness = DefaultLiveness
 	}
-	return &Fleet{c: c, liveness: liveness}
+	return &Fleet{c: c, liveness: liveness, loads: watchLoads(c)}
 }
 
 // CapacityError says that no worker could take a new session, and how the
@@ -82,33 +93,76 @@ func plural(n int, one, many string) string {
 // is a *CapacityError. policy is in force before the session's first tab
 // loads anything.
 func (f *Fleet) Open(ctx context.Context, owner string, policy *browserv1.UrlPolicy, profile string) (workerID, sessionID string, err error) {
-	subject := browserbus.Open.Subject(f.c)
-	for attempt := 1; ; attempt++ {
+	return f.place(ctx, "open", browserbus.Open.Subject(f.c),
+		&browserv1.OpenSessionRequest{Owner: owner, Policy: policy, Profile: profile})
+}
+
+// Restore opens a new browser session from the last checkpoint of the
+// session oldSessionID, which was lost (its worker or its Chromium died:
+// a call on it failed with SESSION_LOST, or with UNAVAILABLE from a worker
+// that is no longer Alive). The new session, on any worker with capacity,
+// has the old one's cookies, the local storage of its tabs' origins, its
+// tabs at their URLs and its active tab, on the same base profile; page
+// state and snapshot refs are not kept. policy is the caller's current URL
+// policy, in force before any tab reopens; owner as for Open.
+//
+// Errors: SESSION_NOT_FOUND (bus.CodeOf) when there is no checkpoint (the
+// session closed normally, was restored already, its workers run without
+// the operator secret key, or the checkpoint outlived its TTL): the
+// session is gone for good. A *CapacityError when no worker can take it.
+// A checkpoint restores once: the old id's checkpoint is deleted, and the
+// new session checkpoints under its own id.
+func (f *Fleet) Restore(ctx context.Context, oldSessionID, owner string, policy *browserv1.UrlPolicy) (workerID, sessionID string, err error) {
+	return f.place(ctx, "restore", browserbus.Restore.Subject(f.c),
+		&browserv1.RestoreSessionRequest{OldSessionId: oldSessionID, Owner: owner, Policy: policy})
+}
+
+// place sends req to the worker with the most headroom (on its own
+// subject, verb being "open" or "restore"), or to the open queue group
+// (subject) when no load is known; a worker that turns out full or gone
+// is set aside and the next is tried. what names the operation in
+// errors.
+func (f *Fleet) place(ctx context.Context, what, subject string, req proto.Message) (workerID, sessionID string, err error) {
+	verb := what
+	queued := 0 // attempts on the queue group
+	for tries := 0; tries < maxPlaceTries; tries++ {
+		target, id := subject, f.loads.pick()
+		if id != "" {
+			target = browserbus.WorkerGroup(f.c, id) + "." + verb
+		}
 		var resp browserv1.OpenSessionResponse
-		err = f.c.Request(ctx, subject, &browserv1.OpenSessionRequest{Owner: owner, Policy: policy, Profile: profile}, &resp)
+		err = f.c.Request(ctx, target, req, &resp)
 		if err == nil {
 			if resp.GetWorkerId() == "" || resp.GetSessionId() == "" {
-				return "", "", bus.Errorf(commonv1.ErrorCode_INTERNAL, "worker answered %s without a worker or session id", subject)
+				return "", "", bus.Errorf(commonv1.ErrorCode_INTERNAL, "worker answered %s without a worker or session id", target)
 			}
 			return resp.GetWorkerId(), resp.GetSessionId(), nil
 		}
 		code := bus.CodeOf(err)
 		if ctx.Err() != nil || (code != commonv1.ErrorCode_NO_CAPACITY && code != commonv1.ErrorCode_UNAVAILABLE) {
-			return "", "", fmt.Errorf("open browser session: %w", err)
+			return "", "", fmt.Errorf("%s browser session: %w", what, err)
 		}
+		if id != "" {
+			// Full, under memory pressure, or gone since its last report:
+			// not again until it reports room.
+			f.loads.setAside(id)
+			continue
+		}
+		queued++
 		// UNAVAILABLE: no worker is in the open queue group, which means
 		// none has room. NO_CAPACITY: the worker that answered filled up
 		// meanwhile; another may still have room.
-		if code == commonv1.ErrorCode_UNAVAILABLE || attempt == openAttempts {
-			noCapacityTotal.Inc() // metrics.go
-			return "", "", &CapacityError{Census: f.Census(ctx), Err: err}
+		if code == commonv1.ErrorCode_UNAVAILABLE || queued == openAttempts {
+			break
 		}
 		select {
 		case <-ctx.Done():
-			return "", "", fmt.Errorf("open browser session: %w", err)
-		case <-time.After(time.Duration(attempt) * 25 * time.Millisecond):
+			return "", "", fmt.Errorf("%s browser session: %w", what, err)
+		case <-time.After(time.Duration(queued) * 25 * time.Millisecond):
 		}
 	}
+	noCapacityTotal.Inc() // metrics.go
+	return "", "", &CapacityError{Census: f.Census(ctx), Err: err}
 }
 
 // Call runs req (whose SessionId is set) on workerID. While it runs, the
@@ -237,4 +291,30 @@ func (f *Fleet) discover(ctx context.Context) []string {
 		}
 		wait = censusQuiet
 	}
+}
+
+// checkpointBucketSuffix names the workers' checkpoint bucket
+// (services/browser/checkpoint.go: bus.BucketName(prefix, this)).
+const checkpointBucketSuffix = "_browser_checkpoints"
+
+// Forget deletes the checkpoint of browser session sessionID, for a
+// session the gateway ends while its worker is gone (the worker deletes
+// the checkpoints of the sessions it closes itself). A fleet without
+// checkpoints, or a session without one, is not an error.
+func (f *Fleet) Forget(ctx context.Context, sessionID string) error {
+	js, err := jetstream.New(f.c.NATS())
+	if err != nil {
+		return fmt.Errorf("forget the checkpoint of %s: %w", sessionID, err)
+	}
+	kv, err := js.KeyValue(ctx, bus.BucketName(f.c.Prefix(), checkpointBucketSuffix))
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("forget the checkpoint of %s: %w", sessionID, err)
+	}
+	if err := kv.Purge(ctx, sessionID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("forget the checkpoint of %s: %w", sessionID, err)
+	}
+	return nil
 }

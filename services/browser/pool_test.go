@@ -1,0 +1,60 @@
+package browser_test
+
+import (
+	"testing"
+	"time"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/browser"
+)
+
+// waitWarm waits until w holds n warm browser contexts.
+func waitWarm(t *testing.T, w *browser.Worker, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for w.WarmSessions() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker %s holds %d warm contexts, want %d", w.ID(), w.WarmSessions(), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestWarmPool: the pool fills to its size, an open takes a warm context
+// (with the caller's policy in force, not the pool's allow-everything
+// one) and the pool refills in the background, never beyond the slots
+// the open sessions leave; a closed session frees a slot for it again.
+func TestWarmPool(t *testing.T) {
+	f := newFleet(t)
+	ts := site(t)
+	w := f.worker(browser.Config{ID: "warm", MaxSessions: 3, WarmSessions: 2})
+	waitWarm(t, w, 2)
+	pol := enforced(false, &browserv1.UrlRules{Tier: "global", Block: []string{"blocked.example"}})
+	a := f.openWith(pol)
+	if got := f.mustCall(a, openReq(ts.URL+"/a")); got == "" {
+		t.Fatal("open answered nothing")
+	}
+	_, err := f.call(a, openReq("http://blocked.example/"))
+	wantCode(t, "open a blocked host on a warm session", err, commonv1.ErrorCode_FORBIDDEN, "blocked.example")
+	waitWarm(t, w, 2) // 1 open + 2 warm = 3 slots
+	b := f.openWith(pol)
+	waitWarm(t, w, 1) // 2 open + 1 warm
+	c := f.openWith(pol)
+	waitWarm(t, w, 0) // full
+	for i, s := range []*browserv1.OpenSessionResponse{a, b, c} {
+		if got := f.mustCall(s, evalReq("location.href")); got == "" {
+			t.Fatalf("session %d: eval answered nothing", i)
+		}
+	}
+	if err := f.close(b); err != nil {
+		t.Fatal(err)
+	}
+	waitWarm(t, w, 1)
+	// A session without an enforced policy starts cold; the pool stays.
+	d := f.mustOpen()
+	f.mustCall(d, openReq(ts.URL+"/d"))
+	if n := w.WarmSessions(); n != 0 {
+		t.Fatalf("warm contexts = %d with 3 sessions open on 3 slots, want 0", n)
+	}
+}
