@@ -27,7 +27,6 @@ func withCaller(ctx context.Context, r *http.Request) context.Context {
 	return withCallerInfo(ctx, callerInfo(r.Context()))
 }
 
-
 // sessionManagers resolves mcp-go's SessionIdManager per request, bound to
 // the request's caller and context, backed by the KV store: any replica
 // validates and terminates any session.
