@@ -10,6 +10,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -62,6 +64,13 @@ func main() {
 		os.Exit(2)
 	}
 
+	// The workers keep session checkpoints (restore, spread.go) only with
+	// the operator secret key: a throwaway one.
+	if os.Getenv("SOVEREIGN_SECRET_KEY") == "" && os.Getenv("SOVEREIGN_SECRET_KEY_FILE") == "" {
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		os.Setenv("SOVEREIGN_SECRET_KEY", hex.EncodeToString(key))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
@@ -156,10 +165,15 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 			if err := measureSpread(ctx, f, gw.MCP, site.URL, maxSessions, r); err != nil {
 				return err
 			}
+			logf("a worker killed under sessions, restored from checkpoints…")
+			if err := measureRestore(ctx, f, gw.MCP, site.URL, r); err != nil {
+				return err
+			}
 		}
 		r.elapsed = time.Since(started)
 		r.printStarts(out)
 		r.printSpread(out)
+		r.printRestore(out)
 		return nil
 	}
 
@@ -198,6 +212,10 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if cfg.mode == "fleet" { // last: the other figures are of one worker
 		logf("placement spread over three workers…")
 		if err := measureSpread(ctx, f, gw.MCP, site.URL, maxSessions, r); err != nil {
+			return err
+		}
+		logf("a worker killed under sessions, restored from checkpoints…")
+		if err := measureRestore(ctx, f, gw.MCP, site.URL, r); err != nil {
 			return err
 		}
 	}

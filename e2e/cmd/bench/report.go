@@ -36,8 +36,9 @@ type report struct {
 	memBefore, memAfter harness.Memory
 	memLoaded           harness.Memory // memAfter's sessions, each with a 2,000-element page open
 
-	starts []startRow  // first tool call of a new session (start.go)
-	spread []spreadRow // sessions per worker after 24 opens (spread.go)
+	starts  []startRow  // first tool call of a new session (start.go)
+	spread  []spreadRow // sessions per worker after 24 opens (spread.go)
+	restore *restoreRow // a worker killed under sessions (spread.go)
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
@@ -140,6 +141,7 @@ func (r *report) print(out io.Writer) {
 		fmt.Fprintln(out, "  (mode up: the tree is the whole sovereign up process, gateway and NATS included)")
 	}
 	r.printSpread(out)
+	r.printRestore(out)
 	fmt.Fprintf(out, "\nflags of both Chromiums: %s\n", strings.Join(r.flags, " "))
 	fmt.Fprintf(out, "bench ran %s\n", r.elapsed.Round(time.Second))
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -123,4 +125,81 @@ func (r *report) printSpread(out io.Writer) {
 		fmt.Fprintf(out, "  %-22s %v\n", s.how, s.per)
 	}
 	fmt.Fprintln(out, "  the gateway opens on the worker with the most headroom its load reports show (sov.browser.load)")
+}
+
+// restoreRow is what happened to sessions when their worker was killed.
+type restoreRow struct {
+	sessions, onKilled, kept int
+	firstCall                []time.Duration // each client's first call after the kill
+}
+
+// measureRestore (fleet mode, after measureSpread) opens sessions with a
+// cookie each, lets the workers checkpoint them, kills the worker holding
+// the most, and times every client's next call: on the killed worker's
+// sessions it includes restoring the session on another worker.
+func measureRestore(ctx context.Context, f *harness.Fleet, url, site string, r *report) error {
+	const n = 6
+	clients := make([]*harness.MCPClient, n)
+	for i := range clients {
+		c := harness.NewMCPClient(url)
+		if _, err := c.Initialize(ctx); err != nil {
+			return err
+		}
+		if _, err := c.Tool(ctx, "open", map[string]any{"url": fmt.Sprintf("%s/cookie/set?v=r%d", site, i)}); err != nil {
+			return fmt.Errorf("open for the restore: %w", err)
+		}
+		clients[i] = c
+	}
+	defer func() {
+		for _, c := range clients {
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, _ = c.Delete(dctx)
+			cancel()
+		}
+	}()
+	time.Sleep(4 * time.Second) // a checkpoint of each (--checkpoint-every is 3 s)
+	counts := f.Sessions(ctx)
+	var victim *harness.Worker
+	for _, w := range f.Workers {
+		if victim == nil || counts[w.ID] > counts[victim.ID] {
+			victim = w
+		}
+	}
+	row := restoreRow{sessions: n, onKilled: counts[victim.ID], firstCall: make([]time.Duration, n)}
+	if err := victim.Kill(); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	kept := make([]bool, n)
+	for i, c := range clients {
+		wg.Go(func() {
+			start := time.Now()
+			if _, err := c.Tool(ctx, "open", map[string]any{"url": site + "/cookie/show"}); err != nil {
+				return
+			}
+			row.firstCall[i] = time.Since(start)
+			res, err := c.Tool(ctx, "get_text", map[string]any{"selector": "#who"})
+			kept[i] = err == nil && strings.TrimSpace(res.Text()) == fmt.Sprintf("r%d", i)
+		})
+	}
+	wg.Wait()
+	for _, k := range kept {
+		if k {
+			row.kept++
+		}
+	}
+	r.restore = &row
+	return nil
+}
+
+func (r *report) printRestore(out io.Writer) {
+	if r.restore == nil {
+		return
+	}
+	rr := r.restore
+	slowest := slices.Max(rr.firstCall)
+	fmt.Fprintf(out, "\nsession restore: %d sessions (each with a cookie) over the workers, the one holding %d killed with SIGKILL;\n",
+		rr.sessions, rr.onKilled)
+	fmt.Fprintf(out, "  every client's next call took %s at the slowest (a restore on a live worker from the checkpoint, then the call);\n"+
+		"  %d of %d sessions still had their cookie afterwards\n", ms(slowest), rr.kept, rr.sessions)
 }
