@@ -112,6 +112,15 @@ func TestDockerfiles(t *testing.T) {
 	for _, im := range images {
 		t.Run(im.service, func(t *testing.T) {
 			stages, meta, warnings := parseDockerfile(t, dockerfile(im.service))
+			// A syntax directive makes every build fetch that frontend
+			// image from a registry first (docker.io/docker/dockerfile);
+			// the engine's built-in frontend has what these files use
+			// (RUN --mount=type=cache).
+			if raw, err := os.ReadFile(dockerfile(im.service)); err != nil {
+				t.Fatal(err)
+			} else if ref, _, _, ok := parser.DetectSyntax(raw); ok {
+				t.Errorf("syntax directive %q: builds would pull it from a registry", ref)
+			}
 			if len(warnings) > 0 {
 				t.Errorf("BuildKit warnings:\n  %s", strings.Join(warnings, "\n  "))
 			}
@@ -345,6 +354,24 @@ func TestDockerignore(t *testing.T) {
 		}
 		if got != tc.excluded {
 			t.Errorf(".dockerignore excludes %s = %v, want %v", tc.path, got, tc.excluded)
+		}
+	}
+}
+
+// TestDockerignoreNamesExistingFiles: the files .dockerignore's comments
+// point to exist.
+func TestDockerignoreNamesExistingFiles(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := regexp.MustCompile(`[\w./-]+_test\.go`).FindAllString(string(raw), -1)
+	if len(named) == 0 {
+		t.Fatal(".dockerignore names no test that checks it")
+	}
+	for _, f := range named {
+		if _, err := os.Stat(filepath.Join(repoRoot, f)); err != nil {
+			t.Errorf(".dockerignore refers to %s: %v", f, err)
 		}
 	}
 }
