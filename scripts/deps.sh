@@ -66,8 +66,9 @@ for w in "${want[@]}"; do
       fi
       # compose >= 2.24 (env_file with `required`) and buildx; Debian 12
       # packages neither (its docker-compose 1.29 rejects the file).
+      min_compose=2.24 # deploy/docs_test.go: the docs say the same
       if ! docker buildx version >/dev/null 2>&1 || ! docker compose version --short 2>/dev/null \
-           | awk -F. '{ sub(/^v/, "", $1); exit !($1 > 2 || ($1 == 2 && $2 >= 24)) }'; then
+           | awk -F. -v min="$min_compose" '{ split(min, m, "."); sub(/^v/, "", $1); exit !($1 > m[1] || ($1 == m[1] && $2 >= m[2])) }'; then
         ./scripts/docker-offline.sh plugins
       fi ;;
     *) echo "deps.sh: unknown component $w" >&2; exit 2 ;;
