@@ -23,8 +23,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	"github.com/sovereign-fleet/sovereign/e2e/harness"
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 )
 
@@ -556,11 +556,14 @@ func (d *composeDeploy) browse(ctx context.Context, clients []placedClient, n in
 	return lat
 }
 
-// killWorker kills the container of a worker that holds a session with a
-// call in flight while clients on other workers keep browsing: the call
-// fails promptly saying the session is lost, the others see no error, the
-// engine restarts the container (restart: unless-stopped), its new worker
-// joins, and the client of the lost session gets a new one.
+// killWorker kills (docker kill) the container of a worker that holds a
+// session with a call in flight while clients on other workers keep
+// browsing: the call fails promptly saying the session is lost, the others
+// see no error; `docker compose up -d` starts the container again, its new
+// worker joins, and the client of the lost session gets a new one. Then a
+// crash (the container's init process killed) is restarted by the engine
+// (restart: unless-stopped), which leaves containers that docker kill
+// stopped alone.
 func (d *composeDeploy) killWorker(ctx context.Context, token string) {
 	t := d.t
 	t.Helper()
@@ -637,32 +640,51 @@ func (d *composeDeploy) killWorker(ctx context.Context, token string) {
 		t.Errorf("the in-flight call failed %s after the kill, want it within seconds", took)
 	}
 
-	// The engine restarts the container; its new worker joins the bus.
-	start := time.Now()
+	close(stop)
+	wg.Wait()
+	t.Logf("%d calls of the clients on the other workers during the kill, %d failed", calls, len(otherErrs))
+	if len(otherErrs) > 0 {
+		t.Errorf("calls of clients on the other workers failed during the kill: %v", otherErrs)
+	}
+
+	// `docker kill` is a stop the engine does not undo (restart:
+	// unless-stopped); `docker compose up -d` starts the container again.
+	if st := inspect(t, ctx, container, "{{.State.Status}} {{.RestartCount}}"); st != "exited "+restarts {
+		t.Errorf("the killed container is %q, want exited and not restarted (%s restarts before)", st, restarts)
+	}
+	d.step(ctx, "docker compose up -d after docker kill", "up", "-d")
+	d.waitHealthy(ctx, 3*time.Minute)
+	if after := d.workers(ctx); len(after) != len(workers) {
+		t.Errorf("%d workers after up -d, want %d", len(after), len(workers))
+	}
+	// The client of the lost session gets a fresh one.
+	if got, err := callText(ctx, victim.MCPClient, "get_url", nil); err != nil {
+		t.Errorf("the next call of the client whose session was lost: %v", err)
+	} else {
+		t.Logf("the client whose session was lost is on a fresh page: %q", got)
+	}
+
+	// A crash (the container's process dies) is restarted by the engine.
+	for _, w := range d.workers(ctx) {
+		container = w.Container
+		break
+	}
+	restarts = inspect(t, ctx, container, "{{.RestartCount}}")
+	pid := inspect(t, ctx, container, "{{.State.Pid}}")
+	crashed := time.Now()
+	if out, err := exec.CommandContext(ctx, "kill", "-KILL", pid).CombinedOutput(); err != nil {
+		t.Fatalf("kill -KILL %s (the init process of %s): %v\n%s", pid, container, err, out)
+	}
 	for inspect(t, ctx, container, "{{.RestartCount}}") == restarts || inspect(t, ctx, container, "{{.State.Health.Status}}") != "healthy" {
-		if time.Since(start) > 3*time.Minute {
-			t.Fatalf("the killed browser container was not restarted and healthy within 3 min: restarts %s, state %s",
+		if time.Since(crashed) > 3*time.Minute {
+			t.Fatalf("the crashed browser container was not restarted and healthy within 3 min: restarts %s, state %s",
 				inspect(t, ctx, container, "{{.RestartCount}}"), inspect(t, ctx, container, "{{.State.Status}} {{.State.Health.Status}}"))
 		}
 		time.Sleep(time.Second)
 	}
-	close(stop)
-	wg.Wait()
-	t.Logf("the killed container was restarted and healthy %s after the kill; %d calls of the other clients meanwhile, %d failed",
-		time.Since(killed).Round(100*time.Millisecond), calls, len(otherErrs))
-	if len(otherErrs) > 0 {
-		t.Errorf("calls of clients on the other workers failed during the kill: %v", otherErrs)
-	}
-	after := d.workers(ctx)
-	if len(after) != len(workers) {
-		t.Errorf("%d workers after the restart, want %d", len(after), len(workers))
-	}
-	// The client of the lost session gets a fresh one.
-	got, err := callText(ctx, victim.MCPClient, "get_url", nil)
-	if err != nil {
-		t.Errorf("the next call of the client whose session was lost: %v", err)
-	} else if got != "about:blank" && !strings.Contains(got, "about:blank") {
-		t.Logf("fresh session shows %q", got)
+	t.Logf("a crashed browser container was restarted by the engine and healthy after %s", time.Since(crashed).Round(100*time.Millisecond))
+	if after := d.workers(ctx); len(after) != len(workers) {
+		t.Errorf("%d workers after the crash and restart, want %d", len(after), len(workers))
 	}
 }
 
@@ -725,4 +747,3 @@ func lastLine(s string) string {
 	}
 	return last
 }
-
