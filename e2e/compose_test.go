@@ -477,7 +477,7 @@ func (d *composeDeploy) spread(ctx context.Context, token string, workers map[st
 	d.t.Helper()
 	bc := composeBus(d.t)
 	var out []placedClient
-	for len(out) < 8*len(workers)*perWorker {
+	for range 8 * len(workers) * perWorker {
 		before := sessionsOn(ctx, bc, workers)
 		c := mcpClient(d.t, ctx, token)
 		tool(d.t, ctx, c, "open", map[string]any{"url": "about:blank"})

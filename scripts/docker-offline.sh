@@ -86,7 +86,12 @@ pull_or() {
 # standin_build IMAGE DIR: build DIR/Dockerfile with the classic builder,
 # which takes FROM images from the local store without asking a registry.
 standin_build() {
-  DOCKER_BUILDKIT=0 docker build -q --label "$STANDIN_LABEL" -t "$1" "$2" >/dev/null
+  local out
+  if ! out=$(DOCKER_BUILDKIT=0 docker build -q --label "$STANDIN_LABEL" -t "$1" "$2" 2>&1); then
+    echo "$out" >&2
+    log "could not stand in $1"
+    return 1
+  fi
   log "stood in $1"
 }
 
