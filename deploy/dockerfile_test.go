@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -384,4 +385,28 @@ func runCommands(st instructions.Stage) []string {
 		}
 	}
 	return out
+}
+
+// TestOfflineImagesMatchProject: scripts/docker-offline.sh stands in
+// exactly the public images the Dockerfiles build from and .env runs, so a
+// host without registry access has every one of them under its name.
+func TestOfflineImagesMatchProject(t *testing.T) {
+	out, err := exec.Command("bash", filepath.Join(repoRoot, "scripts", "docker-offline.sh"), "list").Output()
+	if err != nil {
+		t.Fatalf("docker-offline.sh list: %v", err)
+	}
+	got := strings.Fields(string(out))
+	want := []string{buildImage}
+	for _, im := range images {
+		want = append(want, im.base)
+	}
+	dotenv := readEnvFile(t, ".env")
+	for _, k := range []string{"NATS_IMAGE", "JAEGER_IMAGE", "POSTGRES_IMAGE"} {
+		want = append(want, dotenv[k])
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	if !slices.Equal(sorted(got), want) {
+		t.Errorf("docker-offline.sh stands in %v; the project uses %v", sorted(got), want)
+	}
 }

@@ -192,11 +192,13 @@ CMD ["nats-server"]'
 }
 
 # jaeger: the all-in-one the e2e suite builds (e2e/cmd/jaeger), with its
-# built-in configuration listening on every interface, as in the real image.
+# built-in configuration listening on every interface and user 10001, as in
+# the real image (Alpine, whose busybox has the wget of the healthcheck).
 jaeger_image() {
   binary_image "$1" "$(go run ./e2e/cmd/jaeger)" /cmd/jaeger/jaeger-linux 'ENV JAEGER_LISTEN_HOST=0.0.0.0
 EXPOSE 4317 4318 16686 13133
-ENTRYPOINT ["/cmd/jaeger/jaeger-linux"]'
+ENTRYPOINT ["/cmd/jaeger/jaeger-linux"]
+USER 10001'
 }
 
 # postgres: Debian's PostgreSQL with the official image's interface:
