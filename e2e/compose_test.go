@@ -189,6 +189,12 @@ func newComposeDeploy(t *testing.T) *composeDeploy {
 			t.Fatalf("%s exists: TestCompose writes its own secrets there; move it away first", f)
 		}
 	}
+	// What an earlier run left behind (a killed test binary) goes first.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := d.downAll(ctx); err != nil {
+		t.Fatalf("before the test: %v", err)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
@@ -196,14 +202,23 @@ func newComposeDeploy(t *testing.T) *composeDeploy {
 			out, _ := d.run(ctx, "--profile", "postgres", "--profile", "sqlite", "logs", "--no-color", "--tail", "40")
 			t.Logf("docker compose logs --tail 40:\n%s", out)
 		}
-		if out, err := d.run(ctx, "--profile", "postgres", "--profile", "sqlite", "--profile", "tools", "down", "-v", "--remove-orphans"); err != nil {
-			t.Errorf("docker compose down -v: %v\n%s", err, out)
+		if err := d.downAll(ctx); err != nil {
+			t.Error(err)
 		}
 		for _, f := range d.written {
 			os.Remove(f)
 		}
 	})
 	return d
+}
+
+// downAll removes the project's containers, networks and volumes, of
+// every profile.
+func (d *composeDeploy) downAll(ctx context.Context) error {
+	if out, err := d.run(ctx, "--profile", "postgres", "--profile", "sqlite", "--profile", "tools", "down", "-v", "--remove-orphans"); err != nil {
+		return fmt.Errorf("%w\n%s", err, out)
+	}
+	return nil
 }
 
 func (d *composeDeploy) secretFiles() []string {
