@@ -56,6 +56,24 @@ test: deps ## every test: unit, component, generated-code check and e2e
 e2e: deps jaeger ## only the end-to-end tests (separate processes, real MCP clients, a real Jaeger)
 	$(GO) test $(TESTFLAGS) -v ./e2e/...
 
+# The compose project run for real (e2e/compose_test.go): a Docker engine
+# (deps.sh docker installs docker.io and starts dockerd when none answers,
+# and builds the compose and buildx plugins when missing), the base images
+# (pulled, or stood in by docker-offline.sh when the registry does not
+# answer), then TestCompose, which removes everything it started; the
+# `down -v` after it also runs when the test binary dies. Not part of
+# `make test`: a new machine spends ~40 min on it (plugins, stand-ins and
+# the first image build), a machine that keeps ~/.cache/sovereign-e2e and
+# the engine's store ~4 min.
+COMPOSE_E2E := cd deploy && COMPOSE_PROJECT_NAME=sovereign-e2e docker compose --profile postgres --profile sqlite --profile tools
+
+.PHONY: e2e-compose
+e2e-compose: ## deploy/compose.yaml for real on a Docker engine (not in make test: ~40 min the first time, 4 min cached)
+	@./scripts/deps.sh docker
+	./scripts/docker-offline.sh images
+	@rc=0; SOVEREIGN_E2E_COMPOSE=1 $(GO) test -count=1 -timeout 60m -run '^TestCompose$$' -v ./e2e/ || rc=$$?; \
+	  $(COMPOSE_E2E) down -v --remove-orphans >/dev/null 2>&1; exit $$rc
+
 .PHONY: jaeger
 jaeger: ## build the Jaeger the trace e2e test runs (from the Go module proxy; ~6 min on 2 cores the first time, cached in ~/.cache/sovereign-e2e)
 	$(GO) run ./e2e/cmd/jaeger

@@ -70,8 +70,10 @@ var sovereignServices = []sovereignService{
 		health: []string{"CMD", "/sovereign", "healthcheck", "http://127.0.0.1:8080/readyz"},
 		ports:  []string{"127.0.0.1:8080:8080", "127.0.0.1:8086:8086"}, replicas: 1, envFile: "secrets/gateway.env",
 		// System tools off unless .env turns them on; their workspace is
-		// a volume (the root filesystem is read-only).
-		extra: map[string]string{"SOVEREIGN_SYSTEM_TOOLS": "off", "SOVEREIGN_WORKSPACE": workspace},
+		// a volume (the root filesystem is read-only). The console knows
+		// it is published on loopback only: no "beyond loopback" warning
+		// at every start (TestComposeConsolePublished).
+		extra: map[string]string{"SOVEREIGN_SYSTEM_TOOLS": "off", "SOVEREIGN_WORKSPACE": workspace, "SOVEREIGN_ADMIN_PUBLISHED": "127.0.0.1:8086"},
 	},
 	{
 		name: "browser", image: "sovereign-browser",
@@ -79,7 +81,8 @@ var sovereignServices = []sovereignService{
 		health: []string{"CMD", "/usr/local/bin/sovereign", "healthcheck", "http://127.0.0.1:8091/readyz"},
 		// Three workers by default; each holds SOVEREIGN_MAX_SESSIONS.
 		replicas: 3, envFile: "secrets/browser.env",
-		extra: map[string]string{"SOVEREIGN_CHROME": "/usr/bin/chromium", "SOVEREIGN_MAX_SESSIONS": "16"},
+		// Chromium's sandbox stays on unless .env turns it off.
+		extra: map[string]string{"SOVEREIGN_CHROME": "/usr/bin/chromium", "SOVEREIGN_MAX_SESSIONS": "16", "SOVEREIGN_CHROME_SANDBOX": "auto"},
 	},
 	{
 		name: "signer", image: "sovereign-signer",
@@ -195,6 +198,7 @@ func TestComposeCLI(t *testing.T) {
 	if got := env(c, "SOVEREIGN_PUBLIC_URL"); got != "http://localhost:8080" {
 		t.Errorf("cli SOVEREIGN_PUBLIC_URL = %q, want http://localhost:8080", got)
 	}
+	checkBuilt(t, c)
 	if c.Image != service(t, p, "gateway").Image || c.Build == nil {
 		t.Errorf("cli image %q (build %v): want the gateway's image, buildable", c.Image, c.Build != nil)
 	}
@@ -203,6 +207,46 @@ func TestComposeCLI(t *testing.T) {
 	}
 	if !hasEnvFile(c, "secrets/browser.env") {
 		t.Error("cli does not read secrets/browser.env (secret set needs the key)")
+	}
+}
+
+// checkBuilt: a Sovereign image is built from this checkout, never pulled:
+// with compose's default policy (missing), `up` asks the registry for the
+// image's tag first, and would silently run a published :dev instead of
+// the checkout.
+func checkBuilt(t *testing.T, s types.ServiceConfig) {
+	t.Helper()
+	if s.PullPolicy != types.PullPolicyBuild {
+		t.Errorf("%s pull_policy = %q, want %q", s.Name, s.PullPolicy, types.PullPolicyBuild)
+	}
+}
+
+// TestComposeSettingsReachTheirService: .env settings reach their service: SOVEREIGN_CHROME_SANDBOX=off (the documented
+// switch for hosts without unprivileged user namespaces) reaches the
+// workers, SOVEREIGN_PULL_POLICY=missing the images, and a moved console
+// port the gateway's SOVEREIGN_ADMIN_PUBLISHED, which always names the
+// published loopback port.
+func TestComposeSettingsReachTheirService(t *testing.T) {
+	p := loadWithSettings(t, map[string]string{
+		"SOVEREIGN_CHROME_SANDBOX": "off", "SOVEREIGN_PULL_POLICY": "missing", "SOVEREIGN_ADMIN_PORT": "18086",
+	}, nil)
+	if got := env(service(t, p, "browser"), "SOVEREIGN_CHROME_SANDBOX"); got != "off" {
+		t.Errorf("browser SOVEREIGN_CHROME_SANDBOX = %q, want off from the environment", got)
+	}
+	for _, name := range []string{"gateway", "browser", "signer", "agent", "history"} {
+		if got := service(t, p, name).PullPolicy; got != types.PullPolicyMissing {
+			t.Errorf("%s pull_policy = %q, want missing from the environment", name, got)
+		}
+	}
+	g := service(t, p, "gateway")
+	published := ""
+	for _, port := range g.Ports {
+		if port.Target == 8086 {
+			published = port.HostIP + ":" + port.Published
+		}
+	}
+	if got := env(g, "SOVEREIGN_ADMIN_PUBLISHED"); got != published || published != "127.0.0.1:18086" {
+		t.Errorf("gateway SOVEREIGN_ADMIN_PUBLISHED = %q, console published on %q; want both 127.0.0.1:18086", got, published)
 	}
 }
 
@@ -239,6 +283,7 @@ func checkSovereign(t *testing.T, p *types.Project, want sovereignService) {
 	if img := "ghcr.io/sovereign-fleet/" + want.image + ":dev"; s.Image != img {
 		t.Errorf("image = %q, want %q", s.Image, img)
 	}
+	checkBuilt(t, s)
 	if s.Build == nil {
 		t.Error("no build section: `docker compose up` could not build a missing image")
 	} else {
@@ -546,6 +591,23 @@ func TestComposeAgent(t *testing.T) {
 	}
 
 	// .env turns the system tools on for agent runs only.
+	p = loadWithSettings(t, map[string]string{"SOVEREIGN_SYSTEM_TOOLS": "agent"}, map[string]string{
+		"agent.env": "SOVEREIGN_LLM_BASE_URL=http://host.docker.internal:11434/v1\nSOVEREIGN_LLM_MODEL=qwen3:8b\n",
+	})
+	if got := env(service(t, p, "gateway"), "SOVEREIGN_SYSTEM_TOOLS"); got != "agent" {
+		t.Errorf("gateway SOVEREIGN_SYSTEM_TOOLS = %q, want agent (from .env)", got)
+	}
+	a = service(t, p, "agent")
+	if env(a, "SOVEREIGN_LLM_BASE_URL") != "http://host.docker.internal:11434/v1" || env(a, "SOVEREIGN_LLM_MODEL") != "qwen3:8b" {
+		t.Errorf("agent provider env = %q, %q", env(a, "SOVEREIGN_LLM_BASE_URL"), env(a, "SOVEREIGN_LLM_MODEL"))
+	}
+}
+
+// loadWithSettings loads a copy of the project whose .env has settings
+// changed (each must be a line of .env already) and whose secrets/ holds
+// the given files.
+func loadWithSettings(t *testing.T, settings, secrets map[string]string) *types.Project {
+	t.Helper()
 	dir := t.TempDir()
 	for _, f := range []string{"compose.yaml", "nats.conf", seccompFile} {
 		if err := copyFile(f, filepath.Join(dir, f)); err != nil {
@@ -556,25 +618,25 @@ func TestComposeAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dotenv = regexp.MustCompile(`(?m)^SOVEREIGN_SYSTEM_TOOLS=.*$`).ReplaceAll(dotenv, []byte("SOVEREIGN_SYSTEM_TOOLS=agent"))
+	for k, v := range settings {
+		line := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(k) + `=.*$`)
+		if !line.Match(dotenv) {
+			t.Fatalf(".env has no %s line", k)
+		}
+		dotenv = line.ReplaceAll(dotenv, []byte(k+"="+v))
+	}
 	if err := os.WriteFile(filepath.Join(dir, ".env"), dotenv, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "secrets"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	provider := "SOVEREIGN_LLM_BASE_URL=http://host.docker.internal:11434/v1\nSOVEREIGN_LLM_MODEL=qwen3:8b\n"
-	if err := os.WriteFile(filepath.Join(dir, "secrets", "agent.env"), []byte(provider), 0o600); err != nil {
-		t.Fatal(err)
+	for name, content := range secrets {
+		if err := os.WriteFile(filepath.Join(dir, "secrets", name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	p = loadCompose(t, dir, true)
-	if got := env(service(t, p, "gateway"), "SOVEREIGN_SYSTEM_TOOLS"); got != "agent" {
-		t.Errorf("gateway SOVEREIGN_SYSTEM_TOOLS = %q, want agent (from .env)", got)
-	}
-	a = service(t, p, "agent")
-	if env(a, "SOVEREIGN_LLM_BASE_URL") != "http://host.docker.internal:11434/v1" || env(a, "SOVEREIGN_LLM_MODEL") != "qwen3:8b" {
-		t.Errorf("agent provider env = %q, %q", env(a, "SOVEREIGN_LLM_BASE_URL"), env(a, "SOVEREIGN_LLM_MODEL"))
-	}
+	return loadCompose(t, dir, true)
 }
 
 func service(t *testing.T, p *types.Project, name string) types.ServiceConfig {

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -112,6 +113,15 @@ func TestDockerfiles(t *testing.T) {
 	for _, im := range images {
 		t.Run(im.service, func(t *testing.T) {
 			stages, meta, warnings := parseDockerfile(t, dockerfile(im.service))
+			// A syntax directive makes every build fetch that frontend
+			// image from a registry first (docker.io/docker/dockerfile);
+			// the engine's built-in frontend has what these files use
+			// (RUN --mount=type=cache).
+			if raw, err := os.ReadFile(dockerfile(im.service)); err != nil {
+				t.Fatal(err)
+			} else if ref, _, _, ok := parser.DetectSyntax(raw); ok {
+				t.Errorf("syntax directive %q: builds would pull it from a registry", ref)
+			}
 			if len(warnings) > 0 {
 				t.Errorf("BuildKit warnings:\n  %s", strings.Join(warnings, "\n  "))
 			}
@@ -349,6 +359,24 @@ func TestDockerignore(t *testing.T) {
 	}
 }
 
+// TestDockerignoreNamesExistingFiles: the files .dockerignore's comments
+// point to exist.
+func TestDockerignoreNamesExistingFiles(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := regexp.MustCompile(`[\w./-]+_test\.go`).FindAllString(string(raw), -1)
+	if len(named) == 0 {
+		t.Fatal(".dockerignore names no test that checks it")
+	}
+	for _, f := range named {
+		if _, err := os.Stat(filepath.Join(repoRoot, f)); err != nil {
+			t.Errorf(".dockerignore refers to %s: %v", f, err)
+		}
+	}
+}
+
 func runCommands(st instructions.Stage) []string {
 	var out []string
 	for _, c := range st.Commands {
@@ -357,4 +385,28 @@ func runCommands(st instructions.Stage) []string {
 		}
 	}
 	return out
+}
+
+// TestOfflineImagesMatchProject: scripts/docker-offline.sh stands in
+// exactly the public images the Dockerfiles build from and .env runs, so a
+// host without registry access has every one of them under its name.
+func TestOfflineImagesMatchProject(t *testing.T) {
+	out, err := exec.Command("bash", filepath.Join(repoRoot, "scripts", "docker-offline.sh"), "list").Output()
+	if err != nil {
+		t.Fatalf("docker-offline.sh list: %v", err)
+	}
+	got := strings.Fields(string(out))
+	want := []string{buildImage}
+	for _, im := range images {
+		want = append(want, im.base)
+	}
+	dotenv := readEnvFile(t, ".env")
+	for _, k := range []string{"NATS_IMAGE", "JAEGER_IMAGE", "POSTGRES_IMAGE"} {
+		want = append(want, dotenv[k])
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	if !slices.Equal(sorted(got), want) {
+		t.Errorf("docker-offline.sh stands in %v; the project uses %v", sorted(got), want)
+	}
 }

@@ -4,6 +4,9 @@
 # Node packages of the e2e clients, and the PostgreSQL server binaries
 # (history's tests start their own server).
 # `deps.sh chromium` installs only Chromium. Needs root (or sudo) for apt.
+# Not in the default list: `deps.sh docker` (a Docker engine, started when
+# none answers, with the compose >= 2.24 and buildx CLI plugins, built from
+# the Go module proxy when missing) and `deps.sh debootstrap`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,6 +58,26 @@ for w in "${want[@]}"; do
       # cluster; the tests do not use it).
       if ! command -v initdb >/dev/null && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
         apt_install postgresql
+      fi ;;
+    debootstrap)
+      command -v debootstrap >/dev/null || apt_install debootstrap ;;
+    docker)
+      if ! docker version >/dev/null 2>&1; then
+        command -v dockerd >/dev/null || apt_install docker.io
+        if [ "$(id -u)" != 0 ]; then echo "no Docker engine answers: start one (dockerd as root)" >&2; exit 1; fi
+        # No init system on CI machines: start the engine ourselves, for
+        # this and later runs (it keeps the image and build caches).
+        echo "starting dockerd (log: /var/log/dockerd.log)…"
+        nohup dockerd >/var/log/dockerd.log 2>&1 </dev/null &
+        for _ in $(seq 60); do docker version >/dev/null 2>&1 && break; sleep 1; done
+        docker version >/dev/null || { tail -20 /var/log/dockerd.log >&2; exit 1; }
+      fi
+      # compose >= 2.24 (env_file with `required`) and buildx; Debian 12
+      # packages neither (its docker-compose 1.29 rejects the file).
+      min_compose=2.24 # deploy/docs_test.go: the docs say the same
+      if ! docker buildx version >/dev/null 2>&1 || ! docker compose version --short 2>/dev/null \
+           | awk -F. -v min="$min_compose" '{ split(min, m, "."); sub(/^v/, "", $1); exit !($1 > m[1] || ($1 == m[1] && $2 >= m[2])) }'; then
+        ./scripts/docker-offline.sh plugins
       fi ;;
     *) echo "deps.sh: unknown component $w" >&2; exit 2 ;;
   esac

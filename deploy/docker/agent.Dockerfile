@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The agent orchestrator (LLM tool loops on the fleet): sovereign agent.
 # Stateless (runs live in NATS KV): run as many replicas as you like. Build
 # from the repository root:

@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # A browser worker: sovereign browser driving a headless Chromium. Build
 # from the repository root:
 #   docker build -f deploy/docker/browser.Dockerfile -t ghcr.io/sovereign-fleet/sovereign-browser:dev .

@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The MCP gateway: sovereign gateway. Build from the repository root:
 #   docker build -f deploy/docker/gateway.Dockerfile --build-arg VERSION=0.1.0 --build-arg COMMIT=$(git rev-parse HEAD) -t ghcr.io/sovereign-fleet/sovereign-gateway:0.1.0 .
 # (make images builds all five.)

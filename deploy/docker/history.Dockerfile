@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The history service (audit trail, chat store): sovereign history. Build
 # from the repository root:
 #   docker build -f deploy/docker/history.Dockerfile -t ghcr.io/sovereign-fleet/sovereign-history:dev .

@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The signer (Nostr identities, window.nostr): sovereign signer. Run ONE
 # replica. Build from the repository root:
 #   docker build -f deploy/docker/signer.Dockerfile -t ghcr.io/sovereign-fleet/sovereign-signer:dev .

@@ -246,6 +246,15 @@ func (b *logBuffer) String() string {
 	return b.buf.String()
 }
 
+// take returns what was logged since the last take.
+func (b *logBuffer) take() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.buf.String()
+	b.buf.Reset()
+	return out
+}
+
 func captureLogs(t *testing.T) *logBuffer {
 	b := &logBuffer{}
 	prev := slog.Default()

@@ -94,6 +94,12 @@ type AuthConfig struct {
 type AdminConfig struct {
 	// AdminListen is the console's host:port (DefaultAdminListen when "").
 	AdminListen string
+	// AdminPublished is where a container runtime publishes the console's
+	// port on the host (host:port, such as compose's 127.0.0.1:8086), when
+	// AdminListen is the container's 0.0.0.0: the console's URL is logged
+	// with it, and listening beyond loopback is warned about only when its
+	// host is not loopback.
+	AdminPublished string
 	// AdminToken guards the console (at least 16 characters).
 	AdminToken string
 	// AdminTokenFile holds the admin token instead (its first line).
@@ -198,6 +204,8 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	// would show in the process list.
 	fs.StringVar(&cfg.AdminListen, "admin-listen", config.Env("SOVEREIGN_ADMIN_LISTEN", ""),
 		"host:port of the operator console (default "+DefaultAdminListen+"); it runs only with an admin token [SOVEREIGN_ADMIN_LISTEN]")
+	fs.StringVar(&cfg.AdminPublished, "admin-published", config.Env("SOVEREIGN_ADMIN_PUBLISHED", ""),
+		"host:port where a container runtime publishes --admin-listen's port on the host (compose: 127.0.0.1:8086); logged as the console's URL, and no beyond-loopback warning when it is loopback [SOVEREIGN_ADMIN_PUBLISHED]")
 	fs.StringVar(&cfg.AdminTokenFile, "admin-token-file", config.Env("SOVEREIGN_ADMIN_TOKEN_FILE", ""),
 		"file holding the operator console's admin token (at least 16 characters), instead of SOVEREIGN_ADMIN_TOKEN [SOVEREIGN_ADMIN_TOKEN_FILE]")
 	cfg.AdminToken = config.Env("SOVEREIGN_ADMIN_TOKEN", "")

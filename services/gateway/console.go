@@ -68,9 +68,12 @@ func (c Config) validateAdmin() []error {
 	} else if tok != strings.TrimSpace(tok) {
 		errs = append(errs, errors.New("SOVEREIGN_ADMIN_TOKEN: the admin token starts or ends with white space; remove it"))
 	}
-	if c.AdminListen != "" {
-		if _, port, err := net.SplitHostPort(c.AdminListen); err != nil || port == "" {
-			errs = append(errs, fmt.Errorf("--admin-listen: %q is not host:port (like %s)", c.AdminListen, DefaultAdminListen))
+	for _, a := range []struct{ flag, v string }{{"--admin-listen", c.AdminListen}, {"--admin-published", c.AdminPublished}} {
+		if a.v == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a.v); err != nil || port == "" {
+			errs = append(errs, fmt.Errorf("%s: %q is not host:port (like %s)", a.flag, a.v, DefaultAdminListen))
 		}
 	}
 	return errs
@@ -210,10 +213,22 @@ func (g *Gateway) serveAdmin(ctx context.Context) (stop func(context.Context) er
 	}
 	url := "http://" + connectAddr(ln.Addr()) + "/"
 	g.admin.addr.Store(&url)
-	g.log.Info("operator console serving", "url", url)
-	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+	// Reached where it is published (a container's port on the host) or
+	// where it listens.
+	reach, loopback := url, false
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
+		loopback = tcp.IP.IsLoopback()
+	}
+	if p := g.cfg.AdminPublished; p != "" {
+		reach = "http://" + p + "/"
+		h, _, _ := net.SplitHostPort(p)
+		ip := net.ParseIP(h)
+		loopback = strings.EqualFold(h, "localhost") || (ip != nil && ip.IsLoopback())
+	}
+	g.log.Info("operator console serving", "url", reach, "listen", ln.Addr().String())
+	if !loopback {
 		g.log.Warn("the operator console listens beyond loopback: anyone who reaches it can try the admin token; prefer 127.0.0.1 and an SSH tunnel",
-			"addr", ln.Addr().String())
+			"addr", ln.Addr().String(), "published", g.cfg.AdminPublished)
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

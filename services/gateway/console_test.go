@@ -1,11 +1,9 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -13,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -418,11 +415,7 @@ func TestConsoleHTTP(t *testing.T) {
 // TestConsoleOffWithoutToken: without an admin token the console's routes
 // do not exist anywhere, and an explicit --admin-listen gets a warning.
 func TestConsoleOffWithoutToken(t *testing.T) {
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil)))
-	t.Cleanup(func() { slog.SetDefault(prev) })
+	logs := captureLogs(t)
 
 	srv := startNATS(t, "")
 	port := freePort(t)
@@ -446,23 +439,49 @@ func TestConsoleOffWithoutToken(t *testing.T) {
 		c.Close()
 		t.Errorf("something listens on --admin-listen %s without an admin token", port)
 	}
-	mu.Lock()
-	out := logs.String()
-	mu.Unlock()
+	out := logs.take()
 	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "operator console is off") {
 		t.Errorf("no warning about the console being off:\n%s", out)
 	}
 
 	// Without --admin-listen there is nothing to warn about.
-	mu.Lock()
-	logs.Reset()
-	mu.Unlock()
 	serveGateway(t, srv, gateway.Config{})
-	mu.Lock()
-	out = logs.String()
-	mu.Unlock()
+	out = logs.take()
 	if strings.Contains(out, "operator console") {
 		t.Errorf("a gateway without console settings logged about the console:\n%s", out)
+	}
+}
+
+// TestConsoleBeyondLoopbackWarning: a console listening on every interface
+// is warned about, unless --admin-published says the container runtime
+// publishes it on loopback only (compose: 127.0.0.1:8086), in which case
+// the published URL is the one logged.
+func TestConsoleBeyondLoopbackWarning(t *testing.T) {
+	logs := captureLogs(t)
+	srv := startNATS(t, "")
+	for _, tc := range []struct {
+		published string
+		warn      bool
+		url       string
+	}{
+		{"", true, ""},
+		{"127.0.0.1:18086", false, "url=http://127.0.0.1:18086/"},
+		{"localhost:18086", false, "url=http://localhost:18086/"},
+		{"192.0.2.10:8086", true, "url=http://192.0.2.10:8086/"},
+	} {
+		logs.take()
+		g, _ := serveGateway(t, srv, gateway.Config{AdminListen: "0.0.0.0:0", AdminPublished: tc.published, AdminToken: adminToken})
+		adminURL(t, g)
+		out := logs.take()
+		if got := strings.Contains(out, "operator console listens beyond loopback"); got != tc.warn {
+			t.Errorf("published %q: warned %v, want %v:\n%s", tc.published, got, tc.warn, out)
+		}
+		if !strings.Contains(out, "operator console serving") || !strings.Contains(out, tc.url) {
+			t.Errorf("published %q: the console's URL is not logged as %q:\n%s", tc.published, tc.url, out)
+		}
+	}
+	if _, err := gateway.New(gateway.Config{AdminToken: adminToken, AdminPublished: "8086"}, connect(t, srv)); err == nil || !strings.Contains(err.Error(), "--admin-published") {
+		t.Errorf("--admin-published 8086: %v, want an error naming the flag", err)
 	}
 }
 
@@ -512,15 +531,4 @@ func freePort(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
-}
-
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
