@@ -51,6 +51,7 @@ test: deps ## every test: unit, component, generated-code check and e2e
 	$(MAKE) lint
 	$(MAKE) jaeger
 	$(GO) test $(TESTFLAGS) $(PKGS) ./e2e/...
+	$(MAKE) e2e-compose
 
 .PHONY: e2e
 e2e: deps jaeger ## only the end-to-end tests (separate processes, real MCP clients, a real Jaeger)
@@ -68,7 +69,7 @@ e2e: deps jaeger ## only the end-to-end tests (separate processes, real MCP clie
 COMPOSE_E2E := cd deploy && COMPOSE_PROJECT_NAME=sovereign-e2e docker compose --profile postgres --profile sqlite --profile tools
 
 .PHONY: e2e-compose
-e2e-compose: ## deploy/compose.yaml for real on a Docker engine (not in make test: ~40 min the first time, 4 min cached)
+e2e-compose: ## deploy/compose.yaml for real on a Docker engine (the last step of make test: ~40 min the first time, 4 min cached)
 	@./scripts/deps.sh docker
 	./scripts/docker-offline.sh images
 	@rc=0; SOVEREIGN_E2E_COMPOSE=1 $(GO) test -count=1 -timeout 60m -run '^TestCompose$$' -v ./e2e/ || rc=$$?; \
