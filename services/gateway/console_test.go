@@ -470,7 +470,7 @@ func TestConsoleBeyondLoopbackWarning(t *testing.T) {
 		{"192.0.2.10:8086", true, "url=http://192.0.2.10:8086/"},
 	} {
 		logs.take()
-		g, _ := serveGateway(t, srv, gateway.Config{AdminListen: "0.0.0.0:0", AdminPublished: tc.published, AdminToken: adminToken})
+		g, _ := serveGateway(t, srv, gateway.Config{AdminConfig: gateway.AdminConfig{AdminListen: "0.0.0.0:0", AdminPublished: tc.published, AdminToken: adminToken}})
 		adminURL(t, g)
 		out := logs.take()
 		if got := strings.Contains(out, "operator console listens beyond loopback"); got != tc.warn {
@@ -480,7 +480,7 @@ func TestConsoleBeyondLoopbackWarning(t *testing.T) {
 			t.Errorf("published %q: the console's URL is not logged as %q:\n%s", tc.published, tc.url, out)
 		}
 	}
-	if _, err := gateway.New(gateway.Config{AdminToken: adminToken, AdminPublished: "8086"}, connect(t, srv)); err == nil || !strings.Contains(err.Error(), "--admin-published") {
+	if _, err := gateway.New(context.Background(), gateway.Config{AdminConfig: gateway.AdminConfig{AdminToken: adminToken, AdminPublished: "8086"}}, connect(t, srv)); err == nil || !strings.Contains(err.Error(), "--admin-published") {
 		t.Errorf("--admin-published 8086: %v, want an error naming the flag", err)
 	}
 }
