@@ -111,5 +111,5 @@ func (t *Tab) press(ctx context.Context, key string) (*browserv1.ToolResult, err
 	if err := chromedp.Do(ctx, chromedp.KeyEvent(string(r), chromedp.KeyModifiers(mods...))); err != nil {
 		return nil, err
 	}
-	return t.settled(ctx, w, "Pressed "+key)
+	return t.acted(ctx, w, "Pressed "+key)
 }

@@ -2,6 +2,7 @@ package page
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -106,21 +107,23 @@ func (t *Tab) reload(ctx context.Context) (*browserv1.ToolResult, error) {
 	return t.afterNav(ctx, w, "Reloaded", "reload")
 }
 
-// afterNav waits for the navigation that w follows and describes where
-// the tab is now.
+// afterNav waits for the navigation that w follows, then for the page to
+// settle, and describes where the tab is now.
 func (t *Tab) afterNav(ctx context.Context, w *navWatch, verb, what string) (res *browserv1.ToolResult, err error) {
 	ctx, span := startSpan(ctx, spanLoad)
 	defer func() { endSpan(span, err) }()
-	w.markStarted()
-	loaded := w.wait(ctx, softDeadline(ctx, 0))
-	span.SetAttributes(attribute.Bool("sovereign.navigation.loaded", loaded))
+	r, err := t.settle(ctx, w, true)
+	span.SetAttributes(attribute.Bool("sovereign.navigation.loaded", !r.Loading))
 	if s := w.httpStatus(); s > 0 {
 		span.SetAttributes(attribute.Int64("http.response.status_code", s))
 	}
-	if !loaded && !w.isCommitted() {
+	if errors.Is(err, errNotLoaded) {
 		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "%s: the page did not load before the request deadline; the server may be slow or unreachable", what)
 	}
-	return t.whereNow(ctx, verb, w, loaded)
+	if err != nil {
+		return nil, err
+	}
+	return t.whereNow(ctx, verb, w, !r.Loading)
 }
 
 // whereNow returns a result like `Opened http://x/ — title "X"`.
@@ -177,7 +180,10 @@ func (t *Tab) currentURL(ctx context.Context) (string, error) {
 // world so that the page cannot fake it.
 func (t *Tab) title(ctx context.Context) (string, error) {
 	var s string
-	err := t.callWorld(ctx, t.main(), `function() { return document.title; }`, &s)
+	err := t.callWorld(ctx, t.main(), `function(max) {
+		const t = document.title;
+		return t.length > max ? t.slice(0, max) + '\u2026 (' + (t.length - max) + ' more characters)' : t;
+	}`, &s, maxTitle)
 	return s, err
 }
 
@@ -257,6 +263,7 @@ type navWatch struct {
 	main      cdp.FrameID
 	started   bool
 	committed bool
+	sameDoc   bool
 	status    int64
 	done      chan struct{}
 	closed    bool
@@ -292,6 +299,7 @@ func (w *navWatch) observe(ev any) {
 		}
 	case *page.EventNavigatedWithinDocument:
 		if ev.FrameID == w.main {
+			w.sameDoc = true
 			w.finishLocked()
 		}
 	case *page.EventFrameNavigated:
@@ -349,6 +357,12 @@ func (w *navWatch) isCommitted() bool {
 	return w.committed
 }
 
+func (w *navWatch) isSameDocument() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sameDoc
+}
+
 func (w *navWatch) httpStatus() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -378,7 +392,7 @@ func (w *navWatch) wait(ctx context.Context, soft time.Time) bool {
 // location) before it answers a later command, and the tab's listeners see
 // events in order, so after the round trip started is known: no fixed
 // grace period, and an action that navigates nowhere returns at once.
-func (w *navWatch) settle(ctx context.Context, flush func(context.Context) error) (stillLoading bool) {
+func (w *navWatch) settle(ctx context.Context, flush func(context.Context) error, soft time.Time) (stillLoading bool) {
 	select {
 	case <-w.done:
 		return false
@@ -389,7 +403,7 @@ func (w *navWatch) settle(ctx context.Context, flush func(context.Context) error
 	if _ = flush(ctx); ctx.Err() != nil || !w.isStarted() {
 		return false
 	}
-	return !w.wait(ctx, softDeadline(ctx, settleCap))
+	return !w.wait(ctx, soft)
 }
 
 // flush is a round trip to the page's main world (see navWatch.settle).
