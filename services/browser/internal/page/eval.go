@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/runtime"

@@ -174,10 +174,10 @@ func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, 
 				if (opts.deadline) opts.deadline += performance.now();
 				return __sov.snapshot(opts, frames);
 			}`,
-			ExecutionContextID:  world,
-			Arguments:           args,
-			ReturnByValue:       new(true),
-			Silent:              new(true),
+			ExecutionContextID: world,
+			Arguments:          args,
+			ReturnByValue:      new(true),
+			Silent:             new(true),
 		})
 		return decodeCall(r, err, &snap)
 	})
