@@ -89,9 +89,9 @@ func cutLines(lines []string, max int) (string, bool) {
 		n++
 	}
 	if n == 0 {
-		// One line longer than the cap: keep its start.
-		first := clipTo(lines[0], max)
-		b.WriteString(first)
+		// One line longer than the cap: keep its start (the marker says
+		// how much of the rest is left).
+		b.WriteString(clipRunes(lines[0], max))
 		b.WriteByte('\n')
 		n = 1
 	}

@@ -288,7 +288,8 @@ func contextGone(err error) bool {
 		return false
 	}
 	m := strings.ToLower(ce.Message)
-	return strings.Contains(m, "cannot find context") || strings.Contains(m, "context was destroyed")
+	return strings.Contains(m, "cannot find context") || strings.Contains(m, "context was destroyed") ||
+		strings.Contains(m, "inspected target navigated")
 }
 
 // callWorld calls the JavaScript function fn in the isolated world of frame
