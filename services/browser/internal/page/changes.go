@@ -137,6 +137,45 @@ func (t *Tab) report(req *browserv1.ToolRequest, res *browserv1.ToolResult, dial
 	setStructured(res, "changes", c)
 }
 
+// Opened returns the URLs of the windows that the page opened during the
+// last tool (window.open, target=_blank links).
+func (t *Tab) Opened() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.act.opened...)
+}
+
+// ClipTab cuts the address and title of a tab, which the page controls,
+// for tab lists.
+func ClipTab(url, title string) (string, string) {
+	return clipTo(url, maxURL), clipTo(title, maxTabTitle)
+}
+
+// AppendText adds lines to the first text part of res (or a new one).
+func AppendText(res *browserv1.ToolResult, lines string) { appendText(res, lines) }
+
+// MergeStructured returns the JSON object a with the keys of b added (b
+// wins); a or b may be empty.
+func MergeStructured(a, b string) string {
+	if b == "" {
+		return a
+	}
+	obj := map[string]json.RawMessage{}
+	for _, s := range []string{a, b} {
+		if s == "" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(s), &obj); err != nil {
+			return a
+		}
+	}
+	out, err := marshal(obj)
+	if err != nil {
+		return a
+	}
+	return out
+}
+
 // appendText adds lines to the first text part of res (or a new one).
 func appendText(res *browserv1.ToolResult, lines string) {
 	for _, c := range res.Content {
@@ -150,20 +189,11 @@ func appendText(res *browserv1.ToolResult, lines string) {
 
 // setStructured sets key in the structured JSON object of res.
 func setStructured(res *browserv1.ToolResult, key string, v any) {
-	obj := map[string]json.RawMessage{}
-	if s := res.GetStructuredJson(); s != "" {
-		if err := json.Unmarshal([]byte(s), &obj); err != nil {
-			return // not an object: leave it alone
-		}
-	}
-	b, err := marshal(v)
+	b, err := marshal(map[string]any{key: v})
 	if err != nil {
 		return
 	}
-	obj[key] = json.RawMessage(b)
-	if s, err := marshal(obj); err == nil {
-		res.StructuredJson = s
-	}
+	res.StructuredJson = MergeStructured(res.GetStructuredJson(), b)
 }
 
 // snapshotAfter adds the snapshot of the settled page to res, whole or

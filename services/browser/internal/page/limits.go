@@ -19,8 +19,9 @@ const (
 	MaxChars = 1000000
 	// maxTitle caps a page title in get_title, tab lists and change
 	// reports; maxURL an address.
-	maxTitle = 1000
-	maxURL   = 2000
+	maxTitle    = 1000
+	maxURL      = 2000
+	maxTabTitle = 200
 	// maxErrLine caps a console error quoted in a change report.
 	maxErrLine = 300
 	// snapshotNodes is how many elements a snapshot keeps per character
