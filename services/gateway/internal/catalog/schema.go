@@ -100,7 +100,7 @@ recorded. A gateway started with ` + "`--require-login`" + ` refuses browser too
 has logged in.
 
 **Settling.** Every tool that can change the page (` + "`open`, `back`, `forward`, `reload`, `tab_new`, " +
-	"`click`, `press`, `fill`, `type`" + `) returns when the page has settled: a navigation it started (a
+		"`click`, `press`, `fill`, `type`" + `) returns when the page has settled: a navigation it started (a
 new document, or a hash or ` + "`pushState`" + ` route) has committed and loaded, and then no request of the
 page has been in flight and the DOM has not changed for a quiet window of 100 ms. A page on which
 nothing happens after the action (no request, no DOM change after the frame that follows it) returns
@@ -114,7 +114,7 @@ URL (` + "`- URL: … (was …)`" + `) and the title when they changed, tabs the
 index), dialogs (type, text, and that they were accepted), new console errors and uncaught
 exceptions (count and the first message), and an unsettled page. ` + "`structuredContent.changes`" + `
 carries the same facts as fields (` + "`url`, `previous_url`, `title`, `opened_tabs`, `dialogs`, " +
-	"`console_errors`, `first_console_error`, `settled`, `pending`, `settle_ms`" + `). ` + "`snapshot: true`" + ` on
+		"`console_errors`, `first_console_error`, `settled`, `pending`, `settle_ms`" + `). ` + "`snapshot: true`" + ` on
 any of these tools adds the interactive snapshot of the settled page; ` + "`snapshot: \"diff\"`" + ` adds
 only the lines that changed since the last snapshot of that tab (` + "`+`" + ` added, ` + "`-`" + ` removed,
 ` + "`~`" + ` changed, each with its ref).
