@@ -16,7 +16,7 @@ const (
 	// overrides it).
 	DefaultTextChars = 20000
 	// MaxChars is the largest max_chars a call may ask for.
-	MaxChars = 1000000
+	MaxChars = 5000000
 	// maxTitle caps a page title in get_title, tab lists and change
 	// reports; maxURL an address.
 	maxTitle    = 1000

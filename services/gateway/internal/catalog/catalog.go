@@ -526,7 +526,7 @@ var settleParams = []Param{
 }
 
 func maxCharsParam(def int64) Param {
-	return Param{Name: "max_chars", Type: Integer, Min: bound(1), Max: bound(1000000),
+	return Param{Name: "max_chars", Type: Integer, Min: bound(1), Max: bound(5000000),
 		Description: fmt.Sprintf("Most characters of text to return (default %d); longer text is cut with a marker "+
 			"that says how much was left out and how to see the rest", def)}
 }

@@ -224,7 +224,7 @@ func TestParse(t *testing.T) {
 			want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Snapshot{Snapshot: &browserv1.Snapshot{Interactive: true, Compact: true, Ref: "e7"}}, MaxChars: 500}},
 		{tool: "snapshot", args: `{"ref":"#main"}`, wantErr: `argument "ref" "#main" is not a snapshot ref`},
 		{tool: "snapshot", args: `{"max_chars":0}`, wantErr: `argument "max_chars" must be at least 1`},
-		{tool: "get_html", args: `{"selector":"body","max_chars":1000001}`, wantErr: `argument "max_chars" must be at most 1000000`},
+		{tool: "get_html", args: `{"selector":"body","max_chars":5000001}`, wantErr: `argument "max_chars" must be at most 5000000`},
 		{tool: "eval", args: `{"script":"1","max_chars":10}`,
 			want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Eval{Eval: &browserv1.Eval{Script: "1"}}, MaxChars: 10}},
 	}

@@ -127,7 +127,7 @@ they start (and the ref that holds it) to ask for with ` + "`ref`" + `.
 
 **Caps.** Every text a tool returns is bounded; a cut always ends with a marker in brackets that says
 what was cut and how to see the rest. ` + "`snapshot`" + `: 40,000 characters (` + "`max_chars`" + ` up to
-1,000,000); its walk also stops after about one element per 10 characters of the cap, and at 80%
+5,000,000); its walk also stops after about one element per 10 characters of the cap, and at 80%
 of the time left before the tool's deadline on a huge page (the result says it is partial), so it
 never answers after the deadline. ` + "`get_text`, `get_html`, `eval`" + `: 20,000 characters (` + "`max_chars`" + `;
 the page cuts the text before it leaves it). Titles: 1,000 characters (` + "`get_title`" + `, change
