@@ -22,13 +22,20 @@ import (
 // CorpusApps are the apps of the corpus: the examples that run from
 // static files (no server of their own, no CDN, no compile step), in the
 // todomvc package's examples folder.
+//
+// Left out, besides those that need a server, a CDN or a compiler: jquery
+// (the package lacks its bower_components: jQuery, Handlebars and
+// Director are missing), dijon, knockoutjs_require and typescript-backbone
+// (their version has no filters), stapes, stapes_require and yui (they
+// store a new todo but do not show it in this Chromium, whatever drives
+// it).
 var CorpusApps = []string{
 	"agilityjs", "ampersand", "angularjs", "angularjs-perf", "angularjs_require", "atmajs",
 	"backbone", "backbone_marionette", "backbone_require", "canjs", "canjs_require",
-	"dijon", "emberjs", "enyo_backbone", "epitome", "exoskeleton", "jquery", "knockback",
-	"knockoutjs", "knockoutjs_require", "mithril", "puremvc", "ractive", "react", "react-backbone",
-	"sammyjs", "somajs", "somajs_require", "spine", "stapes", "stapes_require", "thorax",
-	"troopjs_require", "typescript-angular", "typescript-backbone", "vanillajs", "vue", "yui",
+	"emberjs", "enyo_backbone", "epitome", "exoskeleton", "knockback",
+	"knockoutjs", "mithril", "puremvc", "ractive", "react", "react-backbone",
+	"sammyjs", "somajs", "somajs_require", "spine", "thorax",
+	"troopjs_require", "typescript-angular", "vanillajs", "vue",
 }
 
 // CorpusItems are the todos a task adds; it completes CorpusDone and
@@ -156,7 +163,16 @@ func RunTodoTask(ctx context.Context, d Driver, url string) (TaskStats, error) {
 		return st, fmt.Errorf("no link %q in the snapshot:\n%s", "Completed", clip(snap))
 	}
 	if out, err := m.do(false, func() (string, error) { return d.Click(ctx, filter) }); err != nil {
-		return st, fmt.Errorf("click Completed: %v (%s)", err, clip(out))
+		// The app redrew its footer since the snapshot: look again, as a
+		// model told "take a new snapshot" does.
+		if snap, err2 := m.do(true, func() (string, error) { return d.Snapshot(ctx) }); err2 == nil {
+			if filter = FindRefAny(snap, []string{"link"}, "Completed"); filter != "" {
+				out, err = m.do(false, func() (string, error) { return d.Click(ctx, filter) })
+			}
+		}
+		if err != nil {
+			return st, fmt.Errorf("click Completed: %v (%s)", err, clip(out))
+		}
 	}
 	out, err := m.do(false, func() (string, error) { return d.Eval(ctx, todoState) })
 	if err != nil {
