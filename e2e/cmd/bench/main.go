@@ -34,6 +34,7 @@ type config struct {
 	idle      int
 	timeout   time.Duration
 	verbose   bool
+	corpus    string
 }
 
 func main() {
@@ -48,7 +49,12 @@ func main() {
 	flag.IntVar(&cfg.idle, "idle", 10, "idle sessions opened to measure memory per session")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "bound of the whole run")
 	flag.BoolVar(&cfg.verbose, "v", false, "stream the output of the fleet's processes to stderr")
+	flag.StringVar(&cfg.corpus, "corpus", "on", "the compatibility corpus side by side with Playwright MCP: on, off or only (skip the other measurements)")
 	flag.Parse()
+	if cfg.corpus != "on" && cfg.corpus != "off" && cfg.corpus != "only" {
+		fmt.Fprintf(os.Stderr, "bench: -corpus %q: want on, off or only\n", cfg.corpus)
+		os.Exit(2)
+	}
 	if cfg.mode != "fleet" && cfg.mode != "up" {
 		fmt.Fprintf(os.Stderr, "bench: -mode %q: want fleet or up\n", cfg.mode)
 		os.Exit(2)
@@ -137,6 +143,12 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	defer direct.close()
 
 	r := &report{cfg: cfg, desc: desc, chrome: chrome.Exe, flags: direct.flags}
+	if cfg.corpus == "only" {
+		logf("compatibility corpus: Sovereign, then Playwright MCP…")
+		rows, err := measureCorpus(ctx, gw.MCP)
+		printCorpus(out, rows)
+		return err
+	}
 
 	logf("per-tool latency (%d calls each)…", cfg.n)
 	if err := measureTools(ctx, cfg, gw.MCP, site.URL, direct, r); err != nil {
@@ -158,8 +170,16 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if err := measureMemory(ctx, cfg, gw.MCP, site.URL, worker.PID(), r); err != nil {
 		return err
 	}
+	var rows []corpusRow
+	if cfg.corpus == "on" {
+		logf("compatibility corpus: Sovereign, then Playwright MCP…")
+		if rows, err = measureCorpus(ctx, gw.MCP); err != nil {
+			logf("corpus: %v", err)
+		}
+	}
 	r.elapsed = time.Since(started)
 	r.print(out)
+	printCorpus(out, rows)
 	return nil
 }
 
