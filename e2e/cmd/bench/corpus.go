@@ -20,7 +20,8 @@ import (
 // of the compatibility corpus, through Sovereign's gateway and through
 // Playwright MCP (the version pinned in e2e/corpus/package.json, run as
 // the issue asks: --isolated --headless --timeout-settle 0, on Debian's
-// chromium-headless-shell).
+// chromium-headless-shell; --no-sandbox as well, since the bench runs as
+// root as the worker's Chromium does).
 
 // headlessShell is the Chromium Playwright MCP runs.
 const headlessShell = "/usr/lib/chromium/chromium-headless-shell"
@@ -134,7 +135,7 @@ func startPlaywright(ctx context.Context, examples string) (*playwright, error) 
 	if _, err := os.Stat(headlessShell); err != nil {
 		return nil, fmt.Errorf("Playwright MCP runs %s (apt-get install chromium-headless-shell): %w", headlessShell, err)
 	}
-	c, err := client.NewStdioMCPClient("node", nil, cli, "--isolated", "--headless", "--timeout-settle", "0",
+	c, err := client.NewStdioMCPClient("node", nil, cli, "--isolated", "--headless", "--timeout-settle", "0", "--no-sandbox",
 		"--executable-path", headlessShell)
 	if err != nil {
 		return nil, fmt.Errorf("start Playwright MCP: %w", err)
@@ -171,16 +172,9 @@ func (p *playwright) call(ctx context.Context, name string, args map[string]any)
 	}
 	text := strings.Join(parts, "\n")
 	if res.IsError {
-		return text, fmt.Errorf("%s: tool error: %s", name, firstLine(text))
+		return text, fmt.Errorf("%s: tool error: %s", name, strings.Join(strings.Fields(text[:min(len(text), 400)]), " "))
 	}
 	return text, nil
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }
 
 // Open implements harness.Driver.

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"go.opentelemetry.io/otel/attribute"
 
@@ -132,9 +133,15 @@ func (t *Tab) whereNow(ctx context.Context, verb string, w *navWatch, loaded boo
 	if err != nil {
 		return nil, err
 	}
-	title, err := t.title(ctx)
-	if err != nil {
-		title = ""
+	var title string
+	if loaded {
+		if title, err = t.title(ctx); err != nil {
+			title = ""
+		}
+	} else {
+		// Still loading near the deadline: the browser's idea of the
+		// title costs one round trip, not a world in a new document.
+		title = t.targetTitle(ctx)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s — title %q", verb, u, title)
@@ -174,6 +181,20 @@ func (t *Tab) currentURL(ctx context.Context) (string, error) {
 	f := tree.FrameTree.Frame
 	t.setMainFrame(f.ID)
 	return f.URL + f.URLFragment, nil
+}
+
+// targetTitle returns the title the browser knows for the tab, cut to
+// maxTitle characters, or "".
+func (t *Tab) targetTitle(ctx context.Context) string {
+	c := chromedp.FromContext(t.ctx)
+	if c == nil || c.Target == nil {
+		return ""
+	}
+	info, err := chromedp.CallBrowser(ctx, target.GetTargetInfo, target.GetTargetInfoParams{TargetID: c.Target.TargetID})
+	if err != nil || info.TargetInfo == nil {
+		return ""
+	}
+	return clipTo(info.TargetInfo.Title, maxTitle)
 }
 
 // title returns document.title of the main frame, read in the isolated
