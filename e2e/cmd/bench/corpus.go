@@ -63,7 +63,7 @@ func measureCorpus(ctx context.Context, url string) ([]corpusRow, error) {
 	if err != nil {
 		return []corpusRow{sov}, err
 	}
-	defer pw.c.Close()
+	defer pw.close()
 	row := corpusRow{who: "Playwright MCP " + pw.version}
 	for _, app := range harness.CorpusApps {
 		tctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -124,6 +124,12 @@ func printCorpus(out io.Writer, rows []corpusRow) {
 type playwright struct {
 	c       *client.Client
 	version string
+	outDir  string
+}
+
+func (p *playwright) close() {
+	p.c.Close()
+	os.RemoveAll(p.outDir)
 }
 
 func startPlaywright(ctx context.Context, examples string) (*playwright, error) {
@@ -135,8 +141,13 @@ func startPlaywright(ctx context.Context, examples string) (*playwright, error) 
 	if _, err := os.Stat(headlessShell); err != nil {
 		return nil, fmt.Errorf("Playwright MCP runs %s (apt-get install chromium-headless-shell): %w", headlessShell, err)
 	}
+	// Its console logs and other output files go to a temporary folder.
+	outDir, err := os.MkdirTemp("", "sovereign-bench-playwright-")
+	if err != nil {
+		return nil, err
+	}
 	c, err := client.NewStdioMCPClient("node", nil, cli, "--isolated", "--headless", "--timeout-settle", "0", "--no-sandbox",
-		"--executable-path", headlessShell)
+		"--executable-path", headlessShell, "--output-dir", outDir)
 	if err != nil {
 		return nil, fmt.Errorf("start Playwright MCP: %w", err)
 	}
@@ -148,9 +159,10 @@ func startPlaywright(ctx context.Context, examples string) (*playwright, error) 
 	res, err := c.Initialize(ictx, req)
 	if err != nil {
 		c.Close()
+		os.RemoveAll(outDir)
 		return nil, fmt.Errorf("initialize Playwright MCP: %w", err)
 	}
-	return &playwright{c: c, version: res.ServerInfo.Version}, nil
+	return &playwright{c: c, version: res.ServerInfo.Version, outDir: outDir}, nil
 }
 
 // Name implements harness.Driver.
@@ -189,12 +201,12 @@ func (p *playwright) Snapshot(ctx context.Context) (string, error) {
 
 // Add implements harness.Driver: type with submit (Enter) in one call.
 func (p *playwright) Add(ctx context.Context, ref, text string) (string, error) {
-	return p.call(ctx, "browser_type", map[string]any{"element": "new todo field", "ref": ref, "text": text, "submit": true})
+	return p.call(ctx, "browser_type", map[string]any{"element": "new todo field", "target": ref, "text": text, "submit": true})
 }
 
 // Click implements harness.Driver.
 func (p *playwright) Click(ctx context.Context, ref string) (string, error) {
-	return p.call(ctx, "browser_click", map[string]any{"element": "element " + ref, "ref": ref})
+	return p.call(ctx, "browser_click", map[string]any{"element": "element " + ref, "target": ref})
 }
 
 // Eval implements harness.Driver.
