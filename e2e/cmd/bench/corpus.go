@@ -136,10 +136,10 @@ func startPlaywright(ctx context.Context, examples string) (*playwright, error) 
 	// examples is e2e/corpus/node_modules/todomvc/examples.
 	cli := filepath.Join(examples, "..", "..", "@playwright", "mcp", "cli.js")
 	if _, err := os.Stat(cli); err != nil {
-		return nil, fmt.Errorf("Playwright MCP is not installed (scripts/deps.sh runs npm ci in e2e/corpus): %w", err)
+		return nil, fmt.Errorf("the Playwright MCP package is not installed (scripts/deps.sh runs npm ci in e2e/corpus): %w", err)
 	}
 	if _, err := os.Stat(headlessShell); err != nil {
-		return nil, fmt.Errorf("Playwright MCP runs %s (apt-get install chromium-headless-shell): %w", headlessShell, err)
+		return nil, fmt.Errorf("the bench runs Playwright MCP on %s (apt-get install chromium-headless-shell): %w", headlessShell, err)
 	}
 	// Its console logs and other output files go to a temporary folder.
 	outDir, err := os.MkdirTemp("", "sovereign-bench-playwright-")
