@@ -38,13 +38,7 @@ func slowSite(t *testing.T, delay time.Duration, pages map[string]string) *httpt
 			}
 			return
 		}
-		body, ok := pages[r.URL.Path]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprint(w, body)
+		servePage(w, r, pages)
 	}))
 	t.Cleanup(func() {
 		close(done)
