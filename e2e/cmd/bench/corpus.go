@@ -209,7 +209,16 @@ func (p *playwright) Click(ctx context.Context, ref string) (string, error) {
 	return p.call(ctx, "browser_click", map[string]any{"element": "element " + ref, "target": ref})
 }
 
-// Eval implements harness.Driver.
+// Eval implements harness.Driver: the "### Result" section of the answer
+// (the rest echoes the code that ran).
 func (p *playwright) Eval(ctx context.Context, fn string) (string, error) {
-	return p.call(ctx, "browser_evaluate", map[string]any{"function": fn})
+	out, err := p.call(ctx, "browser_evaluate", map[string]any{"function": fn})
+	if err != nil {
+		return out, err
+	}
+	if _, res, ok := strings.Cut(out, "### Result\n"); ok {
+		res, _, _ = strings.Cut(res, "\n### ")
+		return strings.TrimSpace(res), nil
+	}
+	return out, nil
 }
