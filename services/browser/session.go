@@ -370,11 +370,18 @@ func (s *session) tabNew(ctx context.Context, req *browserv1.ToolRequest, opts p
 // noteOpenedTabs adopts the tabs that the page of tab t opened during the
 // call (window.open, target=_blank) and says in res which index each got.
 func (s *session) noteOpenedTabs(ctx context.Context, t *tab, res *browserv1.ToolResult, opts page.Options) {
-	if len(t.page.Opened()) == 0 {
+	opened := len(t.page.Opened())
+	if opened == 0 {
 		return
 	}
 	before := len(s.tabs)
-	s.adopt(ctx, opts)
+	// The new target may come a moment after the page asked for it.
+	for try := 0; try < 10 && len(s.tabs)-before < opened && ctx.Err() == nil; try++ {
+		if try > 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		s.adopt(ctx, opts)
+	}
 	for i := before; i < len(s.tabs); i++ {
 		u, _ := s.tabs[i].page.URL(ctx)
 		u, _ = page.ClipTab(u, "")
