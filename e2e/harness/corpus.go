@@ -78,8 +78,10 @@ type Driver interface {
 	Name() string
 	Open(ctx context.Context, url string) (string, error)
 	Snapshot(ctx context.Context) (string, error)
-	// Add types text into the field ref and submits it (Enter).
+	// Add types text into the field ref and submits it (Enter), in
+	// AddCalls tool calls.
 	Add(ctx context.Context, ref, text string) (string, error)
+	AddCalls() int
 	Click(ctx context.Context, ref string) (string, error)
 	// Eval runs a JavaScript function expression, () => value.
 	Eval(ctx context.Context, fn string) (string, error)
@@ -91,6 +93,9 @@ type TaskStats struct {
 	ToolTime      time.Duration
 	SnapshotChars int
 	ResultChars   int
+	// Steps is the tool time per step of the task: open, snapshot, add,
+	// click, eval.
+	Steps map[string]time.Duration
 }
 
 // metered counts the calls of a driver.
@@ -99,13 +104,21 @@ type metered struct {
 	s *TaskStats
 }
 
-func (m metered) do(snapshot bool, fn func() (string, error)) (string, error) {
+func (m metered) do(step string, fn func() (string, error)) (string, error) {
 	start := time.Now()
 	out, err := fn()
-	m.s.ToolTime += time.Since(start)
+	took := time.Since(start)
+	m.s.ToolTime += took
+	if m.s.Steps == nil {
+		m.s.Steps = map[string]time.Duration{}
+	}
+	m.s.Steps[step] += took
 	m.s.Calls++
+	if step == "add" {
+		m.s.Calls += m.d.AddCalls() - 1
+	}
 	m.s.ResultChars += len(out)
-	if snapshot {
+	if step == "snapshot" {
 		m.s.SnapshotChars += len(out)
 	}
 	return out, err
@@ -118,10 +131,10 @@ func (m metered) do(snapshot bool, fn func() (string, error)) (string, error) {
 func RunTodoTask(ctx context.Context, d Driver, url string) (TaskStats, error) {
 	var st TaskStats
 	m := metered{d, &st}
-	if out, err := m.do(false, func() (string, error) { return d.Open(ctx, url) }); err != nil {
+	if out, err := m.do("open", func() (string, error) { return d.Open(ctx, url) }); err != nil {
 		return st, fmt.Errorf("open: %v (%s)", err, clip(out))
 	}
-	snap, err := m.do(true, func() (string, error) { return d.Snapshot(ctx) })
+	snap, err := m.do("snapshot", func() (string, error) { return d.Snapshot(ctx) })
 	if err != nil {
 		return st, fmt.Errorf("snapshot: %v", err)
 	}
@@ -130,51 +143,51 @@ func RunTodoTask(ctx context.Context, d Driver, url string) (TaskStats, error) {
 		return st, fmt.Errorf("the first snapshot has no textbox %q:\n%s", "What needs to be done?", clip(snap))
 	}
 	for _, item := range CorpusItems {
-		out, err := m.do(false, func() (string, error) { return d.Add(ctx, input, item) })
+		out, err := m.do("add", func() (string, error) { return d.Add(ctx, input, item) })
 		if err != nil {
 			// The app may have made a new field: look again, as a model would.
-			snap, err2 := m.do(true, func() (string, error) { return d.Snapshot(ctx) })
+			snap, err2 := m.do("snapshot", func() (string, error) { return d.Snapshot(ctx) })
 			if err2 != nil {
 				return st, fmt.Errorf("add %q: %v; snapshot: %v", item, err, err2)
 			}
 			if input = FindRefAny(snap, []string{"textbox"}, "What needs to be done?"); input == "" {
 				return st, fmt.Errorf("add %q: %v (%s)", item, err, clip(out))
 			}
-			if out, err = m.do(false, func() (string, error) { return d.Add(ctx, input, item) }); err != nil {
+			if out, err = m.do("add", func() (string, error) { return d.Add(ctx, input, item) }); err != nil {
 				return st, fmt.Errorf("add %q: %v (%s)", item, err, clip(out))
 			}
 		}
 	}
-	if snap, err = m.do(true, func() (string, error) { return d.Snapshot(ctx) }); err != nil {
+	if snap, err = m.do("snapshot", func() (string, error) { return d.Snapshot(ctx) }); err != nil {
 		return st, fmt.Errorf("snapshot: %v", err)
 	}
 	box := ControlFor(snap, "checkbox", CorpusDone)
 	if box == "" {
 		return st, fmt.Errorf("no checkbox for %q in the snapshot:\n%s", CorpusDone, clip(snap))
 	}
-	if out, err := m.do(false, func() (string, error) { return d.Click(ctx, box) }); err != nil {
+	if out, err := m.do("click", func() (string, error) { return d.Click(ctx, box) }); err != nil {
 		return st, fmt.Errorf("click the checkbox of %q: %v (%s)", CorpusDone, err, clip(out))
 	}
-	if snap, err = m.do(true, func() (string, error) { return d.Snapshot(ctx) }); err != nil {
+	if snap, err = m.do("snapshot", func() (string, error) { return d.Snapshot(ctx) }); err != nil {
 		return st, fmt.Errorf("snapshot: %v", err)
 	}
 	filter := FindRefAny(snap, []string{"link"}, "Completed")
 	if filter == "" {
 		return st, fmt.Errorf("no link %q in the snapshot:\n%s", "Completed", clip(snap))
 	}
-	if out, err := m.do(false, func() (string, error) { return d.Click(ctx, filter) }); err != nil {
+	if out, err := m.do("click", func() (string, error) { return d.Click(ctx, filter) }); err != nil {
 		// The app redrew its footer since the snapshot: look again, as a
 		// model told "take a new snapshot" does.
-		if snap, err2 := m.do(true, func() (string, error) { return d.Snapshot(ctx) }); err2 == nil {
+		if snap, err2 := m.do("snapshot", func() (string, error) { return d.Snapshot(ctx) }); err2 == nil {
 			if filter = FindRefAny(snap, []string{"link"}, "Completed"); filter != "" {
-				out, err = m.do(false, func() (string, error) { return d.Click(ctx, filter) })
+				out, err = m.do("click", func() (string, error) { return d.Click(ctx, filter) })
 			}
 		}
 		if err != nil {
 			return st, fmt.Errorf("click Completed: %v (%s)", err, clip(out))
 		}
 	}
-	out, err := m.do(false, func() (string, error) { return d.Eval(ctx, todoState) })
+	out, err := m.do("eval", func() (string, error) { return d.Eval(ctx, todoState) })
 	if err != nil {
 		return st, fmt.Errorf("read the list: %v (%s)", err, clip(out))
 	}

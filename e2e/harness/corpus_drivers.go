@@ -37,6 +37,9 @@ func (s SovereignDriver) Add(ctx context.Context, ref, text string) (string, err
 	return s.call(ctx, "press", map[string]any{"key": "Enter"})
 }
 
+// AddCalls implements Driver: fill and press.
+func (SovereignDriver) AddCalls() int { return 2 }
+
 // Click implements Driver.
 func (s SovereignDriver) Click(ctx context.Context, ref string) (string, error) {
 	return s.call(ctx, "click", map[string]any{"ref": ref})

@@ -34,6 +34,7 @@ type corpusRow struct {
 	toolTime  time.Duration
 	snapChars int
 	chars     int
+	steps     map[string]time.Duration
 	failures  []string
 }
 
@@ -90,6 +91,12 @@ func (r *corpusRow) add(app string, st harness.TaskStats, err error) {
 	r.toolTime += st.ToolTime
 	r.snapChars += st.SnapshotChars
 	r.chars += st.ResultChars
+	if r.steps == nil {
+		r.steps = map[string]time.Duration{}
+	}
+	for k, v := range st.Steps {
+		r.steps[k] += v
+	}
 }
 
 // printCorpus prints the comparison: figures per passed task.
@@ -112,6 +119,14 @@ func printCorpus(out io.Writer, rows []corpusRow) {
 		charRatio := (float64(a.snapChars) / float64(a.ok)) / (float64(b.snapChars) / float64(b.ok))
 		fmt.Fprintf(out, "  tool time: Playwright MCP / Sovereign = %.1fx (target ≥ 3x: %s); snapshot chars: Sovereign / Playwright MCP = %.0f%% (target ≤ 50%%: %s)\n",
 			timeRatio, verdict(timeRatio >= 3), 100*charRatio, verdict(charRatio <= 0.5))
+	}
+	for _, r := range rows {
+		n := time.Duration(max(r.ok, 1))
+		fmt.Fprintf(out, "  %s tool time per task by step:", r.who)
+		for _, k := range []string{"open", "snapshot", "add", "click", "eval"} {
+			fmt.Fprintf(out, " %s %s", k, ms(r.steps[k]/n))
+		}
+		fmt.Fprintln(out)
 	}
 	for _, r := range rows {
 		for _, f := range r.failures {
@@ -203,6 +218,9 @@ func (p *playwright) Snapshot(ctx context.Context) (string, error) {
 func (p *playwright) Add(ctx context.Context, ref, text string) (string, error) {
 	return p.call(ctx, "browser_type", map[string]any{"element": "new todo field", "target": ref, "text": text, "submit": true})
 }
+
+// AddCalls implements harness.Driver: browser_type with submit.
+func (p *playwright) AddCalls() int { return 1 }
 
 // Click implements harness.Driver.
 func (p *playwright) Click(ctx context.Context, ref string) (string, error) {
