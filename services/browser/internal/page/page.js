@@ -85,9 +85,10 @@
   }
 
   // settle waits for the frame and the task after an action. When the
-  // DOM changed in that time, or force is set (the page navigated or
-  // sent requests), it waits on until the DOM has not changed for quiet
-  // ms, at most max ms in all. It reports whether the DOM changed after
+  // DOM changed in that time, or force is set (a route changed, or the
+  // page sent requests), it waits on until the DOM has not changed for
+  // quiet ms (and at least quiet ms after the call), at most max ms in
+  // all. It reports whether the DOM changed after
   // the call started, how long it has been quiet, and the page's address
   // and title (cut to 1000 characters).
   async function settle(quiet, max, force) {
@@ -96,10 +97,11 @@
     await nextFrame(Math.min(50, max));
     const changed = mutations !== m0;
     if (changed || force) {
+      // Quiet counts from the later of the last change and the call.
       for (;;) {
         const now = performance.now();
         const left = max - (now - start);
-        const need = quiet - (now - lastMutation);
+        const need = quiet - (now - Math.max(lastMutation, start));
         if (need <= 0 || left <= 0) break;
         await sleep(Math.min(need, left) + 1);
       }

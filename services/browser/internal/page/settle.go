@@ -209,11 +209,13 @@ func (t *Tab) settle(ctx context.Context, w *navWatch, nav bool) (r settleResult
 	}
 	// 2. Quiet: the frame after the action, then (when anything happened)
 	// quietWindow without requests or DOM changes. After a navigation that
-	// loaded, what counts is what happens from now on.
+	// loaded, what counts is what happens from now on. A route change
+	// within the document always waits for the window: routers render
+	// from the hashchange or popstate handler, or a task after it.
 	if r.Navigated {
 		_, _, netMark, _ = t.netState()
 	}
-	force := false
+	force := w.isSameDocument() && !w.isCommitted()
 	for {
 		left := time.Until(end)
 		var q pageQuiet
