@@ -209,7 +209,8 @@ func (t *Tab) snapshotAfter(ctx context.Context, how browserv1.SnapshotAfter, re
 	}
 	text := snap.GetContent()[0].GetText()
 	if how == browserv1.SnapshotAfter_SNAPSHOT_AFTER_DIFF {
-		text = diffSnapshots(prev, t.lastSnap)
+		// The diff is bounded as the snapshot is.
+		text, _ = cutLines(strings.Split(diffSnapshots(prev, t.lastSnap), "\n"), t.capChars(DefaultSnapshotChars))
 	}
 	res.Content = append(res.Content, textContent(text))
 	return nil

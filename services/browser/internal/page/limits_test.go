@@ -215,3 +215,20 @@ func TestCutLinesAndDiff(t *testing.T) {
 		t.Errorf("diff of equal snapshots = %q", d)
 	}
 }
+
+// TestDiffIsBounded: snapshot "diff" after an action is cut at max_chars
+// like a snapshot.
+func TestDiffIsBounded(t *testing.T) {
+	srv := serve(t, map[string]string{"/": `<!doctype html><button id=add onclick="for (let i = 0; i < 300; i++) { const b = document.createElement('button'); b.textContent = 'Button number ' + i; document.body.appendChild(b); }">Add</button>`})
+	tab := newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+	must(t, tab, snapReq(true, true))
+	req := maxChars(clickReq(sel("#add")), 1000)
+	req.SnapshotAfter = browserv1.SnapshotAfter_SNAPSHOT_AFTER_DIFF
+	res := must(t, tab, req)
+	diff := res.GetContent()[1].GetText()
+	body, marker, ok := strings.Cut(diff, "[snapshot cut at max_chars=1000:")
+	if !ok || len(body) > 1000 || !strings.Contains(marker, "more lines") || !strings.Contains(body, `+ - button "Button number 0"`) {
+		t.Errorf("diff of 300 new buttons with max_chars 1000:\n%s", diff)
+	}
+}
