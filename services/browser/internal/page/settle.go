@@ -45,13 +45,28 @@ const (
 // between and during tools: requests in flight, console errors, windows
 // the page opened. Guarded by Tab.mu.
 type activity struct {
-	inflight map[network.RequestID]string // request → URL
+	inflight map[network.RequestID]request
 	started  int64                        // requests seen since the tab began
 	lastNet  time.Time                    // last request started or ended
 	errors   int                          // console errors since the tool began
 	firstErr string
 	opened   []string // URLs of windows the page opened since the tool began
 }
+
+// request is one request in flight.
+type request struct {
+	url   string
+	start time.Time
+}
+
+// staleRequest is how long a request may be in flight before settling
+// stops waiting for it: a long poll or a stream, or one whose end the
+// browser never reported.
+const staleRequest = 30 * time.Second
+
+// maxInflight bounds the requests the tab tracks; past it the oldest are
+// forgotten.
+const maxInflight = 2000
 
 // untracked are request types that stay open by design: they never
 // count as in flight.
@@ -70,12 +85,15 @@ func (t *Tab) onActivity(ev any) {
 			return
 		}
 		if a.inflight == nil {
-			a.inflight = map[network.RequestID]string{}
+			a.inflight = map[network.RequestID]request{}
 		}
 		if _, ok := a.inflight[ev.RequestID]; !ok {
 			a.started++
+			if len(a.inflight) >= maxInflight {
+				a.forgetStale(time.Now().Add(-staleRequest))
+			}
 		}
-		a.inflight[ev.RequestID] = ev.Request.URL
+		a.inflight[ev.RequestID] = request{url: ev.Request.URL, start: time.Now()}
 		a.lastNet = time.Now()
 	case *network.EventLoadingFinished:
 		if _, ok := a.inflight[ev.RequestID]; ok {
@@ -99,6 +117,19 @@ func (t *Tab) onActivity(ev any) {
 		if len(a.opened) < 20 {
 			a.opened = append(a.opened, clipTo(ev.URL, maxURL))
 		}
+	}
+}
+
+// forgetStale drops the requests started before cutoff, or every request
+// when that leaves too many.
+func (a *activity) forgetStale(cutoff time.Time) {
+	for id, r := range a.inflight {
+		if r.start.Before(cutoff) {
+			delete(a.inflight, id)
+		}
+	}
+	if len(a.inflight) >= maxInflight {
+		clear(a.inflight)
 	}
 }
 
@@ -139,12 +170,17 @@ func consoleText(args []*runtime.RemoteObject) string {
 func (t *Tab) netState() (n int, first string, started int64, last time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, u := range t.act.inflight {
-		if first == "" || u < first {
-			first = u
+	cutoff := time.Now().Add(-staleRequest)
+	for _, r := range t.act.inflight {
+		if r.start.Before(cutoff) {
+			continue // a long poll or a stream: not waited for
+		}
+		n++
+		if first == "" || r.url < first {
+			first = r.url
 		}
 	}
-	return len(t.act.inflight), first, t.act.started, t.act.lastNet
+	return n, first, t.act.started, t.act.lastNet
 }
 
 // settleResult is what settling saw.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
+
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 )
@@ -244,5 +246,28 @@ func TestSnapshotAfterAction(t *testing.T) {
 	diff = must(t, tab, req).GetContent()[1].GetText()
 	if !strings.Contains(diff, `~ - textbox "Name" [ref=`) || !strings.Contains(diff, ": Ada") || strings.Contains(diff, "New 2") {
 		t.Errorf("diff after fill:\n%s", diff)
+	}
+}
+
+// TestStaleRequests: a request in flight for longer than staleRequest (a
+// long poll) is not waited for, and the table of requests stays bounded.
+func TestStaleRequests(t *testing.T) {
+	tab := &Tab{}
+	now := time.Now()
+	tab.act.inflight = map[network.RequestID]request{
+		"old": {url: "http://x/poll", start: now.Add(-staleRequest - time.Second)},
+		"new": {url: "http://x/data", start: now},
+	}
+	if n, first, _, _ := tab.netState(); n != 1 || first != "http://x/data" {
+		t.Errorf("netState = %d, %q; want 1, http://x/data", n, first)
+	}
+	for i := 0; i < maxInflight+10; i++ {
+		tab.onActivity(&network.EventRequestWillBeSent{RequestID: network.RequestID(fmt.Sprint(i)), Request: &network.Request{URL: "http://x/"}, Type: network.ResourceTypeFetch})
+	}
+	if n := len(tab.act.inflight); n > maxInflight {
+		t.Errorf("%d requests tracked, bound %d", n, maxInflight)
+	}
+	if tab.act.started != maxInflight+10 {
+		t.Errorf("started = %d", tab.act.started)
 	}
 }
