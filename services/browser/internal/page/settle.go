@@ -46,9 +46,9 @@ const (
 // the page opened. Guarded by Tab.mu.
 type activity struct {
 	inflight map[network.RequestID]request
-	started  int64                        // requests seen since the tab began
-	lastNet  time.Time                    // last request started or ended
-	errors   int                          // console errors since the tool began
+	started  int64     // requests seen since the tab began
+	lastNet  time.Time // last request started or ended
+	errors   int       // console errors since the tool began
 	firstErr string
 	opened   []string // URLs of windows the page opened since the tool began
 }
