@@ -64,6 +64,8 @@
     }
   }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
 
+  const REACTED = 50;
+
   function sleep(ms) {
     return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
   }
@@ -91,10 +93,16 @@
   // all. It reports whether the DOM changed after
   // the call started, how long it has been quiet, and the page's address
   // and title (cut to 1000 characters).
+  //
+  // A page that changed its DOM during the action itself (in the last
+  // REACTED ms) renders synchronously: the task after the action is
+  // enough. Otherwise the page may render in the next frame (a renderer
+  // that redraws with requestAnimationFrame), so settle waits for it.
   async function settle(quiet, max, force) {
     const start = performance.now();
     const m0 = mutations;
-    await nextFrame(Math.min(50, max));
+    if (start - lastMutation < REACTED) await sleep(0);
+    else await nextFrame(Math.min(50, max));
     const changed = mutations !== m0;
     if (changed || force) {
       // Quiet counts from the later of the last change and the call.
