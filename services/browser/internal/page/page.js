@@ -95,14 +95,16 @@
   // and title (cut to 1000 characters).
   //
   // A page that changed its DOM during the action itself (in the last
-  // REACTED ms) renders synchronously: the task after the action is
-  // enough. Otherwise the page may render in the next frame (a renderer
-  // that redraws with requestAnimationFrame), so settle waits for it.
+  // REACTED ms) renders synchronously, and its microtasks have run: it
+  // has settled unless it sent requests (the caller checks), and waiting
+  // for a task would cost a whole frame (after an input, Chromium runs
+  // the frame before other tasks). Otherwise the page may render in the
+  // next frame (a renderer that redraws with requestAnimationFrame, a
+  // router in its hashchange handler), so settle waits for it.
   async function settle(quiet, max, force) {
     const start = performance.now();
     const m0 = mutations;
-    if (start - lastMutation < REACTED) await sleep(0);
-    else await nextFrame(Math.min(50, max));
+    if (start - lastMutation >= REACTED) await nextFrame(Math.min(50, max));
     const changed = mutations !== m0;
     if (changed || force) {
       // Quiet counts from the later of the last change and the call.

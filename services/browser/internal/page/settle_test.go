@@ -271,22 +271,3 @@ func TestStaleRequests(t *testing.T) {
 		t.Errorf("started = %d", tab.act.started)
 	}
 }
-
-// TestSettleSyncThenTask: a page that changes in the action itself and
-// again in the task after it (the quick path for pages that render
-// synchronously still waits for that task) shows the second change when
-// the click returns; with settle_ms 0 it may not.
-func TestSettleSyncThenTask(t *testing.T) {
-	srv := slowSite(t, 0, map[string]string{"/": `<!doctype html>
-<button id=both onclick="out.textContent = 'now'; setTimeout(() => { out.textContent = 'now and later' }, 0)">Both</button>
-<div id=out>nothing</div>`})
-	tab := newTab(t, Options{})
-	must(t, tab, openReq(srv.URL))
-	for i := 0; i < 5; i++ {
-		must(t, tab, evalReq(`out.textContent = 'nothing'`))
-		must(t, tab, clickReq(sel("#both")))
-		if got := text(must(t, tab, textReq(sel("#out")))); got != "now and later" {
-			t.Fatalf("after the click (try %d) the page shows %q, want %q", i, got, "now and later")
-		}
-	}
-}
