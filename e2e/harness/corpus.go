@@ -161,31 +161,37 @@ func RunTodoTask(ctx context.Context, d Driver, url string) (TaskStats, error) {
 	if snap, err = m.do("snapshot", func() (string, error) { return d.Snapshot(ctx) }); err != nil {
 		return st, fmt.Errorf("snapshot: %v", err)
 	}
-	box := ControlFor(snap, "checkbox", CorpusDone)
-	if box == "" {
-		return st, fmt.Errorf("no checkbox for %q in the snapshot:\n%s", CorpusDone, clip(snap))
+	// Each click finds its element in the last snapshot; when the app
+	// redrew it since (the ref is gone), the task takes a new snapshot
+	// and tries once more, as a model told "take a new snapshot" does.
+	click := func(what string, find func(snap string) string) error {
+		ref := find(snap)
+		if ref == "" {
+			return fmt.Errorf("no %s in the snapshot:\n%s", what, clip(snap))
+		}
+		out, err := m.do("click", func() (string, error) { return d.Click(ctx, ref) })
+		if err == nil {
+			return nil
+		}
+		if snap, err = m.do("snapshot", func() (string, error) { return d.Snapshot(ctx) }); err != nil {
+			return fmt.Errorf("snapshot: %v", err)
+		}
+		if ref = find(snap); ref == "" {
+			return fmt.Errorf("click %s: %v (%s); no %s in a new snapshot", what, err, clip(out), what)
+		}
+		if out, err = m.do("click", func() (string, error) { return d.Click(ctx, ref) }); err != nil {
+			return fmt.Errorf("click %s: %v (%s)", what, err, clip(out))
+		}
+		return nil
 	}
-	if out, err := m.do("click", func() (string, error) { return d.Click(ctx, box) }); err != nil {
-		return st, fmt.Errorf("click the checkbox of %q: %v (%s)", CorpusDone, err, clip(out))
+	if err := click(fmt.Sprintf("checkbox for %q", CorpusDone), func(s string) string { return ControlFor(s, "checkbox", CorpusDone) }); err != nil {
+		return st, err
 	}
 	if snap, err = m.do("snapshot", func() (string, error) { return d.Snapshot(ctx) }); err != nil {
 		return st, fmt.Errorf("snapshot: %v", err)
 	}
-	filter := FindRefAny(snap, []string{"link"}, "Completed")
-	if filter == "" {
-		return st, fmt.Errorf("no link %q in the snapshot:\n%s", "Completed", clip(snap))
-	}
-	if out, err := m.do("click", func() (string, error) { return d.Click(ctx, filter) }); err != nil {
-		// The app redrew its footer since the snapshot: look again, as a
-		// model told "take a new snapshot" does.
-		if snap, err2 := m.do("snapshot", func() (string, error) { return d.Snapshot(ctx) }); err2 == nil {
-			if filter = FindRefAny(snap, []string{"link"}, "Completed"); filter != "" {
-				out, err = m.do("click", func() (string, error) { return d.Click(ctx, filter) })
-			}
-		}
-		if err != nil {
-			return st, fmt.Errorf("click Completed: %v (%s)", err, clip(out))
-		}
+	if err := click(`link "Completed"`, func(s string) string { return FindRefAny(s, []string{"link"}, "Completed") }); err != nil {
+		return st, err
 	}
 	out, err := m.do("eval", func() (string, error) { return d.Eval(ctx, todoState) })
 	if err != nil {
