@@ -20,11 +20,14 @@ import (
 //
 //  1. a navigation that the action started (a full one, or a hash or
 //     pushState route) is followed until it committed and loaded;
-//  2. then the page must be quiet: the frame and the task after the
-//     action ran, no network request of the tab is in flight and the DOM
-//     has not changed for quietWindow. A page on which nothing happened
-//     after the action (no request, no DOM change after its own task)
-//     returns after that one frame, without waiting for the window.
+//  2. then the page must be quiet: no network request of the tab is in
+//     flight and the DOM has not changed for quietWindow. The window is
+//     waited for only when something happened after the action: a page
+//     that changed its DOM during the action itself (it renders
+//     synchronously; its microtasks ran) and sent no request returns at
+//     once, one that did not react at once gets the frame after the
+//     action (and the window when the DOM changed in it), and a route
+//     change within the document always gets the window.
 //
 // Both steps together end at the settle budget (DefaultSettle, or the
 // call's settle_ms; 0 skips step 2); a page that did not settle in time
