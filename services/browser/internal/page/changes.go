@@ -23,6 +23,9 @@ type callState struct {
 	settled *settleResult
 	// maxChars caps the text of the result (limits.go).
 	maxChars int
+	// inputAt is when the action sent its input to the page (zero for a
+	// navigation): a DOM change after it is the page's own reaction.
+	inputAt time.Time
 }
 
 // pageSeen is the address and title of the page as the last tool saw

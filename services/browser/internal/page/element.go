@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -370,6 +371,7 @@ func (t *Tab) click(ctx context.Context, el *browserv1.Element) (*browserv1.Tool
 	// frame (~16 ms each), and a press at a new point already fires the
 	// boundary events (mouseover, mouseenter) and updates :hover.
 	mctx, span := startSpan(ctx, spanClick, attribute.Bool("sovereign.click.covered", info.Covered != ""))
+	t.call.inputAt = time.Now()
 	err = mouse(mctx, x, y, input.DispatchMouseEventTypeMousePressed, input.DispatchMouseEventTypeMouseReleased)
 	endSpan(span, err)
 	if err != nil {
@@ -519,6 +521,8 @@ func (t *Tab) fill(ctx context.Context, el *browserv1.Element, value string) (*b
 	// the field (focus it, select its text); insert the text as typing
 	// would; fire change and read back what the field holds.
 	var p inputPrep
+	// A select or a date-like field takes its value in this first call.
+	t.call.inputAt = time.Now()
 	what, prefix, err := t.onElement(ctx, el, "fill", `function(pre, v) {
 		const desc = __sov.describe(this, pre);
 		return Object.assign(__sov.prepareInput(this, v, 'fill'), {desc});
@@ -538,6 +542,7 @@ func (t *Tab) fill(ctx context.Context, el *browserv1.Element, value string) (*b
 	defer stop()
 	var note string
 	if p.Insert {
+		t.call.inputAt = time.Now()
 		if _, err := chromedp.Call(ctx, input.InsertText, input.InsertTextParams{Text: value}); err != nil {
 			return nil, err
 		}
@@ -625,6 +630,7 @@ func (t *Tab) typeText(ctx context.Context, el *browserv1.Element, value string)
 			return nil, err
 		}
 		defer stop()
+		t.call.inputAt = time.Now()
 		if err := chromedp.Do(ctx, chromedp.KeyEvent(value)); err != nil {
 			return nil, err
 		}

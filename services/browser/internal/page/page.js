@@ -64,8 +64,6 @@
     }
   }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
 
-  const REACTED = 50;
-
   function sleep(ms) {
     return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
   }
@@ -94,17 +92,18 @@
   // the call started, how long it has been quiet, and the page's address
   // and title (cut to 1000 characters).
   //
-  // A page that changed its DOM during the action itself (in the last
-  // REACTED ms) renders synchronously, and its microtasks have run: it
+  // A page that changed its DOM during the action itself (since its input,
+  // which came since ms ago) renders synchronously, and its microtasks have run: it
   // has settled unless it sent requests (the caller checks), and waiting
   // for a task would cost a whole frame (after an input, Chromium runs
   // the frame before other tasks). Otherwise the page may render in the
   // next frame (a renderer that redraws with requestAnimationFrame, a
   // router in its hashchange handler), so settle waits for it.
-  async function settle(quiet, max, force) {
+  async function settle(quiet, max, force, since) {
     const start = performance.now();
     const m0 = mutations;
-    if (start - lastMutation >= REACTED) await nextFrame(Math.min(50, max));
+    const reacted = since >= 0 && lastMutation >= start - since - 1;
+    if (!reacted) await nextFrame(Math.min(50, max));
     const changed = mutations !== m0;
     if (changed || force) {
       // Quiet counts from the later of the last change and the call.

@@ -258,8 +258,14 @@ func (t *Tab) settle(ctx context.Context, w *navWatch, nav bool) (r settleResult
 	for {
 		left := time.Until(end)
 		var q pageQuiet
-		err := t.callWorld(ctx, t.main(), `function(quiet, max, force) { return __sov.settle(quiet, max, force); }`,
-			&q, quietWindow.Milliseconds(), max(left.Milliseconds(), 1), force)
+		// How long ago the action's input went to the page (-1: none), so
+		// the page can tell its reaction from what happened before.
+		since := int64(-1)
+		if !t.call.inputAt.IsZero() {
+			since = time.Since(t.call.inputAt).Milliseconds()
+		}
+		err := t.callWorld(ctx, t.main(), `function(quiet, max, force, since) { return __sov.settle(quiet, max, force, since); }`,
+			&q, quietWindow.Milliseconds(), max(left.Milliseconds(), 1), force, since)
 		if err != nil {
 			if ctx.Err() != nil {
 				return r, err
