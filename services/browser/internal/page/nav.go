@@ -285,9 +285,12 @@ type navWatch struct {
 	started   bool
 	committed bool
 	sameDoc   bool
-	status    int64
-	done      chan struct{}
-	closed    bool
+	// navigating: the frame started a navigation since the watch began;
+	// loading: it started loading after that.
+	navigating, loading bool
+	status              int64
+	done                chan struct{}
+	closed              bool
 }
 
 // watchNav starts to follow navigations of the main frame. Call stop when
@@ -312,11 +315,12 @@ func (w *navWatch) observe(ev any) {
 		}
 	case *page.EventFrameStartedNavigating:
 		if ev.FrameID == w.main {
-			w.started = true
+			w.started, w.navigating = true, true
 		}
 	case *page.EventFrameStartedLoading:
 		if ev.FrameID == w.main {
 			w.started = true
+			w.loading = w.loading || w.navigating
 		}
 	case *page.EventNavigatedWithinDocument:
 		if ev.FrameID == w.main {
@@ -340,7 +344,10 @@ func (w *navWatch) observe(ev any) {
 			w.finishLocked()
 		}
 	case *page.EventFrameStoppedLoading:
-		if ev.FrameID == w.main && w.started {
+		// Only the end of a load that this navigation started: a new tab's
+		// first about:blank may stop loading after the navigation began.
+		// A navigation that commits nothing (a 204) ends here too.
+		if ev.FrameID == w.main && (w.committed || w.loading) {
 			w.finishLocked()
 		}
 	}
