@@ -63,8 +63,10 @@
 // open, back, forward, reload, click, press, fill and type settle
 // (settle.go): a navigation they started commits and loads, then the page
 // must be quiet (no request in flight, no DOM mutation for 100 ms) when
-// anything happened after the frame that follows the action; all within
-// the settle budget (DefaultSettle or the request's settle_ms). Do then
+// anything happened after the action (a page that changed during the
+// action itself and sent no request has settled at once; one that did not
+// react at once gets the frame that follows); all within the settle
+// budget (DefaultSettle or the request's settle_ms). Do then
 // adds the change report (changes.go): URL and title changes, windows the
 // page opened, dialogs, console errors, an unsettled page, as text lines
 // and as "changes" in the structured result, and the snapshot (or its diff
