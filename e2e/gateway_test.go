@@ -599,7 +599,8 @@ func testLargeResult(t *testing.T, url, site string) {
 	c := initClient(t, ctx, url)
 	defer c.Delete(context.Background())
 	tool(t, ctx, c, "open", map[string]any{"url": fmt.Sprintf("%s/big?kb=%d", site, kb)})
-	got := tool(t, ctx, c, "get_html", map[string]any{"selector": "#big"}).Text()
+	// Above the default cap (20,000 characters): max_chars lets it through.
+	got := tool(t, ctx, c, "get_html", map[string]any{"selector": "#big", "max_chars": 2 * kb * 1024}).Text()
 	want := harness.BigText(kb)
 	if got != want {
 		i := 0

@@ -45,13 +45,18 @@ for w in "${want[@]}"; do
     protoc)
       command -v protoc >/dev/null || apt_install protobuf-compiler ;;
     node)
-      if [ -f e2e/client-ts/package.json ]; then
-        command -v npm >/dev/null || apt_install nodejs npm
-        if [ ! -d e2e/client-ts/node_modules ] || [ e2e/client-ts/package-lock.json -nt e2e/client-ts/node_modules ]; then
-          echo "installing e2e Node packages (npm ci)…"
-          (cd e2e/client-ts && npm ci --no-audit --no-fund --loglevel=error)
+      # e2e/client-ts: the TypeScript SDK client; e2e/corpus: the
+      # compatibility corpus (the todomvc package's apps) and Playwright MCP
+      # for make bench.
+      for dir in e2e/client-ts e2e/corpus; do
+        if [ -f $dir/package.json ]; then
+          command -v npm >/dev/null || apt_install nodejs npm
+          if [ ! -d $dir/node_modules ] || [ $dir/package-lock.json -nt $dir/node_modules ]; then
+            echo "installing $dir Node packages (npm ci)…"
+            (cd $dir && npm ci --no-audit --no-fund --loglevel=error)
+          fi
         fi
-      fi ;;
+      done ;;
     postgres)
       # initdb, pg_ctl and postgres: Debian keeps them out of PATH, in
       # /usr/lib/postgresql/<version>/bin (installing may start a default

@@ -206,7 +206,7 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 	case *browserv1.ToolRequest_TabSwitch:
 		return s.tabSwitch(ctx, int(t.TabSwitch.GetIndex()), opts)
 	case *browserv1.ToolRequest_TabNew:
-		return s.tabNew(ctx, t.TabNew.GetUrl(), opts)
+		return s.tabNew(ctx, req, opts)
 	case *browserv1.ToolRequest_BlockedRequests:
 		return s.blockedRequests()
 	case *browserv1.ToolRequest_SetIdentity:
@@ -219,6 +219,9 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 		if blocked := s.navBlocked(active.id, mark); blocked != nil {
 			return nil, blocked
 		}
+	}
+	if err == nil {
+		s.noteOpenedTabs(ctx, active, res, opts)
 	}
 	if err != nil && s.tabs[s.active].page.Closed() {
 		// The tab went away during the call: drop it now, so that this
@@ -309,6 +312,9 @@ func (s *session) tabList(ctx context.Context, opts page.Options) (*browserv1.To
 	for i, t := range s.tabs {
 		url, _ := t.page.URL(ctx)
 		title, _ := t.page.Title(ctx)
+		// A page controls its title and address: cut them to a sane
+		// length (page.ClipTab says so in the text).
+		url, title = page.ClipTab(url, title)
 		infos = append(infos, tabInfo{Index: i, URL: url, Title: title, Active: i == s.active})
 		mark := " "
 		if i == s.active {
@@ -319,7 +325,8 @@ func (s *session) tabList(ctx context.Context, opts page.Options) (*browserv1.To
 	return result(strings.TrimRight(b.String(), "\n"), map[string]any{"tabs": infos, "active": s.active})
 }
 
-func (s *session) tabNew(ctx context.Context, url string, opts page.Options) (*browserv1.ToolResult, error) {
+func (s *session) tabNew(ctx context.Context, req *browserv1.ToolRequest, opts page.Options) (*browserv1.ToolResult, error) {
+	url := req.GetTabNew().GetUrl()
 	t, err := s.newTab(ctx, "", opts)
 	if err != nil {
 		return nil, err
@@ -327,7 +334,10 @@ func (s *session) tabNew(ctx context.Context, url string, opts page.Options) (*b
 	var res *browserv1.ToolResult
 	if url != "" {
 		mark := s.navMark(t.id)
-		res, err = t.page.Do(ctx, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: url}}})
+		// The open settles and reports as open does, with the call's
+		// settle budget, snapshot and cap.
+		res, err = t.page.Do(ctx, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: url}},
+			SettleMs: req.SettleMs, SnapshotAfter: req.GetSnapshotAfter(), MaxChars: req.GetMaxChars()})
 		if blocked := s.navBlocked(t.id, mark); blocked != nil {
 			err = blocked
 		}
@@ -341,12 +351,42 @@ func (s *session) tabNew(ctx context.Context, url string, opts page.Options) (*b
 	s.tabs = append(s.tabs, t)
 	s.active = len(s.tabs) - 1
 	msg := fmt.Sprintf("Opened tab %d (now active)", s.active)
-	if res != nil {
-		if len(res.GetContent()) > 0 {
-			msg += ". " + res.GetContent()[0].GetText()
-		}
+	out, err := result(msg, map[string]any{"index": s.active, "tabs": len(s.tabs)})
+	if err != nil || res == nil {
+		return out, err
 	}
-	return result(msg, map[string]any{"index": s.active, "tabs": len(s.tabs)})
+	// The open's result (where the tab is, what changed, a snapshot) after
+	// the tab's index, with its structured facts.
+	if c := res.GetContent(); len(c) > 0 {
+		if tc, ok := c[0].GetPart().(*browserv1.Content_Text); ok {
+			tc.Text = msg + ". " + tc.Text
+		}
+		out.Content = c
+	}
+	out.StructuredJson = page.MergeStructured(out.GetStructuredJson(), res.GetStructuredJson())
+	return out, nil
+}
+
+// noteOpenedTabs adopts the tabs that the page of tab t opened during the
+// call (window.open, target=_blank) and says in res which index each got.
+func (s *session) noteOpenedTabs(ctx context.Context, t *tab, res *browserv1.ToolResult, opts page.Options) {
+	opened := len(t.page.Opened())
+	if opened == 0 {
+		return
+	}
+	before := len(s.tabs)
+	// The new target may come a moment after the page asked for it.
+	for try := 0; try < 10 && len(s.tabs)-before < opened && ctx.Err() == nil; try++ {
+		if try > 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		s.adopt(ctx, opts)
+	}
+	for i := before; i < len(s.tabs); i++ {
+		u, _ := s.tabs[i].page.URL(ctx)
+		u, _ = page.ClipTab(u, "")
+		page.AppendText(res, fmt.Sprintf("- new tab %d: %s (tab_switch %d to use it)", i, u, i))
+	}
 }
 
 func (s *session) tabSwitch(ctx context.Context, i int, opts page.Options) (*browserv1.ToolResult, error) {

@@ -250,7 +250,7 @@ func TestTabs(t *testing.T) {
 	ts := site(t)
 	s := f.mustOpen()
 	f.mustCall(s, openReq(ts.URL+"/one"))
-	if got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabNew{TabNew: &browserv1.TabNew{Url: ts.URL + "/two"}}}); !strings.Contains(got, "tab 1") {
+	if got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabNew{TabNew: &browserv1.TabNew{Url: ts.URL + "/two"}}}); !strings.Contains(got, "Opened tab 1 (now active). Opened "+ts.URL+"/two") {
 		t.Fatalf("tab_new = %q", got)
 	}
 	res, err := f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabList{TabList: &browserv1.NoArgs{}}})
@@ -278,8 +278,12 @@ func TestTabs(t *testing.T) {
 	_, err = f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabClose{TabClose: &browserv1.TabIndex{Index: 9, HasIndex: true}}})
 	wantCode(t, "tab_close 9", err, commonv1.ErrorCode_NOT_FOUND, "there is no tab 9")
 
-	// A link with target=_blank opens a tab the session adopts.
-	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Element{By: &browserv1.Element_Selector{Selector: "a"}}}})
+	// A link with target=_blank opens a tab the session adopts; the
+	// click's result says so, with its index.
+	if got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Element{By: &browserv1.Element_Selector{Selector: "a"}}}}); !strings.Contains(got, "- the page opened a new tab: "+ts.URL+"/popup") ||
+		!strings.Contains(got, "- new tab 2: "+ts.URL+"/popup (tab_switch 2 to use it)") {
+		t.Errorf("click on a target=_blank link = %q", got)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabList{TabList: &browserv1.NoArgs{}}})

@@ -38,6 +38,7 @@ type config struct {
 	verbose   bool
 	only      string
 	warm      int
+	corpus    string
 }
 
 func main() {
@@ -54,7 +55,12 @@ func main() {
 	flag.BoolVar(&cfg.verbose, "v", false, "stream the output of the fleet's processes to stderr")
 	flag.IntVar(&cfg.warm, "warm-sessions", 8, "the workers' --warm-sessions (warm browser contexts each keeps ready); 0: the workers' default, min(2, --max-sessions)")
 	flag.StringVar(&cfg.only, "only", "", "sessions: measure only the session figures (first tool call of new sessions, placement spread), skipping the rest")
+	flag.StringVar(&cfg.corpus, "corpus", "on", "the compatibility corpus side by side with Playwright MCP: on, off or only (skip the other measurements)")
 	flag.Parse()
+	if cfg.corpus != "on" && cfg.corpus != "off" && cfg.corpus != "only" {
+		fmt.Fprintf(os.Stderr, "bench: -corpus %q: want on, off or only\n", cfg.corpus)
+		os.Exit(2)
+	}
 	if cfg.mode != "fleet" && cfg.mode != "up" {
 		fmt.Fprintf(os.Stderr, "bench: -mode %q: want fleet or up\n", cfg.mode)
 		os.Exit(2)
@@ -176,6 +182,12 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		r.printRestore(out)
 		return nil
 	}
+	if cfg.corpus == "only" {
+		logf("compatibility corpus: Sovereign, then Playwright MCP…")
+		rows, err := measureCorpus(ctx, gw.MCP)
+		printCorpus(out, rows)
+		return err
+	}
 
 	logf("per-tool latency (%d calls each)…", cfg.n)
 	if err := measureTools(ctx, cfg, gw.MCP, site.URL, direct, r); err != nil {
@@ -194,7 +206,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		return err
 	}
 	logf("the TypeScript SDK client side by side with Playwright MCP (%s per run)…", cfg.duration)
-	pwCLI, err := playwrightCLI()
+	pwCLI, err := harness.PlaywrightCLI()
 	if err != nil {
 		return err
 	}
@@ -219,8 +231,16 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 			return err
 		}
 	}
+	var rows []corpusRow
+	if cfg.corpus == "on" {
+		logf("compatibility corpus: Sovereign, then Playwright MCP…")
+		if rows, err = measureCorpus(ctx, gw.MCP); err != nil {
+			logf("corpus: %v", err)
+		}
+	}
 	r.elapsed = time.Since(started)
 	r.print(out)
+	printCorpus(out, rows)
 	return nil
 }
 

@@ -119,15 +119,3 @@ func (r *report) printPeer(out io.Writer) {
 	fmt.Fprintln(out, "  one op = one tool call of the loop snapshot → click → fill → get_text on the form page (e2e/client-ts/throughput.mjs);")
 	fmt.Fprintln(out, "  Playwright MCP: one stdio process per client, "+strings.Join(playwrightArgs(), " "))
 }
-
-// playwrightCLI is Playwright MCP's cli.js as make deps installs it.
-func playwrightCLI() (string, error) {
-	cli, err := filepath.Abs("e2e/corpus/node_modules/@playwright/mcp/cli.js")
-	if err != nil {
-		return "", err
-	}
-	if _, err := os.Stat(cli); err != nil {
-		return "", fmt.Errorf("playwright MCP is not installed (%s): run make deps", cli)
-	}
-	return cli, nil
-}

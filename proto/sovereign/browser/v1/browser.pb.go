@@ -24,6 +24,58 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SnapshotAfter asks an acting tool for the snapshot of the settled page.
+type SnapshotAfter int32
+
+const (
+	SnapshotAfter_SNAPSHOT_AFTER_NONE SnapshotAfter = 0
+	// The whole interactive snapshot.
+	SnapshotAfter_SNAPSHOT_AFTER_FULL SnapshotAfter = 1
+	// Only the lines that changed since the last snapshot of the tab.
+	SnapshotAfter_SNAPSHOT_AFTER_DIFF SnapshotAfter = 2
+)
+
+// Enum value maps for SnapshotAfter.
+var (
+	SnapshotAfter_name = map[int32]string{
+		0: "SNAPSHOT_AFTER_NONE",
+		1: "SNAPSHOT_AFTER_FULL",
+		2: "SNAPSHOT_AFTER_DIFF",
+	}
+	SnapshotAfter_value = map[string]int32{
+		"SNAPSHOT_AFTER_NONE": 0,
+		"SNAPSHOT_AFTER_FULL": 1,
+		"SNAPSHOT_AFTER_DIFF": 2,
+	}
+)
+
+func (x SnapshotAfter) Enum() *SnapshotAfter {
+	p := new(SnapshotAfter)
+	*p = x
+	return p
+}
+
+func (x SnapshotAfter) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SnapshotAfter) Descriptor() protoreflect.EnumDescriptor {
+	return file_sovereign_browser_v1_browser_proto_enumTypes[0].Descriptor()
+}
+
+func (SnapshotAfter) Type() protoreflect.EnumType {
+	return &file_sovereign_browser_v1_browser_proto_enumTypes[0]
+}
+
+func (x SnapshotAfter) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SnapshotAfter.Descriptor instead.
+func (SnapshotAfter) EnumDescriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{0}
+}
+
 // OpenSessionRequest asks any worker with capacity for a new isolated
 // browser session (subject sov.browser.open, queue group).
 type OpenSessionRequest struct {
@@ -699,9 +751,11 @@ func (x *Open) GetUrl() string {
 }
 
 type Snapshot struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Interactive   bool                   `protobuf:"varint,1,opt,name=interactive,proto3" json:"interactive,omitempty"`
-	Compact       bool                   `protobuf:"varint,2,opt,name=compact,proto3" json:"compact,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Interactive bool                   `protobuf:"varint,1,opt,name=interactive,proto3" json:"interactive,omitempty"`
+	Compact     bool                   `protobuf:"varint,2,opt,name=compact,proto3" json:"compact,omitempty"`
+	// Only the subtree of this element (a ref from an earlier snapshot).
+	Ref           string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -748,6 +802,13 @@ func (x *Snapshot) GetCompact() bool {
 		return x.Compact
 	}
 	return false
+}
+
+func (x *Snapshot) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
 }
 
 type GetAttr struct {
@@ -1266,6 +1327,18 @@ type ToolRequest struct {
 	// The session's URL policy as of this call; the worker applies it before
 	// running the tool when it differs from the one in force.
 	Policy *UrlPolicy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	// How long a tool that can change the page (open, back, forward, reload,
+	// tab_new, click, press, fill, type) waits for the page to settle after
+	// it, in milliseconds: unset for the worker's default, 0 to return as
+	// soon as the action (and a navigation it started) is done.
+	SettleMs *int32 `protobuf:"varint,3,opt,name=settle_ms,json=settleMs,proto3,oneof" json:"settle_ms,omitempty"`
+	// After a tool that can change the page: also return the snapshot of
+	// the settled page (or its changed lines).
+	SnapshotAfter SnapshotAfter `protobuf:"varint,4,opt,name=snapshot_after,json=snapshotAfter,proto3,enum=sovereign.browser.v1.SnapshotAfter" json:"snapshot_after,omitempty"`
+	// The most characters of text the result may hold (snapshot, get_text,
+	// get_html, eval); 0 for the worker's default cap. Longer text is cut
+	// with a marker that says how much was left out and how to see it.
+	MaxChars int32 `protobuf:"varint,5,opt,name=max_chars,json=maxChars,proto3" json:"max_chars,omitempty"`
 	// Types that are valid to be assigned to Tool:
 	//
 	//	*ToolRequest_Open
@@ -1343,6 +1416,27 @@ func (x *ToolRequest) GetPolicy() *UrlPolicy {
 		return x.Policy
 	}
 	return nil
+}
+
+func (x *ToolRequest) GetSettleMs() int32 {
+	if x != nil && x.SettleMs != nil {
+		return *x.SettleMs
+	}
+	return 0
+}
+
+func (x *ToolRequest) GetSnapshotAfter() SnapshotAfter {
+	if x != nil {
+		return x.SnapshotAfter
+	}
+	return SnapshotAfter_SNAPSHOT_AFTER_NONE
+}
+
+func (x *ToolRequest) GetMaxChars() int32 {
+	if x != nil {
+		return x.MaxChars
+	}
+	return 0
 }
 
 func (x *ToolRequest) GetTool() isToolRequest_Tool {
@@ -2463,10 +2557,11 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x02by\"\b\n" +
 	"\x06NoArgs\"\x18\n" +
 	"\x04Open\x12\x10\n" +
-	"\x03url\x18\x01 \x01(\tR\x03url\"F\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\"X\n" +
 	"\bSnapshot\x12 \n" +
 	"\vinteractive\x18\x01 \x01(\bR\vinteractive\x12\x18\n" +
-	"\acompact\x18\x02 \x01(\bR\acompact\"V\n" +
+	"\acompact\x18\x02 \x01(\bR\acompact\x12\x10\n" +
+	"\x03ref\x18\x03 \x01(\tR\x03ref\"V\n" +
 	"\aGetAttr\x127\n" +
 	"\aelement\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\x12\x12\n" +
 	"\x04attr\x18\x02 \x01(\tR\x04attr\"\x1e\n" +
@@ -2496,11 +2591,14 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xc4\r\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xdd\x0e\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
-	"\x06policy\x18\x02 \x01(\v2\x1f.sovereign.browser.v1.UrlPolicyR\x06policy\x120\n" +
+	"\x06policy\x18\x02 \x01(\v2\x1f.sovereign.browser.v1.UrlPolicyR\x06policy\x12 \n" +
+	"\tsettle_ms\x18\x03 \x01(\x05H\x01R\bsettleMs\x88\x01\x01\x12J\n" +
+	"\x0esnapshot_after\x18\x04 \x01(\x0e2#.sovereign.browser.v1.SnapshotAfterR\rsnapshotAfter\x12\x1b\n" +
+	"\tmax_chars\x18\x05 \x01(\x05R\bmaxChars\x120\n" +
 	"\x04open\x18\n" +
 	" \x01(\v2\x1a.sovereign.browser.v1.OpenH\x00R\x04open\x122\n" +
 	"\x04back\x18\v \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x04back\x128\n" +
@@ -2533,7 +2631,9 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"screenshot\x12I\n" +
 	"\x10blocked_requests\x18$ \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0fblockedRequests\x12F\n" +
 	"\fset_identity\x18% \x01(\v2!.sovereign.browser.v1.SetIdentityH\x00R\vsetIdentityB\x06\n" +
-	"\x04tool\"%\n" +
+	"\x04toolB\f\n" +
+	"\n" +
+	"_settle_ms\"%\n" +
 	"\vSetIdentity\x12\x16\n" +
 	"\x06pubkey\x18\x01 \x01(\tR\x06pubkey\"8\n" +
 	"\x05Image\x12\x1b\n" +
@@ -2581,7 +2681,11 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x13mem_available_bytes\x18\x05 \x01(\x03R\x11memAvailableBytes\x12+\n" +
 	"\x12mem_min_free_bytes\x18\x06 \x01(\x03R\x0fmemMinFreeBytes\x12\x1c\n" +
 	"\taccepting\x18\a \x01(\bR\taccepting\x12\x17\n" +
-	"\atime_ms\x18\b \x01(\x03R\x06timeMsBKZIgithub.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1;browserv1b\x06proto3"
+	"\atime_ms\x18\b \x01(\x03R\x06timeMs*Z\n" +
+	"\rSnapshotAfter\x12\x17\n" +
+	"\x13SNAPSHOT_AFTER_NONE\x10\x00\x12\x17\n" +
+	"\x13SNAPSHOT_AFTER_FULL\x10\x01\x12\x17\n" +
+	"\x13SNAPSHOT_AFTER_DIFF\x10\x02BKZIgithub.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1;browserv1b\x06proto3"
 
 var (
 	file_sovereign_browser_v1_browser_proto_rawDescOnce sync.Once
@@ -2595,87 +2699,90 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 	return file_sovereign_browser_v1_browser_proto_rawDescData
 }
 
+var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
-	(*OpenSessionRequest)(nil),    // 0: sovereign.browser.v1.OpenSessionRequest
-	(*UrlRules)(nil),              // 1: sovereign.browser.v1.UrlRules
-	(*UrlPolicy)(nil),             // 2: sovereign.browser.v1.UrlPolicy
-	(*BlockedRequest)(nil),        // 3: sovereign.browser.v1.BlockedRequest
-	(*OpenSessionResponse)(nil),   // 4: sovereign.browser.v1.OpenSessionResponse
-	(*CloseSessionRequest)(nil),   // 5: sovereign.browser.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 6: sovereign.browser.v1.CloseSessionResponse
-	(*PingRequest)(nil),           // 7: sovereign.browser.v1.PingRequest
-	(*PingResponse)(nil),          // 8: sovereign.browser.v1.PingResponse
-	(*Element)(nil),               // 9: sovereign.browser.v1.Element
-	(*NoArgs)(nil),                // 10: sovereign.browser.v1.NoArgs
-	(*Open)(nil),                  // 11: sovereign.browser.v1.Open
-	(*Snapshot)(nil),              // 12: sovereign.browser.v1.Snapshot
-	(*GetAttr)(nil),               // 13: sovereign.browser.v1.GetAttr
-	(*Eval)(nil),                  // 14: sovereign.browser.v1.Eval
-	(*Fill)(nil),                  // 15: sovereign.browser.v1.Fill
-	(*Press)(nil),                 // 16: sovereign.browser.v1.Press
-	(*Scroll)(nil),                // 17: sovereign.browser.v1.Scroll
-	(*TabNew)(nil),                // 18: sovereign.browser.v1.TabNew
-	(*TabIndex)(nil),              // 19: sovereign.browser.v1.TabIndex
-	(*Wait)(nil),                  // 20: sovereign.browser.v1.Wait
-	(*WaitFor)(nil),               // 21: sovereign.browser.v1.WaitFor
-	(*Screenshot)(nil),            // 22: sovereign.browser.v1.Screenshot
-	(*ToolRequest)(nil),           // 23: sovereign.browser.v1.ToolRequest
-	(*SetIdentity)(nil),           // 24: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                 // 25: sovereign.browser.v1.Image
-	(*Content)(nil),               // 26: sovereign.browser.v1.Content
-	(*ToolResult)(nil),            // 27: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),       // 28: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),      // 29: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil), // 30: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),            // 31: sovereign.browser.v1.WorkerLoad
-	nil,                           // 32: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(SnapshotAfter)(0),            // 0: sovereign.browser.v1.SnapshotAfter
+	(*OpenSessionRequest)(nil),    // 1: sovereign.browser.v1.OpenSessionRequest
+	(*UrlRules)(nil),              // 2: sovereign.browser.v1.UrlRules
+	(*UrlPolicy)(nil),             // 3: sovereign.browser.v1.UrlPolicy
+	(*BlockedRequest)(nil),        // 4: sovereign.browser.v1.BlockedRequest
+	(*OpenSessionResponse)(nil),   // 5: sovereign.browser.v1.OpenSessionResponse
+	(*CloseSessionRequest)(nil),   // 6: sovereign.browser.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),  // 7: sovereign.browser.v1.CloseSessionResponse
+	(*PingRequest)(nil),           // 8: sovereign.browser.v1.PingRequest
+	(*PingResponse)(nil),          // 9: sovereign.browser.v1.PingResponse
+	(*Element)(nil),               // 10: sovereign.browser.v1.Element
+	(*NoArgs)(nil),                // 11: sovereign.browser.v1.NoArgs
+	(*Open)(nil),                  // 12: sovereign.browser.v1.Open
+	(*Snapshot)(nil),              // 13: sovereign.browser.v1.Snapshot
+	(*GetAttr)(nil),               // 14: sovereign.browser.v1.GetAttr
+	(*Eval)(nil),                  // 15: sovereign.browser.v1.Eval
+	(*Fill)(nil),                  // 16: sovereign.browser.v1.Fill
+	(*Press)(nil),                 // 17: sovereign.browser.v1.Press
+	(*Scroll)(nil),                // 18: sovereign.browser.v1.Scroll
+	(*TabNew)(nil),                // 19: sovereign.browser.v1.TabNew
+	(*TabIndex)(nil),              // 20: sovereign.browser.v1.TabIndex
+	(*Wait)(nil),                  // 21: sovereign.browser.v1.Wait
+	(*WaitFor)(nil),               // 22: sovereign.browser.v1.WaitFor
+	(*Screenshot)(nil),            // 23: sovereign.browser.v1.Screenshot
+	(*ToolRequest)(nil),           // 24: sovereign.browser.v1.ToolRequest
+	(*SetIdentity)(nil),           // 25: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                 // 26: sovereign.browser.v1.Image
+	(*Content)(nil),               // 27: sovereign.browser.v1.Content
+	(*ToolResult)(nil),            // 28: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),       // 29: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),      // 30: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil), // 31: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),            // 32: sovereign.browser.v1.WorkerLoad
+	nil,                           // 33: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
-	2,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	1,  // 1: sovereign.browser.v1.UrlPolicy.tiers:type_name -> sovereign.browser.v1.UrlRules
-	9,  // 2: sovereign.browser.v1.GetAttr.element:type_name -> sovereign.browser.v1.Element
-	9,  // 3: sovereign.browser.v1.Fill.element:type_name -> sovereign.browser.v1.Element
-	9,  // 4: sovereign.browser.v1.Screenshot.element:type_name -> sovereign.browser.v1.Element
-	2,  // 5: sovereign.browser.v1.ToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	11, // 6: sovereign.browser.v1.ToolRequest.open:type_name -> sovereign.browser.v1.Open
-	10, // 7: sovereign.browser.v1.ToolRequest.back:type_name -> sovereign.browser.v1.NoArgs
-	10, // 8: sovereign.browser.v1.ToolRequest.forward:type_name -> sovereign.browser.v1.NoArgs
-	10, // 9: sovereign.browser.v1.ToolRequest.reload:type_name -> sovereign.browser.v1.NoArgs
-	10, // 10: sovereign.browser.v1.ToolRequest.get_url:type_name -> sovereign.browser.v1.NoArgs
-	10, // 11: sovereign.browser.v1.ToolRequest.get_title:type_name -> sovereign.browser.v1.NoArgs
-	12, // 12: sovereign.browser.v1.ToolRequest.snapshot:type_name -> sovereign.browser.v1.Snapshot
-	9,  // 13: sovereign.browser.v1.ToolRequest.get_text:type_name -> sovereign.browser.v1.Element
-	9,  // 14: sovereign.browser.v1.ToolRequest.get_html:type_name -> sovereign.browser.v1.Element
-	13, // 15: sovereign.browser.v1.ToolRequest.get_attr:type_name -> sovereign.browser.v1.GetAttr
-	14, // 16: sovereign.browser.v1.ToolRequest.eval:type_name -> sovereign.browser.v1.Eval
-	9,  // 17: sovereign.browser.v1.ToolRequest.click:type_name -> sovereign.browser.v1.Element
-	15, // 18: sovereign.browser.v1.ToolRequest.fill:type_name -> sovereign.browser.v1.Fill
-	15, // 19: sovereign.browser.v1.ToolRequest.type:type_name -> sovereign.browser.v1.Fill
-	16, // 20: sovereign.browser.v1.ToolRequest.press:type_name -> sovereign.browser.v1.Press
-	17, // 21: sovereign.browser.v1.ToolRequest.scroll:type_name -> sovereign.browser.v1.Scroll
-	9,  // 22: sovereign.browser.v1.ToolRequest.hover:type_name -> sovereign.browser.v1.Element
-	9,  // 23: sovereign.browser.v1.ToolRequest.focus:type_name -> sovereign.browser.v1.Element
-	10, // 24: sovereign.browser.v1.ToolRequest.close:type_name -> sovereign.browser.v1.NoArgs
-	10, // 25: sovereign.browser.v1.ToolRequest.tab_list:type_name -> sovereign.browser.v1.NoArgs
-	18, // 26: sovereign.browser.v1.ToolRequest.tab_new:type_name -> sovereign.browser.v1.TabNew
-	19, // 27: sovereign.browser.v1.ToolRequest.tab_switch:type_name -> sovereign.browser.v1.TabIndex
-	19, // 28: sovereign.browser.v1.ToolRequest.tab_close:type_name -> sovereign.browser.v1.TabIndex
-	20, // 29: sovereign.browser.v1.ToolRequest.wait:type_name -> sovereign.browser.v1.Wait
-	21, // 30: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
-	22, // 31: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
-	10, // 32: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	24, // 33: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
-	25, // 34: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	26, // 35: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	32, // 36: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	2,  // 37: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	2,  // 38: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	3,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	2,  // 1: sovereign.browser.v1.UrlPolicy.tiers:type_name -> sovereign.browser.v1.UrlRules
+	10, // 2: sovereign.browser.v1.GetAttr.element:type_name -> sovereign.browser.v1.Element
+	10, // 3: sovereign.browser.v1.Fill.element:type_name -> sovereign.browser.v1.Element
+	10, // 4: sovereign.browser.v1.Screenshot.element:type_name -> sovereign.browser.v1.Element
+	3,  // 5: sovereign.browser.v1.ToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	0,  // 6: sovereign.browser.v1.ToolRequest.snapshot_after:type_name -> sovereign.browser.v1.SnapshotAfter
+	12, // 7: sovereign.browser.v1.ToolRequest.open:type_name -> sovereign.browser.v1.Open
+	11, // 8: sovereign.browser.v1.ToolRequest.back:type_name -> sovereign.browser.v1.NoArgs
+	11, // 9: sovereign.browser.v1.ToolRequest.forward:type_name -> sovereign.browser.v1.NoArgs
+	11, // 10: sovereign.browser.v1.ToolRequest.reload:type_name -> sovereign.browser.v1.NoArgs
+	11, // 11: sovereign.browser.v1.ToolRequest.get_url:type_name -> sovereign.browser.v1.NoArgs
+	11, // 12: sovereign.browser.v1.ToolRequest.get_title:type_name -> sovereign.browser.v1.NoArgs
+	13, // 13: sovereign.browser.v1.ToolRequest.snapshot:type_name -> sovereign.browser.v1.Snapshot
+	10, // 14: sovereign.browser.v1.ToolRequest.get_text:type_name -> sovereign.browser.v1.Element
+	10, // 15: sovereign.browser.v1.ToolRequest.get_html:type_name -> sovereign.browser.v1.Element
+	14, // 16: sovereign.browser.v1.ToolRequest.get_attr:type_name -> sovereign.browser.v1.GetAttr
+	15, // 17: sovereign.browser.v1.ToolRequest.eval:type_name -> sovereign.browser.v1.Eval
+	10, // 18: sovereign.browser.v1.ToolRequest.click:type_name -> sovereign.browser.v1.Element
+	16, // 19: sovereign.browser.v1.ToolRequest.fill:type_name -> sovereign.browser.v1.Fill
+	16, // 20: sovereign.browser.v1.ToolRequest.type:type_name -> sovereign.browser.v1.Fill
+	17, // 21: sovereign.browser.v1.ToolRequest.press:type_name -> sovereign.browser.v1.Press
+	18, // 22: sovereign.browser.v1.ToolRequest.scroll:type_name -> sovereign.browser.v1.Scroll
+	10, // 23: sovereign.browser.v1.ToolRequest.hover:type_name -> sovereign.browser.v1.Element
+	10, // 24: sovereign.browser.v1.ToolRequest.focus:type_name -> sovereign.browser.v1.Element
+	11, // 25: sovereign.browser.v1.ToolRequest.close:type_name -> sovereign.browser.v1.NoArgs
+	11, // 26: sovereign.browser.v1.ToolRequest.tab_list:type_name -> sovereign.browser.v1.NoArgs
+	19, // 27: sovereign.browser.v1.ToolRequest.tab_new:type_name -> sovereign.browser.v1.TabNew
+	20, // 28: sovereign.browser.v1.ToolRequest.tab_switch:type_name -> sovereign.browser.v1.TabIndex
+	20, // 29: sovereign.browser.v1.ToolRequest.tab_close:type_name -> sovereign.browser.v1.TabIndex
+	21, // 30: sovereign.browser.v1.ToolRequest.wait:type_name -> sovereign.browser.v1.Wait
+	22, // 31: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
+	23, // 32: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
+	11, // 33: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
+	25, // 34: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	26, // 35: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	27, // 36: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	33, // 37: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	3,  // 38: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	3,  // 39: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -2726,13 +2833,14 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_sovereign_browser_v1_browser_proto_goTypes,
 		DependencyIndexes: file_sovereign_browser_v1_browser_proto_depIdxs,
+		EnumInfos:         file_sovereign_browser_v1_browser_proto_enumTypes,
 		MessageInfos:      file_sovereign_browser_v1_browser_proto_msgTypes,
 	}.Build()
 	File_sovereign_browser_v1_browser_proto = out.File

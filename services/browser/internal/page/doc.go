@@ -52,8 +52,35 @@
 // are accounted for; a click that lands on a covering element says so.
 // fill selects the field's content and inserts the text (select elements
 // take an option label or value; date-like inputs take their value whole),
-// then fires change. type appends with real key events. click, type and
-// press wait for a navigation that they start.
+// then fires change. It succeeds when the field took the text (an input
+// event fired), whatever the page then does with it, and fails only when
+// the field could not take text (disabled, read-only, not editable, gone,
+// a number field given something else, no input event). type appends with
+// real key events.
+//
+// # Settling and the change report
+//
+// open, back, forward, reload, click, press, fill and type settle
+// (settle.go): a navigation they started commits and loads, then the page
+// must be quiet (no request in flight, no DOM mutation for 100 ms) when
+// anything happened after the action (a page that changed during the
+// action itself and sent no request has settled at once; one that did not
+// react at once gets the frame that follows); all within the settle
+// budget (DefaultSettle or the request's settle_ms). Do then
+// adds the change report (changes.go): URL and title changes, windows the
+// page opened, dialogs, console errors, an unsettled page, as text lines
+// and as "changes" in the structured result, and the snapshot (or its diff
+// against the tab's last one) when the request asks.
+//
+// # Caps
+//
+// Every text a tool returns is bounded (limits.go): snapshots at
+// DefaultSnapshotChars (cut at a line, with a marker naming the ref to ask
+// for; the walk of a huge page also stops early and at the deadline),
+// get_text, get_html and eval at DefaultTextChars (cut in the page), titles
+// and addresses at fixed lengths; the request's max_chars overrides the
+// first two. A document that goes away under a call is retried a few times,
+// then the tool fails with "the page navigated while …".
 //
 // # eval
 //

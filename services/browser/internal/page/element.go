@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -214,22 +215,37 @@ func (t *Tab) objectInWorld(ctx context.Context, frame cdp.FrameID, fn string, a
 }
 
 // getText returns the text of an element (innerText, or the value of a
-// form field).
+// form field), cut at the call's character cap.
 func (t *Tab) getText(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
-	var s string
-	if _, _, err := t.onElement(ctx, el, "get_text", `function() { return __sov.text(this); }`, &s); err != nil {
-		return nil, err
-	}
-	return textResult("%s", strings.TrimSpace(s)), nil
+	return t.readCut(ctx, el, "get_text", `function(_, max) { return __sov.text(this, max); }`,
+		"read a smaller element (a ref from snapshot), or pass a larger max_chars")
 }
 
-// getHTML returns the innerHTML of an element.
+// getHTML returns the innerHTML of an element, cut at the call's
+// character cap.
 func (t *Tab) getHTML(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
-	var s string
-	if _, _, err := t.onElement(ctx, el, "get_html", `function() { return this.innerHTML; }`, &s); err != nil {
+	return t.readCut(ctx, el, "get_html", `function(_, max) { return __sov.html(this, max); }`,
+		"ask for a smaller element (a ref from snapshot or a narrower selector), or pass a larger max_chars")
+}
+
+// readCut reads the text that fn returns for an element, {s, total}, cut
+// by the page at the call's cap so that a huge text never leaves it.
+func (t *Tab) readCut(ctx context.Context, el *browserv1.Element, tool, fn, how string) (*browserv1.ToolResult, error) {
+	var r struct {
+		S     string `json:"s"`
+		Total int    `json:"total"`
+	}
+	limit := t.capChars(DefaultTextChars)
+	if _, _, err := t.onElement(ctx, el, tool, fn, &r, limit); err != nil {
 		return nil, err
 	}
-	return textResult("%s", s), nil
+	if r.Total > limit {
+		return textResult("%s%s", r.S, cutMarker(limit, r.Total, how)), nil
+	}
+	if tool == "get_text" {
+		r.S = strings.TrimSpace(r.S)
+	}
+	return textResult("%s", r.S), nil
 }
 
 // getAttr returns the value of an attribute of an element.
@@ -355,6 +371,7 @@ func (t *Tab) click(ctx context.Context, el *browserv1.Element) (*browserv1.Tool
 	// frame (~16 ms each), and a press at a new point already fires the
 	// boundary events (mouseover, mouseenter) and updates :hover.
 	mctx, span := startSpan(ctx, spanClick, attribute.Bool("sovereign.click.covered", info.Covered != ""))
+	t.call.inputAt = time.Now()
 	err = mouse(mctx, x, y, input.DispatchMouseEventTypeMousePressed, input.DispatchMouseEventTypeMouseReleased)
 	endSpan(span, err)
 	if err != nil {
@@ -364,7 +381,7 @@ func (t *Tab) click(ctx context.Context, el *browserv1.Element) (*browserv1.Tool
 	if info.Covered != "" {
 		msg += fmt.Sprintf(" — but %s covers its centre, so that element got the click", info.Covered)
 	}
-	return t.settled(ctx, w, msg)
+	return t.acted(ctx, w, msg)
 }
 
 // hover moves the mouse to the centre of an element.
@@ -397,22 +414,25 @@ func mouse(ctx context.Context, x, y float64, types ...input.DispatchMouseEventT
 	return nil
 }
 
-// settled waits for a navigation that an action started and returns msg,
-// with the new address when the page changed.
-func (t *Tab) settled(ctx context.Context, w *navWatch, msg string) (*browserv1.ToolResult, error) {
-	sctx, span := startSpan(ctx, spanSettle)
-	loading := w.settle(sctx, t.flush)
-	span.SetAttributes(attribute.Bool("sovereign.navigation.committed", w.isCommitted()), attribute.Bool("sovereign.navigation.loaded", !loading))
-	endSpan(span, nil)
+// acted waits for the page to settle after an action (settle.go) and
+// returns msg, with the new address when the action navigated to a new
+// document.
+func (t *Tab) acted(ctx context.Context, w *navWatch, msg string) (*browserv1.ToolResult, error) {
+	r, err := t.settle(ctx, w, false)
+	if err != nil {
+		return nil, err
+	}
 	if !w.isCommitted() {
 		return textResult("%s", msg), nil
 	}
-	u, err := t.currentURL(ctx)
-	if err != nil {
-		return textResult("%s", msg), nil
+	u := r.URL
+	if u == "" {
+		if u, err = t.currentURL(ctx); err != nil {
+			return textResult("%s", msg), nil
+		}
 	}
-	msg += "; the page navigated to " + u
-	if loading {
+	msg += "; the page navigated to " + clipTo(u, maxURL)
+	if r.Loading {
 		msg += " (still loading)"
 	}
 	return textResult("%s", msg), nil
@@ -435,11 +455,17 @@ type inputPrep struct {
 }
 
 // filled is what page.js's finishFill says: the value now in the field
-// (empty for a secret field) and its number of characters.
+// (empty for a secret field) and its number of characters, whether the
+// field took the inserted text (an input event fired), whether it is a
+// number field left holding something that is not a number, and whether
+// the page removed it.
 type filled struct {
-	Value  string `json:"value"`
-	N      int    `json:"n"`
-	Secret string `json:"secret"`
+	Value     string `json:"value"`
+	N         int    `json:"n"`
+	Secret    string `json:"secret"`
+	Accepted  bool   `json:"accepted"`
+	BadNumber bool   `json:"badNumber"`
+	Gone      bool   `json:"gone"`
 }
 
 // finish takes what finishFill said.
@@ -483,11 +509,20 @@ func sensitive(res *browserv1.ToolResult) *browserv1.ToolResult {
 // that input and change events fire as if a user typed it. The value of a
 // password field (see inputPrep.Secret) is not in the result, which says
 // SensitiveInput.
+//
+// fill succeeds when the field took the text (an input event fired),
+// whatever the page then does with the value: an app that adds an item
+// on change and empties the field is fine, and the result says what the
+// field holds now when that differs. It fails only when the field could
+// not take text: disabled, read-only, not editable, detached, a number
+// field given something that is not a number, or no input event at all.
 func (t *Tab) fill(ctx context.Context, el *browserv1.Element, value string) (*browserv1.ToolResult, error) {
 	// Three round trips and no remote object: find, describe and prepare
 	// the field (focus it, select its text); insert the text as typing
-	// would; read back what the field took.
+	// would; fire change and read back what the field holds.
 	var p inputPrep
+	// A select or a date-like field takes its value in this first call.
+	t.call.inputAt = time.Now()
 	what, prefix, err := t.onElement(ctx, el, "fill", `function(pre, v) {
 		const desc = __sov.describe(this, pre);
 		return Object.assign(__sov.prepareInput(this, v, 'fill'), {desc});
@@ -500,23 +535,69 @@ func (t *Tab) fill(ctx context.Context, el *browserv1.Element, value string) (*b
 	if err := inputError(p, e, desc, "fill", value); err != nil {
 		return nil, err
 	}
+	w, stop, err := t.watchNav(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	var note string
 	if p.Insert {
+		t.call.inputAt = time.Now()
 		if _, err := chromedp.Call(ctx, input.InsertText, input.InsertTextParams{Text: value}); err != nil {
 			return nil, err
 		}
+		// The field the text went to, not the ref again: the page may
+		// have replaced the element by now.
 		var f filled
-		if _, _, err := t.onElement(ctx, el, "fill", `function() { return __sov.finishFill(this); }`, &f); err != nil {
+		frame, _ := t.frameByNum(frameOfPrefix(prefix))
+		if err := t.callWorld(ctx, frame, `function() { return __sov.finishFill(null, true); }`, &f); err != nil && !contextGone(err) && !isFrameGone(err) {
 			return nil, err
 		}
-		p.finish(f)
-		if p.N == 0 {
-			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "fill: %s (%s) did not accept %s; its value is empty (a number field takes only a number)", what, desc, p.shown(value))
+		switch {
+		case f.BadNumber:
+			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "fill: %s (%s) is a number field and takes only a number, not %s", what, desc, p.shown(value))
+		case !f.Accepted && !f.Gone && value != "":
+			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "fill: %s (%s) did not take the text: no input event fired, so the page blocks typing into it (its value is %q)", what, desc, clipTo(f.Value, 200))
 		}
+		p.finish(f)
+		note = fillNote(p, f, value)
 	}
-	if p.Secret != "" {
-		return sensitive(textResult("Filled %s (%s)", desc, p.hiddenNote())), nil
+	var msg string
+	switch {
+	case p.Secret != "":
+		msg = fmt.Sprintf("Filled %s (%s)%s", desc, p.hiddenNote(), note)
+	case note != "":
+		msg = fmt.Sprintf("Filled %s with %s%s", desc, p.shown(value), note)
+	default:
+		msg = fmt.Sprintf("Filled %s; its value is now %q", desc, clipTo(p.Value, 200))
 	}
-	return textResult("Filled %s; its value is now %q", desc, p.Value), nil
+	res, err := t.acted(ctx, w, msg)
+	if err == nil && p.Secret != "" {
+		sensitive(res)
+	}
+	return res, err
+}
+
+// fillNote says what became of the text after the field took it, when
+// the field does not hold it now.
+func fillNote(p inputPrep, f filled, value string) string {
+	switch {
+	case f.Gone:
+		return "; then the page removed the field"
+	case p.Secret != "" && f.N == 0 && value != "":
+		return "; the page then cleared the field (after the input or change event)"
+	case p.Secret != "" || f.Value == value:
+		return ""
+	case f.Value == "":
+		return "; the page then cleared the field (after the input or change event)"
+	}
+	return fmt.Sprintf("; the field holds %q now", clipTo(f.Value, 200))
+}
+
+// frameOfPrefix returns the frame number of a ref prefix ("" or "f1").
+func frameOfPrefix(prefix string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(prefix, "f"))
+	return n
 }
 
 // typeText appends text to a form field with real key events. Like fill,
@@ -549,15 +630,16 @@ func (t *Tab) typeText(ctx context.Context, el *browserv1.Element, value string)
 			return nil, err
 		}
 		defer stop()
+		t.call.inputAt = time.Now()
 		if err := chromedp.Do(ctx, chromedp.KeyEvent(value)); err != nil {
 			return nil, err
 		}
 		var f filled
-		if err := callOn(ctx, e.obj, `function() { return this.isConnected ? __sov.finishFill(this) : null; }`, &f); err != nil && !contextGone(err) {
+		if err := callOn(ctx, e.obj, `function() { return __sov.finishFill(this, true); }`, &f); err != nil && !contextGone(err) {
 			return nil, err
 		}
 		p.finish(f)
-		res, err := t.settled(ctx, w, msg())
+		res, err := t.acted(ctx, w, msg())
 		if err == nil && p.Secret != "" {
 			sensitive(res)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/runtime"
@@ -62,10 +63,18 @@ func (t *Tab) eval(ctx context.Context, script string) (*browserv1.ToolResult, e
 	if err != nil {
 		return nil, err
 	}
+	total, limit := utf8.RuneCountInString(text), t.capChars(DefaultTextChars)
+	truncated := total > limit
+	if truncated {
+		// The value is as large as its text: the structured copy goes too.
+		text = clipRunes(text, limit) + cutMarker(limit, total, "return a smaller part of the value (slice it in the script), or pass a larger max_chars")
+		value = json.RawMessage("null")
+	}
 	out, err := marshal(struct {
-		Type  string          `json:"type"`
-		Value json.RawMessage `json:"value"`
-	}{string(obj.Type), value})
+		Type      string          `json:"type"`
+		Value     json.RawMessage `json:"value"`
+		Truncated bool            `json:"truncated,omitempty"`
+	}{string(obj.Type), value, truncated})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package page
 import (
 	"context"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/chromedp/chromedp"
@@ -108,8 +109,9 @@ func (t *Tab) press(ctx context.Context, key string) (*browserv1.ToolResult, err
 		return nil, err
 	}
 	defer stop()
+	t.call.inputAt = time.Now()
 	if err := chromedp.Do(ctx, chromedp.KeyEvent(string(r), chromedp.KeyModifiers(mods...))); err != nil {
 		return nil, err
 	}
-	return t.settled(ctx, w, "Pressed "+key)
+	return t.acted(ctx, w, "Pressed "+key)
 }

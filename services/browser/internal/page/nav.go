@@ -2,6 +2,7 @@ package page
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"go.opentelemetry.io/otel/attribute"
 
@@ -106,21 +108,23 @@ func (t *Tab) reload(ctx context.Context) (*browserv1.ToolResult, error) {
 	return t.afterNav(ctx, w, "Reloaded", "reload")
 }
 
-// afterNav waits for the navigation that w follows and describes where
-// the tab is now.
+// afterNav waits for the navigation that w follows, then for the page to
+// settle, and describes where the tab is now.
 func (t *Tab) afterNav(ctx context.Context, w *navWatch, verb, what string) (res *browserv1.ToolResult, err error) {
 	ctx, span := startSpan(ctx, spanLoad)
 	defer func() { endSpan(span, err) }()
-	w.markStarted()
-	loaded := w.wait(ctx, softDeadline(ctx, 0))
-	span.SetAttributes(attribute.Bool("sovereign.navigation.loaded", loaded))
+	r, err := t.settle(ctx, w, true)
+	span.SetAttributes(attribute.Bool("sovereign.navigation.loaded", !r.Loading))
 	if s := w.httpStatus(); s > 0 {
 		span.SetAttributes(attribute.Int64("http.response.status_code", s))
 	}
-	if !loaded && !w.isCommitted() {
+	if errors.Is(err, errNotLoaded) {
 		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "%s: the page did not load before the request deadline; the server may be slow or unreachable", what)
 	}
-	return t.whereNow(ctx, verb, w, loaded)
+	if err != nil {
+		return nil, err
+	}
+	return t.whereNow(ctx, verb, w, !r.Loading)
 }
 
 // whereNow returns a result like `Opened http://x/ — title "X"`.
@@ -129,9 +133,15 @@ func (t *Tab) whereNow(ctx context.Context, verb string, w *navWatch, loaded boo
 	if err != nil {
 		return nil, err
 	}
-	title, err := t.title(ctx)
-	if err != nil {
-		title = ""
+	var title string
+	if loaded {
+		if title, err = t.title(ctx); err != nil {
+			title = ""
+		}
+	} else {
+		// Still loading near the deadline: the browser's idea of the
+		// title costs one round trip, not a world in a new document.
+		title = t.targetTitle(ctx)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s — title %q", verb, u, title)
@@ -173,11 +183,28 @@ func (t *Tab) currentURL(ctx context.Context) (string, error) {
 	return f.URL + f.URLFragment, nil
 }
 
+// targetTitle returns the title the browser knows for the tab, cut to
+// maxTitle characters, or "".
+func (t *Tab) targetTitle(ctx context.Context) string {
+	c := chromedp.FromContext(t.ctx)
+	if c == nil || c.Target == nil {
+		return ""
+	}
+	info, err := chromedp.CallBrowser(ctx, target.GetTargetInfo, target.GetTargetInfoParams{TargetID: c.Target.TargetID})
+	if err != nil || info.TargetInfo == nil {
+		return ""
+	}
+	return clipTo(info.TargetInfo.Title, maxTitle)
+}
+
 // title returns document.title of the main frame, read in the isolated
 // world so that the page cannot fake it.
 func (t *Tab) title(ctx context.Context) (string, error) {
 	var s string
-	err := t.callWorld(ctx, t.main(), `function() { return document.title; }`, &s)
+	err := t.callWorld(ctx, t.main(), `function(max) {
+		const t = document.title;
+		return t.length > max ? t.slice(0, max) + '\u2026 (' + (t.length - max) + ' more characters)' : t;
+	}`, &s, maxTitle)
 	return s, err
 }
 
@@ -257,9 +284,13 @@ type navWatch struct {
 	main      cdp.FrameID
 	started   bool
 	committed bool
-	status    int64
-	done      chan struct{}
-	closed    bool
+	sameDoc   bool
+	// navigating: the frame started a navigation since the watch began;
+	// loading: it started loading after that.
+	navigating, loading bool
+	status              int64
+	done                chan struct{}
+	closed              bool
 }
 
 // watchNav starts to follow navigations of the main frame. Call stop when
@@ -284,14 +315,16 @@ func (w *navWatch) observe(ev any) {
 		}
 	case *page.EventFrameStartedNavigating:
 		if ev.FrameID == w.main {
-			w.started = true
+			w.started, w.navigating = true, true
 		}
 	case *page.EventFrameStartedLoading:
 		if ev.FrameID == w.main {
 			w.started = true
+			w.loading = w.loading || w.navigating
 		}
 	case *page.EventNavigatedWithinDocument:
 		if ev.FrameID == w.main {
+			w.sameDoc = true
 			w.finishLocked()
 		}
 	case *page.EventFrameNavigated:
@@ -311,7 +344,10 @@ func (w *navWatch) observe(ev any) {
 			w.finishLocked()
 		}
 	case *page.EventFrameStoppedLoading:
-		if ev.FrameID == w.main && w.started {
+		// Only the end of a load that this navigation started: a new tab's
+		// first about:blank may stop loading after the navigation began.
+		// A navigation that commits nothing (a 204) ends here too.
+		if ev.FrameID == w.main && (w.committed || w.loading) {
 			w.finishLocked()
 		}
 	}
@@ -349,6 +385,12 @@ func (w *navWatch) isCommitted() bool {
 	return w.committed
 }
 
+func (w *navWatch) isSameDocument() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sameDoc
+}
+
 func (w *navWatch) httpStatus() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -378,7 +420,7 @@ func (w *navWatch) wait(ctx context.Context, soft time.Time) bool {
 // location) before it answers a later command, and the tab's listeners see
 // events in order, so after the round trip started is known: no fixed
 // grace period, and an action that navigates nowhere returns at once.
-func (w *navWatch) settle(ctx context.Context, flush func(context.Context) error) (stillLoading bool) {
+func (w *navWatch) settle(ctx context.Context, flush func(context.Context) error, soft time.Time) (stillLoading bool) {
 	select {
 	case <-w.done:
 		return false
@@ -389,7 +431,7 @@ func (w *navWatch) settle(ctx context.Context, flush func(context.Context) error
 	if _ = flush(ctx); ctx.Err() != nil || !w.isStarted() {
 		return false
 	}
-	return !w.wait(ctx, softDeadline(ctx, settleCap))
+	return !w.wait(ctx, soft)
 }
 
 // flush is a round trip to the page's main world (see navWatch.settle).

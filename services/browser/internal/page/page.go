@@ -65,6 +65,11 @@ type Tab struct {
 	madeObjects bool
 	// unreleased counts tool calls whose objects are not released yet.
 	unreleased int
+	// call is what Do keeps about the running tool; lastSnap the lines of
+	// the last whole interactive snapshot (for snapshot "diff"). Only the
+	// holder of sem uses them.
+	call     callState
+	lastSnap []string
 
 	// mu guards the fields below, which the event listener also writes.
 	mu        sync.Mutex
@@ -72,6 +77,8 @@ type Tab struct {
 	frames    frameTable
 	worlds    worldTable
 	dialogs   []string
+	act       activity
+	seen      pageSeen
 }
 
 // New returns a Tab for tabCtx, a chromedp context bound to one tab target.
@@ -191,7 +198,11 @@ func (t *Tab) Do(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.To
 		return nil, t.fail(ctx, rctx, tool, err)
 	}
 	t.madeObjects = false
+	t.beginCall(req)
 	res, err := t.dispatch(rctx, req)
+	if err == nil && changesPage(req) && req.GetSnapshotAfter() != browserv1.SnapshotAfter_SNAPSHOT_AFTER_NONE {
+		err = t.snapshotAfter(rctx, req.GetSnapshotAfter(), res)
+	}
 	if t.madeObjects {
 		// Release in batches: a round trip per tool call costs more than
 		// holding a few element handles for a while (a navigation frees
@@ -204,7 +215,12 @@ func (t *Tab) Do(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.To
 	if err != nil {
 		return nil, t.fail(ctx, rctx, tool, err)
 	}
-	t.noteDialogs(res)
+	dialogs := t.takeDialogs()
+	if changesPage(req) {
+		t.report(req, res, dialogs)
+	} else if len(dialogs) > 0 {
+		appendText(res, strings.Join(dialogs, "\n"))
+	}
 	return res, nil
 }
 
@@ -224,7 +240,7 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 	case *browserv1.ToolRequest_GetTitle:
 		return t.getTitle(ctx)
 	case *browserv1.ToolRequest_Snapshot:
-		return t.snapshot(ctx, x.Snapshot.GetInteractive(), x.Snapshot.GetCompact())
+		return t.snapshot(ctx, x.Snapshot)
 	case *browserv1.ToolRequest_GetText:
 		return t.getText(ctx, x.GetText)
 	case *browserv1.ToolRequest_GetHtml:
@@ -384,28 +400,21 @@ func (t *Tab) fail(ctx, rctx context.Context, tool string, err error) error {
 		return bus.Errorf(commonv1.ErrorCode_TIMEOUT, "%s did not finish before the request deadline; the page may be busy or still loading", tool)
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return bus.Errorf(commonv1.ErrorCode_TIMEOUT, "%s was canceled by the caller", tool)
+	case errors.Is(err, errNavigated) || contextGone(err):
+		return bus.Errorf(commonv1.ErrorCode_NAVIGATION_FAILED,
+			"the page navigated while %s ran (it kept loading new documents); call it again, or wait until the page stops reloading", tool)
 	}
 	return bus.Errorf(commonv1.ErrorCode_INTERNAL, "%s: %s", tool, clipText(err.Error()))
 }
 
-// noteDialogs appends the dialogs that were accepted during the tool to the
-// text of res, so the model knows they happened.
-func (t *Tab) noteDialogs(res *browserv1.ToolResult) {
+// takeDialogs returns the dialogs that were accepted during the tool, as
+// lines for its result.
+func (t *Tab) takeDialogs() []string {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	d := t.dialogs
 	t.dialogs = nil
-	t.mu.Unlock()
-	if len(d) == 0 {
-		return
-	}
-	note := strings.Join(d, "\n")
-	for _, c := range res.Content {
-		if tc, ok := c.Part.(*browserv1.Content_Text); ok {
-			tc.Text += "\n" + note
-			return
-		}
-	}
-	res.Content = append(res.Content, textContent(note))
+	return d
 }
 
 // marshal returns the JSON encoding of v, without escaping <, > and &

@@ -47,6 +47,79 @@
     pruneAt = Math.max(4096, 2 * byRef.size);
   }
 
+  // ---- activity ----------------------------------------------------------
+
+  // The page's DOM mutations, for settling after an action: how many there
+  // were and when the last one happened. Style attribute changes (the
+  // frames of an animation) do not count.
+  let mutations = 0;
+  let lastMutation = -1e9;
+  new MutationObserver((records) => {
+    for (const r of records) {
+      if (r.type !== 'attributes' || r.attributeName !== 'style') {
+        mutations++;
+        lastMutation = performance.now();
+        return;
+      }
+    }
+  }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
+
+  function sleep(ms) {
+    return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+  }
+
+  // nextFrame resolves after the next animation frame and the task after
+  // it (or after max ms: a hidden tab runs no frames).
+  function nextFrame(max) {
+    return new Promise((resolve) => {
+      let done = false;
+      const fin = () => {
+        if (!done) {
+          done = true;
+          setTimeout(resolve, 0);
+        }
+      };
+      requestAnimationFrame(fin);
+      setTimeout(fin, max);
+    });
+  }
+
+  // settle waits for the frame and the task after an action. When the
+  // DOM changed in that time, or force is set (a route changed, or the
+  // page sent requests), it waits on until the DOM has not changed for
+  // quiet ms (and at least quiet ms after the call), at most max ms in
+  // all. It reports whether the DOM changed after
+  // the call started, how long it has been quiet, and the page's address
+  // and title (cut to 1000 characters).
+  //
+  // A page that changed its DOM during the action itself (since its input,
+  // which came since ms ago) renders synchronously, and its microtasks have run: it
+  // has settled unless it sent requests (the caller checks), and waiting
+  // for a task would cost a whole frame (after an input, Chromium runs
+  // the frame before other tasks). Otherwise the page may render in the
+  // next frame (a renderer that redraws with requestAnimationFrame, a
+  // router in its hashchange handler), so settle waits for it.
+  async function settle(quiet, max, force, since) {
+    const start = performance.now();
+    const m0 = mutations;
+    const reacted = since >= 0 && lastMutation >= start - since - 1;
+    if (!reacted) await nextFrame(Math.min(50, max));
+    const changed = mutations !== m0;
+    if (changed || force) {
+      // Quiet counts from the later of the last change and the call.
+      for (;;) {
+        const now = performance.now();
+        const left = max - (now - start);
+        const need = quiet - (now - Math.max(lastMutation, start));
+        if (need <= 0 || left <= 0) break;
+        await sleep(Math.min(need, left) + 1);
+      }
+    }
+    const title = document.title;
+    return { changed: changed || mutations !== m0, quietFor: Math.round(performance.now() - lastMutation),
+      url: location.href, title: clip(title, 1000), titleLen: title.length };
+  }
+
   // ---- roles -----------------------------------------------------------
 
   const INPUT_ROLES = {
@@ -350,7 +423,7 @@
       const type = (el.getAttribute('type') || '').toLowerCase();
       if (type === 'checkbox' || type === 'radio' || INPUT_ROLES[type] === 'button') return '';
       if (secretField(el)) return masked(el.value);
-      return el.value;
+      return clip(el.value, 200);
     }
     if (tag === 'TEXTAREA') return secretField(el) ? masked(el.value) : clip(el.value, 200);
     if (tag === 'SELECT') {
@@ -377,6 +450,14 @@
     this.interactive = !!opts.interactive;
     this.compact = !!opts.compact;
     this.frames = frames;
+    // The walk stops (stopped: 'time' or 'size') at opts.deadline (ms of
+    // performance.now()) or once it kept opts.maxNodes elements, so that a
+    // huge page gives a bounded snapshot within the tool's time.
+    this.deadline = opts.deadline || Infinity;
+    this.maxNodes = opts.maxNodes || Infinity;
+    this.seen = 0;
+    this.kept = 0;
+    this.stopped = '';
   }
 
   // children appends the output nodes of node's children to out. pointer
@@ -413,6 +494,11 @@
   // first; when el keeps a line of its own, they move under it. Elements
   // that are not shown leave their children in place (hoisted).
   Walker.prototype.element = function (el, out, pointer) {
+    if (this.stopped) return;
+    if ((++this.seen & 255) === 0 && performance.now() > this.deadline) {
+      this.stopped = 'time';
+      return;
+    }
     const tag = el.tagName;
     if (SKIP.has(tag) || (el.hasAttributes() && (hiddenAttr(el) || el.hasAttribute('inert')))) return;
     const cs = getComputedStyle(el);
@@ -431,8 +517,9 @@
     if (!visible || !this.keep(role, interactive, out.length > start)) return this.hoist(out, block);
 
     const frame = (tag === 'IFRAME' || tag === 'FRAME') ? this.frames.get(el) : undefined;
-    const name = nameOf(el, tag, role, interactive && role === 'generic');
+    let name = nameOf(el, tag, role, interactive && role === 'generic');
     const value = valueOf(el, tag, role);
+    if (!name && !value && interactive && this.interactive && CONTEXT_ROLES.has(role)) name = contextOf(el);
     if (this.compact && !this.interactive && !interactive && !name) {
       // Drop empty structural wrappers; keep their content.
       if (role === 'generic' || role === 'presentation' || role === 'none') return this.hoist(out, block);
@@ -440,6 +527,7 @@
     }
     const kids = out.length > start ? out.splice(start) : [];
     if (block) out.pop();
+    if (++this.kept >= this.maxNodes && !this.stopped) this.stopped = 'size';
     out.push({
       el, role, name, kids, frame, value,
       states: statesOf(el, tag, role),
@@ -471,6 +559,40 @@
     if (CONTEXT.has(role)) return true;
     return !this.compact && STRUCTURAL.has(role);
   };
+
+  // ---- context of unnamed controls ------------------------------------------
+
+  // Roles of controls that take a name from where they sit when they have
+  // none (interactive mode): the text of their list item, row, label or
+  // the nearest heading, so that three checkboxes of a todo list read
+  // checkbox "walk dog", not three times checkbox.
+  const CONTEXT_ROLES = new Set(['button', 'checkbox', 'radio', 'switch', 'textbox', 'searchbox',
+    'combobox', 'slider', 'spinbutton', 'link', 'generic', 'menuitem', 'option', 'listbox']);
+
+  function contextOf(el) {
+    let hops = 0;
+    for (let a = el.parentElement; a && a !== document.body && hops < 6; a = a.parentElement, hops++) {
+      const t = textOf(a, el);
+      // A long text is a container of many things, not the item.
+      if (t.length > 80) break;
+      if (t) return t;
+    }
+    const h = headingBefore(el);
+    return h ? clip(h, 60) : '';
+  }
+
+  // headingBefore returns the text of the nearest heading before el in
+  // document order (looking back at most a few hundred elements).
+  function headingBefore(el) {
+    const it = document.createTreeWalker(document.body || document.documentElement, NodeFilter.SHOW_ELEMENT);
+    it.currentNode = el;
+    for (let n = 0; n < 300; n++) {
+      const p = it.previousNode();
+      if (!p) break;
+      if (/^H[1-6]$/.test(p.tagName) || p.getAttribute('role') === 'heading') return textOf(p);
+    }
+    return '';
+  }
 
   // ---- output -------------------------------------------------------------
 
@@ -550,11 +672,18 @@
     }
     const walker = new Walker(opts, frames);
     const top = [];
-    walker.children(document, top, false, !walker.interactive);
+    if (opts.root) {
+      const el = lookup(opts.root);
+      if (!el) return { missing: true };
+      walker.element(el, top, false);
+    } else {
+      walker.children(document, top, false, !walker.interactive);
+    }
     const w = new Writer(opts.prefix || '');
     w.write(top, '');
     prune();
-    return { text: w.lines.join('\n'), next: nextRef, title: document.title };
+    return { text: w.lines.join('\n'), next: nextRef, title: clip(document.title, 1000),
+      stopped: walker.stopped, seen: walker.seen };
   }
 
   // describe returns the snapshot line of one element (without children),
@@ -694,24 +823,75 @@
       return { done: true, value: '' };
     }
     const focused = el.matches(':focus') || el.matches(':focus-within');
-    return focused ? { insert: true } : { error: 'no-focus' };
+    if (!focused) return { error: 'no-focus' };
+    watchInput(el, value);
+    return { insert: true };
+  }
+
+  // watchInput notes whether el gets an input event from the
+  // text the caller inserts next: that is what says the field took it,
+  // whatever the page does with the value afterwards.
+  let inputWatch = null;
+  function watchInput(el, value) {
+    unwatchInput();
+    const w = { el, value, fired: false };
+    w.on = () => { w.fired = true; };
+    el.addEventListener('input', w.on, true);
+    inputWatch = w;
+  }
+
+  function unwatchInput() {
+    const w = inputWatch;
+    inputWatch = null;
+    if (w) {
+      w.el.removeEventListener('input', w.on, true);
+    }
+    return w;
   }
 
   // finishFill fires change after inserted text (a browser does so when
   // the field loses focus) and returns the value now in the field and its
   // number of characters, {value, n}; for a secret field {secret, n}.
-  function finishFill(el) {
-    if (!el.isContentEditable) fire(el, 'change');
+  //
+  // accepted says that the field took the inserted text (an input event
+  // fired); badNumber that it is a number field that holds text that is
+  // not a number.
+  function finishFill(el, fireChange) {
+    const w = unwatchInput();
+    if (!el) el = w && w.el;
+    if (!el) return { gone: true, accepted: false };
+    const accepted = !w || w.el !== el || w.fired;
+    // A number field holds no text that is not a number: its value reads
+    // empty right after the insertion.
+    const badNumber = el.tagName === 'INPUT' && el.type === 'number' &&
+      (!!(el.validity && el.validity.badInput) || (!!w && w.el === el && w.value !== '' && el.value === ''));
+    if (el.isConnected && fireChange && !el.isContentEditable && !badNumber) fire(el, 'change');
     const value = el.isContentEditable ? textOf(el) : el.value;
     const secret = secretField(el);
-    return secret ? { secret, n: chars(value) } : { value, n: chars(value) };
+    const r = secret ? { secret, n: chars(value) } : { value: clip(value, 2000), n: chars(value) };
+    r.accepted = accepted;
+    r.badNumber = badNumber;
+    r.gone = !el.isConnected;
+    return r;
   }
 
-  function text(el) {
+  // text returns the text of el (innerText, or a form field's value)
+  // and its html the innerHTML, each cut to max characters: {s, total}.
+  function text(el, max) {
     const tag = el.tagName;
-    if (tag === 'INPUT' || tag === 'TEXTAREA') return el.value;
-    if (tag === 'SELECT') return Array.from(el.selectedOptions, (o) => o.text).join(', ');
-    return (el.innerText || el.textContent || '').trim();
+    let s;
+    if (tag === 'INPUT' || tag === 'TEXTAREA') s = el.value;
+    else if (tag === 'SELECT') s = Array.from(el.selectedOptions, (o) => o.text).join(', ');
+    else s = (el.innerText || el.textContent || '').trim();
+    return cut(s, max);
+  }
+
+  function html(el, max) {
+    return cut(el.innerHTML, max);
+  }
+
+  function cut(s, max) {
+    return s.length > max ? { s: s.slice(0, max), total: s.length } : { s, total: s.length };
   }
 
   function focus(el, prefix) {
@@ -759,6 +939,7 @@
 
   globalThis.__sov = {
     next: () => nextRef,
+    settle,
     snapshot,
     describe,
     el: lookup,
@@ -766,6 +947,7 @@
     prepareInput,
     finishFill,
     text,
+    html,
     focus,
     scroll,
     find,

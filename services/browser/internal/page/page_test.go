@@ -58,17 +58,20 @@ func newTab(tb testing.TB, opts Options) *Tab {
 // serve serves pages by path; "/" is pages[""] when there is no "/".
 func serve(tb testing.TB, pages map[string]string) *httptest.Server {
 	tb.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, ok := pages[r.URL.Path]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprint(w, body)
-	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { servePage(w, r, pages) }))
 	tb.Cleanup(srv.Close)
 	return srv
+}
+
+// servePage answers r with pages[r.URL.Path] as HTML, or 404.
+func servePage(w http.ResponseWriter, r *http.Request, pages map[string]string) {
+	body, ok := pages[r.URL.Path]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	fmt.Fprint(w, body)
 }
 
 // call runs req on tab with a 15 s deadline.

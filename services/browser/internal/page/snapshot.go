@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/dom"
@@ -33,6 +34,11 @@ type frameSnap struct {
 	Text  string `json:"text"`
 	Next  int64  `json:"next"`
 	Title string `json:"title"`
+	// Stopped says that the walk ended early: "time" (the deadline) or
+	// "size" (enough elements for the cap); Missing that the root ref
+	// is gone.
+	Stopped string `json:"stopped"`
+	Missing bool   `json:"missing"`
 }
 
 // snapOpts are the options that page.js's snapshot takes.
@@ -40,44 +46,107 @@ type snapOpts struct {
 	Interactive bool   `json:"interactive"`
 	Compact     bool   `json:"compact"`
 	Prefix      string `json:"prefix"`
+	// Root is the ref number of the element whose subtree to show (0: the
+	// whole document).
+	Root int64 `json:"root,omitempty"`
+	// Deadline is how long the walk may take in ms (0: no limit);
+	// MaxNodes how many elements it keeps.
+	Deadline float64 `json:"deadline,omitempty"`
+	MaxNodes int     `json:"maxNodes,omitempty"`
 }
 
-// snapshot returns the ARIA-YAML tree of the page and its frames, with
-// refs, and the ref map as structured JSON.
-func (t *Tab) snapshot(ctx context.Context, interactive, compact bool) (*browserv1.ToolResult, error) {
+// snapshot returns the ARIA-YAML tree of the page and its frames (or of
+// the element req.ref), with refs, cut at the call's character cap, and
+// the ref map as structured JSON. A huge page stops the walk at the
+// request's soft deadline: the result says it is partial.
+func (t *Tab) snapshot(ctx context.Context, req *browserv1.Snapshot) (*browserv1.ToolResult, error) {
+	interactive, compact := req.GetInteractive(), req.GetCompact()
 	tree, err := chromedp.Call(ctx, page.GetFrameTree, cdp.Empty{})
 	if err != nil {
 		return nil, err
 	}
 	root := tree.FrameTree
 	t.setMainFrame(root.Frame.ID)
+	maxChars := t.capChars(DefaultSnapshotChars)
+	opts := snapOpts{Interactive: interactive, Compact: compact, MaxNodes: int(float64(maxChars)*snapshotNodesPerChar) + 200}
+	start := root
+	if r := strings.TrimSpace(req.GetRef()); r != "" {
+		num, n, err := t.parseRef(r)
+		if err != nil {
+			return nil, err
+		}
+		fid, ok := t.frameByNum(num)
+		if ft := findFrame(root, fid); ok && ft != nil {
+			start, opts.Root = ft, n
+		} else {
+			return nil, staleRef(cleanRef(r))
+		}
+	}
 	refs := map[string]refInfo{}
-	lines, title, err := t.snapFrame(ctx, root, snapOpts{Interactive: interactive, Compact: compact}, refs)
+	// The walks have until the soft deadline, less what the rest needs.
+	st := snapState{until: time.Now().Add(time.Until(softDeadline(ctx, 0)) * 8 / 10)}
+	lines, title, err := t.snapFrame(ctx, start, opts, refs, &st)
 	if err != nil {
 		return nil, err
 	}
-	text := strings.Join(lines, "\n")
-	if text == "" {
+	if st.missing {
+		return nil, staleRef(cleanRef(req.GetRef()))
+	}
+	if opts.Root == 0 && interactive && compact {
+		t.lastSnap = lines
+	}
+	text, cut := cutLines(lines, maxChars)
+	if st.stopped == "time" {
+		text += "\n[the page is too large to snapshot before the request deadline: this is only its start; take snapshot with ref=<a ref above> to see one part]"
+	} else if st.stopped == "size" && !cut {
+		text += fmt.Sprintf("\n[snapshot stopped after %d elements (max_chars=%d); take snapshot with ref=<a ref above> or a larger max_chars to see the rest]", opts.MaxNodes, maxChars)
+	}
+	if len(lines) == 0 {
 		text = "(the page shows nothing)"
 		if interactive {
 			text = "(no interactive elements; take a snapshot with interactive=false to see all content)"
 		}
 	}
+	u := root.Frame.URL + root.Frame.URLFragment
+	t.mu.Lock()
+	t.seen = pageSeen{url: u, title: title}
+	t.mu.Unlock()
 	out, err := marshal(struct {
-		URL   string             `json:"url"`
-		Title string             `json:"title"`
-		Refs  map[string]refInfo `json:"refs"`
-	}{root.Frame.URL + root.Frame.URLFragment, title, refs})
+		URL       string             `json:"url"`
+		Title     string             `json:"title"`
+		Refs      map[string]refInfo `json:"refs"`
+		Truncated bool               `json:"truncated,omitempty"`
+	}{clipTo(u, maxURL), title, refs, cut || st.stopped != ""})
 	if err != nil {
 		return nil, err
 	}
 	return &browserv1.ToolResult{Content: []*browserv1.Content{textContent(text)}, StructuredJson: out}, nil
 }
 
+// snapState is what the walks of one snapshot report beyond their lines.
+type snapState struct {
+	until   time.Time
+	stopped string
+	missing bool
+}
+
+// findFrame returns the frame id in the tree ft, or nil.
+func findFrame(ft *page.FrameTree, id cdp.FrameID) *page.FrameTree {
+	if ft.Frame.ID == id {
+		return ft
+	}
+	for _, c := range ft.ChildFrames {
+		if f := findFrame(c, id); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
 // snapFrame snapshots one frame in one call of page.js, then the child
 // frames whose elements it showed, and puts their lines under those
 // elements. It adds the refs it saw to refs.
-func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, refs map[string]refInfo) (lines []string, title string, err error) {
+func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, refs map[string]refInfo, st *snapState) (lines []string, title string, err error) {
 	num := t.frameNum(ft.Frame.ID)
 	ctx, span := startSpan(ctx, spanSnapshot, attribute.Int("sovereign.frame", num),
 		attribute.Int("sovereign.frame.children", len(ft.ChildFrames)))
@@ -87,22 +156,28 @@ func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, 
 		span.SetAttributes(attribute.Int("sovereign.snapshot.lines", len(lines)), attribute.Int("sovereign.snapshot.refs", len(refs)-known))
 		endSpan(span, err)
 	}()
+	opts.Prefix = ""
 	if num > 0 {
 		opts.Prefix = "f" + strconv.Itoa(num)
 	}
 	var snap frameSnap
 	err = t.inWorld(ctx, ft.Frame.ID, func(world runtime.ExecutionContextID) error {
+		// The deadline as the page's clock tells it.
+		opts.Deadline = max(float64(time.Until(st.until).Milliseconds()), 1)
 		o, err := json.Marshal(opts)
 		if err != nil {
 			return err
 		}
 		args := append([]*runtime.CallArgument{{Value: o}}, t.frameOwners(ctx, ft, world)...)
 		r, err := chromedp.Call(ctx, runtime.CallFunctionOn, runtime.CallFunctionOnParams{
-			FunctionDeclaration: `function(opts, ...frames) { return __sov.snapshot(opts, frames); }`,
-			ExecutionContextID:  world,
-			Arguments:           args,
-			ReturnByValue:       new(true),
-			Silent:              new(true),
+			FunctionDeclaration: `function(opts, ...frames) {
+				if (opts.deadline) opts.deadline += performance.now();
+				return __sov.snapshot(opts, frames);
+			}`,
+			ExecutionContextID: world,
+			Arguments:          args,
+			ReturnByValue:      new(true),
+			Silent:             new(true),
 		})
 		return decodeCall(r, err, &snap)
 	})
@@ -110,6 +185,12 @@ func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, 
 		return nil, "", fmt.Errorf("snapshot frame %s: %w", clipText(ft.Frame.URL), err)
 	}
 	t.noteNext(num, snap.Next)
+	if snap.Missing {
+		st.missing = true
+	}
+	if snap.Stopped != "" && st.stopped != "time" {
+		st.stopped = snap.Stopped
+	}
 	span.SetAttributes(attribute.Int("sovereign.snapshot.size", len(snap.Text)))
 	if snap.Text == "" {
 		return nil, snap.Title, nil
@@ -129,7 +210,8 @@ func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, 
 		if err != nil || i < 0 || i >= len(ft.ChildFrames) {
 			continue
 		}
-		child, _, err := t.snapFrame(ctx, ft.ChildFrames[i], opts, refs)
+		child, _, err := t.snapFrame(ctx, ft.ChildFrames[i], snapOpts{Interactive: opts.Interactive, Compact: opts.Compact,
+			MaxNodes: opts.MaxNodes}, refs, st)
 		if err != nil || len(child) == 0 {
 			// Say that the frame is there but shows nothing: the
 			// line of its element ends with ":" for children.

@@ -9,12 +9,13 @@ import (
 	"iter"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+	"time"
 
 	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/cdp"
 	jsonv2 "github.com/chromedp/cdproto/cdp/jsonv2"
 	"github.com/chromedp/cdproto/inspector"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -77,6 +78,11 @@ func (w *worldTable) forget(id runtime.ExecutionContextID) {
 // a renderer crash.
 func (t *Tab) onEvent(ev any) {
 	switch ev := ev.(type) {
+	case *network.EventRequestWillBeSent, *network.EventLoadingFinished, *network.EventLoadingFailed,
+		*runtime.EventConsoleAPICalled, *runtime.EventExceptionThrown, *page.EventWindowOpen:
+		t.mu.Lock()
+		t.onActivity(ev)
+		t.mu.Unlock()
 	case *inspector.EventTargetCrashed:
 		// The browser sends no reply to the commands that are pending now
 		// nor to later ones; ending gone ends them (see runCtx).
@@ -235,23 +241,44 @@ func (t *Tab) world(ctx context.Context, frame cdp.FrameID) (runtime.ExecutionCo
 }
 
 // inWorld runs fn with the isolated world of frame. When the world went
-// away under fn (the frame navigated), it drops it and tries once more in
-// the new document.
+// away under fn or while it was made (the frame navigated), it drops it
+// and tries again in the new document, a few times: a page that reloads
+// itself in a loop fails with errNavigated, which Do reports as "the page
+// navigated while …".
 func (t *Tab) inWorld(ctx context.Context, frame cdp.FrameID, fn func(runtime.ExecutionContextID) error) error {
 	for attempt := 0; ; attempt++ {
 		id, err := t.world(ctx, frame)
-		if err != nil {
+		if err == nil {
+			err = fn(id)
+		}
+		if err == nil || !contextGone(err) {
 			return err
 		}
-		err = fn(id)
-		if err == nil || attempt > 0 || !contextGone(err) {
-			return err
+		if attempt >= worldAttempts-1 {
+			return fmt.Errorf("%w: %w", errNavigated, err)
 		}
 		t.mu.Lock()
 		t.worlds.forget(id)
+		delete(t.worlds.byFrame, frame)
 		t.mu.Unlock()
+		if attempt > 0 {
+			// Give the new document a moment to exist.
+			select {
+			case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 	}
 }
+
+// worldAttempts is how many documents inWorld tries before it gives up on
+// a page that keeps navigating.
+const worldAttempts = 4
+
+// errNavigated says that the page kept replacing its document while a tool
+// ran.
+var errNavigated = errors.New("the page navigated while the tool ran")
 
 // contextGone reports whether err says that an execution context no longer
 // exists.
@@ -261,7 +288,8 @@ func contextGone(err error) bool {
 		return false
 	}
 	m := strings.ToLower(ce.Message)
-	return strings.Contains(m, "cannot find context") || strings.Contains(m, "context was destroyed")
+	return strings.Contains(m, "cannot find context") || strings.Contains(m, "context was destroyed") ||
+		strings.Contains(m, "inspected target navigated")
 }
 
 // callWorld calls the JavaScript function fn in the isolated world of frame
@@ -370,19 +398,7 @@ const maxPageText = 2000
 
 // clipText cuts s, text that the page controls, to maxPageText characters
 // (runes) and says how many it left out: "… (N more characters)".
-func clipText(s string) string {
-	if len(s) <= maxPageText { // never more runes than bytes
-		return s
-	}
-	n := 0
-	for i := range s {
-		if n == maxPageText {
-			return s[:i] + fmt.Sprintf("… (%d more characters)", utf8.RuneCountInString(s[i:]))
-		}
-		n++
-	}
-	return s
-}
+func clipText(s string) string { return clipTo(s, maxPageText) }
 
 // firstLines returns the first n lines of s.
 func firstLines(s string, n int) string {

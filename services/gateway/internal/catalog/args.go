@@ -31,6 +31,9 @@ type Param struct {
 	Enum []string
 	// Min and Max bound an integer parameter when set.
 	Min, Max *int64
+	// AcceptBool lets a string parameter with an Enum that holds "true"
+	// and "false" take a JSON boolean too (snapshot: true or "diff").
+	AcceptBool bool
 }
 
 // ArgError is a bad argument; its message names the argument.
@@ -112,6 +115,9 @@ func check(params []Param, raw any) (Args, error) {
 func convert(p Param, v any) (any, error) {
 	switch p.Type {
 	case String:
+		if b, isBool := v.(bool); isBool && p.AcceptBool {
+			v = fmt.Sprint(b)
+		}
 		s, ok := v.(string)
 		if !ok {
 			return nil, argErr(p.Name, "must be a string, got %s", JSONType(v))

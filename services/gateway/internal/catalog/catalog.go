@@ -218,7 +218,7 @@ func fillTool(set func(*browserv1.ToolRequest, *browserv1.Fill)) func(Args) (*br
 // (system.go).
 var tools = slices.Concat(identityTools, browserTools, agentTools, systemTools)
 
-var browserTools = []Tool{
+var browserTools = withSettle([]Tool{
 	// Navigation.
 	{
 		Name: "open", Title: "Open URL",
@@ -267,14 +267,23 @@ var browserTools = []Tool{
 		Name: "snapshot", Title: "Accessibility snapshot", ReadOnly: true,
 		Description: "Get the accessibility tree of the current page as ARIA YAML with element refs " +
 			"(`- button \"Save\" [ref=e5]`) and a ref map. Pass a ref (e5 or @e5) to click, fill and the other " +
-			"element tools. Take a new snapshot after navigation or page changes: refs describe the page as it was.",
+			"element tools. Take a new snapshot after navigation or page changes: refs describe the page as it was. " +
+			"In interactive mode a control without a name takes one from where it sits (its list item, row, label " +
+			"or the nearest heading): `- checkbox \"walk dog\" [ref=e38]`. Pass ref to see only one element's " +
+			"subtree; a snapshot longer than max_chars is cut at an element boundary with a marker naming the ref " +
+			"to ask for next.",
 		params: []Param{
 			{Name: "interactive", Type: Boolean, Default: true, Description: "Only show interactive elements (links, buttons, inputs)"},
 			{Name: "compact", Type: Boolean, Default: true, Description: "Remove empty structural elements"},
+			{Name: "ref", Type: String, Description: "Only the subtree of this element (a ref from an earlier snapshot, e.g. e12)"},
 		},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
+			ref := strings.TrimPrefix(strings.TrimSpace(a.str("ref")), "@")
+			if strings.ContainsAny(ref, " #.[>:") {
+				return nil, &ArgError{Arg: "ref", Msg: fmt.Sprintf("%q is not a snapshot ref (refs look like e5)", ref)}
+			}
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Snapshot{Snapshot: &browserv1.Snapshot{
-				Interactive: a.boolean("interactive"), Compact: a.boolean("compact"),
+				Interactive: a.boolean("interactive"), Compact: a.boolean("compact"), Ref: ref,
 			}}}, nil
 		},
 	},
@@ -332,7 +341,11 @@ var browserTools = []Tool{
 		build:  elementTool(func(r *browserv1.ToolRequest, e *browserv1.Element) { r.Tool = &browserv1.ToolRequest_Click{Click: e} }),
 	},
 	{
-		Name: "fill", Title: "Fill input", Description: "Clear an input and fill it with a value.", TypesText: true,
+		Name: "fill", Title: "Fill input", TypesText: true,
+		Description: "Clear an input and fill it with a value. It succeeds when the field took the text, whatever " +
+			"the page then does with it (an app that adds an item on change and empties the field is fine: the result " +
+			"says what the field holds now); it fails, naming the cause, only when the field cannot take text (disabled, " +
+			"read-only, not editable, gone, a number field given something that is not a number, or no input event at all).",
 		params: append(elementParams(""), Param{Name: "value", Type: String, Required: true, Description: "Text to put in the input (empty clears it)"}),
 		build:  fillTool(func(r *browserv1.ToolRequest, f *browserv1.Fill) { r.Tool = &browserv1.ToolRequest_Fill{Fill: f} }),
 	},
@@ -486,4 +499,87 @@ var browserTools = []Tool{
 			{Name: "name", Type: String, Description: "Only this script (its file stem), with target scripts or all."},
 		},
 	},
+})
+
+// Settling, the change report and the caps (the worker's
+// internal/page/settle.go, changes.go and limits.go do the work).
+var (
+	// actingTools can change the page: they settle, report what changed
+	// and take settle_ms and snapshot.
+	actingTools = []string{"open", "back", "forward", "reload", "tab_new", "click", "press", "fill", "type"}
+	// cappedTools return text that max_chars bounds, with their default
+	// caps (the worker's).
+	cappedTools = map[string]int64{"snapshot": 40000, "get_text": 20000, "get_html": 20000, "eval": 20000}
+)
+
+// settleDoc ends the description of every acting tool.
+const settleDoc = " It returns once the page has settled (see Settling), with a few lines on what changed " +
+	"(URL, title, new tabs, dialogs, console errors), only when something did."
+
+var settleParams = []Param{
+	{Name: "settle_ms", Type: Integer, Min: bound(0), Max: bound(60000), Description: "Longest wait, in milliseconds, " +
+		"for the page to settle after the action (default 3000; 0 returns as soon as the action and a navigation it " +
+		"started are done). A page that has not settled by then is not an error: the result says what is pending."},
+	{Name: "snapshot", Type: String, Enum: []string{"false", "true", "diff"}, AcceptBool: true, Default: "false",
+		Description: "Also return the interactive snapshot of the settled page: true (or \"true\") for the whole " +
+			"snapshot, \"diff\" for only the lines that changed since the last snapshot of this tab (+ added, - removed, ~ changed)."},
+}
+
+func maxCharsParam(def int64) Param {
+	return Param{Name: "max_chars", Type: Integer, Min: bound(1), Max: bound(5000000),
+		Description: fmt.Sprintf("Most characters of text to return (default %d); longer text is cut with a marker "+
+			"that says how much was left out and how to see the rest", def)}
+}
+
+// withSettle gives the acting tools settle_ms and snapshot and the capped
+// tools max_chars.
+func withSettle(ts []Tool) []Tool {
+	for i := range ts {
+		t := &ts[i]
+		if slices.Contains(actingTools, t.Name) {
+			t.params = append(slices.Clip(t.params), settleParams...)
+			t.Description += settleDoc
+			t.build = settling(t.build)
+		}
+		if def, ok := cappedTools[t.Name]; ok {
+			t.params = append(slices.Clip(t.params), maxCharsParam(def))
+			t.build = capping(t.build)
+		}
+	}
+	return ts
+}
+
+// settling adds settle_ms and snapshot to the requests that build makes.
+func settling(build func(Args) (*browserv1.ToolRequest, error)) func(Args) (*browserv1.ToolRequest, error) {
+	return func(a Args) (*browserv1.ToolRequest, error) {
+		req, err := build(a)
+		if err != nil {
+			return nil, err
+		}
+		if n, ok := a.integer("settle_ms"); ok {
+			ms := int32(n)
+			req.SettleMs = &ms
+		}
+		switch a.str("snapshot") {
+		case "true":
+			req.SnapshotAfter = browserv1.SnapshotAfter_SNAPSHOT_AFTER_FULL
+		case "diff":
+			req.SnapshotAfter = browserv1.SnapshotAfter_SNAPSHOT_AFTER_DIFF
+		}
+		return req, nil
+	}
+}
+
+// capping adds max_chars to the requests that build makes.
+func capping(build func(Args) (*browserv1.ToolRequest, error)) func(Args) (*browserv1.ToolRequest, error) {
+	return func(a Args) (*browserv1.ToolRequest, error) {
+		req, err := build(a)
+		if err != nil {
+			return nil, err
+		}
+		if n, ok := a.integer("max_chars"); ok {
+			req.MaxChars = int32(n)
+		}
+		return req, nil
+	}
 }

@@ -99,6 +99,46 @@ identity of the call's browser session (the same session rules as above): the si
 recorded. A gateway started with ` + "`--require-login`" + ` refuses browser tools in a session until it
 has logged in.
 
+**Settling.** Every tool that can change the page (` + "`open`, `back`, `forward`, `reload`, `tab_new`, " +
+		"`click`, `press`, `fill`, `type`" + `) returns when the page has settled: a navigation it started (a
+new document, or a hash or ` + "`pushState`" + ` route) has committed and loaded, and then no request of the
+page has been in flight and the DOM has not changed for a quiet window of 100 ms. That window is
+waited for only when something happened after the action: a page that changed its DOM during the
+action itself and sent no request returns at once; one that did not react at once gets the frame
+that follows the action, and the window only if the DOM changed in it; a hash or pushState route
+always gets the window. All of it is bounded by the settle budget:
+3000 ms, or the call's ` + "`settle_ms`" + ` (0 returns as soon as the action and its navigation are
+done). When the budget runs out the call still succeeds and says what was pending
+(` + "`- not settled after 3000 ms: 2 requests still in flight (first: …)`" + `).
+
+**What changed.** After such a tool the result adds a few short lines, only when something did: the
+URL (` + "`- URL: … (was …)`" + `) and the title when they changed, tabs the page opened (with their
+index), dialogs (type, text, and that they were accepted), new console errors and uncaught
+exceptions (count and the first message), and an unsettled page. ` + "`structuredContent.changes`" + `
+carries the same facts as fields (` + "`url`, `previous_url`, `title`, `opened_tabs`, `dialogs`, " +
+		"`console_errors`, `first_console_error`, `settled`, `pending`, `settle_ms`" + `). ` + "`snapshot: true`" + ` on
+any of these tools adds the interactive snapshot of the settled page; ` + "`snapshot: \"diff\"`" + ` adds
+only the lines that changed since the last snapshot of that tab (` + "`+`" + ` added, ` + "`-`" + ` removed,
+` + "`~`" + ` changed, each with its ref).
+
+**Snapshots.** In interactive mode a control without a name takes one from where it sits: the text of
+its list item, row or label, or the nearest heading before it (` + "`- checkbox \"walk dog\" [ref=e38]`" + `).
+` + "`ref`" + ` returns only that element's subtree. A snapshot longer than ` + "`max_chars`" + ` is cut at
+an element boundary with a marker: how many lines and characters were left out, and the ref where
+they start (and the ref that holds it) to ask for with ` + "`ref`" + `.
+
+**Caps.** Every text a tool returns is bounded; a cut always ends with a marker in brackets that says
+what was cut and how to see the rest. ` + "`snapshot`" + `: 40,000 characters (` + "`max_chars`" + ` up to
+5,000,000); its walk also stops after about one element per 10 characters of the cap, and at 80%
+of the time left before the tool's deadline on a huge page (the result says it is partial), so it
+never answers after the deadline. ` + "`get_text`, `get_html`, `eval`" + `: 20,000 characters (` + "`max_chars`" + `;
+the page cuts the text before it leaves it). Titles: 1,000 characters (` + "`get_title`" + `, change
+reports), 200 in ` + "`tab_list`" + `; addresses 2,000. Inside snapshots, names are cut to 120 characters,
+text to 2,000 and field values to 200. Text that the page controls in errors and notes (thrown
+values, dialog messages) is cut to 2,000 characters. A page that replaces its document while a tool
+runs (a reload loop) is retried a few times, then the tool fails with "the page navigated while
+… ran".
+
 ` + SystemToolsDoc + `
 | tool | what it does |
 |---|---|
