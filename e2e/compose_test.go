@@ -76,7 +76,9 @@ func TestCompose(t *testing.T) {
 	key := lastLine(d.step(ctx, "secret keygen", "run", "--rm", "-T", "cli", "secret", "keygen"))
 	key = strings.TrimPrefix(key, "SOVEREIGN_SECRET_KEY=")
 	d.writeSecrets(map[string]string{"browser.env": "SOVEREIGN_SECRET_KEY=" + key + "\n"})
-	out := d.step(ctx, "token create", "run", "--rm", "-T", "cli", "token", "create", "--name", "laptop")
+	// One token opens every session of the test: its limit is raised above
+	// the gateway's default of 8 browser sessions per caller.
+	out := d.step(ctx, "token create", "run", "--rm", "-T", "cli", "token", "create", "--name", "laptop", "--max-sessions", "64")
 	token := regexp.MustCompile(`svt_[A-Za-z0-9_-]+`).FindString(out)
 	if token == "" {
 		t.Fatalf("token create printed no svt_ token:\n%s", out)
