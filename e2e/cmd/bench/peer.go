@@ -53,7 +53,14 @@ func measurePeer(ctx context.Context, cfg config, url, site, pwCLI string, r *re
 		if row.sovereign, err = runThroughput(ctx, dir, secs, "sovereign", url, site+"/form", n); err != nil {
 			return fmt.Errorf("sovereign, %d clients: %w", n, err)
 		}
-		if row.pwm, err = runThroughput(ctx, dir, secs, "playwright", pwCLI, site+"/form", n, playwrightArgs()...); err != nil {
+		// Its snapshot and console files go to a folder of their own.
+		out, err := os.MkdirTemp("", "sovereign-bench-playwright-")
+		if err != nil {
+			return err
+		}
+		row.pwm, err = runThroughput(ctx, dir, secs, "playwright", pwCLI, site+"/form", n, append(playwrightArgs(), "--output-dir", out)...)
+		os.RemoveAll(out)
+		if err != nil {
 			return fmt.Errorf("playwright MCP, %d clients: %w", n, err)
 		}
 		r.peer = append(r.peer, row)
