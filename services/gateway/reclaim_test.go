@@ -40,8 +40,9 @@ func TestIdleRelease(t *testing.T) {
 	callTool(t, streaming, "open", map[string]any{"url": site})
 
 	time.Sleep(5 * time.Second) // well past the idle timeout and a few keeper rounds
-	if got := text(callTool(t, quiet, "get_url", nil)); got != "about:blank" {
-		t.Errorf("the quiet client's session after the idle timeout is at %q, want a fresh session (about:blank)", got)
+	got := text(callTool(t, quiet, "get_url", nil))
+	if !strings.HasSuffix(got, "\nabout:blank") || !strings.Contains(got, "new browser session: the previous one was given back, unused for") {
+		t.Errorf("the quiet client's call after the idle timeout = %q, want a fresh session (about:blank) and a note saying why", got)
 	}
 	if got := text(callTool(t, streaming, "get_url", nil)); !strings.HasPrefix(got, site) {
 		t.Errorf("the client holding a stream is at %q, want its page %s (its session kept)", got, site)

@@ -110,13 +110,17 @@ type binding struct {
 	kind                state.Kind
 	id                  string // MCP session id or handle
 	workerID, sessionID string
-	minted              bool // a new handle, to be announced in the result
+	minted              bool   // a new handle, to be announced in the result
+	note                string // said first in the result (a session given back before)
 }
 
 // result completes r with the binding: the browser session for the audit
 // record, and the handle of a handle-bound call for the transport.
 func (b *binding) result(r *dispatch.Result) *dispatch.Result {
 	r.BrowserSession = b.sessionID
+	if b.note != "" {
+		r.Parts = append([]dispatch.Part{{Text: b.note}}, r.Parts...)
+	}
 	if b.kind == state.Handle {
 		r.Session, r.NewSession = b.id, b.minted
 	}
@@ -197,12 +201,17 @@ func (g *Gateway) ensureBound(ctx context.Context, e *state.Entry, caller dispat
 			return nil, err
 		}
 		next := *e
-		next.WorkerID, next.SessionID = worker, session
+		next.WorkerID, next.SessionID, next.Released = worker, session, ""
 		_, err = g.store.Update(ctx, &next)
 		if err == nil {
 			g.log.InfoContext(ctx, "browser session opened", "for", string(e.Kind), "worker", worker, "session", session)
 			g.usage.touch(state.KeyOf(e.Kind, e.ID))
-			return &binding{kind: e.Kind, id: e.ID, workerID: worker, sessionID: session}, nil
+			b := &binding{kind: e.Kind, id: e.ID, workerID: worker, sessionID: session}
+			if e.Released != "" {
+				b.note = "This is a new browser session: the previous one was given back, " + e.Released +
+					". Its pages, cookies and logins went with it."
+			}
+			return b, nil
 		}
 		g.closeSession(ctx, worker, session)
 		if !errors.Is(err, state.ErrConflict) {

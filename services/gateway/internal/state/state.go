@@ -64,6 +64,9 @@ type Record struct {
 	// client last had a stream open, as the gateways write it back (every
 	// few seconds, not per call); zero until then.
 	Used time.Time `json:"used,omitzero"`
+	// Released says why the record's browser session was given back (idle,
+	// or reclaimed for another), until a call binds a new one.
+	Released string `json:"released,omitempty"`
 }
 
 // LastUse is when the record was last known in use.
@@ -470,8 +473,13 @@ func KeyOf(kind Kind, id string) string { return key(kind, id) }
 // still at slot's revision; false when it changed meanwhile (someone used
 // it, or another replica released it first).
 func (s *Store) Release(ctx context.Context, slot Slot) (bool, error) {
+	return s.ReleaseWhy(ctx, slot, "")
+}
+
+// ReleaseWhy is Release that records why, for the next call to say.
+func (s *Store) ReleaseWhy(ctx context.Context, slot Slot, why string) (bool, error) {
 	r := slot.Record
-	r.WorkerID, r.SessionID = "", ""
+	r.WorkerID, r.SessionID, r.Released = "", "", why
 	_, _, err := s.write(ctx, slot.Key, slot.Revision, r)
 	if errors.Is(err, ErrConflict) {
 		return false, nil
