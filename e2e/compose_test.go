@@ -595,16 +595,7 @@ func (d *composeDeploy) killWorker(ctx context.Context, token string) {
 		}
 	}
 
-	type outcome struct {
-		res *harness.ToolResult
-		err error
-		at  time.Time
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		res, err := victim.CallTool(ctx, "wait", map[string]any{"ms": 20000})
-		done <- outcome{res, err, time.Now()}
-	}()
+	done := waitInFlight(ctx, victim.MCPClient)
 	// The others browse throughout.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -637,25 +628,7 @@ func (d *composeDeploy) killWorker(ctx context.Context, token string) {
 	if out, err := exec.CommandContext(ctx, "docker", "kill", container).CombinedOutput(); err != nil {
 		t.Fatalf("docker kill %s: %v\n%s", container, err, out)
 	}
-	var o outcome
-	select {
-	case o = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the wait call still runs 30 s after its worker's container was killed")
-	}
-	took := o.at.Sub(killed)
-	msg := errorText(o.res, o.err)
-	t.Logf("in-flight call on the killed container failed %s after the kill: %s", took.Round(time.Millisecond), msg)
-	if o.err == nil && !o.res.IsError {
-		t.Errorf("the wait call on the killed worker succeeded: %s", msg)
-	}
-	lower := strings.ToLower(msg)
-	if !strings.Contains(lower, "session") || !containsAny(lower, "lost", "gone", "died", "unavailable", "no longer", "not running") {
-		t.Errorf("error of the in-flight call = %q, want it to say the browser session was lost", msg)
-	}
-	if took > 10*time.Second {
-		t.Errorf("the in-flight call failed %s after the kill, want it within seconds", took)
-	}
+	lostInFlight(t, done, killed, 10*time.Second)
 
 	close(stop)
 	wg.Wait()

@@ -243,7 +243,7 @@ func kindLabel(k state.Kind) string {
 // release gives back slot's browser session (unless its record changed
 // meanwhile) and records why in the audit trail and the log.
 func (g *Gateway) release(ctx context.Context, s state.Slot, why string) bool {
-	ok, err := g.store.ReleaseWhy(ctx, s, why)
+	ok, err := g.store.Release(ctx, s, why)
 	if err != nil {
 		g.log.WarnContext(ctx, "give back a browser session", "err", err)
 		return false

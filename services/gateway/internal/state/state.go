@@ -469,15 +469,11 @@ func (s *Store) Bound() []Slot {
 // KeyOf is the key of kind's record id (what Slot.Key holds).
 func KeyOf(kind Kind, id string) string { return key(kind, id) }
 
-// Release clears the browser session of slot's record if the record is
-// still at slot's revision; false when it changed meanwhile (someone used
-// it, or another replica released it first).
-func (s *Store) Release(ctx context.Context, slot Slot) (bool, error) {
-	return s.ReleaseWhy(ctx, slot, "")
-}
-
-// ReleaseWhy is Release that records why, for the next call to say.
-func (s *Store) ReleaseWhy(ctx context.Context, slot Slot, why string) (bool, error) {
+// Release clears the browser session of slot's record, noting why for the
+// next call to say, if the record is still at slot's revision; false when
+// it changed meanwhile (someone used it, or another replica released it
+// first).
+func (s *Store) Release(ctx context.Context, slot Slot, why string) (bool, error) {
 	r := slot.Record
 	r.WorkerID, r.SessionID, r.Released = "", "", why
 	_, _, err := s.write(ctx, slot.Key, slot.Revision, r)
