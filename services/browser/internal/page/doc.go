@@ -62,10 +62,11 @@
 //
 // open, back, forward, reload, click, press, fill and type settle
 // (settle.go): a navigation they started commits and loads, then the page
-// must be quiet (no request in flight, no DOM mutation for 100 ms) when
+// must be quiet (no request in flight, no DOM mutation for 50 ms) when
 // anything happened after the action (a page that changed during the
-// action itself and sent no request has settled at once; one that did not
-// react at once gets the frame that follows); all within the settle
+// action itself, not in the task after it, and sent no request has
+// settled at once; one that did not react at once gets the frame that
+// follows); all within the settle
 // budget (DefaultSettle or the request's settle_ms). Do then
 // adds the change report (changes.go): URL and title changes, windows the
 // page opened, dialogs, console errors, an unsettled page, as text lines

@@ -84,33 +84,41 @@
     });
   }
 
-  // settle waits for the frame and the task after an action. When the
-  // DOM changed in that time, or force is set (a route changed, or the
-  // page sent requests), it waits on until the DOM has not changed for
-  // quiet ms (and at least quiet ms after the call), at most max ms in
-  // all. It reports whether the DOM changed after
-  // the call started, how long it has been quiet, and the page's address
-  // and title (cut to 1000 characters).
+  // settle waits for the page to react to an action, then for its DOM
+  // to be quiet.
   //
-  // A page that changed its DOM during the action itself (since its input,
-  // which came since ms ago) renders synchronously, and its microtasks have run: it
-  // has settled unless it sent requests (the caller checks), and waiting
-  // for a task would cost a whole frame (after an input, Chromium runs
-  // the frame before other tasks). Otherwise the page may render in the
-  // next frame (a renderer that redraws with requestAnimationFrame, a
-  // router in its hashchange handler), so settle waits for it.
-  async function settle(quiet, max, force, since) {
+  // First (when first is set) it waits for the page's reaction: a page
+  // that changed its DOM during the action itself (since its input, which
+  // came since ms ago) rendered synchronously and its microtasks have
+  // run, so only the tasks it queued are waited for (one task: a
+  // debounced render with setTimeout(0) runs before it); otherwise the
+  // page may render in the next frame (a renderer that redraws with
+  // requestAnimationFrame), so settle waits for the frame and the task
+  // after it. Waiting for a whole frame after a page that already reacted
+  // would cost ~16 ms for nothing (after an input, Chromium runs the frame
+  // before other tasks).
+  //
+  // Then, when the DOM changed since the call or after is set, it waits
+  // until the DOM has not changed for quiet ms and at least after ms have
+  // passed since the call (a route change: the router may render in its
+  // hashchange handler or a task after it), at most max ms in all. It
+  // reports whether the DOM changed after the call started, how long it
+  // has been quiet, and the page's address and title (cut to 1000
+  // characters).
+  async function settle(quiet, max, after, since, first) {
     const start = performance.now();
     const m0 = mutations;
-    const reacted = since >= 0 && lastMutation >= start - since - 1;
-    if (!reacted) await nextFrame(Math.min(50, max));
+    if (first) {
+      const reacted = since >= 0 && lastMutation >= start - since - 1;
+      if (reacted) await sleep(0);
+      else await nextFrame(Math.min(50, max));
+    }
     const changed = mutations !== m0;
-    if (changed || force) {
-      // Quiet counts from the later of the last change and the call.
+    if (changed || after > 0) {
       for (;;) {
         const now = performance.now();
         const left = max - (now - start);
-        const need = quiet - (now - Math.max(lastMutation, start));
+        const need = Math.max(quiet - (now - lastMutation), after - (now - start));
         if (need <= 0 || left <= 0) break;
         await sleep(Math.min(need, left) + 1);
       }

@@ -21,10 +21,13 @@ import (
 //  1. a navigation that the action started (a full one, or a hash or
 //     pushState route) is followed until it committed and loaded;
 //  2. then the page must be quiet: no network request of the tab is in
-//     flight and the DOM has not changed for quietWindow. The window is
-//     waited for only when something happened after the action: a page
-//     that changed its DOM during the action itself (it renders
-//     synchronously; its microtasks ran) and sent no request returns at
+//     flight and the DOM has not changed for quietWindow, counted from
+//     the later of the last request and the last change (one window, not
+//     one for the network and then one for the DOM). The window is waited
+//     for only when something happened after the action: a page that
+//     changed its DOM during the action itself (it renders synchronously;
+//     its microtasks ran), changed nothing more in the task after it (a
+//     debounced render with setTimeout(0)) and sent no request returns at
 //     once, one that did not react at once gets the frame after the
 //     action (and the window when the DOM changed in it), and a route
 //     change within the document always gets the window.
@@ -38,7 +41,7 @@ const (
 	DefaultSettle = 3 * time.Second
 	// quietWindow is how long the network and the DOM must be quiet after
 	// something happened.
-	quietWindow = 100 * time.Millisecond
+	quietWindow = 50 * time.Millisecond
 	// netPoll is how often settling looks at the network while requests
 	// are in flight.
 	netPoll = 10 * time.Millisecond
@@ -246,16 +249,18 @@ func (t *Tab) settle(ctx context.Context, w *navWatch, nav bool) (r settleResult
 		r.Waited = time.Since(start)
 		return r, nil
 	}
-	// 2. Quiet: the frame after the action, then (when anything happened)
-	// quietWindow without requests or DOM changes. After a navigation that
-	// loaded, what counts is what happens from now on. A route change
-	// within the document always waits for the window: routers render
-	// from the hashchange or popstate handler, or a task after it.
+	// 2. Quiet: the page's reaction to the action (the task or frame
+	// after it), then, when anything happened, quietWindow without
+	// requests or DOM changes, counted from the later of the two. After a
+	// navigation that loaded, what counts is what happens from now on. A
+	// route change within the document always waits for the window:
+	// routers render from the hashchange or popstate handler, or a task
+	// after it.
 	if r.Navigated {
 		_, _, netMark, _ = t.netState()
 	}
-	force := w.isSameDocument() && !w.isCommitted()
-	for {
+	route := w.isSameDocument() && !w.isCommitted()
+	for round := 0; ; round++ {
 		left := time.Until(end)
 		var q pageQuiet
 		// How long ago the action's input went to the page (-1: none), so
@@ -264,8 +269,13 @@ func (t *Tab) settle(ctx context.Context, w *navWatch, nav bool) (r settleResult
 		if !t.call.inputAt.IsZero() {
 			since = time.Since(t.call.inputAt).Milliseconds()
 		}
-		err := t.callWorld(ctx, t.main(), `function(quiet, max, force, since) { return __sov.settle(quiet, max, force, since); }`,
-			&q, quietWindow.Milliseconds(), max(left.Milliseconds(), 1), force, since)
+		after := int64(0)
+		if round == 0 && route {
+			after = quietWindow.Milliseconds()
+		}
+		err := t.callWorld(ctx, t.main(), `function(quiet, max, after, since, first) { return __sov.settle(quiet, max, after, since, first); }`,
+			&q, quietWindow.Milliseconds(), max(left.Milliseconds(), 1), after, since, round == 0)
+		changed := q.Changed
 		if err != nil {
 			if ctx.Err() != nil {
 				return r, err
@@ -274,24 +284,23 @@ func (t *Tab) settle(ctx context.Context, w *navWatch, nav bool) (r settleResult
 				return r, err
 			}
 			// The page navigated during the wait: follow the new document.
-			q = pageQuiet{Changed: true}
+			q, changed = pageQuiet{}, true
 		}
 		r.URL, r.Title = q.URL, q.Title
 		n, first, started, last := t.netState()
 		busy := n > 0 || started > netMark
-		if !q.Changed && !busy && !force {
+		if round == 0 && !changed && !busy && !route {
 			break // nothing happened after the action
 		}
 		netQuiet := n == 0 && time.Since(last) >= quietWindow
-		if netQuiet && q.QuietFor >= quietWindow.Milliseconds() && err == nil {
+		if netQuiet && err == nil && q.QuietFor >= quietWindow.Milliseconds() {
 			break
 		}
 		if time.Now().After(end) {
 			r.Timeout = true
-			r.Pending = pending(n, first, q.QuietFor < quietWindow.Milliseconds())
+			r.Pending = pending(n, first, err != nil || q.QuietFor < quietWindow.Milliseconds())
 			break
 		}
-		force = true
 		// Wait for the network before asking the page again.
 		for {
 			n, _, _, last = t.netState()
