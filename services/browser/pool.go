@@ -13,10 +13,17 @@ package browser
 // with every slot open has no pool, and the pool never takes a slot from a
 // session (an open on a worker with no warm context starts a cold one).
 //
-// Which opens use it: those with an enforced URL policy (every open from a
-// gateway) and no base profile. A session opened without an enforced
-// policy (a worker driven without a gateway) must intercept nothing, and
-// a profile session has a Chromium of its own: both start cold.
+// Which opens use it: those without a base profile (a profile session has
+// a Chromium of its own) whose URL policy is of the pool's kind. A warm
+// context is made either under the guard (an enforced policy: the gateway
+// has URL rules or blocks private addresses) or without it (nothing to
+// enforce: the session must intercept nothing, at no cost per request),
+// and the two cannot turn into each other (the WebSocket proxy is fixed
+// when the browser context is created). The pool makes the kind the last
+// open asked for: a deployment's opens are all of one kind unless some
+// tokens carry URL rules and others do not; when the kind changes, the
+// contexts of the old kind are closed and the pool refills with the new
+// one, and an open of the other kind meanwhile starts cold.
 
 import (
 	"context"
@@ -25,10 +32,13 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 )
 
-// warmPolicy is the policy a warm context is made under: enforced (the
-// guard watches it and its WebSockets go through the guard's proxy) and
-// allowing everything, until an open puts its own policy in force.
-var warmPolicy = &browserv1.UrlPolicy{Enforced: true}
+// warmPolicy is the policy a warm context is made under, until an open
+// puts its own in force: allowing everything, enforced or not (when
+// enforced, the guard watches the context and its WebSockets go through
+// the guard's proxy).
+func warmPolicy(enforced bool) *browserv1.UrlPolicy {
+	return &browserv1.UrlPolicy{Enforced: enforced}
+}
 
 // warmRefillEvery is the refill loop's backstop tick.
 const warmRefillEvery = time.Second
@@ -45,20 +55,24 @@ func (cfg Config) warmSize() int {
 	}
 }
 
-// warmEligible reports whether an open of req may take a warm context.
-func warmEligible(req *browserv1.OpenSessionRequest) bool {
-	return req.GetProfile() == "" && req.GetPolicy().GetEnforced()
-}
-
-// takeWarmLocked returns a ready warm context of the current Chromium, or
-// nil, and the dead ones it dropped, for the caller to close once it
+// takeWarmLocked returns a ready warm context of the current Chromium for
+// an open of req, or nil, and the contexts it dropped (dead, or of the
+// kind the pool no longer makes), for the caller to close once it
 // released w.mu.
-func (w *Worker) takeWarmLocked() (s *session, dead []*session) {
+func (w *Worker) takeWarmLocked(req *browserv1.OpenSessionRequest) (s *session, dead []*session) {
+	if req.GetProfile() != "" {
+		return nil, nil
+	}
 	defer w.kickWarm()
+	if enforced := req.GetPolicy().GetEnforced(); enforced != w.warmEnforced {
+		w.warmEnforced = enforced
+		return nil, w.drainWarmLocked()
+	}
 	for len(w.warm) > 0 {
 		s := w.warm[0]
 		w.warm = w.warm[1:]
 		if s.browser == w.browser && s.browser.Err() == nil && len(s.tabs) == 1 && !s.tabs[0].page.Closed() {
+			w.warmTaken++
 			return s, dead
 		}
 		dead = append(dead, s)
@@ -105,7 +119,7 @@ func (w *Worker) refillWarm(ctx context.Context) {
 	for ctx.Err() == nil {
 		w.mu.Lock()
 		need := w.warmNeedLocked()
-		b, g := w.browser, w.guard
+		b, g, enforced := w.browser, w.guard, w.warmEnforced
 		w.mu.Unlock()
 		if need == 0 {
 			return
@@ -113,7 +127,7 @@ func (w *Worker) refillWarm(ctx context.Context) {
 		s := newSession("", "", b, g)
 		s.bus, s.log = w.c, w.log
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := s.start(sctx, w.pageOptions(), warmPolicy)
+		err := s.start(sctx, w.pageOptions(), warmPolicy(enforced))
 		cancel()
 		if err != nil {
 			s.closeTabs()
@@ -123,7 +137,7 @@ func (w *Worker) refillWarm(ctx context.Context) {
 			return // the ticker retries
 		}
 		w.mu.Lock()
-		if w.browser == b && w.warmNeedLocked() > 0 {
+		if w.browser == b && w.warmEnforced == enforced && w.warmNeedLocked() > 0 {
 			w.warm = append(w.warm, s)
 			s = nil
 		}
@@ -158,4 +172,12 @@ func (w *Worker) WarmSessions() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.warm)
+}
+
+// WarmTaken reports how many opens took a warm context (for tests and
+// metrics).
+func (w *Worker) WarmTaken() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.warmTaken
 }

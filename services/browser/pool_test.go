@@ -51,10 +51,30 @@ func TestWarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitWarm(t, w, 1)
-	// A session without an enforced policy starts cold; the pool stays.
+	if n := w.WarmTaken(); n != 3 {
+		t.Fatalf("%d opens took a warm context, want 3", n)
+	}
+	// An open without an enforced policy cannot use a context made under
+	// the guard: it starts cold, and the pool turns to its kind (the
+	// guarded context is closed; the slot freed next is warmed without
+	// the guard), so the next such open is warm.
 	d := f.mustOpen()
 	f.mustCall(d, openReq(ts.URL+"/d"))
 	if n := w.WarmSessions(); n != 0 {
 		t.Fatalf("warm contexts = %d with 3 sessions open on 3 slots, want 0", n)
+	}
+	if n := w.WarmTaken(); n != 3 {
+		t.Fatalf("%d opens took a warm context after an open of the other kind, want still 3", n)
+	}
+	if err := f.close(d); err != nil {
+		t.Fatal(err)
+	}
+	waitWarm(t, w, 1)
+	e := f.mustOpen()
+	if n := w.WarmTaken(); n != 4 {
+		t.Fatalf("%d opens took a warm context, want 4 (the pool should have turned to unguarded contexts)", n)
+	}
+	if got := f.mustCall(e, openReq(ts.URL+"/e")); got == "" {
+		t.Fatal("open on an unguarded warm context answered nothing")
 	}
 }

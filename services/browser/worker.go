@@ -124,8 +124,12 @@ type Worker struct {
 	ckpt     *checkpoints      // nil while checkpoints are off (checkpoint.go); set by Run
 	warm     []*session        // warm browser contexts of the shared Chromium (pool.go)
 	warmKick chan struct{}     // wakes the pool's refill loop
-	loadKick chan struct{}     // asks for a load report now (load.go)
-	pressure bool              // under memory pressure: no new sessions (load.go)
+	// warmEnforced is the kind of warm context the pool makes: under the
+	// URL policy guard or not (the kind the last open asked for).
+	warmEnforced bool
+	warmTaken    int64         // opens that took a warm context
+	loadKick     chan struct{} // asks for a load report now (load.go)
+	pressure     bool          // under memory pressure: no new sessions (load.go)
 }
 
 var subjectToken = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -204,7 +208,10 @@ func New(_ context.Context, cfg Config, c *bus.Conn) (*Worker, error) {
 		lost:     make(map[string]string),
 		ready:    make(chan struct{}),
 		warmKick: make(chan struct{}, 1),
-		loadKick: make(chan struct{}, 1),
+		// The gateway's default blocks private addresses: its opens are
+		// enforced.
+		warmEnforced: true,
+		loadKick:     make(chan struct{}, 1),
 	}, nil
 }
 
@@ -499,10 +506,8 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 	}
 	id := "s" + randomHex(12)
 	var s *session
-	var drop []*session // warm contexts to close: dead, or beyond the free slots
-	if warmEligible(req) {
-		s, drop = w.takeWarmLocked() // pool.go
-	}
+	var drop []*session             // warm contexts to close: dead, or beyond the free slots
+	s, drop = w.takeWarmLocked(req) // pool.go
 	warm := s != nil
 	if warm {
 		s.id, s.owner = id, req.GetOwner()
@@ -554,7 +559,7 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 	}
 	w.markChanged(id) // checkpoint.go
 	w.kickLoad()      // load.go
-	w.log.InfoContext(ctx, "session opened", "session", id, "owner", s.owner, "profile", req.GetProfile())
+	w.log.InfoContext(ctx, "session opened", "session", id, "owner", s.owner, "profile", req.GetProfile(), "warm", warm)
 	return &browserv1.OpenSessionResponse{SessionId: id, WorkerId: w.cfg.ID}, nil
 }
 

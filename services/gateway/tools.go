@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"os"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,7 +60,10 @@ func (g *Gateway) browserHandler(t catalog.Tool) dispatch.Handler {
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.ToolTimeout+wait)
 		defer cancel()
 
+		zt0 := time.Now()
 		b, err := g.bind(ctx, c, call.Profile)
+		zt1 := time.Now()
+		defer func() { fmt.Fprintf(os.Stderr, "ZZ gw bind %v call %v\n", zt1.Sub(zt0), time.Since(zt1)) }()
 		if err != nil {
 			return dispatch.ErrorText(g.errorText(ctx, t, err))
 		}
