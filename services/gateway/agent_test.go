@@ -169,11 +169,24 @@ func watchProgress(c *client.Client) *progressLog {
 // await waits for a progress notification saying message.
 func (p *progressLog) await(t *testing.T, message string) {
 	t.Helper()
+	p.awaitMatch(t, fmt.Sprintf("%q", message), func(m string) bool { return m == message })
+}
+
+// awaitContaining waits for a progress notification whose message holds
+// part.
+func (p *progressLog) awaitContaining(t *testing.T, part string) {
+	t.Helper()
+	p.awaitMatch(t, fmt.Sprintf("with %q", part), func(m string) bool { return strings.Contains(m, part) })
+}
+
+// awaitMatch waits for a progress notification whose message matches.
+func (p *progressLog) awaitMatch(t *testing.T, what string, match func(message string) bool) {
+	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {
 		p.mu.Lock()
 		for _, n := range p.got {
-			if n["message"] == message {
+			if m, _ := n["message"].(string); match(m) {
 				p.mu.Unlock()
 				return
 			}
@@ -183,7 +196,7 @@ func (p *progressLog) await(t *testing.T, message string) {
 		select {
 		case <-p.more:
 		case <-timeout:
-			t.Fatalf("no progress notification %q; got %s", message, got)
+			t.Fatalf("no progress notification %s; got %s", what, got)
 		}
 	}
 }

@@ -4,3 +4,6 @@ import "github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 
 // StoreOf exposes a gateway's session store to the tests.
 func StoreOf(g *Gateway) *state.Store { return g.store }
+
+// OpenQueueLen is how many calls wait in a gateway's open queue.
+func OpenQueueLen(g *Gateway) int { return g.openq.Len() }

@@ -90,7 +90,8 @@ type Gateway struct {
 	httpTools *httpToolSet // custom HTTP tools (httptools.go)
 	ext       *extensions  // script tools and the HTTP tools' bucket (extend.go)
 
-	usage *usage // what this gateway's clients used lately (reclaim.go)
+	usage *usage     // what this gateway's clients used lately (reclaim.go)
+	openq *openQueue // calls waiting for a browser session (openqueue.go)
 
 	life app.Lifetime // Run until Close (the service contract)
 
@@ -118,6 +119,7 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 		log:       slog.Default().With("component", "gateway"),
 		httpTools: &httpToolSet{},
 		usage:     newUsage(),
+		openq:     &openQueue{max: cfg.OpenQueue},
 	}
 	defer func() {
 		if err != nil {

@@ -80,7 +80,7 @@ func (g *Gateway) identityHandler(t catalog.Tool) dispatch.Handler {
 		}
 		ctx, cancel := context.WithTimeout(ctx, limit)
 		defer cancel()
-		b, err := g.bind(ctx, c, "")
+		b, err := g.bind(withProgress(ctx, c.ProgressToken), c, "")
 		if err != nil {
 			return dispatch.ErrorText(g.errorText(ctx, t, err))
 		}

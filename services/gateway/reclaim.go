@@ -67,6 +67,12 @@ type SessionsConfig struct {
 	// ReclaimGrace is how long another caller's session must be idle
 	// before a full fleet takes it back for a new one.
 	ReclaimGrace time.Duration
+	// OpenQueue is how many calls may wait for a browser session when
+	// the fleet is full and nothing can be reclaimed (openqueue.go); 0:
+	// none wait, they hear "no browser capacity" at once.
+	OpenQueue int
+	// OpenQueueTimeout is how long a queued call waits at most.
+	OpenQueueTimeout time.Duration
 }
 
 // registerSessionFlags adds the session limits' flags.
@@ -79,6 +85,10 @@ func registerSessionFlags(fs *flag.FlagSet, errs *[]error, cfg *Config) {
 		"browser sessions one caller (token, OAuth subject, or all anonymous clients together) may hold; a token's --max-sessions wins [SOVEREIGN_SESSIONS_PER_CALLER]")
 	fs.DurationVar(&cfg.ReclaimGrace, "reclaim-grace", config.MustDuration(errs, "SOVEREIGN_RECLAIM_GRACE", DefaultReclaimGrace),
 		"when every worker is full, another caller's browser session idle this long is given back for a new one [SOVEREIGN_RECLAIM_GRACE]")
+	fs.IntVar(&cfg.OpenQueue, "open-queue", config.MustInt(errs, "SOVEREIGN_OPEN_QUEUE", 0),
+		"calls that may wait, in order, for a browser session when every worker is full and none can be reclaimed; 0: none wait [SOVEREIGN_OPEN_QUEUE]")
+	fs.DurationVar(&cfg.OpenQueueTimeout, "open-queue-timeout", config.MustDuration(errs, "SOVEREIGN_OPEN_QUEUE_TIMEOUT", DefaultOpenQueueTimeout),
+		"how long a call waits at most in the open queue (and never past the tool timeout) [SOVEREIGN_OPEN_QUEUE_TIMEOUT]")
 }
 
 // withDefaults fills the zero limits.
@@ -94,6 +104,9 @@ func (c SessionsConfig) withDefaults() SessionsConfig {
 	}
 	if c.ReclaimGrace == 0 {
 		c.ReclaimGrace = DefaultReclaimGrace
+	}
+	if c.OpenQueueTimeout == 0 {
+		c.OpenQueueTimeout = DefaultOpenQueueTimeout
 	}
 	return c
 }
@@ -111,6 +124,12 @@ func (c SessionsConfig) validate(bad func(flag, format string, a ...any)) {
 	}
 	if c.ReclaimGrace < 0 {
 		bad("reclaim-grace", "%s must not be negative", c.ReclaimGrace)
+	}
+	if c.OpenQueue < 0 || c.OpenQueue > 10000 {
+		bad("open-queue", "%d must be from 0 (no queue) to 10000", c.OpenQueue)
+	}
+	if c.OpenQueueTimeout < 0 || c.OpenQueueTimeout > time.Hour {
+		bad("open-queue-timeout", "%s must be from 0 (the default) to 1h", c.OpenQueueTimeout)
 	}
 }
 
@@ -336,12 +355,20 @@ func (g *Gateway) openSession(ctx context.Context, kind state.Kind, caller Calle
 	if err := g.makeRoom(ctx, caller, newHandle); err != nil {
 		return "", "", err
 	}
-	for range 3 {
-		worker, session, err = g.fleet.Open(ctx, ownerLabel(kind, caller.ID), g.urlPolicy(caller, nil), profile)
-		var ce *fleet.CapacityError
-		if !errors.As(err, &ce) || !g.reclaim(ctx, caller.ID) {
-			return worker, session, err
+	open := func() (worker, session string, err error) {
+		for range 3 {
+			worker, session, err = g.fleet.Open(ctx, ownerLabel(kind, caller.ID), g.urlPolicy(caller, nil), profile)
+			var ce *fleet.CapacityError
+			if !errors.As(err, &ce) || !g.reclaim(ctx, caller.ID) {
+				return worker, session, err
+			}
 		}
+		return worker, session, err
+	}
+	worker, session, err = open()
+	var ce *fleet.CapacityError
+	if errors.As(err, &ce) && g.cfg.OpenQueue > 0 {
+		return g.waitForRoom(ctx, ce, open) // openqueue.go
 	}
 	return worker, session, err
 }

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +132,50 @@ func TestSessionLimitsConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("Validate(%+v) = %v, want an error naming %s", cfg.SessionsConfig, err, flag)
 		}
+	}
+}
+
+// With --open-queue, a call that finds every worker full and nothing to
+// reclaim waits its turn instead of failing: it hears its place through
+// progress notifications and gets the first session that frees up; a call
+// beyond the queue's length is refused at once, naming --open-queue, and
+// one that waits past --open-queue-timeout is refused, naming that.
+func TestOpenQueue(t *testing.T) {
+	needChromium(t)
+	srv := startNATS(t, "")
+	startWorker(t, srv, "w1", 1)
+	g, url := startGatewayG(t, srv, gateway.Config{SessionsConfig: gateway.SessionsConfig{
+		ReclaimGrace: time.Hour, OpenQueue: 2, OpenQueueTimeout: 3 * time.Second}})
+	site := titleSite(t)
+	holder := legacyClient(t, url, nil)
+	callTool(t, holder, "open", map[string]any{"url": site})
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first, second := legacyClient(t, url, nil), legacyClient(t, url, nil)
+	progress := watchProgress(first)
+	firstRes := asyncCall(ctx, first, "open", map[string]any{"url": site}, "queue-1")
+	progress.awaitContaining(t, "place 1 in the queue")
+	secondRes := asyncCall(ctx, second, "open", map[string]any{"url": site}, "")
+	for deadline := time.Now().Add(10 * time.Second); gateway.OpenQueueLen(g) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls wait in the open queue, want 2", gateway.OpenQueueLen(g))
+		}
+	}
+	res := callTool(t, legacyClient(t, url, nil), "open", map[string]any{"url": site})
+	if !res.IsError || !strings.Contains(text(res), "no browser capacity") || !strings.Contains(text(res), "--open-queue") {
+		t.Errorf("a third call with 2 waiting in a queue of 2 = %q, want no capacity naming --open-queue", text(res))
+	}
+	// The holder ends its MCP session (DELETE), which gives its browser
+	// session back: the head of the queue gets it.
+	if err := holder.Close(); err != nil {
+		t.Fatalf("end the holder's MCP session: %v", err)
+	}
+	if res := <-firstRes; res.IsError {
+		t.Errorf("the first queued call after a session freed up = %q, want it opened", text(res))
+	}
+	res = <-secondRes
+	if !res.IsError || !strings.Contains(text(res), "--open-queue-timeout") {
+		t.Errorf("the second queued call, with no session freed for it = %q, want refused naming --open-queue-timeout", text(res))
 	}
 }

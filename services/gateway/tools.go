@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"os"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,10 +59,7 @@ func (g *Gateway) browserHandler(t catalog.Tool) dispatch.Handler {
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.ToolTimeout+wait)
 		defer cancel()
 
-		zt0 := time.Now()
-		b, err := g.bind(ctx, c, call.Profile)
-		zt1 := time.Now()
-		defer func() { fmt.Fprintf(os.Stderr, "ZZ gw bind %v call %v\n", zt1.Sub(zt0), time.Since(zt1)) }()
+		b, err := g.bind(withProgress(ctx, c.ProgressToken), c, call.Profile)
 		if err != nil {
 			return dispatch.ErrorText(g.errorText(ctx, t, err))
 		}
