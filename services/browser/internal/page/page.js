@@ -98,10 +98,13 @@
   // would cost ~16 ms for nothing (after an input, Chromium runs the frame
   // before other tasks).
   //
-  // Then, when the DOM changed since the call or after is set, it waits
-  // until the DOM has not changed for quiet ms and at least after ms have
-  // passed since the call (a route change: the router may render in its
-  // hashchange handler or a task after it), at most max ms in all. It
+  // Then, when the DOM changed since the call, after is set or this is a
+  // later round (the caller saw requests), it waits until the DOM has not
+  // changed for quiet ms and at least after ms have passed since the call
+  // (a route change: the router may render in its hashchange handler or a
+  // task after it), and the page has been idle since its last change (on
+  // a busy machine the clock alone says quiet before the page ran what it
+  // queued), at most max ms in all. It
   // reports whether the DOM changed after the call started, how long it
   // has been quiet, and the page's address and title (cut to 1000
   // characters).
@@ -114,18 +117,33 @@
       else await nextFrame(Math.min(50, max));
     }
     const changed = mutations !== m0;
-    if (changed || after > 0) {
+    if (changed || after > 0 || !first) {
       for (;;) {
         const now = performance.now();
         const left = max - (now - start);
         const need = Math.max(quiet - (now - lastMutation), after - (now - start));
-        if (need <= 0 || left <= 0) break;
-        await sleep(Math.min(need, left) + 1);
+        if (left <= 0) break;
+        if (need > 0) {
+          await sleep(Math.min(need, left) + 1);
+          continue;
+        }
+        // Quiet long enough by the clock; on a busy machine the page may
+        // not have run what it queued yet (a script that just loaded):
+        // quiet counts only once the page has been idle.
+        const m = mutations;
+        await idle(left);
+        if (mutations === m) break;
       }
     }
     const title = document.title;
     return { changed: changed || mutations !== m0, quietFor: Math.round(performance.now() - lastMutation),
       url: location.href, title: clip(title, 1000), titleLen: title.length };
+  }
+
+  // idle resolves when the page's main thread is idle (it ran the tasks it
+  // had queued), or after max ms.
+  function idle(max) {
+    return new Promise((resolve) => requestIdleCallback(() => resolve(), { timeout: Math.max(1, Math.round(max)) }));
   }
 
   // ---- roles -----------------------------------------------------------

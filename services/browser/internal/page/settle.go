@@ -273,6 +273,7 @@ func (t *Tab) settle(ctx context.Context, w *navWatch, nav bool) (r settleResult
 		if round == 0 && route {
 			after = quietWindow.Milliseconds()
 		}
+		_, _, startedBefore, _ := t.netState()
 		err := t.callWorld(ctx, t.main(), `function(quiet, max, after, since, first) { return __sov.settle(quiet, max, after, since, first); }`,
 			&q, quietWindow.Milliseconds(), max(left.Milliseconds(), 1), after, since, round == 0)
 		changed := q.Changed
@@ -292,7 +293,8 @@ func (t *Tab) settle(ctx context.Context, w *navWatch, nav bool) (r settleResult
 		if round == 0 && !changed && !busy && !route {
 			break // nothing happened after the action
 		}
-		netQuiet := n == 0 && time.Since(last) >= quietWindow
+		// No request started while the page waited to be idle either.
+		netQuiet := n == 0 && time.Since(last) >= quietWindow && started == startedBefore
 		if netQuiet && err == nil && q.QuietFor >= quietWindow.Milliseconds() {
 			break
 		}
