@@ -62,7 +62,7 @@ e2e: deps jaeger ## only the end-to-end tests (separate processes, real MCP clie
 # and builds the compose and buildx plugins when missing), the base images
 # (pulled, or stood in by docker-offline.sh when the registry does not
 # answer), then TestCompose, which removes everything it started; the
-# `down -v` after it also runs when the test binary dies. Not part of
+# `down -v` after it also runs when the test binary dies. The last step of
 # `make test`: a new machine spends ~40 min on it (plugins, stand-ins and
 # the first image build), a machine that keeps ~/.cache/sovereign-e2e and
 # the engine's store ~4 min.
