@@ -755,7 +755,10 @@ type Snapshot struct {
 	Interactive bool                   `protobuf:"varint,1,opt,name=interactive,proto3" json:"interactive,omitempty"`
 	Compact     bool                   `protobuf:"varint,2,opt,name=compact,proto3" json:"compact,omitempty"`
 	// Only the subtree of this element (a ref from an earlier snapshot).
-	Ref           string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
+	Ref string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
+	// Only the lines of the full tree that hold this text (case-insensitive),
+	// or match /regex/, with the elements that hold them.
+	Find          string `protobuf:"bytes,4,opt,name=find,proto3" json:"find,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -807,6 +810,13 @@ func (x *Snapshot) GetCompact() bool {
 func (x *Snapshot) GetRef() string {
 	if x != nil {
 		return x.Ref
+	}
+	return ""
+}
+
+func (x *Snapshot) GetFind() string {
+	if x != nil {
+		return x.Find
 	}
 	return ""
 }
@@ -2557,11 +2567,12 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x02by\"\b\n" +
 	"\x06NoArgs\"\x18\n" +
 	"\x04Open\x12\x10\n" +
-	"\x03url\x18\x01 \x01(\tR\x03url\"X\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\"l\n" +
 	"\bSnapshot\x12 \n" +
 	"\vinteractive\x18\x01 \x01(\bR\vinteractive\x12\x18\n" +
 	"\acompact\x18\x02 \x01(\bR\acompact\x12\x10\n" +
-	"\x03ref\x18\x03 \x01(\tR\x03ref\"V\n" +
+	"\x03ref\x18\x03 \x01(\tR\x03ref\x12\x12\n" +
+	"\x04find\x18\x04 \x01(\tR\x04find\"V\n" +
 	"\aGetAttr\x127\n" +
 	"\aelement\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\x12\x12\n" +
 	"\x04attr\x18\x02 \x01(\tR\x04attr\"\x1e\n" +

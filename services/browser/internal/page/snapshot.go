@@ -69,6 +69,15 @@ func (t *Tab) snapshot(ctx context.Context, req *browserv1.Snapshot) (*browserv1
 	t.setMainFrame(root.Frame.ID)
 	maxChars := t.capChars(DefaultSnapshotChars)
 	opts := snapOpts{Interactive: interactive, Compact: compact, MaxNodes: int(float64(maxChars)*snapshotNodesPerChar) + 200}
+	find := req.GetFind()
+	var match func(string) bool
+	if find != "" {
+		// find searches the whole tree, not only what max_chars would show.
+		if match, err = findMatcher(find); err != nil {
+			return nil, err
+		}
+		interactive, opts.Interactive, opts.MaxNodes = false, false, findMaxNodes
+	}
 	start := root
 	if r := strings.TrimSpace(req.GetRef()); r != "" {
 		num, n, err := t.parseRef(r)
@@ -95,6 +104,9 @@ func (t *Tab) snapshot(ctx context.Context, req *browserv1.Snapshot) (*browserv1
 	if opts.Root == 0 && interactive && compact {
 		t.lastSnap = lines
 	}
+	if match != nil {
+		lines = findLines(lines, match, find)
+	}
 	text, cut := cutLines(lines, maxChars)
 	if st.stopped == "time" {
 		text += "\n[the page is too large to snapshot before the request deadline: this is only its start; take snapshot with ref=<a ref above> to see one part]"
@@ -103,7 +115,9 @@ func (t *Tab) snapshot(ctx context.Context, req *browserv1.Snapshot) (*browserv1
 	}
 	if len(lines) == 0 {
 		text = "(the page shows nothing)"
-		if interactive {
+		if match != nil {
+			text = fmt.Sprintf("(nothing on the page matches find %q)", clipTo(find, 200))
+		} else if interactive {
 			text = "(no interactive elements; take a snapshot with interactive=false to see all content)"
 		}
 	}

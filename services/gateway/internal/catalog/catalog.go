@@ -271,11 +271,14 @@ var browserTools = withSettle([]Tool{
 			"In interactive mode a control without a name takes one from where it sits (its list item, row, label " +
 			"or the nearest heading): `- checkbox \"walk dog\" [ref=e38]`. Pass ref to see only one element's " +
 			"subtree; a snapshot longer than max_chars is cut at an element boundary with a marker naming the ref " +
-			"to ask for next.",
+			"to ask for next. Pass find to locate something on a big page: only the lines of the full tree that " +
+			"hold that text, with the elements that hold them.",
 		params: []Param{
 			{Name: "interactive", Type: Boolean, Default: true, Description: "Only show interactive elements (links, buttons, inputs)"},
 			{Name: "compact", Type: Boolean, Default: true, Description: "Remove empty structural elements"},
 			{Name: "ref", Type: String, Description: "Only the subtree of this element (a ref from an earlier snapshot, e.g. e12)"},
+			{Name: "find", Type: String, Description: "Only the lines that hold this text (case-insensitive) or match /regex/, " +
+				"searched in the full tree (interactive is ignored), each with the elements that hold it and its first children; at most 50 matches are shown"},
 		},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
 			ref := strings.TrimPrefix(strings.TrimSpace(a.str("ref")), "@")
@@ -283,7 +286,7 @@ var browserTools = withSettle([]Tool{
 				return nil, &ArgError{Arg: "ref", Msg: fmt.Sprintf("%q is not a snapshot ref (refs look like e5)", ref)}
 			}
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Snapshot{Snapshot: &browserv1.Snapshot{
-				Interactive: a.boolean("interactive"), Compact: a.boolean("compact"), Ref: ref,
+				Interactive: a.boolean("interactive"), Compact: a.boolean("compact"), Ref: ref, Find: a.str("find"),
 			}}}, nil
 		},
 	},
