@@ -25,7 +25,7 @@ import (
 // browserTools are the browser tools every gateway lists.
 var browserTools = []string{
 	"open", "back", "forward", "reload", "get_url", "get_title",
-	"snapshot", "get_text", "get_html", "get_attr", "eval",
+	"snapshot", "get_text", "get_html", "get_attr", "get_styles", "eval",
 	"click", "fill", "type", "press", "scroll", "hover", "focus", "close",
 	"tab_list", "tab_new", "tab_switch", "tab_close",
 	"wait", "wait_for", "screenshot",

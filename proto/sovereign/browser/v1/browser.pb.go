@@ -1379,6 +1379,7 @@ type ToolRequest struct {
 	//	*ToolRequest_Screenshot
 	//	*ToolRequest_BlockedRequests
 	//	*ToolRequest_SetIdentity
+	//	*ToolRequest_GetStyles
 	Tool          isToolRequest_Tool `protobuf_oneof:"tool"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1708,6 +1709,15 @@ func (x *ToolRequest) GetSetIdentity() *SetIdentity {
 	return nil
 }
 
+func (x *ToolRequest) GetGetStyles() *GetStyles {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_GetStyles); ok {
+			return x.GetStyles
+		}
+	}
+	return nil
+}
+
 type isToolRequest_Tool interface {
 	isToolRequest_Tool()
 }
@@ -1826,6 +1836,10 @@ type ToolRequest_SetIdentity struct {
 	SetIdentity *SetIdentity `protobuf:"bytes,37,opt,name=set_identity,json=setIdentity,proto3,oneof"`
 }
 
+type ToolRequest_GetStyles struct {
+	GetStyles *GetStyles `protobuf:"bytes,80,opt,name=get_styles,json=getStyles,proto3,oneof"`
+}
+
 func (*ToolRequest_Open) isToolRequest_Tool() {}
 
 func (*ToolRequest_Back) isToolRequest_Tool() {}
@@ -1882,6 +1896,72 @@ func (*ToolRequest_BlockedRequests) isToolRequest_Tool() {}
 
 func (*ToolRequest_SetIdentity) isToolRequest_Tool() {}
 
+func (*ToolRequest_GetStyles) isToolRequest_Tool() {}
+
+// GetStyles reads an element's computed style and the CSS rules that
+// match it.
+type GetStyles struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Element *Element               `protobuf:"bytes,1,opt,name=element,proto3" json:"element,omitempty"`
+	// Computed properties to show (CSS names); empty for a default set.
+	Properties []string `protobuf:"bytes,2,rep,name=properties,proto3" json:"properties,omitempty"`
+	// Also the author CSS rules that match the element, in cascade order.
+	Rules         bool `protobuf:"varint,3,opt,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStyles) Reset() {
+	*x = GetStyles{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStyles) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStyles) ProtoMessage() {}
+
+func (x *GetStyles) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStyles.ProtoReflect.Descriptor instead.
+func (*GetStyles) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetStyles) GetElement() *Element {
+	if x != nil {
+		return x.Element
+	}
+	return nil
+}
+
+func (x *GetStyles) GetProperties() []string {
+	if x != nil {
+		return x.Properties
+	}
+	return nil
+}
+
+func (x *GetStyles) GetRules() bool {
+	if x != nil {
+		return x.Rules
+	}
+	return false
+}
+
 // SetIdentity tells the worker the session's Nostr identity. With a pubkey,
 // every page and frame of the session gets window.nostr (NIP-07), each call
 // going to the signer (sov.signer.*) with scope = the session id and the
@@ -1897,7 +1977,7 @@ type SetIdentity struct {
 
 func (x *SetIdentity) Reset() {
 	*x = SetIdentity{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +1989,7 @@ func (x *SetIdentity) String() string {
 func (*SetIdentity) ProtoMessage() {}
 
 func (x *SetIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2002,7 @@ func (x *SetIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
 func (*SetIdentity) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{24}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetIdentity) GetPubkey() string {
@@ -1943,7 +2023,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2035,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2048,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{25}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Image) GetMimeType() string {
@@ -1999,7 +2079,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2011,7 +2091,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2024,7 +2104,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{26}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -2084,7 +2164,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2096,7 +2176,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2189,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{27}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -2171,7 +2251,7 @@ type HTTPToolRequest struct {
 
 func (x *HTTPToolRequest) Reset() {
 	*x = HTTPToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2263,7 @@ func (x *HTTPToolRequest) String() string {
 func (*HTTPToolRequest) ProtoMessage() {}
 
 func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2276,7 @@ func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
 func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{28}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HTTPToolRequest) GetTool() string {
@@ -2275,7 +2355,7 @@ type HTTPToolResponse struct {
 
 func (x *HTTPToolResponse) Reset() {
 	*x = HTTPToolResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2287,7 +2367,7 @@ func (x *HTTPToolResponse) String() string {
 func (*HTTPToolResponse) ProtoMessage() {}
 
 func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2300,7 +2380,7 @@ func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
 func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{29}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HTTPToolResponse) GetStatusCode() int32 {
@@ -2363,7 +2443,7 @@ type RestoreSessionRequest struct {
 
 func (x *RestoreSessionRequest) Reset() {
 	*x = RestoreSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2455,7 @@ func (x *RestoreSessionRequest) String() string {
 func (*RestoreSessionRequest) ProtoMessage() {}
 
 func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2468,7 @@ func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{30}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RestoreSessionRequest) GetOldSessionId() string {
@@ -2442,7 +2522,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2454,7 +2534,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2467,7 +2547,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{31}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WorkerLoad) GetWorkerId() string {
@@ -2602,7 +2682,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xdd\x0e\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\x9f\x0f\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
@@ -2641,10 +2721,18 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"screenshot\x18# \x01(\v2 .sovereign.browser.v1.ScreenshotH\x00R\n" +
 	"screenshot\x12I\n" +
 	"\x10blocked_requests\x18$ \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0fblockedRequests\x12F\n" +
-	"\fset_identity\x18% \x01(\v2!.sovereign.browser.v1.SetIdentityH\x00R\vsetIdentityB\x06\n" +
+	"\fset_identity\x18% \x01(\v2!.sovereign.browser.v1.SetIdentityH\x00R\vsetIdentity\x12@\n" +
+	"\n" +
+	"get_styles\x18P \x01(\v2\x1f.sovereign.browser.v1.GetStylesH\x00R\tgetStylesB\x06\n" +
 	"\x04toolB\f\n" +
 	"\n" +
-	"_settle_ms\"%\n" +
+	"_settle_ms\"z\n" +
+	"\tGetStyles\x127\n" +
+	"\aelement\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\x12\x1e\n" +
+	"\n" +
+	"properties\x18\x02 \x03(\tR\n" +
+	"properties\x12\x14\n" +
+	"\x05rules\x18\x03 \x01(\bR\x05rules\"%\n" +
 	"\vSetIdentity\x12\x16\n" +
 	"\x06pubkey\x18\x01 \x01(\tR\x06pubkey\"8\n" +
 	"\x05Image\x12\x1b\n" +
@@ -2711,7 +2799,7 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(SnapshotAfter)(0),            // 0: sovereign.browser.v1.SnapshotAfter
 	(*OpenSessionRequest)(nil),    // 1: sovereign.browser.v1.OpenSessionRequest
@@ -2738,15 +2826,16 @@ var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*WaitFor)(nil),               // 22: sovereign.browser.v1.WaitFor
 	(*Screenshot)(nil),            // 23: sovereign.browser.v1.Screenshot
 	(*ToolRequest)(nil),           // 24: sovereign.browser.v1.ToolRequest
-	(*SetIdentity)(nil),           // 25: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                 // 26: sovereign.browser.v1.Image
-	(*Content)(nil),               // 27: sovereign.browser.v1.Content
-	(*ToolResult)(nil),            // 28: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),       // 29: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),      // 30: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil), // 31: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),            // 32: sovereign.browser.v1.WorkerLoad
-	nil,                           // 33: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(*GetStyles)(nil),             // 25: sovereign.browser.v1.GetStyles
+	(*SetIdentity)(nil),           // 26: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                 // 27: sovereign.browser.v1.Image
+	(*Content)(nil),               // 28: sovereign.browser.v1.Content
+	(*ToolResult)(nil),            // 29: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),       // 30: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),      // 31: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil), // 32: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),            // 33: sovereign.browser.v1.WorkerLoad
+	nil,                           // 34: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	3,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -2783,17 +2872,19 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	22, // 31: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
 	23, // 32: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
 	11, // 33: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	25, // 34: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
-	26, // 35: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	27, // 36: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	33, // 37: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	3,  // 38: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	3,  // 39: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	26, // 34: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	25, // 35: sovereign.browser.v1.ToolRequest.get_styles:type_name -> sovereign.browser.v1.GetStyles
+	10, // 36: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
+	27, // 37: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	28, // 38: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	34, // 39: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	3,  // 40: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	3,  // 41: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -2834,8 +2925,9 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_Screenshot)(nil),
 		(*ToolRequest_BlockedRequests)(nil),
 		(*ToolRequest_SetIdentity)(nil),
+		(*ToolRequest_GetStyles)(nil),
 	}
-	file_sovereign_browser_v1_browser_proto_msgTypes[26].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[27].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 	}
@@ -2845,7 +2937,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -245,6 +245,8 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 		return t.getText(ctx, x.GetText)
 	case *browserv1.ToolRequest_GetHtml:
 		return t.getHTML(ctx, x.GetHtml)
+	case *browserv1.ToolRequest_GetStyles:
+		return t.getStyles(ctx, x.GetStyles)
 	case *browserv1.ToolRequest_GetAttr:
 		return t.getAttr(ctx, x.GetAttr.GetElement(), x.GetAttr.GetAttr())
 	case *browserv1.ToolRequest_Eval:

@@ -324,6 +324,30 @@ var browserTools = withSettle([]Tool{
 		},
 	},
 	{
+		Name: "get_styles", Title: "Get styles", ReadOnly: true,
+		Description: "Why an element looks the way it does: its computed style (the properties named, or a default set " +
+			"on layout and paint) and the author CSS rules that match it, in cascade order, with its inline style.",
+		params: append(elementParams(""),
+			Param{Name: "properties", Type: String, Description: "Computed properties to show, comma-separated (e.g. \"color, margin-top, --brand\"); " +
+				"omit for a default set (display, position, size, margins, colors, font, flex and grid, …)"},
+			Param{Name: "rules", Type: Boolean, Default: true, Description: "Also list the author CSS rules that match the element"}),
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			el, err := requireElement(a)
+			if err != nil {
+				return nil, err
+			}
+			var props []string
+			for p := range strings.SplitSeq(a.str("properties"), ",") {
+				if p = strings.ToLower(strings.TrimSpace(p)); p != "" {
+					props = append(props, p)
+				}
+			}
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetStyles{GetStyles: &browserv1.GetStyles{
+				Element: el, Properties: props, Rules: a.boolean("rules"),
+			}}}, nil
+		},
+	},
+	{
 		Name: "eval", Title: "Run JavaScript",
 		Description: "Run JavaScript in the current page and return its result (a returned promise is awaited). " +
 			"Use it for inspection or interaction the other tools do not cover.",

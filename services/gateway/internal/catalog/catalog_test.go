@@ -41,7 +41,7 @@ func TestToolNames(t *testing.T) {
 	want := []string{
 		"login_status", "login", "logout", "switch_identity",
 		"open", "back", "forward", "reload", "get_url", "get_title",
-		"snapshot", "get_text", "get_html", "get_attr", "eval",
+		"snapshot", "get_text", "get_html", "get_attr", "get_styles", "eval",
 		"click", "fill", "type", "press", "scroll", "hover", "focus", "close",
 		"tab_list", "tab_new", "tab_switch", "tab_close", "wait", "wait_for", "screenshot", "blocked_requests",
 		"secrets_list", "sovereign__list_scripts", "sovereign__reload",
