@@ -250,11 +250,11 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 	case *browserv1.ToolRequest_Eval:
 		return t.eval(ctx, x.Eval.GetScript())
 	case *browserv1.ToolRequest_Click:
-		return t.click(ctx, x.Click)
+		return t.click(ctx, x.Click.GetElement())
 	case *browserv1.ToolRequest_Fill:
-		return t.fill(ctx, x.Fill.GetElement(), x.Fill.GetValue())
+		return t.fill(ctx, x.Fill)
 	case *browserv1.ToolRequest_Type:
-		return t.typeText(ctx, x.Type.GetElement(), x.Type.GetValue())
+		return t.typeText(ctx, x.Type)
 	case *browserv1.ToolRequest_Press:
 		return t.press(ctx, x.Press.GetKey())
 	case *browserv1.ToolRequest_Scroll:
@@ -269,6 +269,12 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 		return t.waitFor(ctx, x.WaitFor.GetSelector(), x.WaitFor.GetTimeoutMs())
 	case *browserv1.ToolRequest_Screenshot:
 		return t.screenshot(ctx, x.Screenshot)
+	case *browserv1.ToolRequest_SelectOption:
+		return t.selectOption(ctx, x.SelectOption)
+	case *browserv1.ToolRequest_Check:
+		return t.check(ctx, x.Check)
+	case *browserv1.ToolRequest_FillForm:
+		return t.fillForm(ctx, x.FillForm)
 	case *browserv1.ToolRequest_Close, *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew,
 		*browserv1.ToolRequest_TabSwitch, *browserv1.ToolRequest_TabClose:
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
