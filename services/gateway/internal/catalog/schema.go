@@ -53,6 +53,34 @@ func (p Param) schema() []byte {
 	if p.Max != nil {
 		fmt.Fprintf(&b, `,"maximum":%d`, *p.Max)
 	}
+	if p.Items != nil {
+		b.WriteString(`,"items":`)
+		b.Write(p.Items.schema())
+	}
+	if p.MaxItems > 0 {
+		fmt.Fprintf(&b, `,"maxItems":%d`, p.MaxItems)
+	}
+	if p.Type == Object {
+		b.WriteString(`,"properties":{`)
+		var required []string
+		for i, f := range p.Fields {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeJSON(&b, f.Name)
+			b.WriteByte(':')
+			b.Write(f.schema())
+			if f.Required {
+				required = append(required, f.Name)
+			}
+		}
+		b.WriteByte('}')
+		if len(required) > 0 {
+			b.WriteString(`,"required":`)
+			writeJSON(&b, required)
+		}
+		b.WriteString(`,"additionalProperties":false`)
+	}
 	b.WriteString(`,"description":`)
 	writeJSON(&b, p.Description)
 	b.WriteByte('}')
@@ -100,7 +128,7 @@ recorded. A gateway started with ` + "`--require-login`" + ` refuses browser too
 has logged in.
 
 **Settling.** Every tool that can change the page (` + "`open`, `back`, `forward`, `reload`, `tab_new`, " +
-		"`click`, `press`, `fill`, `type`" + `) returns when the page has settled: a navigation it started (a
+		"`click`, `press`, `fill`, `type`, `select_option`, `check`, `fill_form`, `drag`, `mouse`" + `) returns when the page has settled: a navigation it started (a
 new document, or a hash or ` + "`pushState`" + ` route) has committed and loaded, and then no request of the
 page has been in flight and the DOM has not changed for a quiet window of 50 ms, counted from the
 later of the last request and the last change. That window is waited for only when something
@@ -133,7 +161,7 @@ they start (and the ref that holds it) to ask for with ` + "`ref`" + `.
 what was cut and how to see the rest. ` + "`snapshot`" + `: 40,000 characters (` + "`max_chars`" + ` up to
 5,000,000); its walk also stops after about one element per 10 characters of the cap, and at 80%
 of the time left before the tool's deadline on a huge page (the result says it is partial), so it
-never answers after the deadline. ` + "`get_text`, `get_html`, `eval`" + `: 20,000 characters (` + "`max_chars`" + `;
+never answers after the deadline. ` + "`get_text`, `get_html`, `eval`, `get_markdown`" + `: 20,000 characters (` + "`max_chars`" + `;
 the page cuts the text before it leaves it). Titles: 1,000 characters (` + "`get_title`" + `, change
 reports), 200 in ` + "`tab_list`" + `; addresses 2,000. Inside snapshots, names are cut to 120 characters,
 text to 2,000 and field values to 200. Text that the page controls in errors and notes (thrown
@@ -159,7 +187,7 @@ runs (a reload loop) is retried a few times, then the tool fails with "the page 
 		}
 		b.WriteString("| argument | type | required | default | description |\n|---|---|---|---|---|\n")
 		for _, p := range t.Params() {
-			typ := string(p.Type)
+			typ := typeText(p)
 			if len(p.Enum) > 0 {
 				typ += ": " + strings.Join(p.Enum, " \\| ")
 			}
@@ -178,6 +206,22 @@ runs (a reload loop) is retried a few times, then the tool fails with "the page 
 		}
 	}
 	return b.String()
+}
+
+// typeText is the type column of the docs: "array of string", "array of
+// object {ref, selector, value}".
+func typeText(p Param) string {
+	switch {
+	case p.Items != nil:
+		return "array of " + typeText(*p.Items)
+	case p.Type == Object:
+		names := make([]string, len(p.Fields))
+		for i, f := range p.Fields {
+			names[i] = f.Name
+		}
+		return "object {" + strings.Join(names, ", ") + "}"
+	}
+	return string(p.Type)
 }
 
 func rangeText(p Param) string {
