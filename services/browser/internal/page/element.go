@@ -16,7 +16,6 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
-	"go.opentelemetry.io/otel/attribute"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
@@ -355,35 +354,6 @@ func quadCenter(q dom.Quad) (x, y float64, ok bool) {
 		return 0, 0, false
 	}
 	return (q[0] + q[2] + q[4] + q[6]) / 4, (q[1] + q[3] + q[5] + q[7]) / 4, true
-}
-
-// click clicks the centre of an element with real mouse events, then waits
-// for a navigation that the click started.
-func (t *Tab) click(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
-	x, y, info, err := t.locate(ctx, el, "click")
-	if err != nil {
-		return nil, err
-	}
-	w, stop, err := t.watchNav(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
-	// No mouseMoved first: Chromium delivers moves with the next animation
-	// frame (~16 ms each), and a press at a new point already fires the
-	// boundary events (mouseover, mouseenter) and updates :hover.
-	mctx, span := startSpan(ctx, spanClick, attribute.Bool("sovereign.click.covered", info.Covered != ""))
-	t.call.inputAt = time.Now()
-	err = mouse(mctx, x, y, input.DispatchMouseEventTypeMousePressed, input.DispatchMouseEventTypeMouseReleased)
-	endSpan(span, err)
-	if err != nil {
-		return nil, err
-	}
-	msg := "Clicked " + info.Desc
-	if info.Covered != "" {
-		msg += fmt.Sprintf(" — but %s covers its centre, so that element got the click", info.Covered)
-	}
-	return t.acted(ctx, w, msg)
 }
 
 // hover moves the mouse to the centre of an element.

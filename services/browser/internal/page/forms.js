@@ -87,12 +87,19 @@
     return true;
   },
 
-  // draggable reports whether a press on el starts an HTML5 drag: el or an
-  // ancestor is draggable (draggable=true, a link or an image by default).
-  draggable(el) {
-    for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
-      if (e.draggable) return true;
-    }
-    return false;
+  // watchDrag notes whether the page starts an HTML5 drag (dragstart) from
+  // now on; dragStarted tells.
+  watchDrag() {
+    if (this.dragWatch) removeEventListener('dragstart', this.dragWatch.on, true);
+    const w = { started: false };
+    w.on = () => { w.started = true; };
+    addEventListener('dragstart', w.on, true);
+    this.dragWatch = w;
+    return true;
+  },
+
+  dragStarted() {
+    const w = this.dragWatch;
+    return { started: !!(w && w.started) };
   },
 })
