@@ -322,3 +322,33 @@ func formFieldError(err error, i, n int) error {
 	}
 	return bus.Errorf(be.Code, "fill_form stopped at field %d of %d: %s; %s", i+1, n, strings.TrimPrefix(be.Message, "fill_form: "), done)
 }
+
+// getMarkdown returns the readable content of the page, or of the element
+// that g names, as Markdown (forms.js's markdown), cut in the page at the
+// call's cap.
+func (t *Tab) getMarkdown(ctx context.Context, g *browserv1.GetMarkdown) (*browserv1.ToolResult, error) {
+	var r struct {
+		S     string `json:"s"`
+		Total int    `json:"total"`
+		More  bool   `json:"more"`
+	}
+	limit := t.capChars(DefaultTextChars)
+	const fn = `return F.markdown(this, a[1]);`
+	if g.GetElement() == nil {
+		if err := t.callWorld(ctx, t.main(), formsFn(`return F.markdown(document.body || document.documentElement, a[0]);`), &r, limit); err != nil {
+			return nil, err
+		}
+	} else if _, _, err := t.onElement(ctx, g.GetElement(), "get_markdown", formsFn(fn), &r, limit); err != nil {
+		return nil, err
+	}
+	how := "ask for one part of the page (ref or selector), or pass a larger max_chars"
+	switch {
+	case r.More:
+		return textResult("%s\n[cut at %d characters; the page has more (over %d characters); %s]", r.S, limit, r.Total, how), nil
+	case r.Total > limit:
+		return textResult("%s%s", r.S, cutMarker(limit, r.Total, how)), nil
+	case strings.TrimSpace(r.S) == "":
+		return textResult("(no readable content: the element is empty, hidden, or holds only controls and media)"), nil
+	}
+	return textResult("%s", r.S), nil
+}

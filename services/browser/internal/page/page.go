@@ -251,6 +251,9 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 	case *browserv1.ToolRequest_GetAttr:
 		return t.getAttr(ctx, x.GetAttr.GetElement(), x.GetAttr.GetAttr())
 	case *browserv1.ToolRequest_Eval:
+		if x.Eval.GetElement() != nil {
+			return t.evalOn(ctx, x.Eval.GetElement(), x.Eval.GetScript())
+		}
 		return t.eval(ctx, x.Eval.GetScript())
 	case *browserv1.ToolRequest_Click:
 		return t.click(ctx, x.Click)
@@ -269,7 +272,7 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 	case *browserv1.ToolRequest_Wait:
 		return t.wait(ctx, x.Wait.GetMs())
 	case *browserv1.ToolRequest_WaitFor:
-		return t.waitFor(ctx, x.WaitFor.GetSelector(), x.WaitFor.GetTimeoutMs())
+		return t.waitFor(ctx, x.WaitFor)
 	case *browserv1.ToolRequest_Screenshot:
 		return t.screenshot(ctx, x.Screenshot)
 	case *browserv1.ToolRequest_SelectOption:
@@ -278,6 +281,8 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 		return t.check(ctx, x.Check)
 	case *browserv1.ToolRequest_FillForm:
 		return t.fillForm(ctx, x.FillForm)
+	case *browserv1.ToolRequest_GetMarkdown:
+		return t.getMarkdown(ctx, x.GetMarkdown)
 	case *browserv1.ToolRequest_Drag:
 		return t.drag(ctx, x.Drag)
 	case *browserv1.ToolRequest_Mouse:
