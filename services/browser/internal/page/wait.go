@@ -217,7 +217,9 @@ func (t *Tab) urlCond(pattern string) (*waitCond, error) {
 			last = u
 			return match(u), "The URL is " + clipTo(u, maxURL), nil
 		},
-		notYet: func() string { return fmt.Sprintf("the URL did not match %q (it is %s)", pattern, clipTo(last, maxURL)) },
+		notYet: func() string {
+			return fmt.Sprintf("the URL did not match %q (it is %s)", pattern, clipTo(last, maxURL))
+		},
 	}, nil
 }
 
