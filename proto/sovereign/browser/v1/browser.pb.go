@@ -1874,7 +1874,8 @@ type ToolRequest struct {
 	// running the tool when it differs from the one in force.
 	Policy *UrlPolicy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	// How long a tool that can change the page (open, back, forward, reload,
-	// tab_new, click, press, fill, type) waits for the page to settle after
+	// tab_new, click, press, fill, type, select_option, check, fill_form,
+	// drag, mouse) waits for the page to settle after
 	// it, in milliseconds: unset for the worker's default, 0 to return as
 	// soon as the action (and a navigation it started) is done.
 	SettleMs *int32 `protobuf:"varint,3,opt,name=settle_ms,json=settleMs,proto3,oneof" json:"settle_ms,omitempty"`
@@ -1882,7 +1883,7 @@ type ToolRequest struct {
 	// the settled page (or its changed lines).
 	SnapshotAfter SnapshotAfter `protobuf:"varint,4,opt,name=snapshot_after,json=snapshotAfter,proto3,enum=sovereign.browser.v1.SnapshotAfter" json:"snapshot_after,omitempty"`
 	// The most characters of text the result may hold (snapshot, get_text,
-	// get_html, eval); 0 for the worker's default cap. Longer text is cut
+	// get_html, eval, get_markdown); 0 for the worker's default cap. Longer text is cut
 	// with a marker that says how much was left out and how to see it.
 	MaxChars int32 `protobuf:"varint,5,opt,name=max_chars,json=maxChars,proto3" json:"max_chars,omitempty"`
 	// Types that are valid to be assigned to Tool:

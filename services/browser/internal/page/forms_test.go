@@ -49,6 +49,25 @@ for (const id of ['aria', 'sw']) {
 }
 </script>`
 
+// errCase is a request that must fail with code and a message holding
+// each of substr.
+type errCase struct {
+	name   string
+	req    *browserv1.ToolRequest
+	code   commonv1.ErrorCode
+	substr []string
+}
+
+func runErrCases(t *testing.T, tab *Tab, cases []errCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := call(t, tab, tc.req)
+			wantErr(t, err, tc.code, tc.substr...)
+		})
+	}
+}
+
 func selectReq(el *browserv1.Element, values ...string) *browserv1.ToolRequest {
 	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_SelectOption{SelectOption: &browserv1.SelectOption{Element: el, Values: values}}}
 }
@@ -114,24 +133,14 @@ func TestSelectOption(t *testing.T) {
 	}
 
 	t.Run("errors", func(t *testing.T) {
-		for _, tc := range []struct {
-			name   string
-			req    *browserv1.ToolRequest
-			code   commonv1.ErrorCode
-			substr []string
-		}{
+		runErrCases(t, tab, []errCase{
 			{"no_match", selectReq(sel("#size"), "Huge"), commonv1.ErrorCode_INVALID_ARGUMENT, []string{`has no option "Huge"`, `Small (value "s")`, `Medium (value "m")`}},
 			{"disabled_option", selectReq(sel("#size"), "Large"), commonv1.ErrorCode_INVALID_ARGUMENT, []string{`option "Large" disabled`}},
 			{"several_on_single", selectReq(sel("#size"), "s", "m"), commonv1.ErrorCode_INVALID_ARGUMENT, []string{"takes one option, not 2"}},
 			{"not_select", selectReq(sel("#name"), "x"), commonv1.ErrorCode_INVALID_ARGUMENT, []string{"is not a select element"}},
 			{"no_values", selectReq(sel("#size")), commonv1.ErrorCode_INVALID_ARGUMENT, []string{"needs values"}},
 			{"missing", selectReq(sel("#nope"), "x"), commonv1.ErrorCode_NOT_FOUND, []string{`no element matches selector "#nope"`}},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				_, err := call(t, tab, tc.req)
-				wantErr(t, err, tc.code, tc.substr...)
-			})
-		}
+		})
 	})
 }
 
@@ -184,22 +193,12 @@ func TestCheck(t *testing.T) {
 	}
 
 	t.Run("errors", func(t *testing.T) {
-		for _, tc := range []struct {
-			name   string
-			req    *browserv1.ToolRequest
-			code   commonv1.ErrorCode
-			substr []string
-		}{
+		runErrCases(t, tab, []errCase{
 			{"uncheck_radio", checkReq(sel("#pro"), false), commonv1.ErrorCode_INVALID_ARGUMENT, []string{"radio button", "check another option"}},
 			{"not_toggle", checkReq(sel("#plain"), true), commonv1.ErrorCode_INVALID_ARGUMENT, []string{"is a button, not a checkbox"}},
 			{"no_reaction", checkReq(sel("#stuck"), true), commonv1.ErrorCode_INVALID_ARGUMENT, []string{"but it is still unchecked"}},
 			{"missing", checkReq(sel("#nope"), true), commonv1.ErrorCode_NOT_FOUND, []string{"no element matches"}},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				_, err := call(t, tab, tc.req)
-				wantErr(t, err, tc.code, tc.substr...)
-			})
-		}
+		})
 	})
 }
 

@@ -216,45 +216,45 @@ func (t *Tab) mouseAction(ctx context.Context, m *browserv1.Mouse) (*browserv1.T
 	if action != "wheel" && (m.GetDx() != 0 || m.GetDy() != 0) {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "mouse: dx and dy are for action wheel only")
 	}
-	w, stop, err := t.watchNav(ctx)
-	if err != nil {
-		return nil, err
+	if action == "wheel" && m.GetDx() == 0 && m.GetDy() == 0 {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "mouse: action wheel needs dx or dy, the distance to scroll in CSS pixels")
 	}
-	defer stop()
+	return t.actOn(ctx, func() (string, error) {
+		verb, err := t.mouseDo(ctx, action, x, y, button, m.GetDx(), m.GetDy())
+		if err != nil {
+			return "", err
+		}
+		msg := fmt.Sprintf("%s at (%g, %g)", verb, x, y)
+		if vp.Desc != "" {
+			msg += " over " + t.noteDesc(vp.Desc)
+		}
+		return msg, nil
+	})
+}
+
+// mouseDo sends the events of one mouse action and says what it did.
+func (t *Tab) mouseDo(ctx context.Context, action string, x, y float64, button input.MouseButton, dx, dy float64) (verb string, err error) {
 	t.call.inputAt = time.Now()
-	var verb string
 	switch action {
 	case "move":
-		verb, err = "Moved the mouse", t.mouseAt(ctx, input.DispatchMouseEventTypeMouseMoved, x, y, input.MouseButtonNone, 0, 0)
+		return "Moved the mouse", t.mouseAt(ctx, input.DispatchMouseEventTypeMouseMoved, x, y, input.MouseButtonNone, 0, 0)
 	case "down":
-		verb, err = "Pressed the "+string(button)+" button", t.mouseAt(ctx, input.DispatchMouseEventTypeMousePressed, x, y, button, 1, 0)
+		return "Pressed the " + string(button) + " button", t.mouseAt(ctx, input.DispatchMouseEventTypeMousePressed, x, y, button, 1, 0)
 	case "up":
-		verb, err = "Released the "+string(button)+" button", t.mouseAt(ctx, input.DispatchMouseEventTypeMouseReleased, x, y, button, 1, 0)
+		return "Released the " + string(button) + " button", t.mouseAt(ctx, input.DispatchMouseEventTypeMouseReleased, x, y, button, 1, 0)
 	case "click":
-		verb = clickVerb(button, 1, t.pointer.mods)
 		if err = t.mouseAt(ctx, input.DispatchMouseEventTypeMousePressed, x, y, button, 1, 0); err == nil {
 			err = t.mouseAt(ctx, input.DispatchMouseEventTypeMouseReleased, x, y, button, 1, 0)
 		}
+		return clickVerb(button, 1, t.pointer.mods), err
 	case "wheel":
-		if m.GetDx() == 0 && m.GetDy() == 0 {
-			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "mouse: action wheel needs dx or dy, the distance to scroll in CSS pixels")
-		}
-		verb = fmt.Sprintf("Turned the wheel by (%g, %g)", m.GetDx(), m.GetDy())
 		_, err = chromedp.Call(ctx, dispatchWheel, wheelParams{
-			Type: input.DispatchMouseEventTypeMouseWheel, X: x, Y: y, DeltaX: m.GetDx(), DeltaY: m.GetDy(),
+			Type: input.DispatchMouseEventTypeMouseWheel, X: x, Y: y, DeltaX: dx, DeltaY: dy,
 			Modifiers: t.pointer.mods, Buttons: t.pointer.buttons,
 		})
-	default:
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "mouse: unknown action %q; use move, down, up, click or wheel", m.GetAction())
+		return fmt.Sprintf("Turned the wheel by (%g, %g)", dx, dy), err
 	}
-	if err != nil {
-		return nil, err
-	}
-	msg := fmt.Sprintf("%s at (%g, %g)", verb, x, y)
-	if vp.Desc != "" {
-		msg += " over " + t.noteDesc(vp.Desc)
-	}
-	return t.acted(ctx, w, msg)
+	return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "mouse: unknown action %q; use move, down, up, click or wheel", action)
 }
 
 // wheelParams is Input.dispatchMouseEvent for a wheel event: cdproto
@@ -294,20 +294,17 @@ func (t *Tab) drag(ctx context.Context, d *browserv1.Drag) (*browserv1.ToolResul
 	if err != nil {
 		return nil, err
 	}
-	w, stop, err := t.watchNav(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
-	dropped, err := t.dragMoves(ctx, x0, y0, x1, y1)
-	if err != nil {
-		return nil, err
-	}
-	how := "with the mouse"
-	if dropped {
-		how = "(HTML5 drag and drop)"
-	}
-	return t.acted(ctx, w, fmt.Sprintf("Dragged %s onto %s %s", from.Desc, to.Desc, how))
+	return t.actOn(ctx, func() (string, error) {
+		dropped, err := t.dragMoves(ctx, x0, y0, x1, y1)
+		if err != nil {
+			return "", err
+		}
+		how := "with the mouse"
+		if dropped {
+			how = "(HTML5 drag and drop)"
+		}
+		return fmt.Sprintf("Dragged %s onto %s %s", from.Desc, to.Desc, how), nil
+	})
 }
 
 // dragMoves presses at (x0, y0), moves to (x1, y1) and drops there; it
@@ -421,24 +418,19 @@ func (t *Tab) pressKey(ctx context.Context, p *browserv1.Press) (*browserv1.Tool
 	} else {
 		events = events[len(events)-1:]
 	}
-	w, stop, err := t.watchNav(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
-	t.call.inputAt = time.Now()
-	for _, ev := range events {
-		ev.Modifiers = bits | t.pointer.mods
-		if _, err := chromedp.Call(ctx, input.DispatchKeyEvent, *ev); err != nil {
-			return nil, err
+	return t.actOn(ctx, func() (string, error) {
+		t.call.inputAt = time.Now()
+		for _, ev := range events {
+			ev.Modifiers = bits | t.pointer.mods
+			if _, err := chromedp.Call(ctx, input.DispatchKeyEvent, *ev); err != nil {
+				return "", err
+			}
 		}
-	}
-	verb := "Holding " + p.GetKey() + " down"
-	if action == "down" {
+		if action == "up" {
+			t.pointer.mods &^= modBit
+			return "Released " + p.GetKey(), nil
+		}
 		t.pointer.mods |= modBit
-	} else {
-		t.pointer.mods &^= modBit
-		verb = "Released " + p.GetKey()
-	}
-	return t.acted(ctx, w, verb)
+		return "Holding " + p.GetKey() + " down", nil
+	})
 }

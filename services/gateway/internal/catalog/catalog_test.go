@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
@@ -231,28 +230,8 @@ func TestParse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool+"/"+tt.args, func(t *testing.T) {
-			tool, ok := Lookup(tt.tool)
-			if !ok {
-				t.Fatalf("Lookup(%q) found nothing", tt.tool)
-			}
-			var raw any
-			if err := json.Unmarshal([]byte(tt.args), &raw); err != nil {
-				t.Fatal(err)
-			}
-			call, err := tool.Parse(raw)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("Parse(%s) error = %v, want one containing %q", tt.args, err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Parse(%s) error = %v", tt.args, err)
-			}
-			if !proto.Equal(call.Request, tt.want) {
-				t.Errorf("Parse(%s) = %s, want %s", tt.args, prototext.Format(call.Request), prototext.Format(tt.want))
-			}
-			if call.Session != tt.session {
+			call, ok := checkParse(t, tt.tool, tt.args, tt.want, tt.wantErr)
+			if ok && call.Session != tt.session {
 				t.Errorf("Parse(%s).Session = %q, want %q", tt.args, call.Session, tt.session)
 			}
 		})

@@ -75,29 +75,37 @@ func TestParseFormTools(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool+"/"+tt.args[:min(len(tt.args), 60)], func(t *testing.T) {
-			tool, ok := Lookup(tt.tool)
-			if !ok {
-				t.Fatalf("Lookup(%q) found nothing", tt.tool)
-			}
-			var raw any
-			if err := json.Unmarshal([]byte(tt.args), &raw); err != nil {
-				t.Fatal(err)
-			}
-			call, err := tool.Parse(raw)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("Parse(%s) error = %v, want one containing %q", tt.args, err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Parse(%s) error = %v", tt.args, err)
-			}
-			if !proto.Equal(call.Request, tt.want) {
-				t.Errorf("Parse(%s) = %s, want %s", tt.args, prototext.Format(call.Request), prototext.Format(tt.want))
-			}
+			checkParse(t, tt.tool, tt.args, tt.want, tt.wantErr)
 		})
 	}
+}
+
+// checkParse parses args for tool and checks the request it builds, or
+// the error. ok says that it built one.
+func checkParse(t *testing.T, name, args string, want *browserv1.ToolRequest, wantErr string) (call Call, ok bool) {
+	t.Helper()
+	tool, found := Lookup(name)
+	if !found {
+		t.Fatalf("Lookup(%q) found nothing", name)
+	}
+	var raw any
+	if err := json.Unmarshal([]byte(args), &raw); err != nil {
+		t.Fatal(err)
+	}
+	call, err := tool.Parse(raw)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("Parse(%s) error = %v, want one containing %q", args, err, wantErr)
+		}
+		return call, false
+	}
+	if err != nil {
+		t.Fatalf("Parse(%s) error = %v", args, err)
+	}
+	if !proto.Equal(call.Request, want) {
+		t.Errorf("Parse(%s) = %s, want %s", args, prototext.Format(call.Request), prototext.Format(want))
+	}
+	return call, true
 }
 
 // TestFormSchemas checks that arrays and objects reach the JSON Schema.
