@@ -670,8 +670,11 @@ func inputError(p inputPrep, e *elem, desc, tool, value string) error {
 	case "not-editable":
 		return bad("is not a text field; %s needs an input, textarea, select or contenteditable element", tool)
 	case "input-type":
+		if (p.Type == "checkbox" || p.Type == "radio") && tool == "fill_form" {
+			return bad("is a %s; give it checked (true or false) in place of value", p.Type)
+		}
 		if p.Type == "checkbox" || p.Type == "radio" {
-			return bad("is a %s; use click to change it", p.Type)
+			return bad("is a %s; use check (or click) to change it", p.Type)
 		}
 		return bad("is an input of type %s, which takes no text; use click", p.Type)
 	case "disabled":

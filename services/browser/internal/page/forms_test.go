@@ -239,6 +239,8 @@ func TestFillForm(t *testing.T) {
 		wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "field 1 needs exactly one of value")
 		_, err = call(t, tab, fillFormReq(&browserv1.FormField{Value: proto.String("x")}))
 		wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "field 1 names no element")
+		_, err = call(t, tab, fillFormReq(&browserv1.FormField{Element: sel("#agree"), Value: proto.String("yes")}))
+		wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "is a checkbox; give it checked (true or false) in place of value", "no field was changed")
 		_, err = call(t, tab, fillFormReq())
 		wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "fill_form needs fields")
 	})
