@@ -213,7 +213,14 @@ runs (a reload loop) is retried a few times, then the tool fails with "the page 
 func typeText(p Param) string {
 	switch {
 	case p.Items != nil:
-		return "array of " + typeText(*p.Items)
+		s := "array of " + typeText(*p.Items)
+		if len(p.Items.Enum) > 0 {
+			s += ": " + strings.Join(p.Items.Enum, " \\| ")
+		}
+		if p.MaxItems > 0 {
+			s += fmt.Sprintf(" (at most %d)", p.MaxItems)
+		}
+		return s
 	case p.Type == Object:
 		names := make([]string, len(p.Fields))
 		for i, f := range p.Fields {
