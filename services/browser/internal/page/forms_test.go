@@ -253,3 +253,40 @@ func TestFillForm(t *testing.T) {
 		wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, fmt.Sprintf("at most %d fields (MaxFormFields)", MaxFormFields))
 	})
 }
+
+// TestFormToolsInFrame: select_option, check and fill_form reach fields in
+// an iframe by their frame refs.
+func TestFormToolsInFrame(t *testing.T) {
+	srv := serve(t, map[string]string{
+		"/":      `<title>outer</title><p>Pay below</p><iframe src="/inner" style="width:400px;height:200px"></iframe>`,
+		"/inner": `<title>inner</title><label>Card <select id="card"><option>Visa</option><option>Amex</option></select></label><label><input type="checkbox" id="save"> Save card</label><input id="holder" aria-label="Holder">`,
+	})
+	tab := newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+	snap := text(must(t, tab, snapReq(true, true)))
+	card, save, holder := refFor(t, snap, `combobox "Card"`), refFor(t, snap, `checkbox "Save card"`), refFor(t, snap, `textbox "Holder"`)
+	if !strings.HasPrefix(card, "f1") {
+		t.Fatalf("ref of the select in the frame = %s, want a frame ref", card)
+	}
+	byRef := func(r string) *browserv1.Element { return &browserv1.Element{By: &browserv1.Element_Ref{Ref: r}} }
+	if got := text(must(t, tab, selectReq(byRef(card), "Amex"))); !strings.Contains(got, `selected now: "Amex"`) {
+		t.Errorf("select_option in a frame = %q", got)
+	}
+	if got := text(must(t, tab, checkReq(byRef(save), true))); !strings.Contains(got, `Checked checkbox "Save card"`) {
+		t.Errorf("check in a frame = %q", got)
+	}
+	got := text(must(t, tab, fillFormReq(
+		&browserv1.FormField{Element: byRef(holder), Value: proto.String("Ada L")},
+		&browserv1.FormField{Element: byRef(save), Checked: proto.Bool(false)},
+	)))
+	if !strings.Contains(got, `1. Filled textbox "Holder"`) || !strings.Contains(got, `2. Unchecked checkbox "Save card"`) {
+		t.Errorf("fill_form in a frame = %q", got)
+	}
+	if s := evalString(t, tab, `(() => { const d = document.querySelector('iframe').contentDocument; return [d.getElementById('card').value, d.getElementById('save').checked, d.getElementById('holder').value].join(); })()`); s != `"Amex,false,Ada L"` {
+		t.Errorf("frame fields = %s", s)
+	}
+	// eval with an element in a frame runs in that frame's main world.
+	if got := text(must(t, tab, evalOnReq(byRef(holder), "(el) => el.value + ' ' + document.title"))); got != `"Ada L inner"` {
+		t.Errorf("eval on an element in a frame = %s", got)
+	}
+}
