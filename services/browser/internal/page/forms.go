@@ -214,7 +214,11 @@ func (t *Tab) checkField(ctx context.Context, el *browserv1.Element, want bool, 
 		}
 		return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: clicked %s (%s), but it is still %s: %s", tool, what, desc, stateWord(after.Checked), why)
 	}
-	return fmt.Sprintf("%s %s", map[bool]string{true: "Checked", false: "Unchecked"}[want], t.noteDesc(after.Desc)), nil
+	verb := "Checked"
+	if !want {
+		verb = "Unchecked"
+	}
+	return verb + " " + t.noteDesc(after.Desc), nil
 }
 
 // clickToggle clicks the toggle el names at its centre. A native input

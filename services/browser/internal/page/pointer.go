@@ -350,6 +350,14 @@ func (t *Tab) dragMoves(ctx context.Context, x0, y0, x1, y1 float64) (html5 bool
 	if err := t.mouseAt(ctx, input.DispatchMouseEventTypeMousePressed, x0, y0, input.MouseButtonLeft, 1, 0); err != nil {
 		return false, err
 	}
+	defer func() {
+		if err != nil && t.pointer.buttons&buttonBits[input.MouseButtonLeft] != 0 {
+			// Do not leave the button down for the next tool.
+			up, cancel := context.WithTimeout(t.ctx, time.Second)
+			defer cancel()
+			_ = t.mouseAt(up, input.DispatchMouseEventTypeMouseReleased, x1, y1, input.MouseButtonLeft, 1, 0)
+		}
+	}()
 	decided := false
 	for i := 1; i <= dragSteps; i++ {
 		if err := move(i); err != nil {
