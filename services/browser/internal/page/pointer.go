@@ -428,8 +428,12 @@ func (t *Tab) pressKey(ctx context.Context, p *browserv1.Press) (*browserv1.Tool
 	}
 	return t.actOn(ctx, func() (string, error) {
 		t.call.inputAt = time.Now()
+		if action == "down" {
+			bits |= modBit // as a browser says shiftKey on Shift's own keydown
+		}
 		for _, ev := range events {
-			ev.Modifiers = bits | t.pointer.mods
+			// A key going up is no longer held in its own event.
+			ev.Modifiers = bits | t.pointer.mods&^modBit
 			if _, err := chromedp.Call(ctx, input.DispatchKeyEvent, *ev); err != nil {
 				return "", err
 			}

@@ -204,3 +204,22 @@ func TestMouse(t *testing.T) {
 		wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, `unknown action "hold"`)
 	})
 }
+
+// TestHeldModifierAppliesToPress: a Shift held with press down applies to
+// the next key press, until it goes up.
+func TestHeldModifierAppliesToPress(t *testing.T) {
+	srv := serve(t, map[string]string{"/": `<title>k</title><input id="in"><pre id="log"></pre><script>
+		document.getElementById('in').addEventListener('keydown', (e) => {
+			document.getElementById('log').textContent += e.key + (e.shiftKey ? '+shift' : '') + ' ';
+		});</script>`})
+	tab := newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+	must(t, tab, focusReq(sel("#in")))
+	must(t, tab, pressAction("Shift", "down"))
+	must(t, tab, pressReq("ArrowLeft"))
+	must(t, tab, pressAction("Shift", "up"))
+	must(t, tab, pressReq("ArrowLeft"))
+	if got := pageLog(t, tab); got != "Shift+shift ArrowLeft+shift ArrowLeft " {
+		t.Errorf("keys = %q, want Shift held for the first ArrowLeft only", got)
+	}
+}
