@@ -76,7 +76,7 @@
 // button is released on the target, which drives sliders and sortable
 // lists. mouse sends one raw action at a viewport point, checked against
 // the viewport. press with action down holds a key; a held modifier also
-// applies to later clicks and mouse actions until it goes up.
+// applies to later key presses, clicks and mouse actions until it goes up.
 //
 // get_markdown renders the page or an element as Markdown in the
 // isolated world (forms.js, installed on first use), leaving out scripts,

@@ -388,7 +388,7 @@ var browserTools = withSettle([]Tool{
 	{
 		Name: "press", Title: "Press key",
 		Description: "Press a keyboard key in the focused element, e.g. Enter, Tab, Escape, ArrowDown. action down holds " +
-			"the key (a held Shift, Control, Alt or Meta also applies to later clicks and mouse actions) until action up.",
+			"the key (a held Shift, Control, Alt or Meta also applies to later key presses, clicks and mouse actions) until action up.",
 		params: []Param{
 			{Name: "key", Type: String, Required: true, Description: "Key name, e.g. Enter, Tab, Escape, ArrowDown, a"},
 			{Name: "action", Type: String, Default: "press", Enum: []string{"press", "down", "up"}, Description: "press (down and up), or only down or up"},
