@@ -186,7 +186,7 @@ func convert(p Param, v any) (any, error) {
 		}
 		return n, nil
 	case Number:
-		f, ok := number(v)
+		f, ok := NumberValue(v)
 		if !ok {
 			return nil, argErr(p.Name, "must be a number, got %s", describe(v))
 		}
@@ -243,8 +243,9 @@ func nested(parent string, ae *ArgError) *ArgError {
 	return &ArgError{Arg: parent + "." + ae.Arg, Msg: ae.Msg}
 }
 
-// number accepts the number forms a decoded JSON value can take.
-func number(v any) (float64, bool) {
+// NumberValue accepts the number forms a decoded JSON value can take (a
+// finite float64, other Go number types, json.Number).
+func NumberValue(v any) (float64, bool) {
 	switch n := v.(type) {
 	case float64:
 		return n, !math.IsNaN(n) && !math.IsInf(n, 0)

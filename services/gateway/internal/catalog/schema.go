@@ -13,13 +13,22 @@ import (
 // checked by Parse and said in the descriptions.
 func (t Tool) InputSchema() json.RawMessage {
 	var b bytes.Buffer
-	b.WriteString(`{"type":"object","properties":{`)
+	b.WriteString(`{"type":"object",`)
+	writeProperties(&b, t.Params())
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// writeProperties writes the properties of an object schema, its
+// required list and additionalProperties false.
+func writeProperties(b *bytes.Buffer, params []Param) {
+	b.WriteString(`"properties":{`)
 	var required []string
-	for i, p := range t.Params() {
+	for i, p := range params {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		writeJSON(&b, p.Name)
+		writeJSON(b, p.Name)
 		b.WriteByte(':')
 		b.Write(p.schema())
 		if p.Required {
@@ -29,10 +38,9 @@ func (t Tool) InputSchema() json.RawMessage {
 	b.WriteByte('}')
 	if len(required) > 0 {
 		b.WriteString(`,"required":`)
-		writeJSON(&b, required)
+		writeJSON(b, required)
 	}
-	b.WriteString(`,"additionalProperties":false}`)
-	return b.Bytes()
+	b.WriteString(`,"additionalProperties":false`)
 }
 
 func (p Param) schema() []byte {
@@ -61,25 +69,8 @@ func (p Param) schema() []byte {
 		fmt.Fprintf(&b, `,"maxItems":%d`, p.MaxItems)
 	}
 	if p.Type == Object {
-		b.WriteString(`,"properties":{`)
-		var required []string
-		for i, f := range p.Fields {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeJSON(&b, f.Name)
-			b.WriteByte(':')
-			b.Write(f.schema())
-			if f.Required {
-				required = append(required, f.Name)
-			}
-		}
-		b.WriteByte('}')
-		if len(required) > 0 {
-			b.WriteString(`,"required":`)
-			writeJSON(&b, required)
-		}
-		b.WriteString(`,"additionalProperties":false`)
+		b.WriteByte(',')
+		writeProperties(&b, p.Fields)
 	}
 	b.WriteString(`,"description":`)
 	writeJSON(&b, p.Description)
