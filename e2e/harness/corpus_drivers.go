@@ -28,17 +28,14 @@ func (s SovereignDriver) Snapshot(ctx context.Context) (string, error) {
 	return s.call(ctx, "snapshot", nil)
 }
 
-// Add implements Driver: fill, then Enter.
+// Add implements Driver: fill with submit, which presses Enter in the
+// same call (one settle, one change report).
 func (s SovereignDriver) Add(ctx context.Context, ref, text string) (string, error) {
-	out, err := s.call(ctx, "fill", map[string]any{"ref": ref, "value": text})
-	if err != nil {
-		return out, err
-	}
-	return s.call(ctx, "press", map[string]any{"key": "Enter"})
+	return s.call(ctx, "fill", map[string]any{"ref": ref, "value": text, "submit": true})
 }
 
-// AddCalls implements Driver: fill and press.
-func (SovereignDriver) AddCalls() int { return 2 }
+// AddCalls implements Driver: one fill.
+func (SovereignDriver) AddCalls() int { return 1 }
 
 // Click implements Driver.
 func (s SovereignDriver) Click(ctx context.Context, ref string) (string, error) {

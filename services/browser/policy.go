@@ -97,8 +97,15 @@ func (s *session) navMark(id target.ID) guard.NavBlock {
 func navigates(req *browserv1.ToolRequest) bool {
 	switch req.GetTool().(type) {
 	case *browserv1.ToolRequest_Open, *browserv1.ToolRequest_Back, *browserv1.ToolRequest_Forward,
-		*browserv1.ToolRequest_Reload, *browserv1.ToolRequest_Click, *browserv1.ToolRequest_Press:
+		*browserv1.ToolRequest_Reload, *browserv1.ToolRequest_Click, *browserv1.ToolRequest_Press,
+		// A change handler, a drop or a click on a canvas may navigate too.
+		*browserv1.ToolRequest_SelectOption, *browserv1.ToolRequest_Check, *browserv1.ToolRequest_FillForm,
+		*browserv1.ToolRequest_Drag, *browserv1.ToolRequest_Mouse:
 		return true
+	case *browserv1.ToolRequest_Fill:
+		return req.GetFill().GetSubmit() // Enter submits the form
+	case *browserv1.ToolRequest_Type:
+		return req.GetType().GetSubmit()
 	}
 	return false
 }

@@ -202,7 +202,7 @@ window.swState = navigator.serviceWorker.register("/sw.js").then(r => "registere
 
 	// A click that navigates to a blocked host is FORBIDDEN too.
 	f.mustCall(s, openReq(home.URL+"/link"))
-	_, err = f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Element{By: &browserv1.Element_Selector{Selector: "#go"}}}})
+	_, err = f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Click{Element: &browserv1.Element{By: &browserv1.Element_Selector{Selector: "#go"}}}}})
 	wantCode(t, "click to a blocked host", err, commonv1.ErrorCode_FORBIDDEN, evil+"/clicked is blocked")
 
 	// A blocked iframe and fetch: the page loads, the fetch rejects, and
@@ -237,7 +237,7 @@ window.swState = navigator.serviceWorker.register("/sw.js").then(r => "registere
 	// Popups (window.open and target=_blank) are held until the policy
 	// covers them: their blocked first requests never go out.
 	f.mustCall(s, openReq(home.URL+"/popup"))
-	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Element{By: &browserv1.Element_Selector{Selector: "#blank"}}}})
+	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Click{Element: &browserv1.Element{By: &browserv1.Element_Selector{Selector: "#blank"}}}}})
 	f.waitBlocked(s, evil+"/opened", "Document")
 	f.waitBlocked(s, evil+"/blank", "Document")
 	if other.served("/opened") || other.served("/blank") {

@@ -15,7 +15,7 @@ import (
 
 // Operator secrets in tool calls.
 //
-// fill and type values and open and tab_new URLs may hold placeholders
+// fill and type values, fill_form values and open and tab_new URLs may hold placeholders
 // {{secrets.NAME}}. The worker puts the values in at the last moment, on a
 // copy of the request that never leaves this process, and scrubs every
 // result and error: any secret value in them (plain or encoded) becomes
@@ -52,6 +52,9 @@ func hasPlaceholder(s string) bool { return strings.Contains(s, "{{") }
 // withSecrets returns req with its placeholders replaced by the values,
 // or req itself when it has none. The copy must not leave the worker.
 func (w *Worker) withSecrets(req *browserv1.ToolRequest) (*browserv1.ToolRequest, error) {
+	if req.GetFillForm() != nil {
+		return w.formSecrets(req)
+	}
 	var field *string
 	switch t := req.GetTool().(type) {
 	case *browserv1.ToolRequest_Fill:
@@ -106,6 +109,41 @@ func (w *Worker) withSecrets(req *browserv1.ToolRequest) (*browserv1.ToolRequest
 		t.Open.Url = out
 	case *browserv1.ToolRequest_TabNew:
 		t.TabNew.Url = out
+	}
+	return cp, nil
+}
+
+// formSecrets is withSecrets for fill_form: each field's value may hold
+// placeholders.
+func (w *Worker) formSecrets(req *browserv1.ToolRequest) (*browserv1.ToolRequest, error) {
+	var cp *browserv1.ToolRequest
+	for i, f := range req.GetFillForm().GetFields() {
+		if f.Value == nil || !hasPlaceholder(f.GetValue()) {
+			continue
+		}
+		if w.secrets == nil {
+			if strings.Contains(f.GetValue(), "secrets.") {
+				return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
+					"this worker has no secret key, so {{secrets.NAME}} placeholders cannot be used: set %s or %s on the browser workers",
+					secrets.EnvKey, secrets.EnvKeyFile)
+			}
+			continue
+		}
+		out, used, err := w.secrets.Substitute(f.GetValue())
+		if err != nil {
+			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "fill_form field %d: %s", i+1, err.Error())
+		}
+		if len(used) == 0 {
+			continue
+		}
+		if cp == nil {
+			// As withSecrets: the caller's request keeps the placeholders.
+			cp = proto.Clone(req).(*browserv1.ToolRequest)
+		}
+		cp.GetFillForm().GetFields()[i].Value = &out
+	}
+	if cp == nil {
+		return req, nil
 	}
 	return cp, nil
 }

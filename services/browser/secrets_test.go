@@ -1,6 +1,13 @@
 package browser
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+)
 
 func TestPlaceholderOutsideHost(t *testing.T) {
 	for raw, ok := range map[string]bool{
@@ -20,5 +27,25 @@ func TestPlaceholderOutsideHost(t *testing.T) {
 		if err := placeholderOutsideHost(raw); (err == nil) != ok {
 			t.Errorf("%s: %v, want allowed %v", raw, err, ok)
 		}
+	}
+}
+
+// TestFormSecretsWithoutKey: a fill_form value with a placeholder on a
+// worker without a secret key fails, naming the missing key, and a form
+// without placeholders passes through untouched.
+func TestFormSecretsWithoutKey(t *testing.T) {
+	form := func(v string) *browserv1.ToolRequest {
+		return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_FillForm{FillForm: &browserv1.FillForm{Fields: []*browserv1.FormField{
+			{Element: &browserv1.Element{By: &browserv1.Element_Ref{Ref: "e1"}}, Checked: proto.Bool(true)},
+			{Element: &browserv1.Element{By: &browserv1.Element_Ref{Ref: "e2"}}, Value: proto.String(v)},
+		}}}}
+	}
+	w := &Worker{}
+	if _, err := w.withSecrets(form("{{secrets.PW}}")); err == nil || !strings.Contains(err.Error(), "no secret key") {
+		t.Errorf("withSecrets(fill_form with a placeholder) = %v, want the no-secret-key error", err)
+	}
+	req := form("plain")
+	if got, err := w.withSecrets(req); err != nil || got != req {
+		t.Errorf("withSecrets(fill_form without placeholders) = %v, %v; want the request itself", got, err)
 	}
 }

@@ -280,7 +280,7 @@ func TestTabs(t *testing.T) {
 
 	// A link with target=_blank opens a tab the session adopts; the
 	// click's result says so, with its index.
-	if got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Element{By: &browserv1.Element_Selector{Selector: "a"}}}}); !strings.Contains(got, "- the page opened a new tab: "+ts.URL+"/popup") ||
+	if got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Click{Element: &browserv1.Element{By: &browserv1.Element_Selector{Selector: "a"}}}}}); !strings.Contains(got, "- the page opened a new tab: "+ts.URL+"/popup") ||
 		!strings.Contains(got, "- new tab 2: "+ts.URL+"/popup (tab_switch 2 to use it)") {
 		t.Errorf("click on a target=_blank link = %q", got)
 	}
@@ -353,7 +353,7 @@ func TestTabClosedByPage(t *testing.T) {
 	ts := site(t)
 	s := f.mustOpen()
 	f.mustCall(s, openReq(ts.URL+"/opener"))
-	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Element{By: &browserv1.Element_Selector{Selector: "a"}}}})
+	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Click{Element: &browserv1.Element{By: &browserv1.Element_Selector{Selector: "a"}}}}})
 	deadline := time.Now().Add(10 * time.Second)
 	for strings.Count(f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabList{TabList: &browserv1.NoArgs{}}}), "\n") != 1 {
 		if time.Now().After(deadline) {

@@ -133,6 +133,10 @@ func TestPolicyFile(t *testing.T) {
 	if _, err := gateway.LoadPolicyFile(write("empty.yaml", "")); err != nil {
 		t.Errorf("empty file: %v", err)
 	}
+	// The form, pointer and reading tools can be made to need approval.
+	if _, err := gateway.LoadPolicyFile(write("forms.yaml", "approvals:\n  tools: [select_option, check, fill_form, drag, mouse, get_markdown]\n")); err != nil {
+		t.Errorf("approvals naming the form tools: %v", err)
+	}
 	for name, c := range map[string]struct{ body, want string }{
 		"typo.yaml":    {"urls:\n  alow: [a.example]\n", "field alow not found"},
 		"pattern.yaml": {"urls:\n  block: ['https://']\n", "urls.block"},

@@ -127,6 +127,23 @@ func TestSecretNeverLeaves(t *testing.T) {
 	if len(got) != 1 || got[0] != value {
 		t.Fatalf("the site received %q, want the secret's value", got)
 	}
+	// fill_form takes placeholders in its values too, and fill with
+	// submit sends the form with Enter.
+	call("open", map[string]any{"url": site.URL})
+	if r := call("fill_form", map[string]any{"fields": []any{
+		map[string]any{"selector": "input[name=user]", "value": "ada"},
+		map[string]any{"selector": "input[name=pw]", "value": "{{secrets.PASSWORD}}"},
+	}}); r.IsError {
+		t.Fatalf("fill_form with the secret: %s", text(r))
+	}
+	call("fill", map[string]any{"selector": "input[name=user]", "value": "ada", "submit": true})
+	call("wait_for", map[string]any{"selector": "#echo"})
+	mu.Lock()
+	got = append([]string(nil), received...)
+	mu.Unlock()
+	if len(got) != 2 || got[1] != value {
+		t.Fatalf("after fill_form the site received %q, want the secret's value twice", got)
+	}
 	echo := text(call("get_text", map[string]any{"selector": "#echo"}))
 	if !strings.Contains(echo, "{{secrets.PASSWORD}}") {
 		t.Errorf("get_text of the echo = %q, want the placeholder in place of the value", echo)

@@ -874,8 +874,11 @@ func (x *GetAttr) GetAttr() string {
 }
 
 type Eval struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Script        string                 `protobuf:"bytes,1,opt,name=script,proto3" json:"script,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Script string                 `protobuf:"bytes,1,opt,name=script,proto3" json:"script,omitempty"`
+	// When set, script is a function that receives this element
+	// ((el) => el.textContent) and its result is returned.
+	Element       *Element `protobuf:"bytes,2,opt,name=element,proto3" json:"element,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -917,10 +920,20 @@ func (x *Eval) GetScript() string {
 	return ""
 }
 
+func (x *Eval) GetElement() *Element {
+	if x != nil {
+		return x.Element
+	}
+	return nil
+}
+
 type Fill struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Element       *Element               `protobuf:"bytes,1,opt,name=element,proto3" json:"element,omitempty"`
-	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Element *Element               `protobuf:"bytes,1,opt,name=element,proto3" json:"element,omitempty"`
+	Value   string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// Press Enter in the field after the text, in the same call (one
+	// settle, one change report): submits a search box or a form.
+	Submit        bool `protobuf:"varint,3,opt,name=submit,proto3" json:"submit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -969,9 +982,18 @@ func (x *Fill) GetValue() string {
 	return ""
 }
 
+func (x *Fill) GetSubmit() bool {
+	if x != nil {
+		return x.Submit
+	}
+	return false
+}
+
 type Press struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// "" presses the key (down and up); "down" holds it, "up" lets it go.
+	Action        string `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1009,6 +1031,13 @@ func (*Press) Descriptor() ([]byte, []int) {
 func (x *Press) GetKey() string {
 	if x != nil {
 		return x.Key
+	}
+	return ""
+}
+
+func (x *Press) GetAction() string {
+	if x != nil {
+		return x.Action
 	}
 	return ""
 }
@@ -1206,10 +1235,19 @@ func (x *Wait) GetMs() int32 {
 	return 0
 }
 
+// WaitFor waits for exactly one condition.
 type WaitFor struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Selector      string                 `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
-	TimeoutMs     int32                  `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An element matching this CSS selector is visible.
+	Selector  string `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
+	TimeoutMs int32  `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// This text is visible on the page (case-insensitive).
+	Text string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	// This text is no longer visible on the page (case-insensitive).
+	TextGone string `protobuf:"bytes,4,opt,name=text_gone,json=textGone,proto3" json:"text_gone,omitempty"`
+	// The address of the page contains this text, or matches it as a glob
+	// when it has * or ? (** crosses slashes).
+	Url           string `protobuf:"bytes,5,opt,name=url,proto3" json:"url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1258,6 +1296,514 @@ func (x *WaitFor) GetTimeoutMs() int32 {
 	return 0
 }
 
+func (x *WaitFor) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *WaitFor) GetTextGone() string {
+	if x != nil {
+		return x.TextGone
+	}
+	return ""
+}
+
+func (x *WaitFor) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+// Click is click's element and how to click it.
+type Click struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Element *Element               `protobuf:"bytes,1,opt,name=element,proto3" json:"element,omitempty"`
+	// "left" (default), "right" or "middle".
+	Button string `protobuf:"bytes,2,opt,name=button,proto3" json:"button,omitempty"`
+	// 1 (default) or 2 for a double click (dblclick fires), at most 3.
+	ClickCount int32 `protobuf:"varint,3,opt,name=click_count,json=clickCount,proto3" json:"click_count,omitempty"`
+	// Modifier keys held during the click: Alt, Control, Meta, Shift.
+	Modifiers     []string `protobuf:"bytes,4,rep,name=modifiers,proto3" json:"modifiers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Click) Reset() {
+	*x = Click{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Click) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Click) ProtoMessage() {}
+
+func (x *Click) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Click.ProtoReflect.Descriptor instead.
+func (*Click) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Click) GetElement() *Element {
+	if x != nil {
+		return x.Element
+	}
+	return nil
+}
+
+func (x *Click) GetButton() string {
+	if x != nil {
+		return x.Button
+	}
+	return ""
+}
+
+func (x *Click) GetClickCount() int32 {
+	if x != nil {
+		return x.ClickCount
+	}
+	return 0
+}
+
+func (x *Click) GetModifiers() []string {
+	if x != nil {
+		return x.Modifiers
+	}
+	return nil
+}
+
+// SelectOption chooses options of a select element by value or label.
+type SelectOption struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Element *Element               `protobuf:"bytes,1,opt,name=element,proto3" json:"element,omitempty"`
+	// One value (or visible label) for a single select; several for a
+	// <select multiple>, which then has exactly these selected.
+	Values        []string `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SelectOption) Reset() {
+	*x = SelectOption{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SelectOption) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SelectOption) ProtoMessage() {}
+
+func (x *SelectOption) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SelectOption.ProtoReflect.Descriptor instead.
+func (*SelectOption) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SelectOption) GetElement() *Element {
+	if x != nil {
+		return x.Element
+	}
+	return nil
+}
+
+func (x *SelectOption) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// Check sets a checkbox, radio button or switch (native or ARIA) to a
+// state.
+type Check struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Element       *Element               `protobuf:"bytes,1,opt,name=element,proto3" json:"element,omitempty"`
+	Checked       bool                   `protobuf:"varint,2,opt,name=checked,proto3" json:"checked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Check) Reset() {
+	*x = Check{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Check) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Check) ProtoMessage() {}
+
+func (x *Check) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Check.ProtoReflect.Descriptor instead.
+func (*Check) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Check) GetElement() *Element {
+	if x != nil {
+		return x.Element
+	}
+	return nil
+}
+
+func (x *Check) GetChecked() bool {
+	if x != nil {
+		return x.Checked
+	}
+	return false
+}
+
+// FormField is one field of fill_form: exactly one of value (text
+// fields, and a select by value or label), checked (checkboxes, radios,
+// switches) or values (a select).
+type FormField struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Element       *Element               `protobuf:"bytes,1,opt,name=element,proto3" json:"element,omitempty"`
+	Value         *string                `protobuf:"bytes,2,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	Checked       *bool                  `protobuf:"varint,3,opt,name=checked,proto3,oneof" json:"checked,omitempty"`
+	Values        []string               `protobuf:"bytes,4,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FormField) Reset() {
+	*x = FormField{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FormField) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FormField) ProtoMessage() {}
+
+func (x *FormField) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FormField.ProtoReflect.Descriptor instead.
+func (*FormField) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *FormField) GetElement() *Element {
+	if x != nil {
+		return x.Element
+	}
+	return nil
+}
+
+func (x *FormField) GetValue() string {
+	if x != nil && x.Value != nil {
+		return *x.Value
+	}
+	return ""
+}
+
+func (x *FormField) GetChecked() bool {
+	if x != nil && x.Checked != nil {
+		return *x.Checked
+	}
+	return false
+}
+
+func (x *FormField) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// FillForm fills several fields in one call, in order, stopping at the
+// first that fails.
+type FillForm struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fields        []*FormField           `protobuf:"bytes,1,rep,name=fields,proto3" json:"fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FillForm) Reset() {
+	*x = FillForm{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FillForm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FillForm) ProtoMessage() {}
+
+func (x *FillForm) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FillForm.ProtoReflect.Descriptor instead.
+func (*FillForm) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *FillForm) GetFields() []*FormField {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+// Drag drags one element onto another: HTML5 drag and drop when the page
+// handles dragstart, else a pointer drag (press, moves, release).
+type Drag struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          *Element               `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            *Element               `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Drag) Reset() {
+	*x = Drag{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Drag) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Drag) ProtoMessage() {}
+
+func (x *Drag) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Drag.ProtoReflect.Descriptor instead.
+func (*Drag) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Drag) GetFrom() *Element {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *Drag) GetTo() *Element {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+// Mouse is one raw mouse action at a point of the viewport (CSS pixels),
+// for canvases and maps.
+type Mouse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "move", "down", "up", "click" or "wheel".
+	Action string  `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	X      float64 `protobuf:"fixed64,2,opt,name=x,proto3" json:"x,omitempty"`
+	Y      float64 `protobuf:"fixed64,3,opt,name=y,proto3" json:"y,omitempty"`
+	// Wheel distances in CSS pixels (wheel only).
+	Dx float64 `protobuf:"fixed64,4,opt,name=dx,proto3" json:"dx,omitempty"`
+	Dy float64 `protobuf:"fixed64,5,opt,name=dy,proto3" json:"dy,omitempty"`
+	// "left" (default), "right" or "middle" (down, up and click).
+	Button        string `protobuf:"bytes,6,opt,name=button,proto3" json:"button,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Mouse) Reset() {
+	*x = Mouse{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Mouse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Mouse) ProtoMessage() {}
+
+func (x *Mouse) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Mouse.ProtoReflect.Descriptor instead.
+func (*Mouse) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Mouse) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *Mouse) GetX() float64 {
+	if x != nil {
+		return x.X
+	}
+	return 0
+}
+
+func (x *Mouse) GetY() float64 {
+	if x != nil {
+		return x.Y
+	}
+	return 0
+}
+
+func (x *Mouse) GetDx() float64 {
+	if x != nil {
+		return x.Dx
+	}
+	return 0
+}
+
+func (x *Mouse) GetDy() float64 {
+	if x != nil {
+		return x.Dy
+	}
+	return 0
+}
+
+func (x *Mouse) GetButton() string {
+	if x != nil {
+		return x.Button
+	}
+	return ""
+}
+
+// GetMarkdown reads the page, or one element, as Markdown.
+type GetMarkdown struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The whole page when unset.
+	Element       *Element `protobuf:"bytes,1,opt,name=element,proto3" json:"element,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMarkdown) Reset() {
+	*x = GetMarkdown{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMarkdown) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMarkdown) ProtoMessage() {}
+
+func (x *GetMarkdown) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMarkdown.ProtoReflect.Descriptor instead.
+func (*GetMarkdown) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *GetMarkdown) GetElement() *Element {
+	if x != nil {
+		return x.Element
+	}
+	return nil
+}
+
 type Screenshot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "png" (default) or "jpeg".
@@ -1273,7 +1819,7 @@ type Screenshot struct {
 
 func (x *Screenshot) Reset() {
 	*x = Screenshot{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[22]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1831,7 @@ func (x *Screenshot) String() string {
 func (*Screenshot) ProtoMessage() {}
 
 func (x *Screenshot) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[22]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1844,7 @@ func (x *Screenshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Screenshot.ProtoReflect.Descriptor instead.
 func (*Screenshot) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{22}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Screenshot) GetFormat() string {
@@ -1338,7 +1884,8 @@ type ToolRequest struct {
 	// running the tool when it differs from the one in force.
 	Policy *UrlPolicy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	// How long a tool that can change the page (open, back, forward, reload,
-	// tab_new, click, press, fill, type) waits for the page to settle after
+	// tab_new, click, press, fill, type, select_option, check, fill_form,
+	// drag, mouse) waits for the page to settle after
 	// it, in milliseconds: unset for the worker's default, 0 to return as
 	// soon as the action (and a navigation it started) is done.
 	SettleMs *int32 `protobuf:"varint,3,opt,name=settle_ms,json=settleMs,proto3,oneof" json:"settle_ms,omitempty"`
@@ -1346,7 +1893,7 @@ type ToolRequest struct {
 	// the settled page (or its changed lines).
 	SnapshotAfter SnapshotAfter `protobuf:"varint,4,opt,name=snapshot_after,json=snapshotAfter,proto3,enum=sovereign.browser.v1.SnapshotAfter" json:"snapshot_after,omitempty"`
 	// The most characters of text the result may hold (snapshot, get_text,
-	// get_html, eval); 0 for the worker's default cap. Longer text is cut
+	// get_html, eval, get_markdown); 0 for the worker's default cap. Longer text is cut
 	// with a marker that says how much was left out and how to see it.
 	MaxChars int32 `protobuf:"varint,5,opt,name=max_chars,json=maxChars,proto3" json:"max_chars,omitempty"`
 	// Types that are valid to be assigned to Tool:
@@ -1379,6 +1926,12 @@ type ToolRequest struct {
 	//	*ToolRequest_Screenshot
 	//	*ToolRequest_BlockedRequests
 	//	*ToolRequest_SetIdentity
+	//	*ToolRequest_SelectOption
+	//	*ToolRequest_Check
+	//	*ToolRequest_FillForm
+	//	*ToolRequest_Drag
+	//	*ToolRequest_Mouse
+	//	*ToolRequest_GetMarkdown
 	//	*ToolRequest_GetStyles
 	Tool          isToolRequest_Tool `protobuf_oneof:"tool"`
 	unknownFields protoimpl.UnknownFields
@@ -1387,7 +1940,7 @@ type ToolRequest struct {
 
 func (x *ToolRequest) Reset() {
 	*x = ToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[23]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1952,7 @@ func (x *ToolRequest) String() string {
 func (*ToolRequest) ProtoMessage() {}
 
 func (x *ToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[23]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1965,7 @@ func (x *ToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRequest.ProtoReflect.Descriptor instead.
 func (*ToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{23}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ToolRequest) GetSessionId() string {
@@ -1556,7 +2109,7 @@ func (x *ToolRequest) GetEval() *Eval {
 	return nil
 }
 
-func (x *ToolRequest) GetClick() *Element {
+func (x *ToolRequest) GetClick() *Click {
 	if x != nil {
 		if x, ok := x.Tool.(*ToolRequest_Click); ok {
 			return x.Click
@@ -1709,6 +2262,60 @@ func (x *ToolRequest) GetSetIdentity() *SetIdentity {
 	return nil
 }
 
+func (x *ToolRequest) GetSelectOption() *SelectOption {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_SelectOption); ok {
+			return x.SelectOption
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetCheck() *Check {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_Check); ok {
+			return x.Check
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetFillForm() *FillForm {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_FillForm); ok {
+			return x.FillForm
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetDrag() *Drag {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_Drag); ok {
+			return x.Drag
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetMouse() *Mouse {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_Mouse); ok {
+			return x.Mouse
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetGetMarkdown() *GetMarkdown {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_GetMarkdown); ok {
+			return x.GetMarkdown
+		}
+	}
+	return nil
+}
+
 func (x *ToolRequest) GetGetStyles() *GetStyles {
 	if x != nil {
 		if x, ok := x.Tool.(*ToolRequest_GetStyles); ok {
@@ -1767,7 +2374,7 @@ type ToolRequest_Eval struct {
 }
 
 type ToolRequest_Click struct {
-	Click *Element `protobuf:"bytes,21,opt,name=click,proto3,oneof"`
+	Click *Click `protobuf:"bytes,21,opt,name=click,proto3,oneof"`
 }
 
 type ToolRequest_Fill struct {
@@ -1836,6 +2443,30 @@ type ToolRequest_SetIdentity struct {
 	SetIdentity *SetIdentity `protobuf:"bytes,37,opt,name=set_identity,json=setIdentity,proto3,oneof"`
 }
 
+type ToolRequest_SelectOption struct {
+	SelectOption *SelectOption `protobuf:"bytes,40,opt,name=select_option,json=selectOption,proto3,oneof"`
+}
+
+type ToolRequest_Check struct {
+	Check *Check `protobuf:"bytes,41,opt,name=check,proto3,oneof"`
+}
+
+type ToolRequest_FillForm struct {
+	FillForm *FillForm `protobuf:"bytes,42,opt,name=fill_form,json=fillForm,proto3,oneof"`
+}
+
+type ToolRequest_Drag struct {
+	Drag *Drag `protobuf:"bytes,43,opt,name=drag,proto3,oneof"`
+}
+
+type ToolRequest_Mouse struct {
+	Mouse *Mouse `protobuf:"bytes,44,opt,name=mouse,proto3,oneof"`
+}
+
+type ToolRequest_GetMarkdown struct {
+	GetMarkdown *GetMarkdown `protobuf:"bytes,45,opt,name=get_markdown,json=getMarkdown,proto3,oneof"`
+}
+
 type ToolRequest_GetStyles struct {
 	GetStyles *GetStyles `protobuf:"bytes,80,opt,name=get_styles,json=getStyles,proto3,oneof"`
 }
@@ -1896,6 +2527,18 @@ func (*ToolRequest_BlockedRequests) isToolRequest_Tool() {}
 
 func (*ToolRequest_SetIdentity) isToolRequest_Tool() {}
 
+func (*ToolRequest_SelectOption) isToolRequest_Tool() {}
+
+func (*ToolRequest_Check) isToolRequest_Tool() {}
+
+func (*ToolRequest_FillForm) isToolRequest_Tool() {}
+
+func (*ToolRequest_Drag) isToolRequest_Tool() {}
+
+func (*ToolRequest_Mouse) isToolRequest_Tool() {}
+
+func (*ToolRequest_GetMarkdown) isToolRequest_Tool() {}
+
 func (*ToolRequest_GetStyles) isToolRequest_Tool() {}
 
 // GetStyles reads an element's computed style and the CSS rules that
@@ -1913,7 +2556,7 @@ type GetStyles struct {
 
 func (x *GetStyles) Reset() {
 	*x = GetStyles{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +2568,7 @@ func (x *GetStyles) String() string {
 func (*GetStyles) ProtoMessage() {}
 
 func (x *GetStyles) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2581,7 @@ func (x *GetStyles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStyles.ProtoReflect.Descriptor instead.
 func (*GetStyles) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{24}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetStyles) GetElement() *Element {
@@ -1977,7 +2620,7 @@ type SetIdentity struct {
 
 func (x *SetIdentity) Reset() {
 	*x = SetIdentity{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +2632,7 @@ func (x *SetIdentity) String() string {
 func (*SetIdentity) ProtoMessage() {}
 
 func (x *SetIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +2645,7 @@ func (x *SetIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
 func (*SetIdentity) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{25}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetIdentity) GetPubkey() string {
@@ -2023,7 +2666,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2678,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2691,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{26}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Image) GetMimeType() string {
@@ -2079,7 +2722,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2734,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2747,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{27}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -2164,7 +2807,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2176,7 +2819,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2189,7 +2832,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{28}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -2251,7 +2894,7 @@ type HTTPToolRequest struct {
 
 func (x *HTTPToolRequest) Reset() {
 	*x = HTTPToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2263,7 +2906,7 @@ func (x *HTTPToolRequest) String() string {
 func (*HTTPToolRequest) ProtoMessage() {}
 
 func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2276,7 +2919,7 @@ func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
 func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{29}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HTTPToolRequest) GetTool() string {
@@ -2355,7 +2998,7 @@ type HTTPToolResponse struct {
 
 func (x *HTTPToolResponse) Reset() {
 	*x = HTTPToolResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +3010,7 @@ func (x *HTTPToolResponse) String() string {
 func (*HTTPToolResponse) ProtoMessage() {}
 
 func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +3023,7 @@ func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
 func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{30}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *HTTPToolResponse) GetStatusCode() int32 {
@@ -2443,7 +3086,7 @@ type RestoreSessionRequest struct {
 
 func (x *RestoreSessionRequest) Reset() {
 	*x = RestoreSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +3098,7 @@ func (x *RestoreSessionRequest) String() string {
 func (*RestoreSessionRequest) ProtoMessage() {}
 
 func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +3111,7 @@ func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{31}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RestoreSessionRequest) GetOldSessionId() string {
@@ -2522,7 +3165,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2534,7 +3177,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2547,7 +3190,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{32}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WorkerLoad) GetWorkerId() string {
@@ -2655,14 +3298,17 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x04find\x18\x04 \x01(\tR\x04find\"V\n" +
 	"\aGetAttr\x127\n" +
 	"\aelement\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\x12\x12\n" +
-	"\x04attr\x18\x02 \x01(\tR\x04attr\"\x1e\n" +
+	"\x04attr\x18\x02 \x01(\tR\x04attr\"W\n" +
 	"\x04Eval\x12\x16\n" +
-	"\x06script\x18\x01 \x01(\tR\x06script\"U\n" +
+	"\x06script\x18\x01 \x01(\tR\x06script\x127\n" +
+	"\aelement\x18\x02 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"m\n" +
 	"\x04Fill\x127\n" +
 	"\aelement\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x19\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
+	"\x06submit\x18\x03 \x01(\bR\x06submit\"1\n" +
 	"\x05Press\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\">\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\">\n" +
 	"\x06Scroll\x12\x1c\n" +
 	"\tdirection\x18\x01 \x01(\tR\tdirection\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\x05R\x06amount\"\x1a\n" +
@@ -2672,17 +3318,54 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x1b\n" +
 	"\thas_index\x18\x02 \x01(\bR\bhasIndex\"\x16\n" +
 	"\x04Wait\x12\x0e\n" +
-	"\x02ms\x18\x01 \x01(\x05R\x02ms\"D\n" +
+	"\x02ms\x18\x01 \x01(\x05R\x02ms\"\x87\x01\n" +
 	"\aWaitFor\x12\x1a\n" +
 	"\bselector\x18\x01 \x01(\tR\bselector\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\"\x94\x01\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x12\x1b\n" +
+	"\ttext_gone\x18\x04 \x01(\tR\btextGone\x12\x10\n" +
+	"\x03url\x18\x05 \x01(\tR\x03url\"\x97\x01\n" +
+	"\x05Click\x127\n" +
+	"\aelement\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\x12\x16\n" +
+	"\x06button\x18\x02 \x01(\tR\x06button\x12\x1f\n" +
+	"\vclick_count\x18\x03 \x01(\x05R\n" +
+	"clickCount\x12\x1c\n" +
+	"\tmodifiers\x18\x04 \x03(\tR\tmodifiers\"_\n" +
+	"\fSelectOption\x127\n" +
+	"\aelement\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\x12\x16\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\"Z\n" +
+	"\x05Check\x127\n" +
+	"\aelement\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\x12\x18\n" +
+	"\achecked\x18\x02 \x01(\bR\achecked\"\xac\x01\n" +
+	"\tFormField\x127\n" +
+	"\aelement\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\x12\x19\n" +
+	"\x05value\x18\x02 \x01(\tH\x00R\x05value\x88\x01\x01\x12\x1d\n" +
+	"\achecked\x18\x03 \x01(\bH\x01R\achecked\x88\x01\x01\x12\x16\n" +
+	"\x06values\x18\x04 \x03(\tR\x06valuesB\b\n" +
+	"\x06_valueB\n" +
+	"\n" +
+	"\b_checked\"C\n" +
+	"\bFillForm\x127\n" +
+	"\x06fields\x18\x01 \x03(\v2\x1f.sovereign.browser.v1.FormFieldR\x06fields\"h\n" +
+	"\x04Drag\x121\n" +
+	"\x04from\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\x04from\x12-\n" +
+	"\x02to\x18\x02 \x01(\v2\x1d.sovereign.browser.v1.ElementR\x02to\"s\n" +
+	"\x05Mouse\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x12\f\n" +
+	"\x01x\x18\x02 \x01(\x01R\x01x\x12\f\n" +
+	"\x01y\x18\x03 \x01(\x01R\x01y\x12\x0e\n" +
+	"\x02dx\x18\x04 \x01(\x01R\x02dx\x12\x0e\n" +
+	"\x02dy\x18\x05 \x01(\x01R\x02dy\x12\x16\n" +
+	"\x06button\x18\x06 \x01(\tR\x06button\"F\n" +
+	"\vGetMarkdown\x127\n" +
+	"\aelement\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\x94\x01\n" +
 	"\n" +
 	"Screenshot\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\x9f\x0f\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\x8b\x12\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
@@ -2701,8 +3384,8 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\bget_text\x18\x11 \x01(\v2\x1d.sovereign.browser.v1.ElementH\x00R\agetText\x12:\n" +
 	"\bget_html\x18\x12 \x01(\v2\x1d.sovereign.browser.v1.ElementH\x00R\agetHtml\x12:\n" +
 	"\bget_attr\x18\x13 \x01(\v2\x1d.sovereign.browser.v1.GetAttrH\x00R\agetAttr\x120\n" +
-	"\x04eval\x18\x14 \x01(\v2\x1a.sovereign.browser.v1.EvalH\x00R\x04eval\x125\n" +
-	"\x05click\x18\x15 \x01(\v2\x1d.sovereign.browser.v1.ElementH\x00R\x05click\x120\n" +
+	"\x04eval\x18\x14 \x01(\v2\x1a.sovereign.browser.v1.EvalH\x00R\x04eval\x123\n" +
+	"\x05click\x18\x15 \x01(\v2\x1b.sovereign.browser.v1.ClickH\x00R\x05click\x120\n" +
 	"\x04fill\x18\x16 \x01(\v2\x1a.sovereign.browser.v1.FillH\x00R\x04fill\x120\n" +
 	"\x04type\x18\x17 \x01(\v2\x1a.sovereign.browser.v1.FillH\x00R\x04type\x123\n" +
 	"\x05press\x18\x18 \x01(\v2\x1b.sovereign.browser.v1.PressH\x00R\x05press\x126\n" +
@@ -2721,7 +3404,13 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"screenshot\x18# \x01(\v2 .sovereign.browser.v1.ScreenshotH\x00R\n" +
 	"screenshot\x12I\n" +
 	"\x10blocked_requests\x18$ \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0fblockedRequests\x12F\n" +
-	"\fset_identity\x18% \x01(\v2!.sovereign.browser.v1.SetIdentityH\x00R\vsetIdentity\x12@\n" +
+	"\fset_identity\x18% \x01(\v2!.sovereign.browser.v1.SetIdentityH\x00R\vsetIdentity\x12I\n" +
+	"\rselect_option\x18( \x01(\v2\".sovereign.browser.v1.SelectOptionH\x00R\fselectOption\x123\n" +
+	"\x05check\x18) \x01(\v2\x1b.sovereign.browser.v1.CheckH\x00R\x05check\x12=\n" +
+	"\tfill_form\x18* \x01(\v2\x1e.sovereign.browser.v1.FillFormH\x00R\bfillForm\x120\n" +
+	"\x04drag\x18+ \x01(\v2\x1a.sovereign.browser.v1.DragH\x00R\x04drag\x123\n" +
+	"\x05mouse\x18, \x01(\v2\x1b.sovereign.browser.v1.MouseH\x00R\x05mouse\x12F\n" +
+	"\fget_markdown\x18- \x01(\v2!.sovereign.browser.v1.GetMarkdownH\x00R\vgetMarkdown\x12@\n" +
 	"\n" +
 	"get_styles\x18P \x01(\v2\x1f.sovereign.browser.v1.GetStylesH\x00R\tgetStylesB\x06\n" +
 	"\x04toolB\f\n" +
@@ -2799,7 +3488,7 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(SnapshotAfter)(0),            // 0: sovereign.browser.v1.SnapshotAfter
 	(*OpenSessionRequest)(nil),    // 1: sovereign.browser.v1.OpenSessionRequest
@@ -2824,67 +3513,90 @@ var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*TabIndex)(nil),              // 20: sovereign.browser.v1.TabIndex
 	(*Wait)(nil),                  // 21: sovereign.browser.v1.Wait
 	(*WaitFor)(nil),               // 22: sovereign.browser.v1.WaitFor
-	(*Screenshot)(nil),            // 23: sovereign.browser.v1.Screenshot
-	(*ToolRequest)(nil),           // 24: sovereign.browser.v1.ToolRequest
-	(*GetStyles)(nil),             // 25: sovereign.browser.v1.GetStyles
-	(*SetIdentity)(nil),           // 26: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                 // 27: sovereign.browser.v1.Image
-	(*Content)(nil),               // 28: sovereign.browser.v1.Content
-	(*ToolResult)(nil),            // 29: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),       // 30: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),      // 31: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil), // 32: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),            // 33: sovereign.browser.v1.WorkerLoad
-	nil,                           // 34: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(*Click)(nil),                 // 23: sovereign.browser.v1.Click
+	(*SelectOption)(nil),          // 24: sovereign.browser.v1.SelectOption
+	(*Check)(nil),                 // 25: sovereign.browser.v1.Check
+	(*FormField)(nil),             // 26: sovereign.browser.v1.FormField
+	(*FillForm)(nil),              // 27: sovereign.browser.v1.FillForm
+	(*Drag)(nil),                  // 28: sovereign.browser.v1.Drag
+	(*Mouse)(nil),                 // 29: sovereign.browser.v1.Mouse
+	(*GetMarkdown)(nil),           // 30: sovereign.browser.v1.GetMarkdown
+	(*Screenshot)(nil),            // 31: sovereign.browser.v1.Screenshot
+	(*ToolRequest)(nil),           // 32: sovereign.browser.v1.ToolRequest
+	(*GetStyles)(nil),             // 33: sovereign.browser.v1.GetStyles
+	(*SetIdentity)(nil),           // 34: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                 // 35: sovereign.browser.v1.Image
+	(*Content)(nil),               // 36: sovereign.browser.v1.Content
+	(*ToolResult)(nil),            // 37: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),       // 38: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),      // 39: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil), // 40: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),            // 41: sovereign.browser.v1.WorkerLoad
+	nil,                           // 42: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	3,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
 	2,  // 1: sovereign.browser.v1.UrlPolicy.tiers:type_name -> sovereign.browser.v1.UrlRules
 	10, // 2: sovereign.browser.v1.GetAttr.element:type_name -> sovereign.browser.v1.Element
-	10, // 3: sovereign.browser.v1.Fill.element:type_name -> sovereign.browser.v1.Element
-	10, // 4: sovereign.browser.v1.Screenshot.element:type_name -> sovereign.browser.v1.Element
-	3,  // 5: sovereign.browser.v1.ToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	0,  // 6: sovereign.browser.v1.ToolRequest.snapshot_after:type_name -> sovereign.browser.v1.SnapshotAfter
-	12, // 7: sovereign.browser.v1.ToolRequest.open:type_name -> sovereign.browser.v1.Open
-	11, // 8: sovereign.browser.v1.ToolRequest.back:type_name -> sovereign.browser.v1.NoArgs
-	11, // 9: sovereign.browser.v1.ToolRequest.forward:type_name -> sovereign.browser.v1.NoArgs
-	11, // 10: sovereign.browser.v1.ToolRequest.reload:type_name -> sovereign.browser.v1.NoArgs
-	11, // 11: sovereign.browser.v1.ToolRequest.get_url:type_name -> sovereign.browser.v1.NoArgs
-	11, // 12: sovereign.browser.v1.ToolRequest.get_title:type_name -> sovereign.browser.v1.NoArgs
-	13, // 13: sovereign.browser.v1.ToolRequest.snapshot:type_name -> sovereign.browser.v1.Snapshot
-	10, // 14: sovereign.browser.v1.ToolRequest.get_text:type_name -> sovereign.browser.v1.Element
-	10, // 15: sovereign.browser.v1.ToolRequest.get_html:type_name -> sovereign.browser.v1.Element
-	14, // 16: sovereign.browser.v1.ToolRequest.get_attr:type_name -> sovereign.browser.v1.GetAttr
-	15, // 17: sovereign.browser.v1.ToolRequest.eval:type_name -> sovereign.browser.v1.Eval
-	10, // 18: sovereign.browser.v1.ToolRequest.click:type_name -> sovereign.browser.v1.Element
-	16, // 19: sovereign.browser.v1.ToolRequest.fill:type_name -> sovereign.browser.v1.Fill
-	16, // 20: sovereign.browser.v1.ToolRequest.type:type_name -> sovereign.browser.v1.Fill
-	17, // 21: sovereign.browser.v1.ToolRequest.press:type_name -> sovereign.browser.v1.Press
-	18, // 22: sovereign.browser.v1.ToolRequest.scroll:type_name -> sovereign.browser.v1.Scroll
-	10, // 23: sovereign.browser.v1.ToolRequest.hover:type_name -> sovereign.browser.v1.Element
-	10, // 24: sovereign.browser.v1.ToolRequest.focus:type_name -> sovereign.browser.v1.Element
-	11, // 25: sovereign.browser.v1.ToolRequest.close:type_name -> sovereign.browser.v1.NoArgs
-	11, // 26: sovereign.browser.v1.ToolRequest.tab_list:type_name -> sovereign.browser.v1.NoArgs
-	19, // 27: sovereign.browser.v1.ToolRequest.tab_new:type_name -> sovereign.browser.v1.TabNew
-	20, // 28: sovereign.browser.v1.ToolRequest.tab_switch:type_name -> sovereign.browser.v1.TabIndex
-	20, // 29: sovereign.browser.v1.ToolRequest.tab_close:type_name -> sovereign.browser.v1.TabIndex
-	21, // 30: sovereign.browser.v1.ToolRequest.wait:type_name -> sovereign.browser.v1.Wait
-	22, // 31: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
-	23, // 32: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
-	11, // 33: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	26, // 34: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
-	25, // 35: sovereign.browser.v1.ToolRequest.get_styles:type_name -> sovereign.browser.v1.GetStyles
-	10, // 36: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
-	27, // 37: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	28, // 38: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	34, // 39: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	3,  // 40: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	3,  // 41: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	10, // 3: sovereign.browser.v1.Eval.element:type_name -> sovereign.browser.v1.Element
+	10, // 4: sovereign.browser.v1.Fill.element:type_name -> sovereign.browser.v1.Element
+	10, // 5: sovereign.browser.v1.Click.element:type_name -> sovereign.browser.v1.Element
+	10, // 6: sovereign.browser.v1.SelectOption.element:type_name -> sovereign.browser.v1.Element
+	10, // 7: sovereign.browser.v1.Check.element:type_name -> sovereign.browser.v1.Element
+	10, // 8: sovereign.browser.v1.FormField.element:type_name -> sovereign.browser.v1.Element
+	26, // 9: sovereign.browser.v1.FillForm.fields:type_name -> sovereign.browser.v1.FormField
+	10, // 10: sovereign.browser.v1.Drag.from:type_name -> sovereign.browser.v1.Element
+	10, // 11: sovereign.browser.v1.Drag.to:type_name -> sovereign.browser.v1.Element
+	10, // 12: sovereign.browser.v1.GetMarkdown.element:type_name -> sovereign.browser.v1.Element
+	10, // 13: sovereign.browser.v1.Screenshot.element:type_name -> sovereign.browser.v1.Element
+	3,  // 14: sovereign.browser.v1.ToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	0,  // 15: sovereign.browser.v1.ToolRequest.snapshot_after:type_name -> sovereign.browser.v1.SnapshotAfter
+	12, // 16: sovereign.browser.v1.ToolRequest.open:type_name -> sovereign.browser.v1.Open
+	11, // 17: sovereign.browser.v1.ToolRequest.back:type_name -> sovereign.browser.v1.NoArgs
+	11, // 18: sovereign.browser.v1.ToolRequest.forward:type_name -> sovereign.browser.v1.NoArgs
+	11, // 19: sovereign.browser.v1.ToolRequest.reload:type_name -> sovereign.browser.v1.NoArgs
+	11, // 20: sovereign.browser.v1.ToolRequest.get_url:type_name -> sovereign.browser.v1.NoArgs
+	11, // 21: sovereign.browser.v1.ToolRequest.get_title:type_name -> sovereign.browser.v1.NoArgs
+	13, // 22: sovereign.browser.v1.ToolRequest.snapshot:type_name -> sovereign.browser.v1.Snapshot
+	10, // 23: sovereign.browser.v1.ToolRequest.get_text:type_name -> sovereign.browser.v1.Element
+	10, // 24: sovereign.browser.v1.ToolRequest.get_html:type_name -> sovereign.browser.v1.Element
+	14, // 25: sovereign.browser.v1.ToolRequest.get_attr:type_name -> sovereign.browser.v1.GetAttr
+	15, // 26: sovereign.browser.v1.ToolRequest.eval:type_name -> sovereign.browser.v1.Eval
+	23, // 27: sovereign.browser.v1.ToolRequest.click:type_name -> sovereign.browser.v1.Click
+	16, // 28: sovereign.browser.v1.ToolRequest.fill:type_name -> sovereign.browser.v1.Fill
+	16, // 29: sovereign.browser.v1.ToolRequest.type:type_name -> sovereign.browser.v1.Fill
+	17, // 30: sovereign.browser.v1.ToolRequest.press:type_name -> sovereign.browser.v1.Press
+	18, // 31: sovereign.browser.v1.ToolRequest.scroll:type_name -> sovereign.browser.v1.Scroll
+	10, // 32: sovereign.browser.v1.ToolRequest.hover:type_name -> sovereign.browser.v1.Element
+	10, // 33: sovereign.browser.v1.ToolRequest.focus:type_name -> sovereign.browser.v1.Element
+	11, // 34: sovereign.browser.v1.ToolRequest.close:type_name -> sovereign.browser.v1.NoArgs
+	11, // 35: sovereign.browser.v1.ToolRequest.tab_list:type_name -> sovereign.browser.v1.NoArgs
+	19, // 36: sovereign.browser.v1.ToolRequest.tab_new:type_name -> sovereign.browser.v1.TabNew
+	20, // 37: sovereign.browser.v1.ToolRequest.tab_switch:type_name -> sovereign.browser.v1.TabIndex
+	20, // 38: sovereign.browser.v1.ToolRequest.tab_close:type_name -> sovereign.browser.v1.TabIndex
+	21, // 39: sovereign.browser.v1.ToolRequest.wait:type_name -> sovereign.browser.v1.Wait
+	22, // 40: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
+	31, // 41: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
+	11, // 42: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
+	34, // 43: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	24, // 44: sovereign.browser.v1.ToolRequest.select_option:type_name -> sovereign.browser.v1.SelectOption
+	25, // 45: sovereign.browser.v1.ToolRequest.check:type_name -> sovereign.browser.v1.Check
+	27, // 46: sovereign.browser.v1.ToolRequest.fill_form:type_name -> sovereign.browser.v1.FillForm
+	28, // 47: sovereign.browser.v1.ToolRequest.drag:type_name -> sovereign.browser.v1.Drag
+	29, // 48: sovereign.browser.v1.ToolRequest.mouse:type_name -> sovereign.browser.v1.Mouse
+	30, // 49: sovereign.browser.v1.ToolRequest.get_markdown:type_name -> sovereign.browser.v1.GetMarkdown
+	33, // 50: sovereign.browser.v1.ToolRequest.get_styles:type_name -> sovereign.browser.v1.GetStyles
+	10, // 51: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
+	35, // 52: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	36, // 53: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	42, // 54: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	3,  // 55: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	3,  // 56: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	57, // [57:57] is the sub-list for method output_type
+	57, // [57:57] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -2896,7 +3608,8 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*Element_Ref)(nil),
 		(*Element_Selector)(nil),
 	}
-	file_sovereign_browser_v1_browser_proto_msgTypes[23].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[25].OneofWrappers = []any{}
+	file_sovereign_browser_v1_browser_proto_msgTypes[31].OneofWrappers = []any{
 		(*ToolRequest_Open)(nil),
 		(*ToolRequest_Back)(nil),
 		(*ToolRequest_Forward)(nil),
@@ -2925,9 +3638,15 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_Screenshot)(nil),
 		(*ToolRequest_BlockedRequests)(nil),
 		(*ToolRequest_SetIdentity)(nil),
+		(*ToolRequest_SelectOption)(nil),
+		(*ToolRequest_Check)(nil),
+		(*ToolRequest_FillForm)(nil),
+		(*ToolRequest_Drag)(nil),
+		(*ToolRequest_Mouse)(nil),
+		(*ToolRequest_GetMarkdown)(nil),
 		(*ToolRequest_GetStyles)(nil),
 	}
-	file_sovereign_browser_v1_browser_proto_msgTypes[27].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[35].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 	}
@@ -2937,7 +3656,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -56,11 +56,39 @@
 // event fired), whatever the page then does with it, and fails only when
 // the field could not take text (disabled, read-only, not editable, gone,
 // a number field given something else, no input event). type appends with
-// real key events.
+// real key events. fill and type with submit press Enter afterwards, in
+// the same call.
+//
+// # Forms, pointer and reading (forms.go, pointer.go, forms.js)
+//
+// select_option selects options of a select by value or visible label
+// (exactly these, for a multiple select) and fires input and change once.
+// check sets a checkbox, radio or switch, native or ARIA (aria-checked),
+// to a state: already there, it does nothing; otherwise it clicks the
+// element with real mouse events and verifies the new state (a native
+// input without a box, behind a styled label, gets a synthetic click).
+// fill_form fills several fields in order with one settle, and stops at
+// the first that fails, saying which were done. click takes a button, a
+// click count (2 fires dblclick) and modifiers. drag presses on its
+// source and moves towards its target: when the page starts an HTML5 drag
+// (dragstart), Chromium hands it over (Input.setInterceptDrags) and the
+// drop is sent as drag events; otherwise the moves go on in steps and the
+// button is released on the target, which drives sliders and sortable
+// lists. mouse sends one raw action at a viewport point, checked against
+// the viewport. press with action down holds a key; a held modifier also
+// applies to later key presses, clicks and mouse actions until it goes up.
+//
+// get_markdown renders the page or an element as Markdown in the
+// isolated world (forms.js, installed on first use), leaving out scripts,
+// styles, form controls and hidden elements, cut in the page at the
+// text cap. eval with an element calls the script, a function, with the
+// element in the page's main world. wait_for waits for one of a selector,
+// a visible text, a text that goes away, or a URL (substring or glob).
 //
 // # Settling and the change report
 //
-// open, back, forward, reload, click, press, fill and type settle
+// open, back, forward, reload, click, press, fill, type, select_option,
+// check, fill_form, drag and mouse settle
 // (settle.go): a navigation they started commits and loads, then the page
 // must be quiet (no request in flight, no DOM mutation for 50 ms) when
 // anything happened after the action (a page that changed during the

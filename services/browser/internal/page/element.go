@@ -15,7 +15,7 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-	"go.opentelemetry.io/otel/attribute"
+	"github.com/chromedp/chromedp/kb"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
@@ -112,8 +112,8 @@ func (t *Tab) resolveSelector(ctx context.Context, sel string) (*elem, error) {
 }
 
 // onElement runs the JavaScript function fn with this bound to the element
-// that el names and decodes its result into out, in one round trip to the
-// page: finding the element and reading it happen in the same call, and no
+// that el names and decodes its result (awaited, when it is a promise) into
+// out, in one round trip to the page: finding the element and reading it happen in the same call, and no
 // remote object is made. It returns how messages name the element and the
 // ref prefix of its frame.
 func (t *Tab) onElement(ctx context.Context, el *browserv1.Element, tool, fn string, out any, args ...any) (what, prefix string, err error) {
@@ -150,7 +150,8 @@ func (t *Tab) onElement(ctx context.Context, el *browserv1.Element, tool, fn str
 			try { el = document.querySelector(sel); } catch (e) { return {badCSS: String(e.message || e)}; }
 		}
 		if (!el) return {missing: true};
-		return {v: (`+fn+`).apply(el, [prefix].concat(args))};
+		const v = (`+fn+`).apply(el, [prefix].concat(args));
+		return v instanceof Promise ? v.then((v) => ({v})) : {v};
 	}`, &r, kind, n, key, prefix, args)
 	switch {
 	case err != nil && kind == "ref" && (isFrameGone(err) || isJSError(err)):
@@ -355,35 +356,6 @@ func quadCenter(q dom.Quad) (x, y float64, ok bool) {
 	return (q[0] + q[2] + q[4] + q[6]) / 4, (q[1] + q[3] + q[5] + q[7]) / 4, true
 }
 
-// click clicks the centre of an element with real mouse events, then waits
-// for a navigation that the click started.
-func (t *Tab) click(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
-	x, y, info, err := t.locate(ctx, el, "click")
-	if err != nil {
-		return nil, err
-	}
-	w, stop, err := t.watchNav(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
-	// No mouseMoved first: Chromium delivers moves with the next animation
-	// frame (~16 ms each), and a press at a new point already fires the
-	// boundary events (mouseover, mouseenter) and updates :hover.
-	mctx, span := startSpan(ctx, spanClick, attribute.Bool("sovereign.click.covered", info.Covered != ""))
-	t.call.inputAt = time.Now()
-	err = mouse(mctx, x, y, input.DispatchMouseEventTypeMousePressed, input.DispatchMouseEventTypeMouseReleased)
-	endSpan(span, err)
-	if err != nil {
-		return nil, err
-	}
-	msg := "Clicked " + info.Desc
-	if info.Covered != "" {
-		msg += fmt.Sprintf(" — but %s covers its centre, so that element got the click", info.Covered)
-	}
-	return t.acted(ctx, w, msg)
-}
-
 // hover moves the mouse to the centre of an element.
 func (t *Tab) hover(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
 	x, y, info, err := t.locate(ctx, el, "hover")
@@ -506,7 +478,8 @@ func sensitive(res *browserv1.ToolResult) *browserv1.ToolResult {
 }
 
 // fill replaces the value of a form field (or contenteditable element) so
-// that input and change events fire as if a user typed it. The value of a
+// that input and change events fire as if a user typed it, and with submit
+// presses Enter in it afterwards, in the same settle. The value of a
 // password field (see inputPrep.Secret) is not in the result, which says
 // SensitiveInput.
 //
@@ -516,66 +489,89 @@ func sensitive(res *browserv1.ToolResult) *browserv1.ToolResult {
 // field holds now when that differs. It fails only when the field could
 // not take text: disabled, read-only, not editable, detached, a number
 // field given something that is not a number, or no input event at all.
-func (t *Tab) fill(ctx context.Context, el *browserv1.Element, value string) (*browserv1.ToolResult, error) {
+func (t *Tab) fill(ctx context.Context, f *browserv1.Fill) (*browserv1.ToolResult, error) {
+	w, stop, err := t.watchNav(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	msg, secret, err := t.fillField(ctx, f.GetElement(), f.GetValue(), "fill")
+	if err != nil {
+		return nil, err
+	}
+	if f.GetSubmit() {
+		if msg, err = t.submit(ctx, msg); err != nil {
+			return nil, err
+		}
+	}
+	res, err := t.acted(ctx, w, msg)
+	if err == nil && secret {
+		sensitive(res)
+	}
+	return res, err
+}
+
+// submit presses Enter in the focused element (the field just filled),
+// as a person does to send a search or a form, and adds it to msg.
+func (t *Tab) submit(ctx context.Context, msg string) (string, error) {
+	t.call.inputAt = time.Now()
+	if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.Enter)); err != nil {
+		return "", err
+	}
+	return msg + "; then pressed Enter", nil
+}
+
+// fillField does the work of fill without settling: the caller watches
+// for a navigation and settles once (fill, fill_form). It returns what to
+// say and whether the field is a secret one.
+func (t *Tab) fillField(ctx context.Context, el *browserv1.Element, value, tool string) (msg string, secret bool, err error) {
 	// Three round trips and no remote object: find, describe and prepare
 	// the field (focus it, select its text); insert the text as typing
 	// would; fire change and read back what the field holds.
 	var p inputPrep
 	// A select or a date-like field takes its value in this first call.
 	t.call.inputAt = time.Now()
-	what, prefix, err := t.onElement(ctx, el, "fill", `function(pre, v) {
+	what, prefix, err := t.onElement(ctx, el, tool, `function(pre, v) {
 		const desc = __sov.describe(this, pre);
 		return Object.assign(__sov.prepareInput(this, v, 'fill'), {desc});
 	}`, &p, value)
 	if err != nil {
-		return nil, err
+		return "", false, err
 	}
 	desc := t.noteDesc(p.Desc)
 	e := &elem{what: what, prefix: prefix}
-	if err := inputError(p, e, desc, "fill", value); err != nil {
-		return nil, err
+	if err := inputError(p, e, desc, tool, value); err != nil {
+		return "", false, err
 	}
-	w, stop, err := t.watchNav(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
 	var note string
 	if p.Insert {
 		t.call.inputAt = time.Now()
 		if _, err := chromedp.Call(ctx, input.InsertText, input.InsertTextParams{Text: value}); err != nil {
-			return nil, err
+			return "", false, err
 		}
 		// The field the text went to, not the ref again: the page may
 		// have replaced the element by now.
 		var f filled
 		frame, _ := t.frameByNum(frameOfPrefix(prefix))
 		if err := t.callWorld(ctx, frame, `function() { return __sov.finishFill(null, true); }`, &f); err != nil && !contextGone(err) && !isFrameGone(err) {
-			return nil, err
+			return "", false, err
 		}
 		switch {
 		case f.BadNumber:
-			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "fill: %s (%s) is a number field and takes only a number, not %s", what, desc, p.shown(value))
+			return "", false, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: %s (%s) is a number field and takes only a number, not %s", tool, what, desc, p.shown(value))
 		case !f.Accepted && !f.Gone && value != "":
-			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "fill: %s (%s) did not take the text: no input event fired, so the page blocks typing into it (its value is %q)", what, desc, clipTo(f.Value, 200))
+			return "", false, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: %s (%s) did not take the text: no input event fired, so the page blocks typing into it (its value is %q)", tool, what, desc, clipTo(f.Value, 200))
 		}
 		p.finish(f)
 		note = fillNote(p, f, value)
 	}
-	var msg string
 	switch {
 	case p.Secret != "":
-		msg = fmt.Sprintf("Filled %s (%s)%s", desc, p.hiddenNote(), note)
+		return fmt.Sprintf("Filled %s (%s)%s", desc, p.hiddenNote(), note), true, nil
 	case note != "":
-		msg = fmt.Sprintf("Filled %s with %s%s", desc, p.shown(value), note)
-	default:
-		msg = fmt.Sprintf("Filled %s; its value is now %q", desc, clipTo(p.Value, 200))
+		return fmt.Sprintf("Filled %s with %s%s", desc, p.shown(value), note), false, nil
 	}
-	res, err := t.acted(ctx, w, msg)
-	if err == nil && p.Secret != "" {
-		sensitive(res)
-	}
-	return res, err
+	return fmt.Sprintf("Filled %s; its value is now %q", desc, clipTo(p.Value, 200)), false, nil
 }
 
 // fillNote says what became of the text after the field took it, when
@@ -600,9 +596,11 @@ func frameOfPrefix(prefix string) int {
 	return n
 }
 
-// typeText appends text to a form field with real key events. Like fill,
-// it keeps the text out of the result for a password field.
-func (t *Tab) typeText(ctx context.Context, el *browserv1.Element, value string) (*browserv1.ToolResult, error) {
+// typeText appends text to a form field with real key events, and with
+// submit presses Enter afterwards in the same settle. Like fill, it keeps
+// the text out of the result for a password field.
+func (t *Tab) typeText(ctx context.Context, f *browserv1.Fill) (*browserv1.ToolResult, error) {
+	el, value := f.GetElement(), f.GetValue()
 	e, err := t.resolve(ctx, el, "type")
 	if err != nil {
 		return nil, err
@@ -624,22 +622,30 @@ func (t *Tab) typeText(ctx context.Context, el *browserv1.Element, value string)
 		}
 		return fmt.Sprintf("Typed %q into %s; its value is now %q", value, desc, p.Value)
 	}
-	if p.Insert {
+	if p.Insert || f.GetSubmit() {
 		w, stop, err := t.watchNav(ctx)
 		if err != nil {
 			return nil, err
 		}
 		defer stop()
-		t.call.inputAt = time.Now()
-		if err := chromedp.Do(ctx, chromedp.KeyEvent(value)); err != nil {
-			return nil, err
+		if p.Insert {
+			t.call.inputAt = time.Now()
+			if err := chromedp.Do(ctx, chromedp.KeyEvent(value)); err != nil {
+				return nil, err
+			}
+			var got filled
+			if err := callOn(ctx, e.obj, `function() { return __sov.finishFill(this, true); }`, &got); err != nil && !contextGone(err) {
+				return nil, err
+			}
+			p.finish(got)
 		}
-		var f filled
-		if err := callOn(ctx, e.obj, `function() { return __sov.finishFill(this, true); }`, &f); err != nil && !contextGone(err) {
-			return nil, err
+		text := msg()
+		if f.GetSubmit() {
+			if text, err = t.submit(ctx, text); err != nil {
+				return nil, err
+			}
 		}
-		p.finish(f)
-		res, err := t.acted(ctx, w, msg())
+		res, err := t.acted(ctx, w, text)
 		if err == nil && p.Secret != "" {
 			sensitive(res)
 		}
@@ -664,8 +670,11 @@ func inputError(p inputPrep, e *elem, desc, tool, value string) error {
 	case "not-editable":
 		return bad("is not a text field; %s needs an input, textarea, select or contenteditable element", tool)
 	case "input-type":
+		if (p.Type == "checkbox" || p.Type == "radio") && tool == "fill_form" {
+			return bad("is a %s; give it checked (true or false) in place of value", p.Type)
+		}
 		if p.Type == "checkbox" || p.Type == "radio" {
-			return bad("is a %s; use click to change it", p.Type)
+			return bad("is a %s; use check (or click) to change it", p.Type)
 		}
 		return bad("is an input of type %s, which takes no text; use click", p.Type)
 	case "disabled":

@@ -173,7 +173,7 @@ func TestFill(t *testing.T) {
 		parts            []string
 	}{
 		{"button", "#btn", "x", []string{"is not a text field"}},
-		{"checkbox", "#agree", "x", []string{"is a checkbox; use click"}},
+		{"checkbox", "#agree", "x", []string{"is a checkbox; use check (or click)"}},
 		{"disabled", "#off", "x", []string{"is disabled"}},
 		{"readonly", "#ro", "x", []string{"is read-only"}},
 		{"missing_option", "#color", "Purple", []string{`has no option "Purple"`, "Red, Green, Blue"}},

@@ -5,11 +5,13 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/chromedp/cdproto"
+	"github.com/chromedp/cdproto/dom"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"go.opentelemetry.io/otel/attribute"
@@ -56,6 +58,13 @@ func (t *Tab) eval(ctx context.Context, script string) (*browserv1.ToolResult, e
 			return nil, err
 		}
 	}
+	return t.evalResult(ctx, obj, exc)
+}
+
+// evalResult turns what a script returned (or threw) into the result of
+// eval: its value as JSON text, cut at the call's cap, and as
+// {"type", "value"} in the structured result.
+func (t *Tab) evalResult(ctx context.Context, obj *runtime.RemoteObject, exc *runtime.ExceptionDetails) (*browserv1.ToolResult, error) {
 	if exc != nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_SCRIPT_ERROR, "the script threw %s", exceptionText(exc))
 	}
@@ -79,6 +88,67 @@ func (t *Tab) eval(ctx context.Context, script string) (*browserv1.ToolResult, e
 		return nil, err
 	}
 	return &browserv1.ToolResult{Content: []*browserv1.Content{textContent(text)}, StructuredJson: out}, nil
+}
+
+// evalOn runs script, a function, with the element that el names, in the
+// page's main world (where the page's own variables are): (el) =>
+// el.textContent. The element is handed over under a one-time global name
+// that the expression deletes before it calls the function, so the call
+// is an ordinary evaluation that V8 stops at the deadline.
+func (t *Tab) evalOn(ctx context.Context, el *browserv1.Element, script string) (*browserv1.ToolResult, error) {
+	if strings.TrimSpace(script) == "" {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "eval needs script, a function of the element such as (el) => el.textContent")
+	}
+	e, err := t.resolve(ctx, el, "eval")
+	if err != nil {
+		return nil, err
+	}
+	node, err := chromedp.Call(ctx, dom.DescribeNode, dom.DescribeNodeParams{ObjectID: e.obj})
+	if err != nil {
+		return nil, fmt.Errorf("eval: describe %s: %w", e.what, err)
+	}
+	// Without an execution context, DOM.resolveNode answers in the main
+	// world of the element's frame.
+	main, err := chromedp.Call(ctx, dom.ResolveNode, dom.ResolveNodeParams{BackendNodeID: node.Node.BackendNodeID, ObjectGroup: objectGroup})
+	if err != nil || main.Object == nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s is no longer in the page; take a new snapshot", e.what)
+	}
+	fn := "(\n" + script + "\n)"
+	check := "if (typeof f !== 'function') throw new TypeError('with an element, script must be a function of it, such as (el) => el.textContent');\n"
+	if e.prefix != "" {
+		// An element in a frame: called on it directly, in its frame's
+		// main world (V8's deadline does not reach this call).
+		r, err := chromedp.Call(ctx, runtime.CallFunctionOn, runtime.CallFunctionOnParams{
+			FunctionDeclaration: "function() { const f = " + fn + ";\n" + check + "return f(this); }",
+			ObjectID:            main.Object.ObjectID, ObjectGroup: objectGroup, AwaitPromise: new(true), Silent: new(true),
+		})
+		if err != nil {
+			return nil, err
+		}
+		t.madeObjects = true
+		return t.evalResult(ctx, r.Result, r.ExceptionDetails)
+	}
+	key := fmt.Sprintf("__sovEvalEl%d", time.Now().UnixNano())
+	if err := callOn(ctx, main.Object.ObjectID, `function(k) { Object.defineProperty(globalThis, k, {value: this, configurable: true}); }`, nil, key); err != nil {
+		return nil, err
+	}
+	k, _ := json.Marshal(key)
+	obj, exc, err := evaluate(ctx, "(() => { const el = globalThis["+string(k)+"]; delete globalThis["+string(k)+"];\n"+
+		"const f = "+fn+";\n"+check+"return f(el); })()", false)
+	if err != nil {
+		return nil, err
+	}
+	if exc != nil && isCompileError(exc) {
+		// The expression never ran, so the element is still parked.
+		_, _, _ = evaluate(ctx, "delete globalThis["+string(k)+"]", false)
+	}
+	t.madeObjects = true
+	if exc == nil && obj != nil && obj.Subtype == runtime.RemoteObjectSubtypePromise {
+		if obj, exc, err = awaitPromise(ctx, obj.ObjectID); err != nil {
+			return nil, err
+		}
+	}
+	return t.evalResult(ctx, obj, exc)
 }
 
 // evaluate evaluates expr in the main world of the main frame. V8 stops a

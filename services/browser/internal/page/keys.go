@@ -97,12 +97,16 @@ func parseKey(s string) (rune, []chromedp.Modifier, error) {
 	return r, mods, nil
 }
 
-// press sends one key press (with modifiers) to the focused element, then
-// waits for a navigation that it started (Enter in a form).
+// press sends one key press (with modifiers, and those held by press
+// down) to the focused element, then waits for a navigation that it
+// started (Enter in a form).
 func (t *Tab) press(ctx context.Context, key string) (*browserv1.ToolResult, error) {
 	r, mods, err := parseKey(key)
 	if err != nil {
 		return nil, err
+	}
+	if t.pointer.mods != 0 {
+		mods = append(mods, chromedp.Modifier(t.pointer.mods))
 	}
 	w, stop, err := t.watchNav(ctx)
 	if err != nil {

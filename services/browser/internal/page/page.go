@@ -70,6 +70,9 @@ type Tab struct {
 	// holder of sem uses them.
 	call     callState
 	lastSnap []string
+	// pointer is what the mouse and keyboard hold between tools (mouse
+	// down, press down). Only the holder of sem uses it.
+	pointer pointerState
 
 	// mu guards the fields below, which the event listener also writes.
 	mu        sync.Mutex
@@ -250,15 +253,18 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 	case *browserv1.ToolRequest_GetAttr:
 		return t.getAttr(ctx, x.GetAttr.GetElement(), x.GetAttr.GetAttr())
 	case *browserv1.ToolRequest_Eval:
+		if x.Eval.GetElement() != nil {
+			return t.evalOn(ctx, x.Eval.GetElement(), x.Eval.GetScript())
+		}
 		return t.eval(ctx, x.Eval.GetScript())
 	case *browserv1.ToolRequest_Click:
 		return t.click(ctx, x.Click)
 	case *browserv1.ToolRequest_Fill:
-		return t.fill(ctx, x.Fill.GetElement(), x.Fill.GetValue())
+		return t.fill(ctx, x.Fill)
 	case *browserv1.ToolRequest_Type:
-		return t.typeText(ctx, x.Type.GetElement(), x.Type.GetValue())
+		return t.typeText(ctx, x.Type)
 	case *browserv1.ToolRequest_Press:
-		return t.press(ctx, x.Press.GetKey())
+		return t.pressKey(ctx, x.Press)
 	case *browserv1.ToolRequest_Scroll:
 		return t.scroll(ctx, x.Scroll.GetDirection(), x.Scroll.GetAmount())
 	case *browserv1.ToolRequest_Hover:
@@ -268,9 +274,21 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 	case *browserv1.ToolRequest_Wait:
 		return t.wait(ctx, x.Wait.GetMs())
 	case *browserv1.ToolRequest_WaitFor:
-		return t.waitFor(ctx, x.WaitFor.GetSelector(), x.WaitFor.GetTimeoutMs())
+		return t.waitFor(ctx, x.WaitFor)
 	case *browserv1.ToolRequest_Screenshot:
 		return t.screenshot(ctx, x.Screenshot)
+	case *browserv1.ToolRequest_SelectOption:
+		return t.selectOption(ctx, x.SelectOption)
+	case *browserv1.ToolRequest_Check:
+		return t.check(ctx, x.Check)
+	case *browserv1.ToolRequest_FillForm:
+		return t.fillForm(ctx, x.FillForm)
+	case *browserv1.ToolRequest_GetMarkdown:
+		return t.getMarkdown(ctx, x.GetMarkdown)
+	case *browserv1.ToolRequest_Drag:
+		return t.drag(ctx, x.Drag)
+	case *browserv1.ToolRequest_Mouse:
+		return t.mouseAction(ctx, x.Mouse)
 	case *browserv1.ToolRequest_Close, *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew,
 		*browserv1.ToolRequest_TabSwitch, *browserv1.ToolRequest_TabClose:
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,

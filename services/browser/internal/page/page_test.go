@@ -149,7 +149,7 @@ func sel(s string) *browserv1.Element {
 }
 
 func clickReq(el *browserv1.Element) *browserv1.ToolRequest {
-	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: el}}
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Click{Element: el}}}
 }
 
 func hoverReq(el *browserv1.Element) *browserv1.ToolRequest {

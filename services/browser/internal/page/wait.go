@@ -2,6 +2,9 @@ package page
 
 import (
 	"context"
+	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,34 +57,30 @@ type found struct {
 	Desc    string `json:"desc"`
 }
 
-// waitFor waits until an element that matches selector is visible in the
-// main frame, for timeoutMs (default 10000) and never past the request
-// deadline. It keeps looking across navigations.
-func (t *Tab) waitFor(ctx context.Context, selector string, timeoutMs int32) (*browserv1.ToolResult, error) {
-	selector = strings.TrimSpace(selector)
-	if selector == "" {
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "wait_for needs selector, a CSS selector such as #results")
+// waitFor waits until its one condition holds (see waitCondition), for
+// timeout_ms (default 10000) and never past the request deadline. It keeps
+// looking across navigations.
+func (t *Tab) waitFor(ctx context.Context, w *browserv1.WaitFor) (*browserv1.ToolResult, error) {
+	if w.GetTimeoutMs() < 0 {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "wait_for needs timeout_ms >= 0, not %d", w.GetTimeoutMs())
 	}
-	if timeoutMs < 0 {
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "wait_for needs timeout_ms >= 0, not %d", timeoutMs)
+	cond, err := t.waitCondition(w)
+	if err != nil {
+		return nil, err
 	}
 	limit := defaultWaitFor
-	if timeoutMs > 0 {
-		limit = time.Duration(timeoutMs) * time.Millisecond
+	if w.GetTimeoutMs() > 0 {
+		limit = time.Duration(w.GetTimeoutMs()) * time.Millisecond
 	}
 	start := time.Now()
 	deadline := softDeadline(ctx, limit)
-	var last *found
 	for {
-		f, err := t.find(ctx, selector)
+		done, msg, err := cond.check(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if f != nil && f.Visible {
-			return textResult("Found %s: %s (after %d ms)", selector, t.noteDesc(f.Desc), time.Since(start).Milliseconds()), nil
-		}
-		if f != nil {
-			last = f
+		if done {
+			return textResult("%s (after %d ms)", msg, time.Since(start).Milliseconds()), nil
 		}
 		wait := min(pollEvery, time.Until(deadline))
 		if wait <= 0 {
@@ -98,10 +97,152 @@ func (t *Tab) waitFor(ctx context.Context, selector string, timeoutMs int32) (*b
 	if limit > time.Since(start)+pollEvery {
 		why = "the request deadline"
 	}
-	if last != nil {
-		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "wait_for: %q matches an element, but it stayed hidden for %d ms (%s)", selector, waited, why)
+	return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "wait_for: %s within %d ms (%s)%s", cond.notYet(), waited, why, cond.hint)
+}
+
+// waitCond is one condition of wait_for: check looks once and says
+// whether it holds and what to answer; notYet says what did not happen.
+type waitCond struct {
+	check  func(ctx context.Context) (bool, string, error)
+	notYet func() string
+	hint   string
+}
+
+// waitCondition returns the one condition of w: an element matching a CSS
+// selector is visible, a text is visible on the page or gone from it
+// (case-insensitive, the main frame's innerText), or the page's address
+// contains a text or matches a glob.
+func (t *Tab) waitCondition(w *browserv1.WaitFor) (*waitCond, error) {
+	sel, text, gone, url := strings.TrimSpace(w.GetSelector()), w.GetText(), w.GetTextGone(), strings.TrimSpace(w.GetUrl())
+	n := 0
+	for _, s := range []string{sel, strings.TrimSpace(text), strings.TrimSpace(gone), url} {
+		if s != "" {
+			n++
+		}
 	}
-	return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "wait_for: no element matched %q within %d ms (%s); check the selector or take a snapshot", selector, waited, why)
+	switch {
+	case n == 0:
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "wait_for needs one condition: selector (CSS, such as #results), text, text_gone or url")
+	case n > 1:
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "wait_for takes exactly one condition (selector, text, text_gone or url), not %d; call it once per condition", n)
+	case len(text) > maxWaitText || len(gone) > maxWaitText:
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "wait_for: the text may be at most %d bytes (maxWaitText)", maxWaitText)
+	case sel != "":
+		return t.selectorCond(sel), nil
+	case url != "":
+		return t.urlCond(url)
+	case strings.TrimSpace(text) != "":
+		return t.textCond(text, true), nil
+	}
+	return t.textCond(gone, false), nil
+}
+
+// maxWaitText is the longest text wait_for looks for.
+const maxWaitText = 1000
+
+func (t *Tab) selectorCond(selector string) *waitCond {
+	var last *found
+	return &waitCond{
+		check: func(ctx context.Context) (bool, string, error) {
+			f, err := t.find(ctx, selector)
+			if err != nil || f == nil {
+				return false, "", err
+			}
+			last = f
+			return f.Visible, fmt.Sprintf("Found %s: %s", selector, t.noteDesc(f.Desc)), nil
+		},
+		notYet: func() string {
+			if last != nil {
+				return fmt.Sprintf("%q matches an element, but it stayed hidden", selector)
+			}
+			return fmt.Sprintf("no element matched %q", selector)
+		},
+		hint: "; check the selector or take a snapshot",
+	}
+}
+
+// textCond waits for text to be visible in the main frame (want) or to be
+// gone from it.
+func (t *Tab) textCond(text string, want bool) *waitCond {
+	quoted := strconv.Quote(clipTo(text, 200))
+	return &waitCond{
+		check: func(ctx context.Context) (bool, string, error) {
+			var has bool
+			err := t.callWorld(ctx, t.main(), `function(s) {
+				const b = document.body;
+				return !!b && b.innerText.toLowerCase().includes(s);
+			}`, &has, strings.ToLower(strings.TrimSpace(text)))
+			if err != nil {
+				if ctx.Err() != nil {
+					return false, "", err
+				}
+				return false, "", nil // the page is navigating; look again
+			}
+			if want {
+				return has, "Found the text " + quoted, nil
+			}
+			return !has, "The text " + quoted + " is gone", nil
+		},
+		notYet: func() string {
+			if want {
+				return "the text " + quoted + " did not show up"
+			}
+			return "the text " + quoted + " stayed on the page"
+		},
+		hint: "; take a snapshot or get_text to see what the page shows",
+	}
+}
+
+// urlCond waits for the page's address to contain pattern, or to match it
+// as a glob when it has * or ? (* stays within a path segment, ** does not).
+func (t *Tab) urlCond(pattern string) (*waitCond, error) {
+	match := func(u string) bool { return strings.Contains(u, pattern) }
+	if strings.ContainsAny(pattern, "*?") {
+		re, err := globRegexp(pattern)
+		if err != nil {
+			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "wait_for: url glob %q is not valid: %v", pattern, err)
+		}
+		match = re.MatchString
+	}
+	var last string
+	return &waitCond{
+		check: func(ctx context.Context) (bool, string, error) {
+			u, err := t.currentURL(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return false, "", err
+				}
+				return false, "", nil
+			}
+			last = u
+			return match(u), "The URL is " + clipTo(u, maxURL), nil
+		},
+		notYet: func() string {
+			return fmt.Sprintf("the URL did not match %q (it is %s)", pattern, clipTo(last, maxURL))
+		},
+	}, nil
+}
+
+// globRegexp turns a URL glob into an anchored regular expression: **
+// matches anything, * anything but a slash, ? one character.
+func globRegexp(glob string) (*regexp.Regexp, error) {
+	var b strings.Builder
+	b.WriteString("^")
+	for i := 0; i < len(glob); i++ {
+		switch {
+		case strings.HasPrefix(glob[i:], "**"):
+			b.WriteString(".*")
+			i++
+		case glob[i] == '*':
+			b.WriteString("[^/]*")
+		case glob[i] == '?':
+			b.WriteString(".")
+		default:
+			b.WriteString(regexp.QuoteMeta(glob[i : i+1]))
+		}
+	}
+	b.WriteString("$")
+	return regexp.Compile(b.String())
 }
 
 // find looks once for selector in the main frame. A page between two

@@ -84,7 +84,7 @@ func TestWaitFor(t *testing.T) {
 	_, err = call(t, tab, waitForReq("((", 0))
 	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, `selector "((" is not valid CSS`)
 	_, err = call(t, tab, waitForReq(" ", 0))
-	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "wait_for needs selector")
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "wait_for needs one condition")
 	_, err = call(t, tab, waitForReq("#x", -5))
 	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "timeout_ms >= 0")
 

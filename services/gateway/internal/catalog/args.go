@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -16,6 +17,10 @@ const (
 	String  Type = "string"
 	Integer Type = "integer"
 	Boolean Type = "boolean"
+	Number  Type = "number"
+	// Array parameters hold Items; Object ones (as items) hold Fields.
+	Array  Type = "array"
+	Object Type = "object"
 )
 
 // Param is one argument of a tool. The JSON input schema, the argument
@@ -34,6 +39,12 @@ type Param struct {
 	// AcceptBool lets a string parameter with an Enum that holds "true"
 	// and "false" take a JSON boolean too (snapshot: true or "diff").
 	AcceptBool bool
+	// Items is the type of an array's members; MaxItems bounds its length
+	// when set.
+	Items    *Param
+	MaxItems int
+	// Fields are the members of an object.
+	Fields []Param
 }
 
 // ArgError is a bad argument; its message names the argument.
@@ -54,7 +65,8 @@ func argErr(arg, format string, a ...any) *ArgError {
 }
 
 // Args are checked arguments: each present value has its parameter's Go
-// type (string, int64 or bool), and absent ones with a default have it.
+// type (string, int64, float64, bool, []any of those or Args for an
+// array, Args for an object), and absent ones with a default have it.
 type Args map[string]any
 
 func (a Args) str(name string) string {
@@ -70,6 +82,35 @@ func (a Args) integer(name string) (int64, bool) {
 func (a Args) boolean(name string) bool {
 	b, _ := a[name].(bool)
 	return b
+}
+
+func (a Args) number(name string) (float64, bool) {
+	n, ok := a[name].(float64)
+	return n, ok
+}
+
+// strings returns an array of strings.
+func (a Args) strings(name string) []string {
+	list, _ := a[name].([]any)
+	out := make([]string, 0, len(list))
+	for _, v := range list {
+		if s, ok := v.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// objects returns an array of objects.
+func (a Args) objects(name string) []Args {
+	list, _ := a[name].([]any)
+	out := make([]Args, 0, len(list))
+	for _, v := range list {
+		if o, ok := v.(Args); ok {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // check validates raw call arguments against params.
@@ -144,8 +185,83 @@ func convert(p Param, v any) (any, error) {
 			return nil, argErr(p.Name, "must be at most %d, got %d", *p.Max, n)
 		}
 		return n, nil
+	case Number:
+		f, ok := NumberValue(v)
+		if !ok {
+			return nil, argErr(p.Name, "must be a number, got %s", describe(v))
+		}
+		return f, nil
+	case Array:
+		return convertArray(p, v)
+	case Object:
+		if _, ok := v.(map[string]any); !ok {
+			return nil, argErr(p.Name, "must be an object, got %s", JSONType(v))
+		}
+		args, err := check(p.Fields, v)
+		if err != nil {
+			var ae *ArgError
+			if errors.As(err, &ae) {
+				return nil, nested(p.Name, ae)
+			}
+			return nil, err
+		}
+		return args, nil
 	}
 	return nil, argErr(p.Name, "has unsupported type %s", p.Type)
+}
+
+// convertArray checks an array and each of its members.
+func convertArray(p Param, v any) (any, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, argErr(p.Name, "must be an array, got %s", JSONType(v))
+	}
+	if p.MaxItems > 0 && len(list) > p.MaxItems {
+		return nil, argErr(p.Name, "may hold at most %d items, got %d", p.MaxItems, len(list))
+	}
+	out := make([]any, len(list))
+	for i, item := range list {
+		ip := *p.Items
+		ip.Name = fmt.Sprintf("%s[%d]", p.Name, i)
+		if item == nil {
+			return nil, argErr(ip.Name, "must not be null")
+		}
+		got, err := convert(ip, item)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = got
+	}
+	return out, nil
+}
+
+// nested names a member's argument error by its path (fields[0].ref).
+func nested(parent string, ae *ArgError) *ArgError {
+	if ae.Arg == "" {
+		return &ArgError{Arg: parent, Msg: ae.Msg}
+	}
+	return &ArgError{Arg: parent + "." + ae.Arg, Msg: ae.Msg}
+}
+
+// NumberValue accepts the number forms a decoded JSON value can take (a
+// finite float64, other Go number types, json.Number).
+func NumberValue(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, !math.IsNaN(n) && !math.IsInf(n, 0)
+	case float32:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	return 0, false
 }
 
 // wholeNumber accepts the number forms a decoded JSON value can take and

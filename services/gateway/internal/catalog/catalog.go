@@ -19,9 +19,9 @@ import (
 const SessionParam = "session"
 
 // TypedArguments are the arguments that carry text a tool types into the
-// page (the value of fill and type): when it went into a password field the
-// audit trail records them as hidden.
-var TypedArguments = []string{"value"}
+// page (the value of fill and type, the fields of fill_form): when it went
+// into a password field the audit trail records them as hidden.
+var TypedArguments = []string{"value", "fields"}
 
 // Tool is one browser tool.
 type Tool struct {
@@ -208,15 +208,15 @@ func fillTool(set func(*browserv1.ToolRequest, *browserv1.Fill)) func(Args) (*br
 			return nil, err
 		}
 		r := &browserv1.ToolRequest{}
-		set(r, &browserv1.Fill{Element: el, Value: a.str("value")})
+		set(r, &browserv1.Fill{Element: el, Value: a.str("value"), Submit: a.boolean("submit")})
 		return r, nil
 	}
 }
 
 // tools is the catalog: the identity tools (login.go), then the browser
-// tools, then the agent tools (agent.go), then the system tools
+// tools, the form, pointer and reading tools (forms.go), then the agent tools (agent.go), then the system tools
 // (system.go).
-var tools = slices.Concat(identityTools, browserTools, agentTools, systemTools)
+var tools = slices.Concat(identityTools, browserTools, formTools, agentTools, systemTools)
 
 var browserTools = withSettle([]Tool{
 	// Navigation.
@@ -350,22 +350,53 @@ var browserTools = withSettle([]Tool{
 	{
 		Name: "eval", Title: "Run JavaScript",
 		Description: "Run JavaScript in the current page and return its result (a returned promise is awaited). " +
-			"Use it for inspection or interaction the other tools do not cover.",
-		params: []Param{{Name: "script", Type: String, Required: true, Description: "JavaScript expression or statements to run"}},
+			"Use it for inspection or interaction the other tools do not cover. With ref or selector, script is a " +
+			"function that receives the element: (el) => el.value.",
+		params: append([]Param{{Name: "script", Type: String, Required: true, Description: "JavaScript expression or statements " +
+			"to run; with an element, a function that receives it: (el) => el.textContent"}},
+			elementParams("; script is then a function called with this element")...),
 		build: func(a Args) (*browserv1.ToolRequest, error) {
 			s, err := nonEmpty(a, "script")
 			if err != nil {
 				return nil, err
 			}
-			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Eval{Eval: &browserv1.Eval{Script: s}}}, nil
+			el, err := element(a, false)
+			if err != nil {
+				return nil, err
+			}
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Eval{Eval: &browserv1.Eval{Script: s, Element: el}}}, nil
 		},
 	},
 
 	// Interaction.
 	{
-		Name: "click", Title: "Click", Description: "Click an element, named by ref (or target) or CSS selector.",
-		params: elementParams(""),
-		build:  elementTool(func(r *browserv1.ToolRequest, e *browserv1.Element) { r.Tool = &browserv1.ToolRequest_Click{Click: e} }),
+		Name: "click", Title: "Click",
+		Description: "Click an element, named by ref (or target) or CSS selector: with the left button by default, " +
+			"or right (context menu) or middle; click_count 2 double-clicks (dblclick fires); modifiers are held during the click.",
+		params: append(elementParams(""),
+			Param{Name: "button", Type: String, Default: "left", Enum: []string{"left", "right", "middle"}, Description: "Mouse button"},
+			Param{Name: "click_count", Type: Integer, Default: 1, Min: bound(1), Max: bound(3), Description: "1 for a click, 2 for a double click"},
+			Param{Name: "modifiers", Type: Array, Items: &Param{Type: String, Enum: modifierKeys}, MaxItems: len(modifierKeys),
+				Description: "Keys held during the click, e.g. [\"Shift\"] or [\"Control\"] (Meta is Command on a Mac)"}),
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			el, err := requireElement(a)
+			if err != nil {
+				return nil, err
+			}
+			// The defaults travel as zero values: a plain click stays a
+			// plain request.
+			c := &browserv1.Click{Element: el, Modifiers: a.strings("modifiers")}
+			if b := a.str("button"); b != "left" {
+				c.Button = b
+			}
+			if n, _ := a.integer("click_count"); n > 1 {
+				c.ClickCount = int32(n)
+			}
+			if len(c.Modifiers) == 0 {
+				c.Modifiers = nil
+			}
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: c}}, nil
+		},
 	},
 	{
 		Name: "fill", Title: "Fill input", TypesText: true,
@@ -373,23 +404,32 @@ var browserTools = withSettle([]Tool{
 			"the page then does with it (an app that adds an item on change and empties the field is fine: the result " +
 			"says what the field holds now); it fails, naming the cause, only when the field cannot take text (disabled, " +
 			"read-only, not editable, gone, a number field given something that is not a number, or no input event at all).",
-		params: append(elementParams(""), Param{Name: "value", Type: String, Required: true, Description: "Text to put in the input (empty clears it)"}),
+		params: append(elementParams(""), Param{Name: "value", Type: String, Required: true, Description: "Text to put in the input (empty clears it)"}, submitParam),
 		build:  fillTool(func(r *browserv1.ToolRequest, f *browserv1.Fill) { r.Tool = &browserv1.ToolRequest_Fill{Fill: f} }),
 	},
 	{
 		Name: "type", Title: "Type text", Description: "Type text into an element with key events (appends to its current value).", TypesText: true,
-		params: append(elementParams(""), Param{Name: "value", Type: String, Required: true, Description: "Text to type"}),
+		params: append(elementParams(""), Param{Name: "value", Type: String, Required: true, Description: "Text to type"}, submitParam),
 		build:  fillTool(func(r *browserv1.ToolRequest, f *browserv1.Fill) { r.Tool = &browserv1.ToolRequest_Type{Type: f} }),
 	},
 	{
-		Name: "press", Title: "Press key", Description: "Press a keyboard key in the focused element, e.g. Enter, Tab, Escape, ArrowDown.",
-		params: []Param{{Name: "key", Type: String, Required: true, Description: "Key name, e.g. Enter, Tab, Escape, ArrowDown, a"}},
+		Name: "press", Title: "Press key",
+		Description: "Press a keyboard key in the focused element, e.g. Enter, Tab, Escape, ArrowDown. action down holds " +
+			"the key (a held Shift, Control, Alt or Meta also applies to later key presses, clicks and mouse actions) until action up.",
+		params: []Param{
+			{Name: "key", Type: String, Required: true, Description: "Key name, e.g. Enter, Tab, Escape, ArrowDown, a"},
+			{Name: "action", Type: String, Default: "press", Enum: []string{"press", "down", "up"}, Description: "press (down and up), or only down or up"},
+		},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
 			k, err := nonEmpty(a, "key")
 			if err != nil {
 				return nil, err
 			}
-			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Press{Press: &browserv1.Press{Key: k}}}, nil
+			action := a.str("action")
+			if action == "press" {
+				action = ""
+			}
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Press{Press: &browserv1.Press{Key: k, Action: action}}}, nil
 		},
 	},
 	{
@@ -459,18 +499,33 @@ var browserTools = withSettle([]Tool{
 		},
 	},
 	{
-		Name: "wait_for", Title: "Wait for element", ReadOnly: true, Description: "Wait until an element matching a CSS selector is on the page.",
+		Name: "wait_for", Title: "Wait for a condition", ReadOnly: true,
+		Description: "Wait until one condition holds: an element matching a CSS selector is visible, a text is visible " +
+			"on the page, a text is gone from it, or the page's URL contains a text (or matches a glob with * and ?).",
 		params: []Param{
-			{Name: "selector", Type: String, Required: true, Description: "CSS selector to wait for"},
+			{Name: "selector", Type: String, Description: "CSS selector of an element to wait for"},
+			{Name: "text", Type: String, Description: "Text to wait for (visible on the page, case-insensitive)"},
+			{Name: "text_gone", Type: String, Description: "Text to wait to disappear from the page (case-insensitive)"},
+			{Name: "url", Type: String, Description: "Part of the URL to wait for, or a glob of the whole URL (* within a path segment, ** across, ?)"},
 			{Name: "timeout", Type: Integer, Default: 10000, Min: bound(1), Max: bound(600000), Description: "Milliseconds to wait before giving up"},
 		},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
-			sel, err := nonEmpty(a, "selector")
-			if err != nil {
-				return nil, err
+			w := &browserv1.WaitFor{Selector: a.str("selector"), Text: a.str("text"), TextGone: a.str("text_gone"), Url: a.str("url")}
+			n := 0
+			for _, name := range []string{"selector", "text", "text_gone", "url"} {
+				if _, ok := a[name]; ok {
+					if _, err := nonEmpty(a, name); err != nil {
+						return nil, err
+					}
+					n++
+				}
 			}
-			n, _ := a.integer("timeout")
-			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_WaitFor{WaitFor: &browserv1.WaitFor{Selector: sel, TimeoutMs: int32(n)}}}, nil
+			if n != 1 {
+				return nil, &ArgError{Msg: "give exactly one condition: selector, text, text_gone or url"}
+			}
+			t, _ := a.integer("timeout")
+			w.TimeoutMs = int32(t)
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_WaitFor{WaitFor: w}}, nil
 		},
 	},
 
@@ -533,10 +588,11 @@ var browserTools = withSettle([]Tool{
 var (
 	// actingTools can change the page: they settle, report what changed
 	// and take settle_ms and snapshot.
-	actingTools = []string{"open", "back", "forward", "reload", "tab_new", "click", "press", "fill", "type"}
+	actingTools = []string{"open", "back", "forward", "reload", "tab_new", "click", "press", "fill", "type",
+		"select_option", "check", "fill_form", "drag", "mouse"}
 	// cappedTools return text that max_chars bounds, with their default
 	// caps (the worker's).
-	cappedTools = map[string]int64{"snapshot": 40000, "get_text": 20000, "get_html": 20000, "eval": 20000}
+	cappedTools = map[string]int64{"snapshot": 40000, "get_text": 20000, "get_html": 20000, "eval": 20000, "get_markdown": 20000}
 )
 
 // settleDoc ends the description of every acting tool.

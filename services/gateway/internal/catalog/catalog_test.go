@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
@@ -45,6 +44,7 @@ func TestToolNames(t *testing.T) {
 		"click", "fill", "type", "press", "scroll", "hover", "focus", "close",
 		"tab_list", "tab_new", "tab_switch", "tab_close", "wait", "wait_for", "screenshot", "blocked_requests",
 		"secrets_list", "sovereign__list_scripts", "sovereign__reload",
+		"select_option", "check", "fill_form", "drag", "mouse", "get_markdown",
 		"run_browser_task",
 		"fs_read", "fs_write", "fs_list", "fs_mkdir", "fs_delete", "shell_exec",
 	}
@@ -149,12 +149,12 @@ func TestParse(t *testing.T) {
 		{tool: "snapshot", args: `{"interactive":false}`,
 			want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Snapshot{Snapshot: &browserv1.Snapshot{Interactive: false, Compact: true}}}},
 		{tool: "snapshot", args: `{"compact":"yes"}`, wantErr: `argument "compact" must be true or false, got a string`},
-		{tool: "click", args: `{"ref":"e5"}`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: ref("e5")}}},
-		{tool: "click", args: `{"ref":"@e5"}`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: ref("e5")}}},
-		{tool: "click", args: `{"target":"@f1e2"}`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: ref("f1e2")}}},
-		{tool: "click", args: `{"ref":"e5","target":"@e5"}`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: ref("e5")}}},
+		{tool: "click", args: `{"ref":"e5"}`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Click{Element: ref("e5")}}}},
+		{tool: "click", args: `{"ref":"@e5"}`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Click{Element: ref("e5")}}}},
+		{tool: "click", args: `{"target":"@f1e2"}`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Click{Element: ref("f1e2")}}}},
+		{tool: "click", args: `{"ref":"e5","target":"@e5"}`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Click{Element: ref("e5")}}}},
 		{tool: "click", args: `{"ref":"e5","target":"e6"}`, wantErr: `argument "target" is an alias of ref`},
-		{tool: "click", args: `{"selector":"#go"}`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: sel("#go")}}},
+		{tool: "click", args: `{"selector":"#go"}`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Click{Element: sel("#go")}}}},
 		{tool: "click", args: `{"ref":"e5","selector":"#go"}`, wantErr: "give either ref (or target) or selector, not both"},
 		{tool: "click", args: `{}`, wantErr: "say which element: give ref"},
 		{tool: "click", args: `{"ref":"#go"}`, wantErr: `argument "ref" "#go" is not a snapshot ref`},
@@ -206,7 +206,7 @@ func TestParse(t *testing.T) {
 		{tool: "screenshot", args: `{"ref":"e1","full_page":true}`, wantErr: `argument "full_page" cannot be combined with an element`},
 		// Settling, snapshot after an action, caps.
 		{tool: "click", args: `{"ref":"e5","settle_ms":0}`,
-			want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: ref("e5")}, SettleMs: proto.Int32(0)}},
+			want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Click{Element: ref("e5")}}, SettleMs: proto.Int32(0)}},
 		{tool: "open", args: `{"url":"https://example.com","settle_ms":1500,"snapshot":true}`,
 			want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: "https://example.com"}},
 				SettleMs: proto.Int32(1500), SnapshotAfter: browserv1.SnapshotAfter_SNAPSHOT_AFTER_FULL}},
@@ -230,28 +230,8 @@ func TestParse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool+"/"+tt.args, func(t *testing.T) {
-			tool, ok := Lookup(tt.tool)
-			if !ok {
-				t.Fatalf("Lookup(%q) found nothing", tt.tool)
-			}
-			var raw any
-			if err := json.Unmarshal([]byte(tt.args), &raw); err != nil {
-				t.Fatal(err)
-			}
-			call, err := tool.Parse(raw)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("Parse(%s) error = %v, want one containing %q", tt.args, err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Parse(%s) error = %v", tt.args, err)
-			}
-			if !proto.Equal(call.Request, tt.want) {
-				t.Errorf("Parse(%s) = %s, want %s", tt.args, prototext.Format(call.Request), prototext.Format(tt.want))
-			}
-			if call.Session != tt.session {
+			call, ok := checkParse(t, tt.tool, tt.args, tt.want, tt.wantErr)
+			if ok && call.Session != tt.session {
 				t.Errorf("Parse(%s).Session = %q, want %q", tt.args, call.Session, tt.session)
 			}
 		})

@@ -13,13 +13,22 @@ import (
 // checked by Parse and said in the descriptions.
 func (t Tool) InputSchema() json.RawMessage {
 	var b bytes.Buffer
-	b.WriteString(`{"type":"object","properties":{`)
+	b.WriteString(`{"type":"object",`)
+	writeProperties(&b, t.Params())
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// writeProperties writes the properties of an object schema, its
+// required list and additionalProperties false.
+func writeProperties(b *bytes.Buffer, params []Param) {
+	b.WriteString(`"properties":{`)
 	var required []string
-	for i, p := range t.Params() {
+	for i, p := range params {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		writeJSON(&b, p.Name)
+		writeJSON(b, p.Name)
 		b.WriteByte(':')
 		b.Write(p.schema())
 		if p.Required {
@@ -29,10 +38,9 @@ func (t Tool) InputSchema() json.RawMessage {
 	b.WriteByte('}')
 	if len(required) > 0 {
 		b.WriteString(`,"required":`)
-		writeJSON(&b, required)
+		writeJSON(b, required)
 	}
-	b.WriteString(`,"additionalProperties":false}`)
-	return b.Bytes()
+	b.WriteString(`,"additionalProperties":false`)
 }
 
 func (p Param) schema() []byte {
@@ -52,6 +60,17 @@ func (p Param) schema() []byte {
 	}
 	if p.Max != nil {
 		fmt.Fprintf(&b, `,"maximum":%d`, *p.Max)
+	}
+	if p.Items != nil {
+		b.WriteString(`,"items":`)
+		b.Write(p.Items.schema())
+	}
+	if p.MaxItems > 0 {
+		fmt.Fprintf(&b, `,"maxItems":%d`, p.MaxItems)
+	}
+	if p.Type == Object {
+		b.WriteByte(',')
+		writeProperties(&b, p.Fields)
 	}
 	b.WriteString(`,"description":`)
 	writeJSON(&b, p.Description)
@@ -100,7 +119,7 @@ recorded. A gateway started with ` + "`--require-login`" + ` refuses browser too
 has logged in.
 
 **Settling.** Every tool that can change the page (` + "`open`, `back`, `forward`, `reload`, `tab_new`, " +
-		"`click`, `press`, `fill`, `type`" + `) returns when the page has settled: a navigation it started (a
+		"`click`, `press`, `fill`, `type`, `select_option`, `check`, `fill_form`, `drag`, `mouse`" + `) returns when the page has settled: a navigation it started (a
 new document, or a hash or ` + "`pushState`" + ` route) has committed and loaded, and then no request of the
 page has been in flight and the DOM has not changed for a quiet window of 50 ms, counted from the
 later of the last request and the last change, and the page has been idle since (on a busy machine
@@ -133,7 +152,7 @@ they start (and the ref that holds it) to ask for with ` + "`ref`" + `.
 what was cut and how to see the rest. ` + "`snapshot`" + `: 40,000 characters (` + "`max_chars`" + ` up to
 5,000,000); its walk also stops after about one element per 10 characters of the cap, and at 80%
 of the time left before the tool's deadline on a huge page (the result says it is partial), so it
-never answers after the deadline. ` + "`get_text`, `get_html`, `eval`" + `: 20,000 characters (` + "`max_chars`" + `;
+never answers after the deadline. ` + "`get_text`, `get_html`, `eval`, `get_markdown`" + `: 20,000 characters (` + "`max_chars`" + `;
 the page cuts the text before it leaves it). Titles: 1,000 characters (` + "`get_title`" + `, change
 reports), 200 in ` + "`tab_list`" + `; addresses 2,000. Inside snapshots, names are cut to 120 characters,
 text to 2,000 and field values to 200. Text that the page controls in errors and notes (thrown
@@ -159,7 +178,7 @@ runs (a reload loop) is retried a few times, then the tool fails with "the page 
 		}
 		b.WriteString("| argument | type | required | default | description |\n|---|---|---|---|---|\n")
 		for _, p := range t.Params() {
-			typ := string(p.Type)
+			typ := typeText(p)
 			if len(p.Enum) > 0 {
 				typ += ": " + strings.Join(p.Enum, " \\| ")
 			}
@@ -178,6 +197,29 @@ runs (a reload loop) is retried a few times, then the tool fails with "the page 
 		}
 	}
 	return b.String()
+}
+
+// typeText is the type column of the docs: "array of string", "array of
+// object {ref, selector, value}".
+func typeText(p Param) string {
+	switch {
+	case p.Items != nil:
+		s := "array of " + typeText(*p.Items)
+		if len(p.Items.Enum) > 0 {
+			s += ": " + strings.Join(p.Items.Enum, " \\| ")
+		}
+		if p.MaxItems > 0 {
+			s += fmt.Sprintf(" (at most %d)", p.MaxItems)
+		}
+		return s
+	case p.Type == Object:
+		names := make([]string, len(p.Fields))
+		for i, f := range p.Fields {
+			names[i] = f.Name
+		}
+		return "object {" + strings.Join(names, ", ") + "}"
+	}
+	return string(p.Type)
 }
 
 func rangeText(p Param) string {

@@ -152,7 +152,7 @@ func checkValue(typ string, v any) (any, error) {
 			return b, nil
 		}
 	case "number", "integer":
-		f, ok := number(v)
+		f, ok := catalog.NumberValue(v)
 		if !ok {
 			break
 		}
@@ -165,23 +165,6 @@ func checkValue(typ string, v any) (any, error) {
 		return int64(f), nil
 	}
 	return nil, fmt.Errorf("is %s, want %s", catalog.JSONType(v), article(typ))
-}
-
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case float64:
-		return n, !math.IsNaN(n) && !math.IsInf(n, 0)
-	case float32:
-		return float64(n), true
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case json.Number:
-		f, err := n.Float64()
-		return f, err == nil
-	}
-	return 0, false
 }
 
 // format renders a checked value for a URL.
