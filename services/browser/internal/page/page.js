@@ -102,9 +102,9 @@
   // later round (the caller saw requests), it waits until the DOM has not
   // changed for quiet ms and at least after ms have passed since the call
   // (a route change: the router may render in its hashchange handler or a
-  // task after it), and the page has been idle since its last change (on
-  // a busy machine the clock alone says quiet before the page ran what it
-  // queued), at most max ms in all. It
+  // task after it), and a frame and a task have passed since its last
+  // change (on a busy machine the clock alone says quiet before the page
+  // ran what it queued), at most max ms in all. It
   // reports whether the DOM changed after the call started, how long it
   // has been quiet, and the page's address and title (cut to 1000
   // characters).
@@ -129,21 +129,17 @@
         }
         // Quiet long enough by the clock; on a busy machine the page may
         // not have run what it queued yet (a script that just loaded):
-        // quiet counts only once the page has been idle.
+        // quiet counts only once a frame and a task have passed without a
+        // change (requestIdleCallback would say it better, but some pages
+        // never get an idle period in headless Chromium).
         const m = mutations;
-        await idle(left);
+        await nextFrame(Math.min(quiet, left));
         if (mutations === m) break;
       }
     }
     const title = document.title;
     return { changed: changed || mutations !== m0, quietFor: Math.round(performance.now() - lastMutation),
       url: location.href, title: clip(title, 1000), titleLen: title.length };
-  }
-
-  // idle resolves when the page's main thread is idle (it ran the tasks it
-  // had queued), or after max ms.
-  function idle(max) {
-    return new Promise((resolve) => requestIdleCallback(() => resolve(), { timeout: Math.max(1, Math.round(max)) }));
   }
 
   // ---- roles -----------------------------------------------------------

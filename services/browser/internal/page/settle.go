@@ -293,7 +293,7 @@ func (t *Tab) settle(ctx context.Context, w *navWatch, nav bool) (r settleResult
 		if round == 0 && !changed && !busy && !route {
 			break // nothing happened after the action
 		}
-		// No request started while the page waited to be idle either.
+		// No request started while the page waited for its frame either.
 		netQuiet := n == 0 && time.Since(last) >= quietWindow && started == startedBefore
 		if netQuiet && err == nil && q.QuietFor >= quietWindow.Milliseconds() {
 			break

@@ -122,8 +122,8 @@ has logged in.
 		"`click`, `press`, `fill`, `type`, `select_option`, `check`, `fill_form`, `drag`, `mouse`" + `) returns when the page has settled: a navigation it started (a
 new document, or a hash or ` + "`pushState`" + ` route) has committed and loaded, and then no request of the
 page has been in flight and the DOM has not changed for a quiet window of 50 ms, counted from the
-later of the last request and the last change, and the page has been idle since (on a busy machine
-the clock alone would call a page quiet before it ran the script that just loaded). That window is waited for only when something
+later of the last request and the last change, and a frame and a task have passed since (on a busy
+machine the clock alone would call a page quiet before it ran the script that just loaded). That window is waited for only when something
 happened after the action: a page that changed its DOM during the action itself, changed nothing
 more in the task after it and sent no request returns at once; one that did not react at once gets
 the frame that follows the action, and the window only if the DOM changed in it; a hash or pushState
