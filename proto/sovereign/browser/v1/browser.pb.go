@@ -1369,6 +1369,12 @@ type ToolRequest struct {
 	//	*ToolRequest_Screenshot
 	//	*ToolRequest_BlockedRequests
 	//	*ToolRequest_SetIdentity
+	//	*ToolRequest_ConsoleMessages
+	//	*ToolRequest_NetworkRequests
+	//	*ToolRequest_NetworkRequest
+	//	*ToolRequest_Resize
+	//	*ToolRequest_Emulate
+	//	*ToolRequest_Pdf
 	Tool          isToolRequest_Tool `protobuf_oneof:"tool"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1698,6 +1704,60 @@ func (x *ToolRequest) GetSetIdentity() *SetIdentity {
 	return nil
 }
 
+func (x *ToolRequest) GetConsoleMessages() *ConsoleMessages {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_ConsoleMessages); ok {
+			return x.ConsoleMessages
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetNetworkRequests() *NetworkRequests {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_NetworkRequests); ok {
+			return x.NetworkRequests
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetNetworkRequest() *NetworkRequestBody {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_NetworkRequest); ok {
+			return x.NetworkRequest
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetResize() *Resize {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_Resize); ok {
+			return x.Resize
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetEmulate() *Emulate {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_Emulate); ok {
+			return x.Emulate
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetPdf() *Pdf {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_Pdf); ok {
+			return x.Pdf
+		}
+	}
+	return nil
+}
+
 type isToolRequest_Tool interface {
 	isToolRequest_Tool()
 }
@@ -1816,6 +1876,31 @@ type ToolRequest_SetIdentity struct {
 	SetIdentity *SetIdentity `protobuf:"bytes,37,opt,name=set_identity,json=setIdentity,proto3,oneof"`
 }
 
+type ToolRequest_ConsoleMessages struct {
+	// Developer tools (see the messages below): 60-79.
+	ConsoleMessages *ConsoleMessages `protobuf:"bytes,60,opt,name=console_messages,json=consoleMessages,proto3,oneof"`
+}
+
+type ToolRequest_NetworkRequests struct {
+	NetworkRequests *NetworkRequests `protobuf:"bytes,61,opt,name=network_requests,json=networkRequests,proto3,oneof"`
+}
+
+type ToolRequest_NetworkRequest struct {
+	NetworkRequest *NetworkRequestBody `protobuf:"bytes,62,opt,name=network_request,json=networkRequest,proto3,oneof"`
+}
+
+type ToolRequest_Resize struct {
+	Resize *Resize `protobuf:"bytes,63,opt,name=resize,proto3,oneof"`
+}
+
+type ToolRequest_Emulate struct {
+	Emulate *Emulate `protobuf:"bytes,64,opt,name=emulate,proto3,oneof"`
+}
+
+type ToolRequest_Pdf struct {
+	Pdf *Pdf `protobuf:"bytes,65,opt,name=pdf,proto3,oneof"`
+}
+
 func (*ToolRequest_Open) isToolRequest_Tool() {}
 
 func (*ToolRequest_Back) isToolRequest_Tool() {}
@@ -1872,6 +1957,530 @@ func (*ToolRequest_BlockedRequests) isToolRequest_Tool() {}
 
 func (*ToolRequest_SetIdentity) isToolRequest_Tool() {}
 
+func (*ToolRequest_ConsoleMessages) isToolRequest_Tool() {}
+
+func (*ToolRequest_NetworkRequests) isToolRequest_Tool() {}
+
+func (*ToolRequest_NetworkRequest) isToolRequest_Tool() {}
+
+func (*ToolRequest_Resize) isToolRequest_Tool() {}
+
+func (*ToolRequest_Emulate) isToolRequest_Tool() {}
+
+func (*ToolRequest_Pdf) isToolRequest_Tool() {}
+
+// ConsoleMessages reads the console of the active tab: what the page
+// logged, uncaught exceptions and unhandled promise rejections, from a
+// ring of the tab's last messages.
+type ConsoleMessages struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Least severity to return: debug, info (console.log too), warning or
+	// error; "" for info.
+	Level string `protobuf:"bytes,1,opt,name=level,proto3" json:"level,omitempty"`
+	// Only messages numbered above this (the "next" of an earlier call),
+	// 0 for every message kept.
+	Since int64 `protobuf:"varint,2,opt,name=since,proto3" json:"since,omitempty"`
+	// Most messages to return, the newest (0: the worker's default).
+	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsoleMessages) Reset() {
+	*x = ConsoleMessages{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsoleMessages) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsoleMessages) ProtoMessage() {}
+
+func (x *ConsoleMessages) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsoleMessages.ProtoReflect.Descriptor instead.
+func (*ConsoleMessages) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ConsoleMessages) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *ConsoleMessages) GetSince() int64 {
+	if x != nil {
+		return x.Since
+	}
+	return 0
+}
+
+func (x *ConsoleMessages) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// NetworkRequests lists the requests of the active tab, from a ring of
+// its last requests, oldest first.
+type NetworkRequests struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A URL substring, or /regular expression/; "" for all.
+	Filter string `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Network.ResourceType (Document, Script, XHR, Fetch, Image, …),
+	// case-insensitive; "" for all.
+	ResourceType string `protobuf:"bytes,2,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	// An HTTP status (404), a class (4xx), "failed" (no response, blocked
+	// included) or "" for all.
+	Status string `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	// Most requests to return, the newest (0: the worker's default).
+	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkRequests) Reset() {
+	*x = NetworkRequests{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkRequests) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkRequests) ProtoMessage() {}
+
+func (x *NetworkRequests) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkRequests.ProtoReflect.Descriptor instead.
+func (*NetworkRequests) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *NetworkRequests) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *NetworkRequests) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *NetworkRequests) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *NetworkRequests) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// NetworkRequestBody returns one body of a request listed by
+// network_requests.
+type NetworkRequestBody struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id network_requests gave the request.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// "response" (default) or "request" (the body the page sent).
+	Part string `protobuf:"bytes,2,opt,name=part,proto3" json:"part,omitempty"`
+	// Most bytes of the body to return (0: the worker's default).
+	MaxBytes      int32 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkRequestBody) Reset() {
+	*x = NetworkRequestBody{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkRequestBody) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkRequestBody) ProtoMessage() {}
+
+func (x *NetworkRequestBody) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkRequestBody.ProtoReflect.Descriptor instead.
+func (*NetworkRequestBody) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *NetworkRequestBody) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *NetworkRequestBody) GetPart() string {
+	if x != nil {
+		return x.Part
+	}
+	return ""
+}
+
+func (x *NetworkRequestBody) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+// Resize sets the viewport of the session's tabs (CSS pixels).
+type Resize struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Width         int32                  `protobuf:"varint,1,opt,name=width,proto3" json:"width,omitempty"`
+	Height        int32                  `protobuf:"varint,2,opt,name=height,proto3" json:"height,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resize) Reset() {
+	*x = Resize{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resize) ProtoMessage() {}
+
+func (x *Resize) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resize.ProtoReflect.Descriptor instead.
+func (*Resize) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Resize) GetWidth() int32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+func (x *Resize) GetHeight() int32 {
+	if x != nil {
+		return x.Height
+	}
+	return 0
+}
+
+// Geolocation is an emulated position.
+type Geolocation struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Latitude  float64                `protobuf:"fixed64,1,opt,name=latitude,proto3" json:"latitude,omitempty"`
+	Longitude float64                `protobuf:"fixed64,2,opt,name=longitude,proto3" json:"longitude,omitempty"`
+	// Metres (0: 100).
+	Accuracy      float64 `protobuf:"fixed64,3,opt,name=accuracy,proto3" json:"accuracy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Geolocation) Reset() {
+	*x = Geolocation{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Geolocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Geolocation) ProtoMessage() {}
+
+func (x *Geolocation) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Geolocation.ProtoReflect.Descriptor instead.
+func (*Geolocation) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Geolocation) GetLatitude() float64 {
+	if x != nil {
+		return x.Latitude
+	}
+	return 0
+}
+
+func (x *Geolocation) GetLongitude() float64 {
+	if x != nil {
+		return x.Longitude
+	}
+	return 0
+}
+
+func (x *Geolocation) GetAccuracy() float64 {
+	if x != nil {
+		return x.Accuracy
+	}
+	return 0
+}
+
+// Emulate changes how the session's tabs present themselves, for every
+// tab of the session, those opened later included. Fields left unset keep
+// what an earlier emulate set; reset_all clears everything first.
+type Emulate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A device of the worker's table (viewport, pixel ratio, mobile, touch,
+	// user agent), case-insensitive; "" for none.
+	Device    string `protobuf:"bytes,1,opt,name=device,proto3" json:"device,omitempty"`
+	UserAgent string `protobuf:"bytes,2,opt,name=user_agent,json=userAgent,proto3" json:"user_agent,omitempty"`
+	// BCP 47, e.g. de-DE.
+	Locale string `protobuf:"bytes,3,opt,name=locale,proto3" json:"locale,omitempty"`
+	// IANA, e.g. Europe/Berlin.
+	Timezone    string       `protobuf:"bytes,4,opt,name=timezone,proto3" json:"timezone,omitempty"`
+	Geolocation *Geolocation `protobuf:"bytes,5,opt,name=geolocation,proto3" json:"geolocation,omitempty"`
+	// light, dark or no-preference.
+	ColorScheme string `protobuf:"bytes,6,opt,name=color_scheme,json=colorScheme,proto3" json:"color_scheme,omitempty"`
+	// reduce or no-preference.
+	ReducedMotion string `protobuf:"bytes,7,opt,name=reduced_motion,json=reducedMotion,proto3" json:"reduced_motion,omitempty"`
+	Offline       *bool  `protobuf:"varint,8,opt,name=offline,proto3,oneof" json:"offline,omitempty"`
+	ResetAll      bool   `protobuf:"varint,9,opt,name=reset_all,json=resetAll,proto3" json:"reset_all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Emulate) Reset() {
+	*x = Emulate{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Emulate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Emulate) ProtoMessage() {}
+
+func (x *Emulate) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Emulate.ProtoReflect.Descriptor instead.
+func (*Emulate) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *Emulate) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *Emulate) GetUserAgent() string {
+	if x != nil {
+		return x.UserAgent
+	}
+	return ""
+}
+
+func (x *Emulate) GetLocale() string {
+	if x != nil {
+		return x.Locale
+	}
+	return ""
+}
+
+func (x *Emulate) GetTimezone() string {
+	if x != nil {
+		return x.Timezone
+	}
+	return ""
+}
+
+func (x *Emulate) GetGeolocation() *Geolocation {
+	if x != nil {
+		return x.Geolocation
+	}
+	return nil
+}
+
+func (x *Emulate) GetColorScheme() string {
+	if x != nil {
+		return x.ColorScheme
+	}
+	return ""
+}
+
+func (x *Emulate) GetReducedMotion() string {
+	if x != nil {
+		return x.ReducedMotion
+	}
+	return ""
+}
+
+func (x *Emulate) GetOffline() bool {
+	if x != nil && x.Offline != nil {
+		return *x.Offline
+	}
+	return false
+}
+
+func (x *Emulate) GetResetAll() bool {
+	if x != nil {
+		return x.ResetAll
+	}
+	return false
+}
+
+// Pdf prints the active tab's page as a PDF.
+type Pdf struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Landscape       bool                   `protobuf:"varint,1,opt,name=landscape,proto3" json:"landscape,omitempty"`
+	PrintBackground bool                   `protobuf:"varint,2,opt,name=print_background,json=printBackground,proto3" json:"print_background,omitempty"`
+	// e.g. "1-3, 5"; "" for all pages.
+	PageRanges string `protobuf:"bytes,3,opt,name=page_ranges,json=pageRanges,proto3" json:"page_ranges,omitempty"`
+	// Paper: A3, A4, A5, Letter, Legal or Tabloid ("" for Letter).
+	Format        string `protobuf:"bytes,4,opt,name=format,proto3" json:"format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pdf) Reset() {
+	*x = Pdf{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pdf) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pdf) ProtoMessage() {}
+
+func (x *Pdf) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pdf.ProtoReflect.Descriptor instead.
+func (*Pdf) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *Pdf) GetLandscape() bool {
+	if x != nil {
+		return x.Landscape
+	}
+	return false
+}
+
+func (x *Pdf) GetPrintBackground() bool {
+	if x != nil {
+		return x.PrintBackground
+	}
+	return false
+}
+
+func (x *Pdf) GetPageRanges() string {
+	if x != nil {
+		return x.PageRanges
+	}
+	return ""
+}
+
+func (x *Pdf) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
 // SetIdentity tells the worker the session's Nostr identity. With a pubkey,
 // every page and frame of the session gets window.nostr (NIP-07), each call
 // going to the signer (sov.signer.*) with scope = the session id and the
@@ -1887,7 +2496,7 @@ type SetIdentity struct {
 
 func (x *SetIdentity) Reset() {
 	*x = SetIdentity{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1899,7 +2508,7 @@ func (x *SetIdentity) String() string {
 func (*SetIdentity) ProtoMessage() {}
 
 func (x *SetIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1912,7 +2521,7 @@ func (x *SetIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
 func (*SetIdentity) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{24}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetIdentity) GetPubkey() string {
@@ -1933,7 +2542,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2554,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2567,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{25}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Image) GetMimeType() string {
@@ -1975,6 +2584,68 @@ func (x *Image) GetData() []byte {
 	return nil
 }
 
+// Resource is a file a tool returns (MCP embedded resource content).
+type Resource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A file name for it, e.g. page.pdf.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	MimeType      string `protobuf:"bytes,2,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Data          []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resource) Reset() {
+	*x = Resource{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resource) ProtoMessage() {}
+
+func (x *Resource) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resource.ProtoReflect.Descriptor instead.
+func (*Resource) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *Resource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Resource) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *Resource) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // Content is one part of a tool result.
 type Content struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1982,6 +2653,7 @@ type Content struct {
 	//
 	//	*Content_Text
 	//	*Content_Image
+	//	*Content_Resource
 	Part          isContent_Part `protobuf_oneof:"part"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1989,7 +2661,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2673,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2686,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{26}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -2042,6 +2714,15 @@ func (x *Content) GetImage() *Image {
 	return nil
 }
 
+func (x *Content) GetResource() *Resource {
+	if x != nil {
+		if x, ok := x.Part.(*Content_Resource); ok {
+			return x.Resource
+		}
+	}
+	return nil
+}
+
 type isContent_Part interface {
 	isContent_Part()
 }
@@ -2054,9 +2735,15 @@ type Content_Image struct {
 	Image *Image `protobuf:"bytes,2,opt,name=image,proto3,oneof"`
 }
 
+type Content_Resource struct {
+	Resource *Resource `protobuf:"bytes,60,opt,name=resource,proto3,oneof"`
+}
+
 func (*Content_Text) isContent_Part() {}
 
 func (*Content_Image) isContent_Part() {}
+
+func (*Content_Resource) isContent_Part() {}
 
 // ToolResult is what a tool returns: content parts and, for some tools,
 // structured JSON (the snapshot's ref map, tab lists, eval values).
@@ -2074,7 +2761,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +2773,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +2786,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{27}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -2161,7 +2848,7 @@ type HTTPToolRequest struct {
 
 func (x *HTTPToolRequest) Reset() {
 	*x = HTTPToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2860,7 @@ func (x *HTTPToolRequest) String() string {
 func (*HTTPToolRequest) ProtoMessage() {}
 
 func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2873,7 @@ func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
 func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{28}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *HTTPToolRequest) GetTool() string {
@@ -2265,7 +2952,7 @@ type HTTPToolResponse struct {
 
 func (x *HTTPToolResponse) Reset() {
 	*x = HTTPToolResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2277,7 +2964,7 @@ func (x *HTTPToolResponse) String() string {
 func (*HTTPToolResponse) ProtoMessage() {}
 
 func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2290,7 +2977,7 @@ func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
 func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{29}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HTTPToolResponse) GetStatusCode() int32 {
@@ -2353,7 +3040,7 @@ type RestoreSessionRequest struct {
 
 func (x *RestoreSessionRequest) Reset() {
 	*x = RestoreSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +3052,7 @@ func (x *RestoreSessionRequest) String() string {
 func (*RestoreSessionRequest) ProtoMessage() {}
 
 func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +3065,7 @@ func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{30}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RestoreSessionRequest) GetOldSessionId() string {
@@ -2432,7 +3119,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +3131,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +3144,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{31}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WorkerLoad) GetWorkerId() string {
@@ -2591,7 +3278,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xdd\x0e\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xfc\x11\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
@@ -2630,18 +3317,68 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"screenshot\x18# \x01(\v2 .sovereign.browser.v1.ScreenshotH\x00R\n" +
 	"screenshot\x12I\n" +
 	"\x10blocked_requests\x18$ \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0fblockedRequests\x12F\n" +
-	"\fset_identity\x18% \x01(\v2!.sovereign.browser.v1.SetIdentityH\x00R\vsetIdentityB\x06\n" +
+	"\fset_identity\x18% \x01(\v2!.sovereign.browser.v1.SetIdentityH\x00R\vsetIdentity\x12R\n" +
+	"\x10console_messages\x18< \x01(\v2%.sovereign.browser.v1.ConsoleMessagesH\x00R\x0fconsoleMessages\x12R\n" +
+	"\x10network_requests\x18= \x01(\v2%.sovereign.browser.v1.NetworkRequestsH\x00R\x0fnetworkRequests\x12S\n" +
+	"\x0fnetwork_request\x18> \x01(\v2(.sovereign.browser.v1.NetworkRequestBodyH\x00R\x0enetworkRequest\x126\n" +
+	"\x06resize\x18? \x01(\v2\x1c.sovereign.browser.v1.ResizeH\x00R\x06resize\x129\n" +
+	"\aemulate\x18@ \x01(\v2\x1d.sovereign.browser.v1.EmulateH\x00R\aemulate\x12-\n" +
+	"\x03pdf\x18A \x01(\v2\x19.sovereign.browser.v1.PdfH\x00R\x03pdfB\x06\n" +
 	"\x04toolB\f\n" +
 	"\n" +
-	"_settle_ms\"%\n" +
+	"_settle_ms\"S\n" +
+	"\x0fConsoleMessages\x12\x14\n" +
+	"\x05level\x18\x01 \x01(\tR\x05level\x12\x14\n" +
+	"\x05since\x18\x02 \x01(\x03R\x05since\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\"|\n" +
+	"\x0fNetworkRequests\x12\x16\n" +
+	"\x06filter\x18\x01 \x01(\tR\x06filter\x12#\n" +
+	"\rresource_type\x18\x02 \x01(\tR\fresourceType\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"U\n" +
+	"\x12NetworkRequestBody\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04part\x18\x02 \x01(\tR\x04part\x12\x1b\n" +
+	"\tmax_bytes\x18\x03 \x01(\x05R\bmaxBytes\"6\n" +
+	"\x06Resize\x12\x14\n" +
+	"\x05width\x18\x01 \x01(\x05R\x05width\x12\x16\n" +
+	"\x06height\x18\x02 \x01(\x05R\x06height\"c\n" +
+	"\vGeolocation\x12\x1a\n" +
+	"\blatitude\x18\x01 \x01(\x01R\blatitude\x12\x1c\n" +
+	"\tlongitude\x18\x02 \x01(\x01R\tlongitude\x12\x1a\n" +
+	"\baccuracy\x18\x03 \x01(\x01R\baccuracy\"\xcb\x02\n" +
+	"\aEmulate\x12\x16\n" +
+	"\x06device\x18\x01 \x01(\tR\x06device\x12\x1d\n" +
+	"\n" +
+	"user_agent\x18\x02 \x01(\tR\tuserAgent\x12\x16\n" +
+	"\x06locale\x18\x03 \x01(\tR\x06locale\x12\x1a\n" +
+	"\btimezone\x18\x04 \x01(\tR\btimezone\x12C\n" +
+	"\vgeolocation\x18\x05 \x01(\v2!.sovereign.browser.v1.GeolocationR\vgeolocation\x12!\n" +
+	"\fcolor_scheme\x18\x06 \x01(\tR\vcolorScheme\x12%\n" +
+	"\x0ereduced_motion\x18\a \x01(\tR\rreducedMotion\x12\x1d\n" +
+	"\aoffline\x18\b \x01(\bH\x00R\aoffline\x88\x01\x01\x12\x1b\n" +
+	"\treset_all\x18\t \x01(\bR\bresetAllB\n" +
+	"\n" +
+	"\b_offline\"\x87\x01\n" +
+	"\x03Pdf\x12\x1c\n" +
+	"\tlandscape\x18\x01 \x01(\bR\tlandscape\x12)\n" +
+	"\x10print_background\x18\x02 \x01(\bR\x0fprintBackground\x12\x1f\n" +
+	"\vpage_ranges\x18\x03 \x01(\tR\n" +
+	"pageRanges\x12\x16\n" +
+	"\x06format\x18\x04 \x01(\tR\x06format\"%\n" +
 	"\vSetIdentity\x12\x16\n" +
 	"\x06pubkey\x18\x01 \x01(\tR\x06pubkey\"8\n" +
 	"\x05Image\x12\x1b\n" +
 	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\\\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"O\n" +
+	"\bResource\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\x9a\x01\n" +
 	"\aContent\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x123\n" +
-	"\x05image\x18\x02 \x01(\v2\x1b.sovereign.browser.v1.ImageH\x00R\x05imageB\x06\n" +
+	"\x05image\x18\x02 \x01(\v2\x1b.sovereign.browser.v1.ImageH\x00R\x05image\x12<\n" +
+	"\bresource\x18< \x01(\v2\x1e.sovereign.browser.v1.ResourceH\x00R\bresourceB\x06\n" +
 	"\x04part\"\x97\x01\n" +
 	"\n" +
 	"ToolResult\x127\n" +
@@ -2700,7 +3437,7 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(SnapshotAfter)(0),            // 0: sovereign.browser.v1.SnapshotAfter
 	(*OpenSessionRequest)(nil),    // 1: sovereign.browser.v1.OpenSessionRequest
@@ -2727,15 +3464,23 @@ var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*WaitFor)(nil),               // 22: sovereign.browser.v1.WaitFor
 	(*Screenshot)(nil),            // 23: sovereign.browser.v1.Screenshot
 	(*ToolRequest)(nil),           // 24: sovereign.browser.v1.ToolRequest
-	(*SetIdentity)(nil),           // 25: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                 // 26: sovereign.browser.v1.Image
-	(*Content)(nil),               // 27: sovereign.browser.v1.Content
-	(*ToolResult)(nil),            // 28: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),       // 29: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),      // 30: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil), // 31: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),            // 32: sovereign.browser.v1.WorkerLoad
-	nil,                           // 33: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(*ConsoleMessages)(nil),       // 25: sovereign.browser.v1.ConsoleMessages
+	(*NetworkRequests)(nil),       // 26: sovereign.browser.v1.NetworkRequests
+	(*NetworkRequestBody)(nil),    // 27: sovereign.browser.v1.NetworkRequestBody
+	(*Resize)(nil),                // 28: sovereign.browser.v1.Resize
+	(*Geolocation)(nil),           // 29: sovereign.browser.v1.Geolocation
+	(*Emulate)(nil),               // 30: sovereign.browser.v1.Emulate
+	(*Pdf)(nil),                   // 31: sovereign.browser.v1.Pdf
+	(*SetIdentity)(nil),           // 32: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                 // 33: sovereign.browser.v1.Image
+	(*Resource)(nil),              // 34: sovereign.browser.v1.Resource
+	(*Content)(nil),               // 35: sovereign.browser.v1.Content
+	(*ToolResult)(nil),            // 36: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),       // 37: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),      // 38: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil), // 39: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),            // 40: sovereign.browser.v1.WorkerLoad
+	nil,                           // 41: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	3,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -2772,17 +3517,25 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	22, // 31: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
 	23, // 32: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
 	11, // 33: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	25, // 34: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
-	26, // 35: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	27, // 36: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	33, // 37: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	3,  // 38: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	3,  // 39: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	32, // 34: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	25, // 35: sovereign.browser.v1.ToolRequest.console_messages:type_name -> sovereign.browser.v1.ConsoleMessages
+	26, // 36: sovereign.browser.v1.ToolRequest.network_requests:type_name -> sovereign.browser.v1.NetworkRequests
+	27, // 37: sovereign.browser.v1.ToolRequest.network_request:type_name -> sovereign.browser.v1.NetworkRequestBody
+	28, // 38: sovereign.browser.v1.ToolRequest.resize:type_name -> sovereign.browser.v1.Resize
+	30, // 39: sovereign.browser.v1.ToolRequest.emulate:type_name -> sovereign.browser.v1.Emulate
+	31, // 40: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
+	29, // 41: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
+	33, // 42: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	34, // 43: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
+	35, // 44: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	41, // 45: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	3,  // 46: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	3,  // 47: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -2823,10 +3576,18 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_Screenshot)(nil),
 		(*ToolRequest_BlockedRequests)(nil),
 		(*ToolRequest_SetIdentity)(nil),
+		(*ToolRequest_ConsoleMessages)(nil),
+		(*ToolRequest_NetworkRequests)(nil),
+		(*ToolRequest_NetworkRequest)(nil),
+		(*ToolRequest_Resize)(nil),
+		(*ToolRequest_Emulate)(nil),
+		(*ToolRequest_Pdf)(nil),
 	}
-	file_sovereign_browser_v1_browser_proto_msgTypes[26].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[29].OneofWrappers = []any{}
+	file_sovereign_browser_v1_browser_proto_msgTypes[34].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
+		(*Content_Resource)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2834,7 +3595,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
