@@ -37,6 +37,17 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	cfg.MinFreeMemory = mib(int64(config.MustInt(errs, "SOVEREIGN_MIN_FREE_MEMORY_MB", 256)))
 	fs.DurationVar(&cfg.CheckpointEvery, "checkpoint-every", config.MustDuration(errs, "SOVEREIGN_CHECKPOINT_EVERY", 3*time.Second), "longest a session goes without a checkpoint into the fleet, so it can be restored when its worker dies (needs the operator secret key); a change is checkpointed within 0.5s; negative: no checkpoints [SOVEREIGN_CHECKPOINT_EVERY]")
 	fs.DurationVar(&cfg.CheckpointTTL, "checkpoint-ttl", config.MustDuration(errs, "SOVEREIGN_CHECKPOINT_TTL", time.Hour), "how long a session checkpoint outlives its last write [SOVEREIGN_CHECKPOINT_TTL]")
+	fs.IntVar(&cfg.ConsoleBuffer, "console-buffer", config.MustInt(errs, "SOVEREIGN_CONSOLE_BUFFER", 500), "console messages each tab keeps for console_messages (the oldest go first) [SOVEREIGN_CONSOLE_BUFFER]")
+	fs.IntVar(&cfg.NetworkBuffer, "network-buffer", config.MustInt(errs, "SOVEREIGN_NETWORK_BUFFER", 500), "requests each tab keeps for network_requests (the oldest go first) [SOVEREIGN_NETWORK_BUFFER]")
+	fs.Func("max-pdf-mb", "largest PDF the pdf tool returns (MiB; default 10) [SOVEREIGN_MAX_PDF_MB]", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return err
+		}
+		cfg.MaxPDFBytes = n << 20
+		return nil
+	})
+	cfg.MaxPDFBytes = config.MustInt(errs, "SOVEREIGN_MAX_PDF_MB", 10) << 20
 	fs.Func("allow-scheme", "URL scheme open may use besides http, https and about; repeat or comma-separate (e.g. data,file) [SOVEREIGN_ALLOW_SCHEMES]", func(v string) error {
 		cfg.AllowedSchemes = appendSchemes(cfg.AllowedSchemes, v)
 		return nil

@@ -98,6 +98,13 @@ type Config struct {
 	// CheckpointTTL is how long a checkpoint outlives its last write
 	// (default 1h).
 	CheckpointTTL time.Duration
+	// ConsoleBuffer and NetworkBuffer are how many console messages and
+	// requests each tab keeps for console_messages and network_requests
+	// (default 500 each); MaxPDFBytes caps what pdf returns (default 10
+	// MiB). See package page.
+	ConsoleBuffer int
+	NetworkBuffer int
+	MaxPDFBytes   int
 }
 
 // Worker runs one Chromium and its sessions.
@@ -165,6 +172,23 @@ func (cfg Config) Resolve() (Config, error) {
 	}
 	if cfg.CheckpointTTL == 0 {
 		cfg.CheckpointTTL = time.Hour
+	}
+	for _, l := range []struct {
+		name string
+		v    *int
+		def  int
+		max  int
+	}{
+		{"console buffer", &cfg.ConsoleBuffer, page.DefaultConsoleBuffer, 100000},
+		{"network buffer", &cfg.NetworkBuffer, page.DefaultNetworkBuffer, 100000},
+		{"max pdf bytes", &cfg.MaxPDFBytes, page.DefaultMaxPDFBytes, bus.MaxReply / 2},
+	} {
+		if *l.v == 0 {
+			*l.v = l.def
+		}
+		if *l.v < 1 || *l.v > l.max {
+			return cfg, fmt.Errorf("%s %d: must be 1-%d", l.name, *l.v, l.max)
+		}
 	}
 	if cfg.CheckpointTTL < time.Second {
 		return cfg, fmt.Errorf("checkpoint ttl %s: must be at least 1s", cfg.CheckpointTTL)
@@ -559,7 +583,8 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 }
 
 func (w *Worker) pageOptions() page.Options {
-	return page.Options{AllowedSchemes: w.cfg.AllowedSchemes}
+	return page.Options{AllowedSchemes: w.cfg.AllowedSchemes, ConsoleBuffer: w.cfg.ConsoleBuffer,
+		NetworkBuffer: w.cfg.NetworkBuffer, MaxPDFBytes: w.cfg.MaxPDFBytes}
 }
 
 // get returns the session or the error that explains why there is none.

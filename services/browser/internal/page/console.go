@@ -94,7 +94,12 @@ func (t *Tab) onConsole(ev any) {
 		if d == nil {
 			return
 		}
-		e := consoleEntry{Level: "error", Kind: "exception", Text: exceptionText(d), URL: d.URL, Line: d.LineNumber + 1, Time: now}
+		text := exceptionText(d)
+		if strings.HasPrefix(d.Text, "Uncaught") && !strings.HasPrefix(text, "Uncaught") {
+			// "Uncaught" or "Uncaught (in promise)": an unhandled rejection.
+			text = d.Text + " " + text
+		}
+		e := consoleEntry{Level: "error", Kind: "exception", Text: text, URL: d.URL, Line: d.LineNumber + 1, Time: now}
 		if st := d.StackTrace; e.URL == "" && st != nil && len(st.CallFrames) > 0 {
 			e.URL, e.Line = st.CallFrames[0].URL, st.CallFrames[0].LineNumber+1
 		}
@@ -183,9 +188,6 @@ func severityOf(level string) int {
 // line is how a message reads in the text of the result.
 func (e consoleEntry) line() string {
 	s := fmt.Sprintf("#%d [%s] %s", e.Seq, e.Level, e.Text)
-	if e.Kind == "exception" {
-		s = fmt.Sprintf("#%d [error] uncaught: %s", e.Seq, e.Text)
-	}
 	if e.URL != "" {
 		s += fmt.Sprintf(" (%s:%d)", e.URL, e.Line)
 	}

@@ -305,7 +305,7 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 	case *browserv1.ToolRequest_Pdf:
 		return t.pdf(ctx, x.Pdf)
 	case *browserv1.ToolRequest_Close, *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew,
-		*browserv1.ToolRequest_TabSwitch, *browserv1.ToolRequest_TabClose:
+		*browserv1.ToolRequest_TabSwitch, *browserv1.ToolRequest_TabClose, *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate:
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
 			"%s is a session tool: the browser session handles it, not a single tab", toolName(req))
 	case nil:

@@ -1,0 +1,77 @@
+package browser
+
+import (
+	"context"
+	"fmt"
+
+	cdpbrowser "github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/chromedp"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+)
+
+// emulate is the resize and emulate tools. Emulation belongs to the
+// session, not to one tab: it is applied to every tab and kept for the
+// tabs opened later (newTab), so that a page the session opens in a new
+// tab looks the same as the one it came from. The caller holds the lock.
+func (s *session) emulate(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+	var next page.Emulation
+	var err error
+	switch t := req.GetTool().(type) {
+	case *browserv1.ToolRequest_Resize:
+		next, err = s.emu.WithSize(t.Resize.GetWidth(), t.Resize.GetHeight())
+	case *browserv1.ToolRequest_Emulate:
+		next, err = s.emu.Merge(t.Emulate)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The active tab first: a value Chromium refuses (a time zone it does
+	// not know) leaves the session as it was.
+	active := s.tabs[s.active]
+	if err := active.page.Emulate(ctx, next); err != nil {
+		_ = active.page.Emulate(ctx, s.emu)
+		return nil, err
+	}
+	for i, t := range s.tabs {
+		if i == s.active {
+			continue
+		}
+		if err := t.page.Emulate(ctx, next); err != nil {
+			return nil, fmt.Errorf("emulate in tab %d: %w", i, err)
+		}
+	}
+	if next.Geolocation != nil && s.emu.Geolocation == nil {
+		// Pages ask before they read the position: answer yes.
+		bctx, cancel := within(s.browser, ctx)
+		_, err := chromedp.CallBrowser(bctx, cdpbrowser.SetPermission, cdpbrowser.SetPermissionParams{
+			Permission: &cdpbrowser.PermissionDescriptor{Name: "geolocation"}, Setting: cdpbrowser.PermissionSettingGranted, BrowserContextID: s.bcid})
+		cancel()
+		if err != nil {
+			return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "grant the geolocation permission: %v", err)
+		}
+	}
+	s.emu = next
+	return result(fmt.Sprintf("Emulating in every tab of this session (and new ones): %s", next.Summary()), map[string]any{"emulation": next})
+}
+
+// emulateNew applies the session's emulation to a tab it just opened.
+func (s *session) emulateNew(ctx context.Context, t *tab) error {
+	if s.emu.IsZero() {
+		return nil
+	}
+	return t.page.Emulate(ctx, s.emu)
+}
+
+// blockedList is what the session's URL policy refused, for
+// network_requests (page.Tab.SetBlocked); it runs under the session lock,
+// within a tool call.
+func (s *session) blockedList() []*browserv1.BlockedRequest {
+	if s.pol == nil {
+		return nil
+	}
+	return s.pol.Blocked()
+}
