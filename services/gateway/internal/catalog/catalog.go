@@ -214,9 +214,9 @@ func fillTool(set func(*browserv1.ToolRequest, *browserv1.Fill)) func(Args) (*br
 }
 
 // tools is the catalog: the identity tools (login.go), then the browser
-// tools, then the agent tools (agent.go), then the system tools
-// (system.go).
-var tools = slices.Concat(identityTools, browserTools, agentTools, systemTools)
+// tools, then the developer tools (devtools.go), then the agent tools
+// (agent.go), then the system tools (system.go).
+var tools = slices.Concat(identityTools, browserTools, devtoolsTools, agentTools, systemTools)
 
 var browserTools = withSettle([]Tool{
 	// Navigation.
