@@ -300,9 +300,9 @@ func TestNetworkBlockedRule(t *testing.T) {
 	var s string
 	eventually(t, "the fetch failed", func() bool {
 		s = text(must(t, tab, netReq("blocked", "", "failed", 0)))
-		return strings.Contains(s, "blocked by")
+		return strings.Contains(s, "blocked by the URL policy")
 	})
-	if !strings.Contains(s, `r2 GET http://blocked.invalid/x Fetch — blocked by block rule "blocked.invalid" (global)`) {
+	if !strings.Contains(s, `r2 GET http://blocked.invalid/x Fetch — blocked by the URL policy: block rule "blocked.invalid" (global)`) {
 		t.Errorf("network_requests = %q", s)
 	}
 }

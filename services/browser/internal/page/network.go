@@ -270,7 +270,7 @@ func (e netEntry) line() string {
 	fmt.Fprintf(&b, "%s %s %s %s", e.ID, e.Method, e.URL, e.Type)
 	switch {
 	case e.BlockedBy != "":
-		fmt.Fprintf(&b, " — blocked by %s", e.BlockedBy)
+		fmt.Fprintf(&b, " — blocked by the URL policy: %s", e.BlockedBy)
 	case e.Failed != "":
 		fmt.Fprintf(&b, " — failed: %s", e.Failed)
 	case e.Pending && e.Status == 0:
