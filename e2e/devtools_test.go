@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sovereign-fleet/sovereign/e2e/harness"
+)
+
+// devtoolsSite serves the developer tools' test pages: one that logs at
+// every level and throws, one that fetches JSON and an image, one that
+// prints its environment.
+func devtoolsSite(t *testing.T) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	html := func(body string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprint(w, body)
+		}
+	}
+	mux.HandleFunc("/console", html(`<!doctype html><title>console</title><script>
+		console.debug("dbg"); console.log("plain log"); console.warn("careful"); console.error("broken");
+		Promise.reject(new Error("nobody caught me"));
+		setTimeout(() => { throw new Error("thrown at last"); }, 0);
+	</script>`))
+	mux.HandleFunc("/fetch", html(`<!doctype html><title>fetch</title><img src="/dot.gif"><script>
+		fetch("/api/items.json").then(r => r.json()).then(d => document.title = "items " + d.items.length);
+	</script>`))
+	mux.HandleFunc("/env", html(`<!doctype html><meta name="viewport" content="width=device-width"><title>env</title>`))
+	mux.HandleFunc("/api/items.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"items": ["apple", "pear"]}`)
+	})
+	mux.HandleFunc("/dot.gif", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "image/gif")
+		gif, _ := base64.StdEncoding.DecodeString("R0lGODlhAQABAIAAAP///wAAACH5BAEAAAAALAAAAAABAAEAAAICRAEAOw==")
+		_, _ = w.Write(gif)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// eventuallyText calls a tool until its text holds want (pages log and
+// fetch on their own time).
+func eventuallyText(t *testing.T, ctx context.Context, c *harness.MCPClient, name string, args map[string]any, want ...string) string {
+	t.Helper()
+	for end := time.Now().Add(15 * time.Second); ; {
+		got := text(t, ctx, c, name, args)
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(got, w)
+		}
+		if ok {
+			return got
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s %v = %q, want %q in it", name, args, got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestDevtools drives the developer tools through an MCP client against
+// the real gateway and a worker: console_messages, network_requests and
+// network_request, emulate and resize, pdf.
+func TestDevtools(t *testing.T) {
+	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 2})
+	site := devtoolsSite(t)
+	ctx := callCtx(t, 3*time.Minute)
+	c := initClient(t, ctx, f.Gateways[0].MCP)
+
+	t.Run("console_messages", func(t *testing.T) {
+		text(t, ctx, c, "open", map[string]any{"url": site + "/console"})
+		all := eventuallyText(t, ctx, c, "console_messages", map[string]any{"level": "debug"}, "thrown at last")
+		for _, want := range []string{"[debug] dbg", "[info] plain log", "[warning] careful", "[error] broken",
+			"Uncaught (in promise) Error: nobody caught me", "Uncaught Error: thrown at last", site + "/console:2"} {
+			if !strings.Contains(all, want) {
+				t.Errorf("console_messages = %q, want %q in it", all, want)
+			}
+		}
+		errs := text(t, ctx, c, "console_messages", map[string]any{"level": "error", "limit": 1})
+		if !strings.HasPrefix(errs, "1 console message (level error") || !strings.Contains(errs, "2 older matching messages not shown") || strings.Contains(errs, "broken") {
+			t.Errorf("console_messages error limit 1 = %q, want only the newest of 3 errors", errs)
+		}
+		res, err := c.Tool(ctx, "console_messages", map[string]any{"level": "loud"})
+		if err == nil || !strings.Contains(res.Text(), `"level"`) {
+			t.Errorf("console_messages level loud = %v, want an argument error", err)
+		}
+	})
+
+	t.Run("network", func(t *testing.T) {
+		text(t, ctx, c, "open", map[string]any{"url": site + "/fetch"})
+		list := eventuallyText(t, ctx, c, "network_requests", map[string]any{"filter": "/api/"}, "items.json Fetch → 200 application/json")
+		id := strings.Fields(list[strings.Index(list, "\nr")+1:])[0]
+		body := text(t, ctx, c, "network_request", map[string]any{"id": id})
+		if !strings.Contains(body, `{"items": ["apple", "pear"]}`) {
+			t.Errorf("network_request %s = %q", id, body)
+		}
+		img := eventuallyText(t, ctx, c, "network_requests", map[string]any{"resource_type": "Image"}, "dot.gif Image → 200 image/gif")
+		if strings.Contains(img, "items.json") {
+			t.Errorf("network_requests resource_type Image = %q lists the fetch", img)
+		}
+		res, err := c.Tool(ctx, "network_request", map[string]any{"id": "r9999"})
+		if err == nil || !strings.Contains(res.Text(), "take the id from network_requests") {
+			t.Errorf("network_request r9999 = %v %q, want not found", err, res.Text())
+		}
+	})
+
+	t.Run("emulate", func(t *testing.T) {
+		got := text(t, ctx, c, "emulate", map[string]any{"device": "iPhone 13", "locale": "fr-FR", "timezone": "Asia/Tokyo",
+			"color_scheme": "dark", "geolocation": "48.85,2.35"})
+		if !strings.Contains(got, "device iPhone 13") {
+			t.Errorf("emulate = %q", got)
+		}
+		text(t, ctx, c, "open", map[string]any{"url": site + "/env"})
+		env := evalString(t, ctx, c, `[innerWidth, navigator.userAgent.includes("iPhone"), navigator.language,
+			Intl.DateTimeFormat().resolvedOptions().timeZone, matchMedia("(prefers-color-scheme: dark)").matches].join(" ")`)
+		if env != "390 true fr-FR Asia/Tokyo true" {
+			t.Errorf("the page sees %q", env)
+		}
+		if tabs := text(t, ctx, c, "tab_list", nil); !strings.Contains(tabs, "emulation: device iPhone 13") {
+			t.Errorf("tab_list = %q, want the emulation line", tabs)
+		}
+		res, err := c.Tool(ctx, "emulate", map[string]any{"device": "Nokia 3310"})
+		if err == nil || !strings.Contains(res.Text(), "the devices are: iPhone SE") {
+			t.Errorf("emulate Nokia 3310 = %v %q", err, res.Text())
+		}
+		res, err = c.Tool(ctx, "emulate", map[string]any{"timezone": "Mars/Olympus"})
+		if err == nil || !strings.Contains(res.Text(), "not an IANA time zone") {
+			t.Errorf("emulate Mars/Olympus = %v %q", err, res.Text())
+		}
+		text(t, ctx, c, "emulate", map[string]any{"reset": true})
+		text(t, ctx, c, "resize", map[string]any{"width": 640, "height": 480})
+		if got := evalString(t, ctx, c, `innerWidth + "x" + innerHeight`); got != "640x480" {
+			t.Errorf("after resize the page sees %s", got)
+		}
+	})
+
+	t.Run("pdf", func(t *testing.T) {
+		r, err := c.Post(ctx, "tools/call", map[string]any{"name": "pdf", "arguments": map[string]any{"format": "A4"}}, false)
+		if err != nil || r.Msg == nil || r.Msg.Error != nil {
+			t.Fatalf("pdf: %v %+v", err, r)
+		}
+		var res struct {
+			Content []struct {
+				Type     string `json:"type"`
+				Text     string `json:"text"`
+				Resource struct {
+					URI      string `json:"uri"`
+					MIMEType string `json:"mimeType"`
+					Blob     string `json:"blob"`
+				} `json:"resource"`
+			} `json:"content"`
+			IsError bool `json:"isError"`
+		}
+		if err := json.Unmarshal(r.Msg.Result, &res); err != nil || res.IsError || len(res.Content) < 2 {
+			t.Fatalf("pdf result %s: %v", r.Msg.Result, err)
+		}
+		part := res.Content[len(res.Content)-1]
+		pdf, _ := base64.StdEncoding.DecodeString(part.Resource.Blob)
+		if part.Type != "resource" || part.Resource.MIMEType != "application/pdf" || !bytes.HasPrefix(pdf, []byte("%PDF")) ||
+			!strings.HasSuffix(part.Resource.URI, "page.pdf") {
+			t.Errorf("pdf part = %s %s %s %.8q, want an embedded application/pdf resource starting with %%PDF",
+				part.Type, part.Resource.URI, part.Resource.MIMEType, pdf)
+		}
+		bad, err := c.Tool(ctx, "pdf", map[string]any{"page_ranges": "first"})
+		if err == nil || !strings.Contains(bad.Text(), "not a list of pages") {
+			t.Errorf("pdf page_ranges first = %v %q", err, bad.Text())
+		}
+	})
+}
