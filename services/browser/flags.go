@@ -48,6 +48,15 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 		return nil
 	})
 	cfg.MaxPDFBytes = config.MustInt(errs, "SOVEREIGN_MAX_PDF_MB", 10) << 20
+	fs.Func("max-storage-kb", "largest saved storage (storage_save: cookies and local storage, sealed) in KiB; default 900 [SOVEREIGN_MAX_STORAGE_KB]", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return err
+		}
+		cfg.MaxStorageBytes = n << 10
+		return nil
+	})
+	cfg.MaxStorageBytes = config.MustInt(errs, "SOVEREIGN_MAX_STORAGE_KB", 900) << 10
 	fs.Func("allow-scheme", "URL scheme open may use besides http, https and about; repeat or comma-separate (e.g. data,file) [SOVEREIGN_ALLOW_SCHEMES]", func(v string) error {
 		cfg.AllowedSchemes = appendSchemes(cfg.AllowedSchemes, v)
 		return nil

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
@@ -105,6 +106,9 @@ type Config struct {
 	ConsoleBuffer int
 	NetworkBuffer int
 	MaxPDFBytes   int
+	// MaxStorageBytes bounds one saved storage, sealed (storage.go;
+	// default 900 KiB).
+	MaxStorageBytes int
 }
 
 // Worker runs one Chromium and its sessions.
@@ -122,17 +126,18 @@ type Worker struct {
 	stop     func()          // stops that Chromium and waits for it to exit
 	guard    *guard.Guard    // enforces URL policies in that Chromium
 	sessions map[string]*session
-	lost     map[string]string // session id → why it was lost
-	openSvc  micro.Service     // nil while the worker is full or down
-	secrets  *secrets.Cache    // operator secrets; nil without SecretKey
-	profiles *profileCache     // base profiles (profile.go); set by Run
-	stopping <-chan struct{}   // closed when Run's context ends; nil before Run
-	ready    chan struct{}     // closed once the worker serves its endpoints
-	ckpt     *checkpoints      // nil while checkpoints are off (checkpoint.go); set by Run
-	warm     []*session        // warm browser contexts of the shared Chromium (pool.go)
-	warmKick chan struct{}     // wakes the pool's refill loop
-	loadKick chan struct{}     // asks for a load report now (load.go)
-	pressure bool              // under memory pressure: no new sessions (load.go)
+	lost     map[string]string  // session id → why it was lost
+	openSvc  micro.Service      // nil while the worker is full or down
+	secrets  *secrets.Cache     // operator secrets; nil without SecretKey
+	profiles *profileCache      // base profiles (profile.go); set by Run
+	stopping <-chan struct{}    // closed when Run's context ends; nil before Run
+	ready    chan struct{}      // closed once the worker serves its endpoints
+	ckpt     *checkpoints       // nil while checkpoints are off (checkpoint.go); set by Run
+	storage  jetstream.KeyValue // saved storage (storage.go); nil without a secret key; set by Run
+	warm     []*session         // warm browser contexts of the shared Chromium (pool.go)
+	warmKick chan struct{}      // wakes the pool's refill loop
+	loadKick chan struct{}      // asks for a load report now (load.go)
+	pressure bool               // under memory pressure: no new sessions (load.go)
 }
 
 var subjectToken = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -182,6 +187,7 @@ func (cfg Config) Resolve() (Config, error) {
 		{"console buffer", &cfg.ConsoleBuffer, page.DefaultConsoleBuffer, 100000},
 		{"network buffer", &cfg.NetworkBuffer, page.DefaultNetworkBuffer, 100000},
 		{"max pdf bytes", &cfg.MaxPDFBytes, page.DefaultMaxPDFBytes, bus.MaxReply / 2},
+		{"max storage bytes", &cfg.MaxStorageBytes, DefaultMaxStorageBytes, 64 << 20},
 	} {
 		if *l.v == 0 {
 			*l.v = l.def
@@ -270,6 +276,9 @@ func (w *Worker) run(ctx context.Context) error {
 	}
 	if err := w.openCheckpoints(ctx, c); err != nil { // checkpoint.go
 		return fmt.Errorf("session checkpoints: %w", err)
+	}
+	if err := w.openStorage(ctx, c); err != nil { // storage.go
+		return fmt.Errorf("saved storage: %w", err)
 	}
 	if err := w.openProfiles(); err != nil { // profile.go
 		return err
@@ -620,7 +629,12 @@ func (w *Worker) call(ctx context.Context, req *browserv1.ToolRequest) (*browser
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.do(ctx, run, w.pageOptions())
+	var res *browserv1.ToolResult
+	if isStorageCall(run) {
+		res, err = w.storageCall(ctx, s, run) // storage.go
+	} else {
+		res, err = s.do(ctx, run, w.pageOptions())
+	}
 	w.markChanged(s.id) // checkpointed once this call releases the session (checkpoint.go)
 	if err != nil && s.browser.Err() != nil && !w.isStopping() {
 		// Chromium went away under the call: say so, not a CDP error.

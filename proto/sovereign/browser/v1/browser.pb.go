@@ -707,8 +707,12 @@ func (*NoArgs) Descriptor() ([]byte, []int) {
 }
 
 type Open struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Url   string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// Start from this saved storage (storage_save): its cookies are set in
+	// the session and its local storage put back before the page's scripts
+	// run; "" for none.
+	Storage       string `protobuf:"bytes,60,opt,name=storage,proto3" json:"storage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -746,6 +750,13 @@ func (*Open) Descriptor() ([]byte, []int) {
 func (x *Open) GetUrl() string {
 	if x != nil {
 		return x.Url
+	}
+	return ""
+}
+
+func (x *Open) GetStorage() string {
+	if x != nil {
+		return x.Storage
 	}
 	return ""
 }
@@ -1375,6 +1386,9 @@ type ToolRequest struct {
 	//	*ToolRequest_Resize
 	//	*ToolRequest_Emulate
 	//	*ToolRequest_Pdf
+	//	*ToolRequest_StorageSave
+	//	*ToolRequest_StorageList
+	//	*ToolRequest_StorageDelete
 	Tool          isToolRequest_Tool `protobuf_oneof:"tool"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1758,6 +1772,33 @@ func (x *ToolRequest) GetPdf() *Pdf {
 	return nil
 }
 
+func (x *ToolRequest) GetStorageSave() *StorageName {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_StorageSave); ok {
+			return x.StorageSave
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetStorageList() *NoArgs {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_StorageList); ok {
+			return x.StorageList
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetStorageDelete() *StorageName {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_StorageDelete); ok {
+			return x.StorageDelete
+		}
+	}
+	return nil
+}
+
 type isToolRequest_Tool interface {
 	isToolRequest_Tool()
 }
@@ -1901,6 +1942,18 @@ type ToolRequest_Pdf struct {
 	Pdf *Pdf `protobuf:"bytes,65,opt,name=pdf,proto3,oneof"`
 }
 
+type ToolRequest_StorageSave struct {
+	StorageSave *StorageName `protobuf:"bytes,66,opt,name=storage_save,json=storageSave,proto3,oneof"`
+}
+
+type ToolRequest_StorageList struct {
+	StorageList *NoArgs `protobuf:"bytes,67,opt,name=storage_list,json=storageList,proto3,oneof"`
+}
+
+type ToolRequest_StorageDelete struct {
+	StorageDelete *StorageName `protobuf:"bytes,68,opt,name=storage_delete,json=storageDelete,proto3,oneof"`
+}
+
 func (*ToolRequest_Open) isToolRequest_Tool() {}
 
 func (*ToolRequest_Back) isToolRequest_Tool() {}
@@ -1968,6 +2021,12 @@ func (*ToolRequest_Resize) isToolRequest_Tool() {}
 func (*ToolRequest_Emulate) isToolRequest_Tool() {}
 
 func (*ToolRequest_Pdf) isToolRequest_Tool() {}
+
+func (*ToolRequest_StorageSave) isToolRequest_Tool() {}
+
+func (*ToolRequest_StorageList) isToolRequest_Tool() {}
+
+func (*ToolRequest_StorageDelete) isToolRequest_Tool() {}
 
 // ConsoleMessages reads the console of the active tab: what the page
 // logged, uncaught exceptions and unhandled promise rejections, from a
@@ -2410,6 +2469,55 @@ func (x *Emulate) GetResetAll() bool {
 	return false
 }
 
+// StorageName names a saved storage state (storage_save, storage_delete):
+// ^[a-z][a-z0-9_-]{0,63}$. Saved states are kept in the fleet per owner
+// (the caller's label of OpenSessionRequest.owner), sealed with the
+// operator key; their cookie values and storage contents never leave the
+// workers.
+type StorageName struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageName) Reset() {
+	*x = StorageName{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageName) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageName) ProtoMessage() {}
+
+func (x *StorageName) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageName.ProtoReflect.Descriptor instead.
+func (*StorageName) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *StorageName) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 // Pdf prints the active tab's page as a PDF.
 type Pdf struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -2425,7 +2533,7 @@ type Pdf struct {
 
 func (x *Pdf) Reset() {
 	*x = Pdf{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2437,7 +2545,7 @@ func (x *Pdf) String() string {
 func (*Pdf) ProtoMessage() {}
 
 func (x *Pdf) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2450,7 +2558,7 @@ func (x *Pdf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pdf.ProtoReflect.Descriptor instead.
 func (*Pdf) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{30}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Pdf) GetLandscape() bool {
@@ -2496,7 +2604,7 @@ type SetIdentity struct {
 
 func (x *SetIdentity) Reset() {
 	*x = SetIdentity{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2616,7 @@ func (x *SetIdentity) String() string {
 func (*SetIdentity) ProtoMessage() {}
 
 func (x *SetIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2629,7 @@ func (x *SetIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
 func (*SetIdentity) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{31}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetIdentity) GetPubkey() string {
@@ -2542,7 +2650,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2662,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2675,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{32}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Image) GetMimeType() string {
@@ -2597,7 +2705,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +2717,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +2730,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{33}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Resource) GetName() string {
@@ -2661,7 +2769,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2673,7 +2781,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2686,7 +2794,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{34}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -2761,7 +2869,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2773,7 +2881,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2786,7 +2894,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{35}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -2848,7 +2956,7 @@ type HTTPToolRequest struct {
 
 func (x *HTTPToolRequest) Reset() {
 	*x = HTTPToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +2968,7 @@ func (x *HTTPToolRequest) String() string {
 func (*HTTPToolRequest) ProtoMessage() {}
 
 func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +2981,7 @@ func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
 func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{36}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HTTPToolRequest) GetTool() string {
@@ -2952,7 +3060,7 @@ type HTTPToolResponse struct {
 
 func (x *HTTPToolResponse) Reset() {
 	*x = HTTPToolResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2964,7 +3072,7 @@ func (x *HTTPToolResponse) String() string {
 func (*HTTPToolResponse) ProtoMessage() {}
 
 func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2977,7 +3085,7 @@ func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
 func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{37}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *HTTPToolResponse) GetStatusCode() int32 {
@@ -3040,7 +3148,7 @@ type RestoreSessionRequest struct {
 
 func (x *RestoreSessionRequest) Reset() {
 	*x = RestoreSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3052,7 +3160,7 @@ func (x *RestoreSessionRequest) String() string {
 func (*RestoreSessionRequest) ProtoMessage() {}
 
 func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3065,7 +3173,7 @@ func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{38}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RestoreSessionRequest) GetOldSessionId() string {
@@ -3119,7 +3227,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3131,7 +3239,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3144,7 +3252,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{39}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WorkerLoad) GetWorkerId() string {
@@ -3242,9 +3350,10 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x03ref\x18\x01 \x01(\tH\x00R\x03ref\x12\x1c\n" +
 	"\bselector\x18\x02 \x01(\tH\x00R\bselectorB\x04\n" +
 	"\x02by\"\b\n" +
-	"\x06NoArgs\"\x18\n" +
+	"\x06NoArgs\"2\n" +
 	"\x04Open\x12\x10\n" +
-	"\x03url\x18\x01 \x01(\tR\x03url\"X\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x18\n" +
+	"\astorage\x18< \x01(\tR\astorage\"X\n" +
 	"\bSnapshot\x12 \n" +
 	"\vinteractive\x18\x01 \x01(\bR\vinteractive\x12\x18\n" +
 	"\acompact\x18\x02 \x01(\bR\acompact\x12\x10\n" +
@@ -3278,7 +3387,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xfc\x11\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xd3\x13\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
@@ -3323,7 +3432,10 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x0fnetwork_request\x18> \x01(\v2(.sovereign.browser.v1.NetworkRequestBodyH\x00R\x0enetworkRequest\x126\n" +
 	"\x06resize\x18? \x01(\v2\x1c.sovereign.browser.v1.ResizeH\x00R\x06resize\x129\n" +
 	"\aemulate\x18@ \x01(\v2\x1d.sovereign.browser.v1.EmulateH\x00R\aemulate\x12-\n" +
-	"\x03pdf\x18A \x01(\v2\x19.sovereign.browser.v1.PdfH\x00R\x03pdfB\x06\n" +
+	"\x03pdf\x18A \x01(\v2\x19.sovereign.browser.v1.PdfH\x00R\x03pdf\x12F\n" +
+	"\fstorage_save\x18B \x01(\v2!.sovereign.browser.v1.StorageNameH\x00R\vstorageSave\x12A\n" +
+	"\fstorage_list\x18C \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\vstorageList\x12J\n" +
+	"\x0estorage_delete\x18D \x01(\v2!.sovereign.browser.v1.StorageNameH\x00R\rstorageDeleteB\x06\n" +
 	"\x04toolB\f\n" +
 	"\n" +
 	"_settle_ms\"S\n" +
@@ -3359,7 +3471,9 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\aoffline\x18\b \x01(\bH\x00R\aoffline\x88\x01\x01\x12\x1b\n" +
 	"\treset_all\x18\t \x01(\bR\bresetAllB\n" +
 	"\n" +
-	"\b_offline\"\x87\x01\n" +
+	"\b_offline\"!\n" +
+	"\vStorageName\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x87\x01\n" +
 	"\x03Pdf\x12\x1c\n" +
 	"\tlandscape\x18\x01 \x01(\bR\tlandscape\x12)\n" +
 	"\x10print_background\x18\x02 \x01(\bR\x0fprintBackground\x12\x1f\n" +
@@ -3437,7 +3551,7 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(SnapshotAfter)(0),            // 0: sovereign.browser.v1.SnapshotAfter
 	(*OpenSessionRequest)(nil),    // 1: sovereign.browser.v1.OpenSessionRequest
@@ -3470,17 +3584,18 @@ var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*Resize)(nil),                // 28: sovereign.browser.v1.Resize
 	(*Geolocation)(nil),           // 29: sovereign.browser.v1.Geolocation
 	(*Emulate)(nil),               // 30: sovereign.browser.v1.Emulate
-	(*Pdf)(nil),                   // 31: sovereign.browser.v1.Pdf
-	(*SetIdentity)(nil),           // 32: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                 // 33: sovereign.browser.v1.Image
-	(*Resource)(nil),              // 34: sovereign.browser.v1.Resource
-	(*Content)(nil),               // 35: sovereign.browser.v1.Content
-	(*ToolResult)(nil),            // 36: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),       // 37: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),      // 38: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil), // 39: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),            // 40: sovereign.browser.v1.WorkerLoad
-	nil,                           // 41: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(*StorageName)(nil),           // 31: sovereign.browser.v1.StorageName
+	(*Pdf)(nil),                   // 32: sovereign.browser.v1.Pdf
+	(*SetIdentity)(nil),           // 33: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                 // 34: sovereign.browser.v1.Image
+	(*Resource)(nil),              // 35: sovereign.browser.v1.Resource
+	(*Content)(nil),               // 36: sovereign.browser.v1.Content
+	(*ToolResult)(nil),            // 37: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),       // 38: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),      // 39: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil), // 40: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),            // 41: sovereign.browser.v1.WorkerLoad
+	nil,                           // 42: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	3,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -3517,25 +3632,28 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	22, // 31: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
 	23, // 32: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
 	11, // 33: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	32, // 34: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	33, // 34: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
 	25, // 35: sovereign.browser.v1.ToolRequest.console_messages:type_name -> sovereign.browser.v1.ConsoleMessages
 	26, // 36: sovereign.browser.v1.ToolRequest.network_requests:type_name -> sovereign.browser.v1.NetworkRequests
 	27, // 37: sovereign.browser.v1.ToolRequest.network_request:type_name -> sovereign.browser.v1.NetworkRequestBody
 	28, // 38: sovereign.browser.v1.ToolRequest.resize:type_name -> sovereign.browser.v1.Resize
 	30, // 39: sovereign.browser.v1.ToolRequest.emulate:type_name -> sovereign.browser.v1.Emulate
-	31, // 40: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
-	29, // 41: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
-	33, // 42: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	34, // 43: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
-	35, // 44: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	41, // 45: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	3,  // 46: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	3,  // 47: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	32, // 40: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
+	31, // 41: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
+	11, // 42: sovereign.browser.v1.ToolRequest.storage_list:type_name -> sovereign.browser.v1.NoArgs
+	31, // 43: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
+	29, // 44: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
+	34, // 45: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	35, // 46: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
+	36, // 47: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	42, // 48: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	3,  // 49: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	3,  // 50: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -3582,9 +3700,12 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_Resize)(nil),
 		(*ToolRequest_Emulate)(nil),
 		(*ToolRequest_Pdf)(nil),
+		(*ToolRequest_StorageSave)(nil),
+		(*ToolRequest_StorageList)(nil),
+		(*ToolRequest_StorageDelete)(nil),
 	}
 	file_sovereign_browser_v1_browser_proto_msgTypes[29].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[34].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[35].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Resource)(nil),
@@ -3595,7 +3716,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -216,7 +216,7 @@ func fillTool(set func(*browserv1.ToolRequest, *browserv1.Fill)) func(Args) (*br
 // tools is the catalog: the identity tools (login.go), then the browser
 // tools, then the developer tools (devtools.go), then the agent tools
 // (agent.go), then the system tools (system.go).
-var tools = slices.Concat(identityTools, browserTools, devtoolsTools, agentTools, systemTools)
+var tools = slices.Concat(identityTools, browserTools, devtoolsTools, storageTools, agentTools, systemTools)
 
 var browserTools = withSettle([]Tool{
 	// Navigation.
@@ -228,13 +228,15 @@ var browserTools = withSettle([]Tool{
 			{Name: ProfileParam, Type: String, Description: "Start the browser session from this base profile: a logged-in " +
 				"template the operator deployed (cookies and site storage; each session gets a private copy). Only when this " +
 				"call opens the browser session (the first browser call of an MCP session, or a call without a session handle)."},
+			storageParam,
 		},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
 			u, err := nonEmpty(a, "url")
 			if err != nil {
 				return nil, err
 			}
-			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: strings.TrimSpace(u)}}}, nil
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: strings.TrimSpace(u),
+				Storage: strings.TrimSpace(a.str("storage"))}}}, nil
 		},
 	},
 	{

@@ -128,6 +128,52 @@ var devtoolsTools = []Tool{
 	},
 }
 
+// Saved storage (the worker's storage.go): a login kept without showing
+// it to the model.
+var storageTools = []Tool{
+	{
+		Name: "storage_save", Title: "Save storage",
+		Description: "Save the browser session's cookies and the local storage of its open tabs' sites under a name, " +
+			"sealed in the fleet, to start a later session from it (open with storage): a login kept without showing it. " +
+			"The result names the cookie domains, sites and counts, never a value. Saving under an existing name replaces it.",
+		params: []Param{storageNameParam("Name to save under")},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			n, err := nonEmpty(a, "name")
+			if err != nil {
+				return nil, err
+			}
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_StorageSave{StorageSave: &browserv1.StorageName{Name: strings.TrimSpace(n)}}}, nil
+		},
+	},
+	{
+		Name: "storage_list", Title: "List saved storage", ReadOnly: true,
+		Description: "List the saved storages of this caller: name, when saved, cookie domains, sites and counts (never values).",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
+			r.Tool = &browserv1.ToolRequest_StorageList{StorageList: n}
+		}),
+	},
+	{
+		Name: "storage_delete", Title: "Delete saved storage", Description: "Delete a saved storage.",
+		params: []Param{storageNameParam("Name of the saved storage")},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			n, err := nonEmpty(a, "name")
+			if err != nil {
+				return nil, err
+			}
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_StorageDelete{StorageDelete: &browserv1.StorageName{Name: strings.TrimSpace(n)}}}, nil
+		},
+	},
+}
+
+// storageParam is open's argument naming a saved storage to start from.
+var storageParam = Param{Name: "storage", Type: String, Description: "Start from this saved storage (storage_save): its " +
+	"cookies are set in the browser session and its local storage is back before the page's scripts run"}
+
+func storageNameParam(what string) Param {
+	return Param{Name: "name", Type: String, Required: true,
+		Description: what + ": a lowercase letter, then up to 63 lowercase letters, digits, - or _ (e.g. github-login)"}
+}
+
 // buildEmulate builds an emulate request; at least one change is needed.
 func buildEmulate(a Args) (*browserv1.ToolRequest, error) {
 	e := &browserv1.Emulate{Device: strings.TrimSpace(a.str("device")), UserAgent: a.str("user_agent"), Locale: a.str("locale"),
