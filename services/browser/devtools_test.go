@@ -1,6 +1,9 @@
 package browser_test
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +11,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser"
+	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
 func emulateReq(e *browserv1.Emulate) *browserv1.ToolRequest {
@@ -83,4 +87,129 @@ func TestNetworkRequestsBlocked(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+func storageReq(tool, name string) *browserv1.ToolRequest {
+	n := &browserv1.StorageName{Name: name}
+	switch tool {
+	case "save":
+		return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_StorageSave{StorageSave: n}}
+	case "delete":
+		return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_StorageDelete{StorageDelete: n}}
+	}
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_StorageList{StorageList: &browserv1.NoArgs{}}}
+}
+
+// loginSite sets a cookie and a local storage item holding value on
+// /login; /check says whether both came back, without showing them.
+func loginSite(t *testing.T, value string) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/login", func(w http.ResponseWriter, r *http.Request) {
+		http.SetCookie(w, &http.Cookie{Name: "sid", Value: value, Path: "/", HttpOnly: true})
+		fmt.Fprintf(w, `<!doctype html><title>logged in</title><script>localStorage.setItem("token", %q)</script>`, value)
+	})
+	mux.HandleFunc("/check", func(w http.ResponseWriter, r *http.Request) {
+		cookie := "no cookie"
+		if c, err := r.Cookie("sid"); err == nil && c.Value == value {
+			cookie = "cookie ok"
+		}
+		fmt.Fprintf(w, `<!doctype html><title>check</title><p id="c">%s</p><script>
+			document.title = (localStorage.getItem("token") === %q ? "storage ok" : "no storage") + ", %s"</script>`, cookie, value, cookie)
+	})
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// TestStorageSaveRestore: a login saved in one session is back in a new
+// one (the cookie for the server, the local storage item for the page's
+// script), and no result shows a value.
+func TestStorageSaveRestore(t *testing.T) {
+	key := testKey(t)
+	f := newFleet(t)
+	f.worker(browser.Config{MaxSessions: 2, WarmSessions: -1, SecretKey: key, CheckpointEvery: -1})
+	const value = "s3cr3t-session-value-4711"
+	ts := loginSite(t, value)
+	s1 := f.mustOpen()
+	f.mustCall(s1, openReq(ts.URL+"/login"))
+	res, err := f.call(s1, storageReq("save", "site-login"))
+	if err != nil {
+		t.Fatalf("storage_save: %v", err)
+	}
+	host := strings.TrimPrefix(ts.URL, "http://")
+	host = host[:strings.Index(host, ":")]
+	if got := res.GetContent()[0].GetText(); !strings.Contains(got, `Saved storage "site-login": 1 cookies for `+host+"; 1 local storage items of "+ts.URL) {
+		t.Errorf("storage_save = %q", got)
+	}
+	if strings.Contains(res.String(), value) {
+		t.Errorf("storage_save result shows the value: %s", res)
+	}
+	list, err := f.call(s1, storageReq("list", ""))
+	if err != nil || !strings.Contains(list.GetContent()[0].GetText(), "1 saved storages\nsite-login (saved ") || strings.Contains(list.String(), value) {
+		t.Errorf("storage_list = %v %v", list, err)
+	}
+
+	s2 := f.mustOpen()
+	if got := f.mustCall(s2, openReq(ts.URL+"/check")); !strings.Contains(got, "no storage, no cookie") {
+		t.Fatalf("a new session without storage = %q, want neither", got)
+	}
+	open := openReq(ts.URL + "/check")
+	open.GetOpen().Storage = "site-login"
+	got := f.mustCall(s2, open)
+	if !strings.Contains(got, "storage ok, cookie ok") || !strings.Contains(got, `started from saved storage "site-login": 1 cookies`) || strings.Contains(got, value) {
+		t.Errorf("open with storage = %q, want the page to see both, and no value", got)
+	}
+
+	for _, tc := range []struct {
+		name string
+		req  *browserv1.ToolRequest
+		code commonv1.ErrorCode
+		want string
+	}{
+		{"bad name", storageReq("save", "Bad Name"), commonv1.ErrorCode_INVALID_ARGUMENT, "a lowercase letter, then"},
+		{"unknown storage", func() *browserv1.ToolRequest { r := openReq(ts.URL); r.GetOpen().Storage = "nope"; return r }(), commonv1.ErrorCode_NOT_FOUND, `no saved storage "nope"`},
+		{"delete unknown", storageReq("delete", "nope"), commonv1.ErrorCode_NOT_FOUND, `no saved storage "nope"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.call(s2, tc.req)
+			wantCode(t, tc.name, err, tc.code, tc.want)
+		})
+	}
+	f.mustCall(s2, storageReq("delete", "site-login"))
+	if got := f.mustCall(s2, storageReq("list", "")); !strings.HasPrefix(got, "no saved storage") {
+		t.Errorf("storage_list after delete = %q", got)
+	}
+}
+
+// TestStorageLimits: a saved storage larger than MaxStorageBytes is
+// refused naming the limit; a worker without the operator key says what
+// saved storage needs.
+func TestStorageLimits(t *testing.T) {
+	key := testKey(t)
+	f := newFleet(t)
+	f.worker(browser.Config{MaxSessions: 1, WarmSessions: -1, SecretKey: key, CheckpointEvery: -1, MaxStorageBytes: 2000})
+	ts := loginSite(t, strings.Repeat("x", 3000))
+	s := f.mustOpen()
+	f.mustCall(s, openReq(ts.URL+"/login"))
+	_, err := f.call(s, storageReq("save", "big"))
+	wantCode(t, "storage_save over the limit", err, commonv1.ErrorCode_TOO_LARGE, "more than the limit of 2000 (the worker's --max-storage-kb)")
+
+	g := newFleet(t)
+	g.worker(browser.Config{MaxSessions: 1, WarmSessions: -1})
+	_, err = g.call(g.mustOpen(), storageReq("list", ""))
+	wantCode(t, "storage_list without a key", err, commonv1.ErrorCode_UNAVAILABLE, "needs the operator secret key")
+}
+
+func testKey(t *testing.T) *secrets.Key {
+	t.Helper()
+	text, err := secrets.GenerateKeyText()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := secrets.ParseKey(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
 }
