@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sovereign-fleet/sovereign/e2e/harness"
+	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 )
 
 // devtoolsSite serves the developer tools' test pages: one that logs at
@@ -35,6 +37,18 @@ func devtoolsSite(t *testing.T) string {
 	mux.HandleFunc("/fetch", html(`<!doctype html><title>fetch</title><img src="/dot.gif"><script>
 		fetch("/api/items.json").then(r => r.json()).then(d => document.title = "items " + d.items.length);
 	</script>`))
+	mux.HandleFunc("/login", func(w http.ResponseWriter, r *http.Request) {
+		http.SetCookie(w, &http.Cookie{Name: "sid", Value: loginValue, Path: "/", HttpOnly: true})
+		html(fmt.Sprintf(`<!doctype html><title>logged in</title><script>localStorage.setItem("token", %q)</script>`, loginValue))(w, r)
+	})
+	mux.HandleFunc("/check", func(w http.ResponseWriter, r *http.Request) {
+		cookie := "no cookie"
+		if c, err := r.Cookie("sid"); err == nil && c.Value == loginValue {
+			cookie = "cookie ok"
+		}
+		html(fmt.Sprintf(`<!doctype html><title>check</title><script>
+			document.title = (localStorage.getItem("token") === %q ? "storage ok" : "no storage") + ", %s"</script>`, loginValue, cookie))(w, r)
+	})
 	mux.HandleFunc("/env", html(`<!doctype html><meta name="viewport" content="width=device-width"><title>env</title>`))
 	mux.HandleFunc("/api/items.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -49,6 +63,10 @@ func devtoolsSite(t *testing.T) string {
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// loginValue is the cookie and local storage value of devtoolsSite's
+// /login: no result, log or audit record may hold it.
+const loginValue = "e2e-login-value-8c1f0d"
 
 // eventuallyText calls a tool until its text holds want (pages log and
 // fetch on their own time).
@@ -72,11 +90,17 @@ func eventuallyText(t *testing.T, ctx context.Context, c *harness.MCPClient, nam
 
 // TestDevtools drives the developer tools through an MCP client against
 // the real gateway and a worker: console_messages, network_requests and
-// network_request, emulate and resize, pdf.
+// network_request, emulate and resize, pdf, storage_save and open with
+// storage (with the audit trail, to check that no value reaches it).
 func TestDevtools(t *testing.T) {
+	t.Setenv("SOVEREIGN_SECRET_KEY", strings.Repeat("5e", 32)) // inherited by the workers: saved storage is sealed
 	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 2})
 	site := devtoolsSite(t)
 	ctx := callCtx(t, 3*time.Minute)
+	if _, err := f.StartHistory(ctx, filepath.Join(f.Dir, "history"), ""); err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now().UnixNano()
 	c := initClient(t, ctx, f.Gateways[0].MCP)
 
 	t.Run("console_messages", func(t *testing.T) {
@@ -176,6 +200,64 @@ func TestDevtools(t *testing.T) {
 		bad, err := c.Tool(ctx, "pdf", map[string]any{"page_ranges": "first"})
 		if err == nil || !strings.Contains(bad.Text(), "not a list of pages") {
 			t.Errorf("pdf page_ranges first = %v %q", err, bad.Text())
+		}
+	})
+
+	t.Run("storage", func(t *testing.T) {
+		text(t, ctx, c, "open", map[string]any{"url": site + "/login"})
+		saved := tool(t, ctx, c, "storage_save", map[string]any{"name": "site-login"})
+		if got := saved.Text(); !strings.Contains(got, `Saved storage "site-login": 1 cookies for 127.0.0.1; 1 local storage items of `+site) {
+			t.Errorf("storage_save = %q", got)
+		}
+		// A new MCP session has a new browser session: it starts logged out.
+		c2 := initClient(t, ctx, f.Gateways[0].MCP)
+		if got := text(t, ctx, c2, "open", map[string]any{"url": site + "/check"}); !strings.Contains(got, "no storage, no cookie") {
+			t.Fatalf("open in a new session = %q", got)
+		}
+		got := text(t, ctx, c2, "open", map[string]any{"url": site + "/check", "storage": "site-login"})
+		if !strings.Contains(got, "storage ok, cookie ok") || !strings.Contains(got, `started from saved storage "site-login"`) {
+			t.Errorf("open with storage = %q, want the page to see the cookie and the local storage item", got)
+		}
+		if list := text(t, ctx, c2, "storage_list", nil); !strings.Contains(list, "site-login (saved ") {
+			t.Errorf("storage_list = %q", list)
+		}
+		res, err := c2.Tool(ctx, "open", map[string]any{"url": site + "/check", "storage": "nope"})
+		if err == nil || !strings.Contains(res.Text(), `no saved storage "nope"`) {
+			t.Errorf("open with storage nope = %v %q", err, res.Text())
+		}
+		for _, r := range []*harness.ToolResult{saved} {
+			if b, _ := json.Marshal(r); bytes.Contains(b, []byte(loginValue)) {
+				t.Errorf("a result holds the login value: %s", b)
+			}
+		}
+		// The audit trail records the calls, never the values.
+		var recs []string
+		for end := time.Now().Add(30 * time.Second); ; {
+			all, err := f.AuditAll(ctx, &historyv1.AuditQuery{SinceUnixNano: since})
+			if err != nil {
+				t.Fatalf("audit query: %v", err)
+			}
+			recs = recs[:0]
+			for _, r := range all {
+				recs = append(recs, r.String())
+			}
+			if joined := strings.Join(recs, "\n"); strings.Contains(joined, "storage_list") {
+				if strings.Contains(joined, loginValue) {
+					t.Errorf("the audit trail holds the login value")
+				}
+				if !strings.Contains(joined, "storage_save") {
+					t.Errorf("the audit trail has no storage_save record")
+				}
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("the audit trail never recorded storage_list: %d records", len(recs))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		text(t, ctx, c2, "storage_delete", map[string]any{"name": "site-login"})
+		if strings.Contains(f.Logs(), loginValue) {
+			t.Errorf("a process logged the login value")
 		}
 	})
 }
