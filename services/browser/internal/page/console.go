@@ -143,16 +143,7 @@ func (t *Tab) consoleMessages(_ context.Context, req *browserv1.ConsoleMessages)
 	}
 	next, dropped := t.console.next, t.console.dropped
 	t.mu.Unlock()
-	more := 0
-	if len(picked) > limit {
-		more, picked = len(picked)-limit, picked[len(picked)-limit:]
-	}
-	lines := make([]string, len(picked))
-	for i, e := range picked {
-		lines[i] = e.line()
-	}
-	shown, cut := keepLast(lines, t.capChars(DefaultTextChars))
-	picked = picked[len(picked)-shown:]
+	picked, lines, left := newest(picked, limit, t.capChars(DefaultTextChars))
 	head := fmt.Sprintf("%d console messages (level %s and above)", len(picked), level)
 	switch {
 	case len(picked) == 0:
@@ -164,13 +155,13 @@ func (t *Tab) consoleMessages(_ context.Context, req *browserv1.ConsoleMessages)
 		head += fmt.Sprintf(" after #%d", req.GetSince())
 	}
 	head += fmt.Sprintf("; next: %d (pass it as since to see only newer ones)", next)
-	if more+cut > 0 {
-		head += fmt.Sprintf("; %d older matching messages not shown (limit %d, max_chars)", more+cut, limit)
+	if left > 0 {
+		head += fmt.Sprintf("; %d older matching messages not shown (limit %d, max_chars)", left, limit)
 	}
 	if dropped > 0 {
 		head += fmt.Sprintf("; the tab keeps the last %d messages (%d older ones were dropped)", t.opts.consoleBuffer(), dropped)
 	}
-	res := textResult("%s", strings.Join(append([]string{head}, lines[len(lines)-shown:]...), "\n"))
+	res := textResult("%s", strings.Join(append([]string{head}, lines...), "\n"))
 	setStructured(res, "messages", picked)
 	setStructured(res, "next", next)
 	return res, nil
@@ -203,6 +194,21 @@ func listLimit(n int32, def, max int, tool string) (int, error) {
 		return 0, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: limit must be 1-%d (the tab keeps no more), not %d", tool, max, n)
 	}
 	return int(n), nil
+}
+
+// newest keeps the newest limit entries whose lines fit in max
+// characters; it returns them, their lines and how many were left out.
+func newest[E interface{ line() string }](picked []E, limit, max int) ([]E, []string, int) {
+	more := 0
+	if len(picked) > limit {
+		more, picked = len(picked)-limit, picked[len(picked)-limit:]
+	}
+	lines := make([]string, len(picked))
+	for i, e := range picked {
+		lines[i] = e.line()
+	}
+	shown, cut := keepLast(lines, max)
+	return picked[len(picked)-shown:], lines[len(lines)-shown:], more + cut
 }
 
 // keepLast returns how many of the last lines fit in max characters

@@ -93,6 +93,11 @@ func TestConsoleMessages(t *testing.T) {
 	if s := text(must(t, tab, consoleReq("", 0, 2))); !strings.Contains(s, "thrown later") || strings.Contains(s, "warn message") || !strings.Contains(s, "older matching messages not shown") {
 		t.Errorf("console_messages limit 2 = %q, want the newest two and a note", s)
 	}
+	capped := consoleReq("debug", 0, 0)
+	capped.MaxChars = 80
+	if s := text(must(t, tab, capped)); !strings.HasPrefix(s, "1 console message") || !strings.Contains(s, "6 older matching messages not shown") {
+		t.Errorf("console_messages max_chars 80 = %q, want the newest message only", s)
+	}
 	evalString(t, tab, `console.log("after"); 1`)
 	eventually(t, "the new message", func() bool {
 		return strings.Contains(text(must(t, tab, consoleReq("", got.Next, 0))), "after")

@@ -211,16 +211,7 @@ func (t *Tab) networkRequests(_ context.Context, req *browserv1.NetworkRequests)
 	if blocked != nil {
 		nameRules(picked, blocked())
 	}
-	more := 0
-	if len(picked) > limit {
-		more, picked = len(picked)-limit, picked[len(picked)-limit:]
-	}
-	lines := make([]string, len(picked))
-	for i, e := range picked {
-		lines[i] = e.line()
-	}
-	shown, cut := keepLast(lines, t.capChars(DefaultTextChars))
-	picked = picked[len(picked)-shown:]
+	picked, lines, left := newest(picked, limit, t.capChars(DefaultTextChars))
 	head := fmt.Sprintf("%d requests, oldest first", len(picked))
 	switch len(picked) {
 	case 0:
@@ -231,8 +222,8 @@ func (t *Tab) networkRequests(_ context.Context, req *browserv1.NetworkRequests)
 	if req.GetFilter() != "" || f.typ != "" || f.status != "" {
 		head += " matching"
 	}
-	if more+cut > 0 {
-		head += fmt.Sprintf("; %d older matching requests not shown (limit %d, max_chars)", more+cut, limit)
+	if left > 0 {
+		head += fmt.Sprintf("; %d older matching requests not shown (limit %d, max_chars)", left, limit)
 	}
 	if dropped > 0 {
 		head += fmt.Sprintf("; the tab keeps the last %d requests (%d older ones were dropped)", t.opts.networkBuffer(), dropped)
@@ -240,7 +231,7 @@ func (t *Tab) networkRequests(_ context.Context, req *browserv1.NetworkRequests)
 	if len(picked) > 0 {
 		head += "; network_request with an id returns a body"
 	}
-	res := textResult("%s", strings.Join(append([]string{head}, lines[len(lines)-shown:]...), "\n"))
+	res := textResult("%s", strings.Join(append([]string{head}, lines...), "\n"))
 	setStructured(res, "requests", picked)
 	return res, nil
 }
