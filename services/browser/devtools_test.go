@@ -213,3 +213,64 @@ func testKey(t *testing.T) *secrets.Key {
 	}
 	return key
 }
+
+// TestDevtoolsScrubbed: a secret the page logs or loads comes back as its
+// placeholder in console_messages, network_requests and network_request.
+func TestDevtoolsScrubbed(t *testing.T) {
+	f := httpFleet(t)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>leaky</title><script>console.log("key is %s"); fetch("/api?k=%s")</script>`, httpSecret, httpSecret)
+	})
+	mux.HandleFunc("/api", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"echo": %q}`, r.URL.Query().Get("k"))
+	})
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	s := f.mustOpen()
+	f.mustCall(s, openReq(ts.URL))
+	consoleRes, err := f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_ConsoleMessages{ConsoleMessages: &browserv1.ConsoleMessages{}}})
+	if err != nil || !strings.Contains(consoleRes.GetContent()[0].GetText(), "key is {{secrets.API_KEY}}") {
+		t.Errorf("console_messages = %v %v, want the placeholder", consoleRes, err)
+	}
+	noSecret(t, "console_messages", consoleRes.String())
+	var list string
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(list, "→ 200"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("network_requests never showed the fetch: %q", list)
+		}
+		list = f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_NetworkRequests{NetworkRequests: &browserv1.NetworkRequests{Filter: "/api"}}})
+	}
+	if !strings.Contains(list, "/api?k={{secrets.API_KEY}}") {
+		t.Errorf("network_requests = %q, want the placeholder", list)
+	}
+	noSecret(t, "network_requests", list)
+	id := strings.Fields(list[strings.Index(list, "\nr")+1:])[0]
+	body := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_NetworkRequest{NetworkRequest: &browserv1.NetworkRequestBody{Id: id}}})
+	if !strings.Contains(body, `{"echo": "{{secrets.API_KEY}}"}`) {
+		t.Errorf("network_request = %q, want the placeholder", body)
+	}
+	noSecret(t, "network_request", body)
+}
+
+// TestDevtoolsConfig: the developer tools' limits have defaults and
+// refuse values out of range, naming them.
+func TestDevtoolsConfig(t *testing.T) {
+	cfg, err := browser.Config{ID: "x"}.Resolve()
+	if err != nil || cfg.ConsoleBuffer != 500 || cfg.NetworkBuffer != 500 || cfg.MaxPDFBytes != 10<<20 || cfg.MaxStorageBytes != browser.DefaultMaxStorageBytes {
+		t.Errorf("defaults = %+v, %v", cfg, err)
+	}
+	for _, tc := range []struct {
+		cfg  browser.Config
+		want string
+	}{
+		{browser.Config{ID: "x", ConsoleBuffer: -1}, "console buffer -1: must be 1-100000"},
+		{browser.Config{ID: "x", NetworkBuffer: 200000}, "network buffer 200000: must be 1-100000"},
+		{browser.Config{ID: "x", MaxPDFBytes: -5}, "max pdf bytes -5"},
+		{browser.Config{ID: "x", MaxStorageBytes: -5}, "max storage bytes -5"},
+	} {
+		if _, err := tc.cfg.Resolve(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Resolve(%+v) = %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
