@@ -128,7 +128,7 @@ func loginSite(t *testing.T, value string) *httptest.Server {
 func TestStorageSaveRestore(t *testing.T) {
 	key := testKey(t)
 	f := newFleet(t)
-	f.worker(browser.Config{MaxSessions: 2, WarmSessions: -1, SecretKey: key, CheckpointEvery: -1})
+	f.worker(browser.Config{MaxSessions: 3, WarmSessions: -1, SecretKey: key, CheckpointEvery: -1})
 	const value = "s3cr3t-session-value-4711"
 	ts := loginSite(t, value)
 	s1 := f.mustOpen()
@@ -176,6 +176,18 @@ func TestStorageSaveRestore(t *testing.T) {
 			wantCode(t, tc.name, err, tc.code, tc.want)
 		})
 	}
+	// tab_new with storage: the new tab's page sees both too.
+	s3 := f.mustOpen()
+	tabNew := tabNewReq(ts.URL + "/check")
+	tabNew.GetTabNew().Storage = "site-login"
+	if got := f.mustCall(s3, tabNew); !strings.HasPrefix(got, "Opened tab 1 (now active). ") || !strings.Contains(got, "storage ok, cookie ok") {
+		t.Errorf("tab_new with storage = %q", got)
+	}
+	noURL := tabNewReq("")
+	noURL.GetTabNew().Storage = "site-login"
+	_, err = f.call(s3, noURL)
+	wantCode(t, "tab_new with storage and no url", err, commonv1.ErrorCode_INVALID_ARGUMENT, "needs the url")
+	f.mustCall(s3, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Close{Close: &browserv1.NoArgs{}}})
 	f.mustCall(s2, storageReq("delete", "site-login"))
 	if got := f.mustCall(s2, storageReq("list", "")); !strings.HasPrefix(got, "no saved storage") {
 		t.Errorf("storage_list after delete = %q", got)

@@ -90,6 +90,8 @@ func isStorageCall(req *browserv1.ToolRequest) bool {
 		return true
 	case *browserv1.ToolRequest_Open:
 		return t.Open.GetStorage() != ""
+	case *browserv1.ToolRequest_TabNew:
+		return t.TabNew.GetStorage() != ""
 	}
 	return false
 }
@@ -302,11 +304,17 @@ func (w *Worker) storageDelete(ctx context.Context, s *session, name string) (*b
 	return result(fmt.Sprintf("Deleted saved storage %q", name), map[string]any{"deleted": name})
 }
 
-// openWithStorage is open with storage: the saved cookies into the
-// session, the saved local storage into the pages of the active tab
-// before their scripts run, then the open as usual.
+// openWithStorage is open (or tab_new) with storage: the saved cookies
+// into the session, then the open as usual with the saved local storage
+// put into the tab's pages before their scripts run.
 func (w *Worker) openWithStorage(ctx context.Context, s *session, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
 	name := req.GetOpen().GetStorage()
+	if req.GetTabNew() != nil {
+		name = req.GetTabNew().GetStorage()
+		if strings.TrimSpace(req.GetTabNew().GetUrl()) == "" {
+			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "tab_new with storage needs the url to open")
+		}
+	}
 	st, err := w.loadStorage(ctx, s, name)
 	if err != nil {
 		return nil, err
@@ -323,11 +331,20 @@ func (w *Worker) openWithStorage(ctx context.Context, s *session, req *browserv1
 	if err != nil {
 		return nil, err
 	}
+	if req.GetTabNew() != nil {
+		return w.tabNewWithStorage(ctx, s, req, st, script)
+	}
 	plain := proto.Clone(req).(*browserv1.ToolRequest)
 	plain.GetOpen().Storage = ""
+	res, err := w.openRestoring(ctx, s, plain, script)
+	return startedFrom(res, err, st)
+}
+
+// openRestoring runs an open in the active tab of s with script (the
+// saved local storage; "" for none) run first in each new document.
+func (w *Worker) openRestoring(ctx context.Context, s *session, open *browserv1.ToolRequest, script string) (*browserv1.ToolResult, error) {
 	if script == "" {
-		res, err := s.do(ctx, plain, w.pageOptions())
-		return startedFrom(res, err, st)
+		return s.do(ctx, open, w.pageOptions())
 	}
 	active := s.tabs[s.active]
 	tctx, cancel := within(active.ctx, ctx)
@@ -336,9 +353,37 @@ func (w *Worker) openWithStorage(ctx context.Context, s *session, req *browserv1
 	if err != nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "prepare the saved local storage: %v", err)
 	}
-	res, err := s.do(ctx, plain, w.pageOptions())
+	res, err := s.do(ctx, open, w.pageOptions())
 	_, _ = chromedp.Call(tctx, cdppage.RemoveScriptToEvaluateOnNewDocument, cdppage.RemoveScriptToEvaluateOnNewDocumentParams(added))
-	return startedFrom(res, err, st)
+	return res, err
+}
+
+// tabNewWithStorage is tab_new with storage: a blank tab, then the open
+// in it as openWithStorage does. When the open fails the tab goes again
+// and the session keeps its active tab, as a failed tab_new does.
+func (w *Worker) tabNewWithStorage(ctx context.Context, s *session, req *browserv1.ToolRequest, st *savedStorage, script string) (*browserv1.ToolResult, error) {
+	prev := s.active
+	blank := proto.Clone(req).(*browserv1.ToolRequest)
+	blank.GetTabNew().Url, blank.GetTabNew().Storage = "", ""
+	if _, err := s.do(ctx, blank, w.pageOptions()); err != nil {
+		return nil, err
+	}
+	open := &browserv1.ToolRequest{SessionId: req.GetSessionId(), SettleMs: req.SettleMs, SnapshotAfter: req.GetSnapshotAfter(), MaxChars: req.GetMaxChars(),
+		Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: req.GetTabNew().GetUrl()}}}
+	res, err := w.openRestoring(ctx, s, open, script)
+	if err != nil {
+		if _, cerr := s.closeTab(ctx, s.active, w.pageOptions()); cerr == nil {
+			s.active = min(prev, len(s.tabs)-1)
+		}
+		return nil, err
+	}
+	msg := fmt.Sprintf("Opened tab %d (now active)", s.active)
+	if c := res.GetContent(); len(c) > 0 && c[0].GetText() != "" {
+		c[0].Part = &browserv1.Content_Text{Text: msg + ". " + c[0].GetText()}
+	} else {
+		page.AppendText(res, msg)
+	}
+	return startedFrom(res, nil, st)
 }
 
 // startedFrom adds to a successful open's result what it started from.

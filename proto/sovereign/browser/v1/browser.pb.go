@@ -1067,8 +1067,10 @@ func (x *Scroll) GetAmount() int32 {
 }
 
 type TabNew struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Url   string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// As Open.storage, for the page the new tab loads (needs url).
+	Storage       string `protobuf:"bytes,60,opt,name=storage,proto3" json:"storage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1106,6 +1108,13 @@ func (*TabNew) Descriptor() ([]byte, []int) {
 func (x *TabNew) GetUrl() string {
 	if x != nil {
 		return x.Url
+	}
+	return ""
+}
+
+func (x *TabNew) GetStorage() string {
+	if x != nil {
+		return x.Storage
 	}
 	return ""
 }
@@ -3370,9 +3379,10 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\">\n" +
 	"\x06Scroll\x12\x1c\n" +
 	"\tdirection\x18\x01 \x01(\tR\tdirection\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\x05R\x06amount\"\x1a\n" +
+	"\x06amount\x18\x02 \x01(\x05R\x06amount\"4\n" +
 	"\x06TabNew\x12\x10\n" +
-	"\x03url\x18\x01 \x01(\tR\x03url\"=\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x18\n" +
+	"\astorage\x18< \x01(\tR\astorage\"=\n" +
 	"\bTabIndex\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x1b\n" +
 	"\thas_index\x18\x02 \x01(\bR\bhasIndex\"\x16\n" +

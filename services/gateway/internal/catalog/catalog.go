@@ -402,9 +402,10 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "tab_new", Title: "New tab", Description: "Open a new tab, optionally loading a URL, and make it active.",
-		params: []Param{{Name: "url", Type: String, Description: "URL to load in the new tab (default: a blank page)"}},
+		params: []Param{{Name: "url", Type: String, Description: "URL to load in the new tab (default: a blank page)"}, storageParam},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
-			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabNew{TabNew: &browserv1.TabNew{Url: strings.TrimSpace(a.str("url"))}}}, nil
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabNew{TabNew: &browserv1.TabNew{Url: strings.TrimSpace(a.str("url")),
+				Storage: strings.TrimSpace(a.str("storage"))}}}, nil
 		},
 	},
 	{
