@@ -153,3 +153,4 @@ func BenchmarkDispatch(b *testing.B) {
 type discard struct{}
 
 func (discard) Publish(audit.Record) {}
+
