@@ -153,4 +153,3 @@ func BenchmarkDispatch(b *testing.B) {
 type discard struct{}
 
 func (discard) Publish(audit.Record) {}
-
