@@ -210,7 +210,7 @@ func TestStorageLimits(t *testing.T) {
 	g := newFleet(t)
 	g.worker(browser.Config{MaxSessions: 1, WarmSessions: -1})
 	_, err = g.call(g.mustOpen(), storageReq("list", ""))
-	wantCode(t, "storage_list without a key", err, commonv1.ErrorCode_UNAVAILABLE, "needs the operator secret key")
+	wantCode(t, "storage_list without a key", err, commonv1.ErrorCode_INVALID_ARGUMENT, "needs the operator secret key")
 }
 
 func testKey(t *testing.T) *secrets.Key {

@@ -97,10 +97,11 @@ func isStorageCall(req *browserv1.ToolRequest) bool {
 }
 
 // storageCall runs a storage tool, or an open with storage, in s; the
-// caller holds its lock.
+// caller holds its lock. Its errors are never UNAVAILABLE or
+// SESSION_LOST: those tell the gateway that the session is gone.
 func (w *Worker) storageCall(ctx context.Context, s *session, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
 	if w.storage == nil {
-		return nil, bus.Errorf(commonv1.ErrorCode_UNAVAILABLE,
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
 			"saved storage needs the operator secret key on the browser workers (to seal it): set %s or %s", secrets.EnvKey, secrets.EnvKeyFile)
 	}
 	switch t := req.GetTool().(type) {
@@ -174,7 +175,7 @@ func (w *Worker) storageSave(ctx context.Context, s *session, name string) (*bro
 			"the session's cookies and local storage take %d bytes sealed, more than the limit of %d (the worker's --max-storage-kb): close the tabs of sites you do not need and save again", len(sealed), max)
 	}
 	if _, err := w.storage.Put(ctx, key, sealed); err != nil {
-		return nil, bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "write the storage into the fleet: %v", err)
+		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "write the storage into the fleet: %v", err)
 	}
 	w.log.InfoContext(ctx, "storage saved", "session", s.id, "cookies", len(st.Cookies), "origins", len(st.Storage))
 	sum := summarize(st)
@@ -234,7 +235,7 @@ func (w *Worker) loadStorage(ctx context.Context, s *session, name string) (*sav
 		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "no saved storage %q (storage_list shows the saved ones; storage_save makes one)", name)
 	}
 	if err != nil {
-		return nil, bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "read saved storage %q: %v", name, err)
+		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "read saved storage %q: %v", name, err)
 	}
 	return w.openSealed(key, e.Value())
 }
@@ -256,7 +257,7 @@ func (w *Worker) storageList(ctx context.Context, s *session) (*browserv1.ToolRe
 	scope := ownerScope(s.owner) + "."
 	lister, err := w.storage.ListKeysFiltered(ctx, scope+"*")
 	if err != nil {
-		return nil, bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "list saved storage: %v", err)
+		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "list saved storage: %v", err)
 	}
 	var keys []string
 	for k := range lister.Keys() {
@@ -299,7 +300,7 @@ func (w *Worker) storageDelete(ctx context.Context, s *session, name string) (*b
 		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "no saved storage %q (storage_list shows the saved ones)", name)
 	}
 	if err := w.storage.Purge(ctx, key); err != nil {
-		return nil, bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "delete saved storage %q: %v", name, err)
+		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "delete saved storage %q: %v", name, err)
 	}
 	return result(fmt.Sprintf("Deleted saved storage %q", name), map[string]any{"deleted": name})
 }
