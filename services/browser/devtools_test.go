@@ -286,3 +286,27 @@ func TestDevtoolsConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreEmulation: a session's emulation is in its checkpoint, and
+// its restore presents itself the same way.
+func TestRestoreEmulation(t *testing.T) {
+	f := newFleet(t)
+	ts := site(t)
+	key := testKey(t)
+	f.worker(browser.Config{ID: "ckem", MaxSessions: 3, SecretKey: key, CheckpointEvery: time.Second})
+	s := f.mustOpen()
+	f.mustCall(s, emulateReq(&browserv1.Emulate{Device: "Pixel 7", Timezone: "Europe/Berlin"}))
+	f.mustCall(s, openReq(ts.URL+"/emulated"))
+	f.waitCheckpoint(key, s.SessionId, `"device":"Pixel 7"`, "/emulated")
+	r, err := f.restore(s.SessionId)
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	probe := `[navigator.userAgent.includes("Pixel 7"), Intl.DateTimeFormat().resolvedOptions().timeZone, screen.width, location.pathname].join(" ")`
+	if got := f.mustCall(r, evalReq(probe)); got != `"true Europe/Berlin 412 /emulated"` {
+		t.Errorf("the restored session's page sees %s", got)
+	}
+	if got := f.mustCall(r, tabListReq()); !strings.Contains(got, "emulation: device Pixel 7") {
+		t.Errorf("tab_list of the restored session = %q", got)
+	}
+}

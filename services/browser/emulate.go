@@ -45,17 +45,42 @@ func (s *session) emulate(ctx context.Context, req *browserv1.ToolRequest) (*bro
 		}
 	}
 	if next.Geolocation != nil && s.emu.Geolocation == nil {
-		// Pages ask before they read the position: answer yes.
-		bctx, cancel := within(s.browser, ctx)
-		_, err := chromedp.CallBrowser(bctx, cdpbrowser.SetPermission, cdpbrowser.SetPermissionParams{
-			Permission: &cdpbrowser.PermissionDescriptor{Name: "geolocation"}, Setting: cdpbrowser.PermissionSettingGranted, BrowserContextID: s.bcid})
-		cancel()
-		if err != nil {
-			return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "grant the geolocation permission: %v", err)
+		if err := s.grantGeolocation(ctx); err != nil {
+			return nil, err
 		}
 	}
 	s.emu = next
 	return result(fmt.Sprintf("Emulating in every tab of this session (and new ones): %s", next.Summary()), map[string]any{"emulation": next})
+}
+
+// grantGeolocation lets the session's pages read the (emulated)
+// position: pages ask before they read it, and nobody is there to answer.
+func (s *session) grantGeolocation(ctx context.Context) error {
+	bctx, cancel := within(s.browser, ctx)
+	defer cancel()
+	_, err := chromedp.CallBrowser(bctx, cdpbrowser.SetPermission, cdpbrowser.SetPermissionParams{
+		Permission: &cdpbrowser.PermissionDescriptor{Name: "geolocation"}, Setting: cdpbrowser.PermissionSettingGranted, BrowserContextID: s.bcid})
+	if err != nil {
+		return bus.Errorf(commonv1.ErrorCode_INTERNAL, "grant the geolocation permission: %v", err)
+	}
+	return nil
+}
+
+// setEmulation makes e the session's emulation in every tab it has now
+// (a restore: one blank tab); newTab applies it to the tabs that follow.
+func (s *session) setEmulation(ctx context.Context, e page.Emulation) error {
+	for _, t := range s.tabs {
+		if err := t.page.Emulate(ctx, e); err != nil {
+			return err
+		}
+	}
+	if e.Geolocation != nil {
+		if err := s.grantGeolocation(ctx); err != nil {
+			return err
+		}
+	}
+	s.emu = e
+	return nil
 }
 
 // emulateNew applies the session's emulation to a tab it just opened.
