@@ -188,7 +188,9 @@ type storageSummary struct {
 	Name          string   `json:"name"`
 	Cookies       int      `json:"cookies"`
 	CookieDomains []string `json:"cookie_domains"`
+	MoreDomains   int      `json:"more_cookie_domains,omitempty"`
 	Origins       []string `json:"origins"`
+	MoreOrigins   int      `json:"more_origins,omitempty"`
 	StorageItems  int      `json:"storage_items"`
 	Saved         string   `json:"saved,omitempty"`
 }
@@ -208,20 +210,45 @@ func summarize(st *savedStorage) storageSummary {
 		sum.Origins = append(sum.Origins, o.Origin)
 		sum.StorageItems += len(o.Items)
 	}
+	sum.CookieDomains, sum.MoreDomains = firstOf(sum.CookieDomains)
+	sum.Origins, sum.MoreOrigins = firstOf(sum.Origins)
 	return sum
+}
+
+// maxSummaryNames is how many cookie domains and origins a summary names.
+const maxSummaryNames = 20
+
+// firstOf returns the first maxSummaryNames names and how many more there
+// are; a name is cut to a sane length (a page sets its cookies' domains).
+func firstOf(names []string) ([]string, int) {
+	more := max(len(names)-maxSummaryNames, 0)
+	names = names[:len(names)-more]
+	for i, n := range names {
+		if len(n) > 200 {
+			names[i] = n[:200] + "…"
+		}
+	}
+	return names, more
 }
 
 // Line says in one line what a saved storage holds.
 func (s storageSummary) Line() string {
 	line := fmt.Sprintf("%d cookies", s.Cookies)
 	if len(s.CookieDomains) > 0 {
-		line += " for " + strings.Join(s.CookieDomains, ", ")
+		line += " for " + strings.Join(s.CookieDomains, ", ") + andMore(s.MoreDomains)
 	}
 	line += fmt.Sprintf("; %d local storage items", s.StorageItems)
 	if len(s.Origins) > 0 {
-		line += " of " + strings.Join(s.Origins, ", ")
+		line += " of " + strings.Join(s.Origins, ", ") + andMore(s.MoreOrigins)
 	}
 	return line
+}
+
+func andMore(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and %d more", n)
 }
 
 // loadStorage reads and opens the saved storage name of s's owner.
