@@ -2,6 +2,7 @@ package browser
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	cdpbrowser "github.com/chromedp/cdproto/browser"
@@ -14,28 +15,28 @@ import (
 )
 
 // emulate is the resize and emulate tools. Emulation belongs to the
-// session, not to one tab: it is applied to every tab and kept for the
-// tabs opened later (newTab), so that a page the session opens in a new
-// tab looks the same as the one it came from. The caller holds the lock.
+// session, not to one tab: the active tab runs the tool (it settles and
+// reports what changed), then every other tab gets the same emulation, and
+// so do the tabs opened later (newTab), so that a page the session opens
+// in a new tab looks the same as the one it came from. The caller holds
+// the lock.
 func (s *session) emulate(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
-	var next page.Emulation
-	var err error
-	switch t := req.GetTool().(type) {
-	case *browserv1.ToolRequest_Resize:
-		next, err = s.emu.WithSize(t.Resize.GetWidth(), t.Resize.GetHeight())
-	case *browserv1.ToolRequest_Emulate:
-		next, err = s.emu.Merge(t.Emulate)
-	}
+	next, err := s.emu.Apply(req)
 	if err != nil {
 		return nil, err
 	}
+	if next.Geolocation != nil && s.emu.Geolocation == nil {
+		if err := s.grantGeolocation(ctx); err != nil {
+			return nil, err
+		}
+	}
 	// The active tab first: a value Chromium refuses (a time zone it does
 	// not know) leaves the session as it was.
-	active := s.tabs[s.active]
-	if err := active.page.Emulate(ctx, next); err != nil {
-		_ = active.page.Emulate(ctx, s.emu)
+	res, err := s.tabs[s.active].page.Do(ctx, req)
+	if err != nil {
 		return nil, err
 	}
+	s.emu = next
 	for i, t := range s.tabs {
 		if i == s.active {
 			continue
@@ -44,13 +45,13 @@ func (s *session) emulate(ctx context.Context, req *browserv1.ToolRequest) (*bro
 			return nil, fmt.Errorf("emulate in tab %d: %w", i, err)
 		}
 	}
-	if next.Geolocation != nil && s.emu.Geolocation == nil {
-		if err := s.grantGeolocation(ctx); err != nil {
-			return nil, err
-		}
+	page.AppendText(res, "- every tab of this session has it, and so will new ones (tab_list shows it)")
+	b, err := json.Marshal(map[string]any{"emulation": next})
+	if err != nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "encode result: %v", err)
 	}
-	s.emu = next
-	return result(fmt.Sprintf("Emulating in every tab of this session (and new ones): %s", next.Summary()), map[string]any{"emulation": next})
+	res.StructuredJson = page.MergeStructured(res.GetStructuredJson(), string(b))
+	return res, nil
 }
 
 // grantGeolocation lets the session's pages read the (emulated)

@@ -40,7 +40,8 @@ func changesPage(req *browserv1.ToolRequest) bool {
 	switch req.GetTool().(type) {
 	case *browserv1.ToolRequest_Open, *browserv1.ToolRequest_Back, *browserv1.ToolRequest_Forward,
 		*browserv1.ToolRequest_Reload, *browserv1.ToolRequest_Click, *browserv1.ToolRequest_Press,
-		*browserv1.ToolRequest_Fill, *browserv1.ToolRequest_Type:
+		*browserv1.ToolRequest_Fill, *browserv1.ToolRequest_Type,
+		*browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate:
 		return true
 	}
 	return false

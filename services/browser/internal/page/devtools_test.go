@@ -417,3 +417,36 @@ func TestEmulate(t *testing.T) {
 		wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "must be 100-8192 CSS pixels")
 	}
 }
+
+// TestEmulateSettles: emulate run as a tool goes through settling and the
+// change report (structured "changes"), and the page reacts to it (a
+// matchMedia listener renames the page); a refused value leaves the tab
+// as it was.
+func TestEmulateSettles(t *testing.T) {
+	srv := serve(t, map[string]string{"/": `<!doctype html><title>light</title><script>
+		window.mql = matchMedia("(prefers-color-scheme: dark)");
+		window.mql.addEventListener("change", e => { document.title = e.matches ? "dark" : "light"; });
+	</script>`})
+	tab := newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+	res := must(t, tab, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Emulate{Emulate: &browserv1.Emulate{ColorScheme: "dark", Timezone: "Asia/Tokyo"}}})
+	var got struct {
+		Changes *Changes `json:"changes"`
+	}
+	structured(t, res, &got)
+	if s := text(res); !strings.HasPrefix(s, "Emulating: timezone Asia/Tokyo, color scheme dark") || got.Changes == nil {
+		t.Errorf("emulate = %q %s, want the summary and a change report", s, res.GetStructuredJson())
+	}
+	eventually(t, "the page's matchMedia listener ran", func() bool { return evalString(t, tab, `document.title`) == `"dark"` })
+	_, err := call(t, tab, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Emulate{Emulate: &browserv1.Emulate{Timezone: "Mars/Olympus"}}})
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "not an IANA time zone")
+	if got := evalString(t, tab, `Intl.DateTimeFormat().resolvedOptions().timeZone + " " + matchMedia("(prefers-color-scheme: dark)").matches`); got != `"Asia/Tokyo true"` {
+		t.Errorf("after a refused time zone the page sees %s, want the emulation before it", got)
+	}
+	res = must(t, tab, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Resize{Resize: &browserv1.Resize{Width: 500, Height: 400}}})
+	if s := text(res); !strings.Contains(s, "viewport 500x400") || !strings.Contains(s, "timezone Asia/Tokyo") {
+		t.Errorf("resize = %q, want the viewport and the rest kept", s)
+	}
+	_, err = call(t, tab, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Resize{Resize: &browserv1.Resize{Width: 50, Height: 400}}})
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "width must be 100-8192")
+}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
@@ -223,8 +224,16 @@ func (e Emulation) Summary() string {
 
 // Emulate applies e, whole, to the tab: what e leaves unset goes back to
 // the browser's own. A timezone or locale Chromium does not know is an
-// INVALID_ARGUMENT error.
+// INVALID_ARGUMENT error. The session uses it for the tabs it does not
+// act in (resize and emulate run in the active tab with Do, which settles
+// and reports what changed).
 func (t *Tab) Emulate(ctx context.Context, e Emulation) error {
+	select {
+	case t.sem <- struct{}{}:
+		defer func() { <-t.sem }()
+	case <-ctx.Done():
+		return bus.Errorf(commonv1.ErrorCode_TIMEOUT, "emulate: the tab was busy with another tool until the request deadline")
+	}
 	if t.Closed() {
 		return closedError("emulate")
 	}
@@ -234,9 +243,46 @@ func (t *Tab) Emulate(ctx context.Context, e Emulation) error {
 		return t.fail(ctx, rctx, "emulate", err)
 	}
 	if err := t.emulate(rctx, e); err != nil {
+		_ = t.emulate(rctx, t.emu) // what the tab had
 		return t.fail(ctx, rctx, "emulate", err)
 	}
+	t.emu = e
 	return nil
+}
+
+// emulateTool is resize and emulate in the tab they act in: the tab's
+// emulation changed as req asks, then the page settles (its media
+// queries, resize handlers and matchMedia listeners may change it) and the
+// result reports what changed. A value Chromium refuses leaves the tab as
+// it was.
+func (t *Tab) emulateTool(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+	next, err := t.emu.Apply(req)
+	if err != nil {
+		return nil, err
+	}
+	w, stop, err := t.watchNav(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	if err := t.emulate(ctx, next); err != nil {
+		_ = t.emulate(ctx, t.emu)
+		return nil, err
+	}
+	t.emu = next
+	t.call.inputAt = time.Now()
+	return t.acted(ctx, w, "Emulating: "+next.Summary())
+}
+
+// Apply returns e changed by a resize or emulate request.
+func (e Emulation) Apply(req *browserv1.ToolRequest) (Emulation, error) {
+	switch x := req.GetTool().(type) {
+	case *browserv1.ToolRequest_Resize:
+		return e.WithSize(x.Resize.GetWidth(), x.Resize.GetHeight())
+	case *browserv1.ToolRequest_Emulate:
+		return e.Merge(x.Emulate)
+	}
+	return e, badArg("%s is not resize or emulate", toolName(req))
 }
 
 func (t *Tab) emulate(ctx context.Context, e Emulation) error {

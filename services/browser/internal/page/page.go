@@ -89,6 +89,9 @@ type Tab struct {
 	// holder of sem uses them.
 	call     callState
 	lastSnap []string
+	// emu is the tab's emulation (emulate.go). Only the holder of sem
+	// uses it.
+	emu Emulation
 
 	// mu guards the fields below, which the event listener also writes.
 	mu        sync.Mutex
@@ -304,8 +307,10 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 		return t.networkRequest(ctx, x.NetworkRequest)
 	case *browserv1.ToolRequest_Pdf:
 		return t.pdf(ctx, x.Pdf)
+	case *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate:
+		return t.emulateTool(ctx, req) // the session keeps the emulation for its other tabs
 	case *browserv1.ToolRequest_Close, *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew,
-		*browserv1.ToolRequest_TabSwitch, *browserv1.ToolRequest_TabClose, *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate:
+		*browserv1.ToolRequest_TabSwitch, *browserv1.ToolRequest_TabClose:
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
 			"%s is a session tool: the browser session handles it, not a single tab", toolName(req))
 	case nil:

@@ -81,16 +81,16 @@ var devtoolsTools = []Tool{
 	},
 	{
 		Name: "resize", Title: "Resize viewport",
-		Description: "Set the viewport of every tab of the browser session (and of tabs opened later) to a size in CSS pixels.",
-		params: []Param{
+		Description: "Set the viewport of every tab of the browser session (and of tabs opened later) to a size in CSS pixels." + settleDoc,
+		params: append([]Param{
 			{Name: "width", Type: Integer, Required: true, Min: bound(100), Max: bound(8192), Description: "Width in CSS pixels"},
 			{Name: "height", Type: Integer, Required: true, Min: bound(100), Max: bound(8192), Description: "Height in CSS pixels"},
-		},
-		build: func(a Args) (*browserv1.ToolRequest, error) {
+		}, settleParams...),
+		build: settling(func(a Args) (*browserv1.ToolRequest, error) {
 			w, _ := a.integer("width")
 			h, _ := a.integer("height")
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Resize{Resize: &browserv1.Resize{Width: int32(w), Height: int32(h)}}}, nil
-		},
+		}),
 	},
 	{
 		Name: "emulate", Title: "Emulate device and environment",
@@ -98,8 +98,8 @@ var devtoolsTools = []Tool{
 			"environment: a phone or tablet (viewport, pixel ratio, mobile, touch, user agent), a user agent, locale, " +
 			"time zone, position, color scheme, reduced motion, offline. What a call leaves out stays as an earlier " +
 			"call set it; reset returns to the browser's own first. Some pages read these only when they load: reload " +
-			"after emulating. tab_list shows what is emulated.",
-		params: []Param{
+			"after emulating. tab_list shows what is emulated." + settleDoc,
+		params: append([]Param{
 			{Name: "device", Type: String, Description: "One of: " + strings.Join(deviceNames, ", ")},
 			{Name: "user_agent", Type: String, Description: "User agent string (replaces the device's)"},
 			{Name: "locale", Type: String, Description: "BCP 47 language tag, e.g. de-DE (navigator.language, Accept-Language, Intl)"},
@@ -109,8 +109,8 @@ var devtoolsTools = []Tool{
 			{Name: "reduced_motion", Type: String, Enum: []string{"reduce", "no-preference"}, Description: "prefers-reduced-motion"},
 			{Name: "offline", Type: Boolean, Description: "Cut the pages off the network (true) or reconnect them (false)"},
 			{Name: "reset", Type: Boolean, Default: false, Description: "Clear all emulation before applying the rest of this call"},
-		},
-		build: buildEmulate,
+		}, settleParams...),
+		build: settling(buildEmulate),
 	},
 	{
 		Name: "pdf", Title: "Save as PDF", ReadOnly: true,
