@@ -1,6 +1,7 @@
 package browser_test
 
 import (
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -308,5 +309,18 @@ func TestRestoreEmulation(t *testing.T) {
 	}
 	if got := f.mustCall(r, tabListReq()); !strings.Contains(got, "emulation: device Pixel 7") {
 		t.Errorf("tab_list of the restored session = %q", got)
+	}
+}
+
+// TestDevtoolsFlags: the limits' flags set the worker's config.
+func TestDevtoolsFlags(t *testing.T) {
+	var errs []error
+	fs := flag.NewFlagSet("browser", flag.ContinueOnError)
+	cfg := browser.RegisterFlags(fs, &errs)
+	if err := fs.Parse([]string{"--console-buffer", "7", "--network-buffer", "8", "--max-pdf-mb", "2", "--max-storage-kb", "64"}); err != nil || len(errs) > 0 {
+		t.Fatal(err, errs)
+	}
+	if cfg.ConsoleBuffer != 7 || cfg.NetworkBuffer != 8 || cfg.MaxPDFBytes != 2<<20 || cfg.MaxStorageBytes != 64<<10 {
+		t.Errorf("config = %+v", cfg)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -39,24 +40,9 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	fs.DurationVar(&cfg.CheckpointTTL, "checkpoint-ttl", config.MustDuration(errs, "SOVEREIGN_CHECKPOINT_TTL", time.Hour), "how long a session checkpoint outlives its last write [SOVEREIGN_CHECKPOINT_TTL]")
 	fs.IntVar(&cfg.ConsoleBuffer, "console-buffer", config.MustInt(errs, "SOVEREIGN_CONSOLE_BUFFER", 500), "console messages each tab keeps for console_messages (the oldest go first) [SOVEREIGN_CONSOLE_BUFFER]")
 	fs.IntVar(&cfg.NetworkBuffer, "network-buffer", config.MustInt(errs, "SOVEREIGN_NETWORK_BUFFER", 500), "requests each tab keeps for network_requests (the oldest go first) [SOVEREIGN_NETWORK_BUFFER]")
-	fs.Func("max-pdf-mb", "largest PDF the pdf tool returns (MiB; default 10) [SOVEREIGN_MAX_PDF_MB]", func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return err
-		}
-		cfg.MaxPDFBytes = n << 20
-		return nil
-	})
-	cfg.MaxPDFBytes = config.MustInt(errs, "SOVEREIGN_MAX_PDF_MB", 10) << 20
-	fs.Func("max-storage-kb", "largest saved storage (storage_save: cookies and local storage, sealed) in KiB; default 900 [SOVEREIGN_MAX_STORAGE_KB]", func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return err
-		}
-		cfg.MaxStorageBytes = n << 10
-		return nil
-	})
-	cfg.MaxStorageBytes = config.MustInt(errs, "SOVEREIGN_MAX_STORAGE_KB", 900) << 10
+	sizeFlag(fs, errs, &cfg.MaxPDFBytes, "max-pdf-mb", "SOVEREIGN_MAX_PDF_MB", 10, 20, "largest PDF the pdf tool returns (MiB)")
+	sizeFlag(fs, errs, &cfg.MaxStorageBytes, "max-storage-kb", "SOVEREIGN_MAX_STORAGE_KB", 900, 10,
+		"largest saved storage (storage_save: cookies and local storage, sealed) in KiB")
 	fs.Func("allow-scheme", "URL scheme open may use besides http, https and about; repeat or comma-separate (e.g. data,file) [SOVEREIGN_ALLOW_SCHEMES]", func(v string) error {
 		cfg.AllowedSchemes = appendSchemes(cfg.AllowedSchemes, v)
 		return nil
@@ -80,6 +66,20 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 // its workers in-process and serves no listener per worker.
 func RegisterStandaloneFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.Listen, "listen", config.Env("SOVEREIGN_BROWSER_LISTEN", "127.0.0.1:8091"), "host:port for /healthz, /readyz and /metrics; empty for none [SOVEREIGN_BROWSER_LISTEN]")
+}
+
+// sizeFlag adds a size flag counted in units of 1<<shift bytes (MiB: 20,
+// KiB: 10) with its environment fallback, and sets *dst in bytes.
+func sizeFlag(fs *flag.FlagSet, errs *[]error, dst *int, name, env string, def, shift int, usage string) {
+	*dst = config.MustInt(errs, env, def) << shift
+	fs.Func(name, fmt.Sprintf("%s; default %d [%s]", usage, def, env), func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return err
+		}
+		*dst = n << shift
+		return nil
+	})
 }
 
 // mib is n MiB in bytes; a negative n stays negative (off).

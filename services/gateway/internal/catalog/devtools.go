@@ -137,13 +137,9 @@ var storageTools = []Tool{
 			"sealed in the fleet, to start a later session from it (open with storage): a login kept without showing it. " +
 			"The result names the cookie domains, sites and counts, never a value. Saving under an existing name replaces it.",
 		params: []Param{storageNameParam("Name to save under")},
-		build: func(a Args) (*browserv1.ToolRequest, error) {
-			n, err := nonEmpty(a, "name")
-			if err != nil {
-				return nil, err
-			}
-			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_StorageSave{StorageSave: &browserv1.StorageName{Name: strings.TrimSpace(n)}}}, nil
-		},
+		build: storageNameTool(func(r *browserv1.ToolRequest, n *browserv1.StorageName) {
+			r.Tool = &browserv1.ToolRequest_StorageSave{StorageSave: n}
+		}),
 	},
 	{
 		Name: "storage_list", Title: "List saved storage", ReadOnly: true,
@@ -155,19 +151,28 @@ var storageTools = []Tool{
 	{
 		Name: "storage_delete", Title: "Delete saved storage", Description: "Delete a saved storage.",
 		params: []Param{storageNameParam("Name of the saved storage")},
-		build: func(a Args) (*browserv1.ToolRequest, error) {
-			n, err := nonEmpty(a, "name")
-			if err != nil {
-				return nil, err
-			}
-			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_StorageDelete{StorageDelete: &browserv1.StorageName{Name: strings.TrimSpace(n)}}}, nil
-		},
+		build: storageNameTool(func(r *browserv1.ToolRequest, n *browserv1.StorageName) {
+			r.Tool = &browserv1.ToolRequest_StorageDelete{StorageDelete: n}
+		}),
 	},
 }
 
 // storageParam is open's argument naming a saved storage to start from.
 var storageParam = Param{Name: "storage", Type: String, Description: "Start from this saved storage (storage_save): its " +
 	"cookies are set in the browser session and its local storage is back before the page's scripts run"}
+
+// storageNameTool builds the request of a tool that takes a storage name.
+func storageNameTool(set func(*browserv1.ToolRequest, *browserv1.StorageName)) func(Args) (*browserv1.ToolRequest, error) {
+	return func(a Args) (*browserv1.ToolRequest, error) {
+		n, err := nonEmpty(a, "name")
+		if err != nil {
+			return nil, err
+		}
+		r := &browserv1.ToolRequest{}
+		set(r, &browserv1.StorageName{Name: strings.TrimSpace(n)})
+		return r, nil
+	}
+}
 
 func storageNameParam(what string) Param {
 	return Param{Name: "name", Type: String, Required: true,
