@@ -1,6 +1,7 @@
 package browser_test
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser"
+	"github.com/sovereign-fleet/sovereign/services/kit/browserbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
@@ -322,5 +324,67 @@ func TestDevtoolsFlags(t *testing.T) {
 	}
 	if cfg.ConsoleBuffer != 7 || cfg.NetworkBuffer != 8 || cfg.MaxPDFBytes != 2<<20 || cfg.MaxStorageBytes != 64<<10 {
 		t.Errorf("config = %+v", cfg)
+	}
+}
+
+func (f *fleet) transfer(req *browserv1.StorageTransferRequest) (*browserv1.StorageTransferResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return browserbus.Storage.Call(ctx, f.c, req)
+}
+
+// TestStorageTransfer: a Playwright storageState imported for a caller is
+// what that caller's session starts from; export gives it back in the
+// same shape; bad input says what is expected.
+func TestStorageTransfer(t *testing.T) {
+	key := testKey(t)
+	f := newFleet(t)
+	f.worker(browser.Config{MaxSessions: 1, WarmSessions: -1, SecretKey: key, CheckpointEvery: -1})
+	const value = "imported-value-93d1"
+	ts := loginSite(t, value)
+	host := strings.TrimPrefix(ts.URL, "http://")
+	host = host[:strings.Index(host, ":")]
+	state := fmt.Sprintf(`{"cookies": [{"name": "sid", "value": %q, "domain": %q, "path": "/", "expires": -1, "httpOnly": true, "secure": false, "sameSite": "Lax"}],
+		"origins": [{"origin": %q, "localStorage": [{"name": "token", "value": %q}]}]}`, value, host, ts.URL, value)
+	res, err := f.transfer(&browserv1.StorageTransferRequest{Op: "import", Owner: "test", Name: "imported", StateJson: []byte(state)})
+	if err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	if !strings.Contains(res.GetSummaryJson(), `"cookies":1`) || strings.Contains(res.GetSummaryJson(), value) {
+		t.Errorf("import summary = %s", res.GetSummaryJson())
+	}
+	s := f.mustOpen() // owner "test"
+	open := openReq(ts.URL + "/check")
+	open.GetOpen().Storage = "imported"
+	if got := f.mustCall(s, open); !strings.Contains(got, "storage ok, cookie ok") {
+		t.Errorf("open with the imported storage = %q", got)
+	}
+	out, err := f.transfer(&browserv1.StorageTransferRequest{Op: "export", Owner: "test", Name: "imported"})
+	if err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	if st := string(out.GetStateJson()); !strings.Contains(st, `"value":"`+value+`"`) || !strings.Contains(st, `"localStorage":[{"name":"token","value":"`+value+`"}]`) {
+		t.Errorf("export = %s", st)
+	}
+	for _, tc := range []struct {
+		name string
+		req  *browserv1.StorageTransferRequest
+		code commonv1.ErrorCode
+		want string
+	}{
+		{"another owner's", &browserv1.StorageTransferRequest{Op: "export", Owner: "someone-else", Name: "imported"}, commonv1.ErrorCode_NOT_FOUND, `no saved storage "imported"`},
+		{"no owner", &browserv1.StorageTransferRequest{Op: "export", Name: "imported"}, commonv1.ErrorCode_INVALID_ARGUMENT, "names no owner"},
+		{"bad name", &browserv1.StorageTransferRequest{Op: "export", Owner: "test", Name: "../x"}, commonv1.ErrorCode_INVALID_ARGUMENT, "a lowercase letter"},
+		{"bad op", &browserv1.StorageTransferRequest{Op: "copy", Owner: "test", Name: "x"}, commonv1.ErrorCode_INVALID_ARGUMENT, "import or export"},
+		{"not json", &browserv1.StorageTransferRequest{Op: "import", Owner: "test", Name: "x", StateJson: []byte("cookies")}, commonv1.ErrorCode_INVALID_ARGUMENT, "not a storageState JSON object"},
+		{"cookie without domain", &browserv1.StorageTransferRequest{Op: "import", Owner: "test", Name: "x", StateJson: []byte(`{"cookies": [{"name": "a", "value": "b"}]}`)},
+			commonv1.ErrorCode_INVALID_ARGUMENT, "cookie 0 has no name or no domain"},
+		{"bad origin", &browserv1.StorageTransferRequest{Op: "import", Owner: "test", Name: "x", StateJson: []byte(`{"origins": [{"origin": "file:///etc"}]}`)},
+			commonv1.ErrorCode_INVALID_ARGUMENT, "not an http(s) origin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.transfer(tc.req)
+			wantCode(t, tc.name, err, tc.code, tc.want)
+		})
 	}
 }

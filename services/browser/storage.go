@@ -117,20 +117,33 @@ func (w *Worker) storageCall(ctx context.Context, s *session, req *browserv1.Too
 
 // storageKey is the bucket key of name for the owner of s.
 func storageKey(s *session, name string) (string, error) {
-	if !storageNamePattern.MatchString(name) {
-		return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
-			"storage name %q must be 1-64 characters: a lowercase letter, then lowercase letters, digits, - or _", clipName(name))
+	if err := checkStorageName(name); err != nil {
+		return "", err
 	}
 	return ownerScope(s.owner) + "." + name, nil
 }
 
-// ownerScope is the key prefix of an owner's saved storage: a digest of
-// the caller's label (the owner without its kind).
+func checkStorageName(name string) error {
+	if !storageNamePattern.MatchString(name) {
+		return bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
+			"storage name %q must be 1-64 characters: a lowercase letter, then lowercase letters, digits, - or _", clipName(name))
+	}
+	return nil
+}
+
+// ownerScope is the key prefix of the saved storage of a session's owner
+// ("mcp:alice"): that of its caller's label.
 func ownerScope(owner string) string {
 	if _, caller, ok := strings.Cut(owner, ":"); ok {
 		owner = caller
 	}
-	sum := sha256.Sum256([]byte(owner))
+	return callerScope(owner)
+}
+
+// callerScope is the key prefix of a caller's saved storage: a digest of
+// its label.
+func callerScope(caller string) string {
+	sum := sha256.Sum256([]byte(caller))
 	return hex.EncodeToString(sum[:12])
 }
 
@@ -162,20 +175,8 @@ func (w *Worker) storageSave(ctx context.Context, s *session, name string) (*bro
 		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "read the session's cookies and storage: %v", err)
 	}
 	st := &savedStorage{Name: name, Cookies: cp.Cookies, Storage: cp.Storage, Time: time.Now().UTC()}
-	body, err := json.Marshal(st)
-	if err != nil {
-		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "encode the storage: %v", err)
-	}
-	sealed, err := w.cfg.SecretKey.Seal(storageSealName(key), body)
-	if err != nil {
-		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "seal the storage: %v", err)
-	}
-	if max := w.maxStorageBytes(); len(sealed) > max {
-		return nil, bus.Errorf(commonv1.ErrorCode_TOO_LARGE,
-			"the session's cookies and local storage take %d bytes sealed, more than the limit of %d (the worker's --max-storage-kb): close the tabs of sites you do not need and save again", len(sealed), max)
-	}
-	if _, err := w.storage.Put(ctx, key, sealed); err != nil {
-		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "write the storage into the fleet: %v", err)
+	if err := w.putStorage(ctx, key, st, "close the tabs of sites you do not need and save again"); err != nil {
+		return nil, err
 	}
 	w.log.InfoContext(ctx, "storage saved", "session", s.id, "cookies", len(st.Cookies), "origins", len(st.Storage))
 	sum := summarize(st)
@@ -195,6 +196,28 @@ type storageSummary struct {
 	Saved         string   `json:"saved,omitempty"`
 }
 
+// putStorage seals st and writes it under key; tooLarge says what to do
+// when it is over the limit.
+func (w *Worker) putStorage(ctx context.Context, key string, st *savedStorage, tooLarge string) error {
+	body, err := json.Marshal(st)
+	if err != nil {
+		return bus.Errorf(commonv1.ErrorCode_INTERNAL, "encode the storage: %v", err)
+	}
+	sealed, err := w.cfg.SecretKey.Seal(storageSealName(key), body)
+	if err != nil {
+		return bus.Errorf(commonv1.ErrorCode_INTERNAL, "seal the storage: %v", err)
+	}
+	if max := w.maxStorageBytes(); len(sealed) > max {
+		return bus.Errorf(commonv1.ErrorCode_TOO_LARGE,
+			"the cookies and local storage take %d bytes sealed, more than the limit of %d (the worker's --max-storage-kb): %s", len(sealed), max, tooLarge)
+	}
+	if _, err := w.storage.Put(ctx, key, sealed); err != nil {
+		return bus.Errorf(commonv1.ErrorCode_INTERNAL, "write the storage into the fleet: %v", err)
+	}
+	return nil
+}
+
+// summarize says what a saved storage holds, without a value.
 func summarize(st *savedStorage) storageSummary {
 	sum := storageSummary{Name: st.Name, Cookies: len(st.Cookies), CookieDomains: []string{}, Origins: []string{}}
 	if !st.Time.IsZero() {
@@ -257,6 +280,11 @@ func (w *Worker) loadStorage(ctx context.Context, s *session, name string) (*sav
 	if err != nil {
 		return nil, err
 	}
+	return w.loadKey(ctx, key, name)
+}
+
+// loadKey reads and opens the saved storage under key.
+func (w *Worker) loadKey(ctx context.Context, key, name string) (*savedStorage, error) {
 	e, err := w.storage.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "no saved storage %q (storage_list shows the saved ones; storage_save makes one)", name)

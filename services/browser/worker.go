@@ -18,6 +18,9 @@
 //	sov.browser.load              each worker's headroom, published every second
 //	sov.browser.http              send one call of a custom HTTP tool; a queue
 //	                              group of every worker (http.go)
+//	sov.browser.storage           import or export a saved storage; a queue
+//	                              group of the workers with the key
+//	                              (storage_transfer.go)
 package browser
 
 import (
@@ -311,6 +314,9 @@ func (w *Worker) run(ctx context.Context) error {
 	}
 	if err := w.addHTTPEndpoint(c, svc); err != nil { // custom HTTP tools (http.go)
 		return fmt.Errorf("add endpoint http: %w", err)
+	}
+	if err := w.addStorageEndpoint(c, svc); err != nil { // storage_transfer.go
+		return fmt.Errorf("add endpoint storage: %w", err)
 	}
 	w.mu.Lock()
 	w.updateOpenLocked()

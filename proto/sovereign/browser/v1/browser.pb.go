@@ -2527,6 +2527,142 @@ func (x *StorageName) GetName() string {
 	return ""
 }
 
+// StorageTransferRequest moves one saved storage between the fleet and
+// the admin API (subject sov.browser.storage, a queue group of the
+// workers that hold the operator key: only they can seal and open it).
+type StorageTransferRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "import" or "export".
+	Op string `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
+	// The caller it belongs to: the caller's label of
+	// OpenSessionRequest.owner (a token's name, "anonymous", …), without
+	// its kind.
+	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// As StorageName.name.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// import: the state as JSON, in Playwright's storageState shape:
+	// {"cookies": [{"name", "value", "domain", "path", "expires",
+	// "httpOnly", "secure", "sameSite"}], "origins": [{"origin",
+	// "localStorage": [{"name", "value"}]}]}.
+	StateJson     []byte `protobuf:"bytes,4,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageTransferRequest) Reset() {
+	*x = StorageTransferRequest{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageTransferRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageTransferRequest) ProtoMessage() {}
+
+func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageTransferRequest.ProtoReflect.Descriptor instead.
+func (*StorageTransferRequest) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *StorageTransferRequest) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *StorageTransferRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *StorageTransferRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StorageTransferRequest) GetStateJson() []byte {
+	if x != nil {
+		return x.StateJson
+	}
+	return nil
+}
+
+// StorageTransferResponse is the answer of sov.browser.storage.
+type StorageTransferResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// export: the state as JSON (see StorageTransferRequest.state_json).
+	StateJson []byte `protobuf:"bytes,1,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	// What the saved storage holds (name, cookie domains, origins,
+	// counts; never a value), as a JSON object.
+	SummaryJson   string `protobuf:"bytes,2,opt,name=summary_json,json=summaryJson,proto3" json:"summary_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageTransferResponse) Reset() {
+	*x = StorageTransferResponse{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageTransferResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageTransferResponse) ProtoMessage() {}
+
+func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageTransferResponse.ProtoReflect.Descriptor instead.
+func (*StorageTransferResponse) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *StorageTransferResponse) GetStateJson() []byte {
+	if x != nil {
+		return x.StateJson
+	}
+	return nil
+}
+
+func (x *StorageTransferResponse) GetSummaryJson() string {
+	if x != nil {
+		return x.SummaryJson
+	}
+	return ""
+}
+
 // Pdf prints the active tab's page as a PDF.
 type Pdf struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -2542,7 +2678,7 @@ type Pdf struct {
 
 func (x *Pdf) Reset() {
 	*x = Pdf{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2690,7 @@ func (x *Pdf) String() string {
 func (*Pdf) ProtoMessage() {}
 
 func (x *Pdf) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2703,7 @@ func (x *Pdf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pdf.ProtoReflect.Descriptor instead.
 func (*Pdf) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{31}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Pdf) GetLandscape() bool {
@@ -2613,7 +2749,7 @@ type SetIdentity struct {
 
 func (x *SetIdentity) Reset() {
 	*x = SetIdentity{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2761,7 @@ func (x *SetIdentity) String() string {
 func (*SetIdentity) ProtoMessage() {}
 
 func (x *SetIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2774,7 @@ func (x *SetIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
 func (*SetIdentity) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{32}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetIdentity) GetPubkey() string {
@@ -2659,7 +2795,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2671,7 +2807,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2684,7 +2820,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{33}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Image) GetMimeType() string {
@@ -2714,7 +2850,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2726,7 +2862,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2739,7 +2875,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{34}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Resource) GetName() string {
@@ -2778,7 +2914,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2790,7 +2926,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2803,7 +2939,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{35}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -2878,7 +3014,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2890,7 +3026,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2903,7 +3039,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{36}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -2965,7 +3101,7 @@ type HTTPToolRequest struct {
 
 func (x *HTTPToolRequest) Reset() {
 	*x = HTTPToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3113,7 @@ func (x *HTTPToolRequest) String() string {
 func (*HTTPToolRequest) ProtoMessage() {}
 
 func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3126,7 @@ func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
 func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{37}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *HTTPToolRequest) GetTool() string {
@@ -3069,7 +3205,7 @@ type HTTPToolResponse struct {
 
 func (x *HTTPToolResponse) Reset() {
 	*x = HTTPToolResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3081,7 +3217,7 @@ func (x *HTTPToolResponse) String() string {
 func (*HTTPToolResponse) ProtoMessage() {}
 
 func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3094,7 +3230,7 @@ func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
 func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{38}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *HTTPToolResponse) GetStatusCode() int32 {
@@ -3157,7 +3293,7 @@ type RestoreSessionRequest struct {
 
 func (x *RestoreSessionRequest) Reset() {
 	*x = RestoreSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3169,7 +3305,7 @@ func (x *RestoreSessionRequest) String() string {
 func (*RestoreSessionRequest) ProtoMessage() {}
 
 func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3182,7 +3318,7 @@ func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{39}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RestoreSessionRequest) GetOldSessionId() string {
@@ -3236,7 +3372,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3248,7 +3384,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3261,7 +3397,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{40}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WorkerLoad) GetWorkerId() string {
@@ -3483,7 +3619,17 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\n" +
 	"\b_offline\"!\n" +
 	"\vStorageName\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x87\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"q\n" +
+	"\x16StorageTransferRequest\x12\x0e\n" +
+	"\x02op\x18\x01 \x01(\tR\x02op\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"state_json\x18\x04 \x01(\fR\tstateJson\"[\n" +
+	"\x17StorageTransferResponse\x12\x1d\n" +
+	"\n" +
+	"state_json\x18\x01 \x01(\fR\tstateJson\x12!\n" +
+	"\fsummary_json\x18\x02 \x01(\tR\vsummaryJson\"\x87\x01\n" +
 	"\x03Pdf\x12\x1c\n" +
 	"\tlandscape\x18\x01 \x01(\bR\tlandscape\x12)\n" +
 	"\x10print_background\x18\x02 \x01(\bR\x0fprintBackground\x12\x1f\n" +
@@ -3561,51 +3707,53 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
-	(SnapshotAfter)(0),            // 0: sovereign.browser.v1.SnapshotAfter
-	(*OpenSessionRequest)(nil),    // 1: sovereign.browser.v1.OpenSessionRequest
-	(*UrlRules)(nil),              // 2: sovereign.browser.v1.UrlRules
-	(*UrlPolicy)(nil),             // 3: sovereign.browser.v1.UrlPolicy
-	(*BlockedRequest)(nil),        // 4: sovereign.browser.v1.BlockedRequest
-	(*OpenSessionResponse)(nil),   // 5: sovereign.browser.v1.OpenSessionResponse
-	(*CloseSessionRequest)(nil),   // 6: sovereign.browser.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 7: sovereign.browser.v1.CloseSessionResponse
-	(*PingRequest)(nil),           // 8: sovereign.browser.v1.PingRequest
-	(*PingResponse)(nil),          // 9: sovereign.browser.v1.PingResponse
-	(*Element)(nil),               // 10: sovereign.browser.v1.Element
-	(*NoArgs)(nil),                // 11: sovereign.browser.v1.NoArgs
-	(*Open)(nil),                  // 12: sovereign.browser.v1.Open
-	(*Snapshot)(nil),              // 13: sovereign.browser.v1.Snapshot
-	(*GetAttr)(nil),               // 14: sovereign.browser.v1.GetAttr
-	(*Eval)(nil),                  // 15: sovereign.browser.v1.Eval
-	(*Fill)(nil),                  // 16: sovereign.browser.v1.Fill
-	(*Press)(nil),                 // 17: sovereign.browser.v1.Press
-	(*Scroll)(nil),                // 18: sovereign.browser.v1.Scroll
-	(*TabNew)(nil),                // 19: sovereign.browser.v1.TabNew
-	(*TabIndex)(nil),              // 20: sovereign.browser.v1.TabIndex
-	(*Wait)(nil),                  // 21: sovereign.browser.v1.Wait
-	(*WaitFor)(nil),               // 22: sovereign.browser.v1.WaitFor
-	(*Screenshot)(nil),            // 23: sovereign.browser.v1.Screenshot
-	(*ToolRequest)(nil),           // 24: sovereign.browser.v1.ToolRequest
-	(*ConsoleMessages)(nil),       // 25: sovereign.browser.v1.ConsoleMessages
-	(*NetworkRequests)(nil),       // 26: sovereign.browser.v1.NetworkRequests
-	(*NetworkRequestBody)(nil),    // 27: sovereign.browser.v1.NetworkRequestBody
-	(*Resize)(nil),                // 28: sovereign.browser.v1.Resize
-	(*Geolocation)(nil),           // 29: sovereign.browser.v1.Geolocation
-	(*Emulate)(nil),               // 30: sovereign.browser.v1.Emulate
-	(*StorageName)(nil),           // 31: sovereign.browser.v1.StorageName
-	(*Pdf)(nil),                   // 32: sovereign.browser.v1.Pdf
-	(*SetIdentity)(nil),           // 33: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                 // 34: sovereign.browser.v1.Image
-	(*Resource)(nil),              // 35: sovereign.browser.v1.Resource
-	(*Content)(nil),               // 36: sovereign.browser.v1.Content
-	(*ToolResult)(nil),            // 37: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),       // 38: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),      // 39: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil), // 40: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),            // 41: sovereign.browser.v1.WorkerLoad
-	nil,                           // 42: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(SnapshotAfter)(0),              // 0: sovereign.browser.v1.SnapshotAfter
+	(*OpenSessionRequest)(nil),      // 1: sovereign.browser.v1.OpenSessionRequest
+	(*UrlRules)(nil),                // 2: sovereign.browser.v1.UrlRules
+	(*UrlPolicy)(nil),               // 3: sovereign.browser.v1.UrlPolicy
+	(*BlockedRequest)(nil),          // 4: sovereign.browser.v1.BlockedRequest
+	(*OpenSessionResponse)(nil),     // 5: sovereign.browser.v1.OpenSessionResponse
+	(*CloseSessionRequest)(nil),     // 6: sovereign.browser.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),    // 7: sovereign.browser.v1.CloseSessionResponse
+	(*PingRequest)(nil),             // 8: sovereign.browser.v1.PingRequest
+	(*PingResponse)(nil),            // 9: sovereign.browser.v1.PingResponse
+	(*Element)(nil),                 // 10: sovereign.browser.v1.Element
+	(*NoArgs)(nil),                  // 11: sovereign.browser.v1.NoArgs
+	(*Open)(nil),                    // 12: sovereign.browser.v1.Open
+	(*Snapshot)(nil),                // 13: sovereign.browser.v1.Snapshot
+	(*GetAttr)(nil),                 // 14: sovereign.browser.v1.GetAttr
+	(*Eval)(nil),                    // 15: sovereign.browser.v1.Eval
+	(*Fill)(nil),                    // 16: sovereign.browser.v1.Fill
+	(*Press)(nil),                   // 17: sovereign.browser.v1.Press
+	(*Scroll)(nil),                  // 18: sovereign.browser.v1.Scroll
+	(*TabNew)(nil),                  // 19: sovereign.browser.v1.TabNew
+	(*TabIndex)(nil),                // 20: sovereign.browser.v1.TabIndex
+	(*Wait)(nil),                    // 21: sovereign.browser.v1.Wait
+	(*WaitFor)(nil),                 // 22: sovereign.browser.v1.WaitFor
+	(*Screenshot)(nil),              // 23: sovereign.browser.v1.Screenshot
+	(*ToolRequest)(nil),             // 24: sovereign.browser.v1.ToolRequest
+	(*ConsoleMessages)(nil),         // 25: sovereign.browser.v1.ConsoleMessages
+	(*NetworkRequests)(nil),         // 26: sovereign.browser.v1.NetworkRequests
+	(*NetworkRequestBody)(nil),      // 27: sovereign.browser.v1.NetworkRequestBody
+	(*Resize)(nil),                  // 28: sovereign.browser.v1.Resize
+	(*Geolocation)(nil),             // 29: sovereign.browser.v1.Geolocation
+	(*Emulate)(nil),                 // 30: sovereign.browser.v1.Emulate
+	(*StorageName)(nil),             // 31: sovereign.browser.v1.StorageName
+	(*StorageTransferRequest)(nil),  // 32: sovereign.browser.v1.StorageTransferRequest
+	(*StorageTransferResponse)(nil), // 33: sovereign.browser.v1.StorageTransferResponse
+	(*Pdf)(nil),                     // 34: sovereign.browser.v1.Pdf
+	(*SetIdentity)(nil),             // 35: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                   // 36: sovereign.browser.v1.Image
+	(*Resource)(nil),                // 37: sovereign.browser.v1.Resource
+	(*Content)(nil),                 // 38: sovereign.browser.v1.Content
+	(*ToolResult)(nil),              // 39: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),         // 40: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),        // 41: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil),   // 42: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),              // 43: sovereign.browser.v1.WorkerLoad
+	nil,                             // 44: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	3,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -3642,21 +3790,21 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	22, // 31: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
 	23, // 32: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
 	11, // 33: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	33, // 34: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	35, // 34: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
 	25, // 35: sovereign.browser.v1.ToolRequest.console_messages:type_name -> sovereign.browser.v1.ConsoleMessages
 	26, // 36: sovereign.browser.v1.ToolRequest.network_requests:type_name -> sovereign.browser.v1.NetworkRequests
 	27, // 37: sovereign.browser.v1.ToolRequest.network_request:type_name -> sovereign.browser.v1.NetworkRequestBody
 	28, // 38: sovereign.browser.v1.ToolRequest.resize:type_name -> sovereign.browser.v1.Resize
 	30, // 39: sovereign.browser.v1.ToolRequest.emulate:type_name -> sovereign.browser.v1.Emulate
-	32, // 40: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
+	34, // 40: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
 	31, // 41: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
 	11, // 42: sovereign.browser.v1.ToolRequest.storage_list:type_name -> sovereign.browser.v1.NoArgs
 	31, // 43: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
 	29, // 44: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
-	34, // 45: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	35, // 46: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
-	36, // 47: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	42, // 48: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	36, // 45: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	37, // 46: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
+	38, // 47: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	44, // 48: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 	3,  // 49: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
 	3,  // 50: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
 	51, // [51:51] is the sub-list for method output_type
@@ -3715,7 +3863,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_StorageDelete)(nil),
 	}
 	file_sovereign_browser_v1_browser_proto_msgTypes[29].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[35].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[37].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Resource)(nil),
@@ -3726,7 +3874,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
