@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -94,7 +95,15 @@ func eventuallyText(t *testing.T, ctx context.Context, c *harness.MCPClient, nam
 // storage (with the audit trail, to check that no value reaches it).
 func TestDevtools(t *testing.T) {
 	t.Setenv("SOVEREIGN_SECRET_KEY", strings.Repeat("5e", 32)) // inherited by the workers: saved storage is sealed
-	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 2})
+	adminToken := strings.Repeat("a7", 24)
+	t.Setenv("SOVEREIGN_ADMIN_TOKEN", adminToken) // the admin API imports and exports saved storage
+	adminPort, err := harness.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := fmt.Sprintf("http://127.0.0.1:%d", adminPort)
+	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 3,
+		gatewayArgs: []string{"--admin-listen", strings.TrimPrefix(admin, "http://"), "--storage-export"}})
 	site := devtoolsSite(t)
 	ctx := callCtx(t, 3*time.Minute)
 	if _, err := f.StartHistory(ctx, filepath.Join(f.Dir, "history"), ""); err != nil {
@@ -255,9 +264,43 @@ func TestDevtools(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
+		// The admin API exports it (storageState JSON) and imports one.
+		state := adminCall(t, ctx, "GET", admin+"/admin/storage/anonymous/site-login/export", adminToken, nil)
+		if !strings.Contains(state, `"name":"sid"`) || !strings.Contains(state, `"localStorage":[{"name":"token"`) {
+			t.Errorf("export = %.300s", state)
+		}
+		sum := adminCall(t, ctx, "PUT", admin+"/admin/storage/anonymous/imported", adminToken, strings.NewReader(state))
+		if !strings.Contains(sum, `"cookies": 1`) || strings.Contains(sum, loginValue) {
+			t.Errorf("import = %s", sum)
+		}
+		c3 := initClient(t, ctx, f.Gateways[0].MCP)
+		if got := text(t, ctx, c3, "open", map[string]any{"url": site + "/check", "storage": "imported"}); !strings.Contains(got, "storage ok, cookie ok") {
+			t.Errorf("open with the imported storage = %q", got)
+		}
 		text(t, ctx, c2, "storage_delete", map[string]any{"name": "site-login"})
-		if strings.Contains(f.Logs(), loginValue) {
+		if strings.Contains(f.Logs(), loginValue) { // the export's answer is not logged either
 			t.Errorf("a process logged the login value")
 		}
 	})
+}
+
+// adminCall calls the admin API with the admin token and returns the
+// body of a 200 answer.
+func adminCall(t *testing.T, ctx context.Context, method, url, token string, body io.Reader) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s = %d %s", method, url, res.StatusCode, b)
+	}
+	return string(b)
 }
