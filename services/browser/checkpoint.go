@@ -5,7 +5,8 @@ package browser
 // (or its Chromium). What is kept: the cookies of the session's browser
 // context (Storage.getCookies), the local storage of the origin of each
 // open tab, the tabs' URLs, the active tab, the base profile the session
-// started from and its Nostr identity (the public key window.nostr
+// started from, what resize and emulate set (emulate.go), and its Nostr
+// identity (the public key window.nostr
 // answers for; the key itself stays in the signer). It goes into the JetStream KV bucket
 // <prefix>_browser_checkpoints (file storage, the fleet's replica count,
 // a TTL), one key per session id, sealed with the operator key as the
@@ -76,6 +77,8 @@ type checkpoint struct {
 	Tabs    []string          `json:"tabs"`
 	Active  int               `json:"active"`
 	Time    time.Time         `json:"time"`
+	// Emulation is what resize and emulate set (emulate.go), nil for none.
+	Emulation *page.Emulation `json:"emulation,omitempty"`
 }
 
 // originStorage is the local storage of one origin, as key/value pairs.
@@ -295,6 +298,10 @@ func (s *session) capture(ctx context.Context) (*checkpoint, error) {
 		return nil, errors.New("the session is closing")
 	}
 	cp := &checkpoint{Session: s.id, Owner: s.owner, Profile: s.profile, Pubkey: s.pubkey, Active: s.active, Tabs: make([]string, 0, len(s.tabs))}
+	if !s.emu.IsZero() {
+		e := s.emu
+		cp.Emulation = &e
+	}
 	bctx, cancel := within(s.browser, ctx)
 	defer cancel()
 	cookies, err := chromedp.CallBrowser(bctx, storage.GetCookies, storage.GetCookiesParams{BrowserContextID: s.bcid})
@@ -401,6 +408,12 @@ func (s *session) apply(ctx context.Context, cp *checkpoint, opts page.Options) 
 		cancel()
 		if err != nil {
 			return fmt.Errorf("restore cookies: %w", err)
+		}
+	}
+	if cp.Emulation != nil {
+		// The first tab is open already; newTab emulates in the others.
+		if err := s.setEmulation(ctx, *cp.Emulation); err != nil {
+			return fmt.Errorf("restore the emulation: %w", err)
 		}
 	}
 	if cp.Pubkey != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -37,6 +38,11 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	cfg.MinFreeMemory = mib(int64(config.MustInt(errs, "SOVEREIGN_MIN_FREE_MEMORY_MB", 256)))
 	fs.DurationVar(&cfg.CheckpointEvery, "checkpoint-every", config.MustDuration(errs, "SOVEREIGN_CHECKPOINT_EVERY", 3*time.Second), "longest a session goes without a checkpoint into the fleet, so it can be restored when its worker dies (needs the operator secret key); a change is checkpointed within 0.5s; negative: no checkpoints [SOVEREIGN_CHECKPOINT_EVERY]")
 	fs.DurationVar(&cfg.CheckpointTTL, "checkpoint-ttl", config.MustDuration(errs, "SOVEREIGN_CHECKPOINT_TTL", time.Hour), "how long a session checkpoint outlives its last write [SOVEREIGN_CHECKPOINT_TTL]")
+	fs.IntVar(&cfg.ConsoleBuffer, "console-buffer", config.MustInt(errs, "SOVEREIGN_CONSOLE_BUFFER", 500), "console messages each tab keeps for console_messages (the oldest go first) [SOVEREIGN_CONSOLE_BUFFER]")
+	fs.IntVar(&cfg.NetworkBuffer, "network-buffer", config.MustInt(errs, "SOVEREIGN_NETWORK_BUFFER", 500), "requests each tab keeps for network_requests (the oldest go first) [SOVEREIGN_NETWORK_BUFFER]")
+	sizeFlag(fs, errs, &cfg.MaxPDFBytes, "max-pdf-mb", "SOVEREIGN_MAX_PDF_MB", 10, 20, "largest PDF the pdf tool returns (MiB)")
+	sizeFlag(fs, errs, &cfg.MaxStorageBytes, "max-storage-kb", "SOVEREIGN_MAX_STORAGE_KB", 900, 10,
+		"largest saved storage (storage_save: cookies and local storage, sealed) in KiB")
 	fs.Func("allow-scheme", "URL scheme open may use besides http, https and about; repeat or comma-separate (e.g. data,file) [SOVEREIGN_ALLOW_SCHEMES]", func(v string) error {
 		cfg.AllowedSchemes = appendSchemes(cfg.AllowedSchemes, v)
 		return nil
@@ -60,6 +66,20 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 // its workers in-process and serves no listener per worker.
 func RegisterStandaloneFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.Listen, "listen", config.Env("SOVEREIGN_BROWSER_LISTEN", "127.0.0.1:8091"), "host:port for /healthz, /readyz and /metrics; empty for none [SOVEREIGN_BROWSER_LISTEN]")
+}
+
+// sizeFlag adds a size flag counted in units of 1<<shift bytes (MiB: 20,
+// KiB: 10) with its environment fallback, and sets *dst in bytes.
+func sizeFlag(fs *flag.FlagSet, errs *[]error, dst *int, name, env string, def, shift int, usage string) {
+	*dst = config.MustInt(errs, env, def) << shift
+	fs.Func(name, fmt.Sprintf("%s; default %d [%s]", usage, def, env), func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return err
+		}
+		*dst = n << shift
+		return nil
+	})
 }
 
 // mib is n MiB in bytes; a negative n stays negative (off).

@@ -67,6 +67,10 @@ type session struct {
 	// worker's shared Chromium), profile the profile's name.
 	own     *ownChrome
 	profile string
+
+	// emu is how the session's tabs present themselves (emulate.go).
+	// Owned by the holder of lock.
+	emu page.Emulation
 }
 
 type tab struct {
@@ -143,7 +147,13 @@ func (s *session) newTab(ctx context.Context, id target.ID, opts page.Options) (
 		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "opening a tab did not finish before the deadline")
 	}
 	context.AfterFunc(s.ctx, cancel)
-	return &tab{id: chromedp.FromContext(tctx).Target.TargetID, ctx: tctx, cancel: cancel, page: page.New(tctx, opts)}, nil
+	t := &tab{id: chromedp.FromContext(tctx).Target.TargetID, ctx: tctx, cancel: cancel, page: page.New(tctx, opts)}
+	t.page.SetBlocked(s.blockedList)
+	if err := s.emulateNew(ctx, t); err != nil {
+		cancel()
+		return nil, err
+	}
+	return t, nil
 }
 
 func (s *session) acquire(ctx context.Context) error {
@@ -209,6 +219,8 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 		return s.tabNew(ctx, req, opts)
 	case *browserv1.ToolRequest_BlockedRequests:
 		return s.blockedRequests()
+	case *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate:
+		return s.emulate(ctx, req) // emulate.go
 	case *browserv1.ToolRequest_SetIdentity:
 		return s.setIdentity(ctx, t.SetIdentity.GetPubkey())
 	}
@@ -322,7 +334,12 @@ func (s *session) tabList(ctx context.Context, opts page.Options) (*browserv1.To
 		}
 		fmt.Fprintf(&b, "%s %d: %q %s\n", mark, i, title, url)
 	}
-	return result(strings.TrimRight(b.String(), "\n"), map[string]any{"tabs": infos, "active": s.active})
+	out := map[string]any{"tabs": infos, "active": s.active}
+	if !s.emu.IsZero() {
+		fmt.Fprintf(&b, "emulation: %s\n", s.emu.Summary())
+		out["emulation"] = s.emu
+	}
+	return result(strings.TrimRight(b.String(), "\n"), out)
 }
 
 func (s *session) tabNew(ctx context.Context, req *browserv1.ToolRequest, opts page.Options) (*browserv1.ToolResult, error) {

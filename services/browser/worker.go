@@ -18,6 +18,9 @@
 //	sov.browser.load              each worker's headroom, published every second
 //	sov.browser.http              send one call of a custom HTTP tool; a queue
 //	                              group of every worker (http.go)
+//	sov.browser.storage           import or export a saved storage; a queue
+//	                              group of the workers with the key
+//	                              (storage_transfer.go)
 package browser
 
 import (
@@ -34,6 +37,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
@@ -98,6 +102,16 @@ type Config struct {
 	// CheckpointTTL is how long a checkpoint outlives its last write
 	// (default 1h).
 	CheckpointTTL time.Duration
+	// ConsoleBuffer and NetworkBuffer are how many console messages and
+	// requests each tab keeps for console_messages and network_requests
+	// (default 500 each); MaxPDFBytes caps what pdf returns (default 10
+	// MiB). See package page.
+	ConsoleBuffer int
+	NetworkBuffer int
+	MaxPDFBytes   int
+	// MaxStorageBytes bounds one saved storage, sealed (storage.go;
+	// default 900 KiB).
+	MaxStorageBytes int
 }
 
 // Worker runs one Chromium and its sessions.
@@ -115,15 +129,16 @@ type Worker struct {
 	stop     func()          // stops that Chromium and waits for it to exit
 	guard    *guard.Guard    // enforces URL policies in that Chromium
 	sessions map[string]*session
-	lost     map[string]string // session id → why it was lost
-	openSvc  micro.Service     // nil while the worker is full or down
-	secrets  *secrets.Cache    // operator secrets; nil without SecretKey
-	profiles *profileCache     // base profiles (profile.go); set by Run
-	stopping <-chan struct{}   // closed when Run's context ends; nil before Run
-	ready    chan struct{}     // closed once the worker serves its endpoints
-	ckpt     *checkpoints      // nil while checkpoints are off (checkpoint.go); set by Run
-	warm     []*session        // warm browser contexts of the shared Chromium (pool.go)
-	warmKick chan struct{}     // wakes the pool's refill loop
+	lost     map[string]string  // session id → why it was lost
+	openSvc  micro.Service      // nil while the worker is full or down
+	secrets  *secrets.Cache     // operator secrets; nil without SecretKey
+	profiles *profileCache      // base profiles (profile.go); set by Run
+	stopping <-chan struct{}    // closed when Run's context ends; nil before Run
+	ready    chan struct{}      // closed once the worker serves its endpoints
+	ckpt     *checkpoints       // nil while checkpoints are off (checkpoint.go); set by Run
+	storage  jetstream.KeyValue // saved storage (storage.go); nil without a secret key; set by Run
+	warm     []*session         // warm browser contexts of the shared Chromium (pool.go)
+	warmKick chan struct{}      // wakes the pool's refill loop
 	// warmEnforced is the kind of warm context the pool makes: under the
 	// URL policy guard or not (the kind the last open asked for).
 	warmEnforced bool
@@ -169,6 +184,24 @@ func (cfg Config) Resolve() (Config, error) {
 	}
 	if cfg.CheckpointTTL == 0 {
 		cfg.CheckpointTTL = time.Hour
+	}
+	for _, l := range []struct {
+		name string
+		v    *int
+		def  int
+		max  int
+	}{
+		{"console buffer", &cfg.ConsoleBuffer, page.DefaultConsoleBuffer, 100000},
+		{"network buffer", &cfg.NetworkBuffer, page.DefaultNetworkBuffer, 100000},
+		{"max pdf bytes", &cfg.MaxPDFBytes, page.DefaultMaxPDFBytes, bus.MaxReply / 2},
+		{"max storage bytes", &cfg.MaxStorageBytes, DefaultMaxStorageBytes, 64 << 20},
+	} {
+		if *l.v == 0 {
+			*l.v = l.def
+		}
+		if *l.v < 1 || *l.v > l.max {
+			return cfg, fmt.Errorf("%s %d: must be 1-%d", l.name, *l.v, l.max)
+		}
 	}
 	if cfg.CheckpointTTL < time.Second {
 		return cfg, fmt.Errorf("checkpoint ttl %s: must be at least 1s", cfg.CheckpointTTL)
@@ -254,6 +287,9 @@ func (w *Worker) run(ctx context.Context) error {
 	if err := w.openCheckpoints(ctx, c); err != nil { // checkpoint.go
 		return fmt.Errorf("session checkpoints: %w", err)
 	}
+	if err := w.openStorage(ctx, c); err != nil { // storage.go
+		return fmt.Errorf("saved storage: %w", err)
+	}
 	if err := w.openProfiles(); err != nil { // profile.go
 		return err
 	}
@@ -285,6 +321,9 @@ func (w *Worker) run(ctx context.Context) error {
 	}
 	if err := w.addHTTPEndpoint(c, svc); err != nil { // custom HTTP tools (http.go)
 		return fmt.Errorf("add endpoint http: %w", err)
+	}
+	if err := w.addStorageEndpoint(c, svc); err != nil { // storage_transfer.go
+		return fmt.Errorf("add endpoint storage: %w", err)
 	}
 	w.mu.Lock()
 	w.updateOpenLocked()
@@ -564,7 +603,8 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 }
 
 func (w *Worker) pageOptions() page.Options {
-	return page.Options{AllowedSchemes: w.cfg.AllowedSchemes}
+	return page.Options{AllowedSchemes: w.cfg.AllowedSchemes, ConsoleBuffer: w.cfg.ConsoleBuffer,
+		NetworkBuffer: w.cfg.NetworkBuffer, MaxPDFBytes: w.cfg.MaxPDFBytes}
 }
 
 // get returns the session or the error that explains why there is none.
@@ -600,7 +640,12 @@ func (w *Worker) call(ctx context.Context, req *browserv1.ToolRequest) (*browser
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.do(ctx, run, w.pageOptions())
+	var res *browserv1.ToolResult
+	if isStorageCall(run) {
+		res, err = w.storageCall(ctx, s, run) // storage.go
+	} else {
+		res, err = s.do(ctx, run, w.pageOptions())
+	}
 	w.markChanged(s.id) // checkpointed once this call releases the session (checkpoint.go)
 	if err != nil && s.browser.Err() != nil && !w.isStopping() {
 		// Chromium went away under the call: say so, not a CDP error.

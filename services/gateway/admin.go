@@ -25,5 +25,7 @@ func (g *Gateway) adminSources(ctx context.Context) (console.Admin, error) {
 		Profiles:         consoleProfiles{store: store},
 		ProfileExport:    g.cfg.ProfileExport,
 		MaxProfileUpload: store.Limits().MaxUpload,
+		Storage:          consoleStorage{g: g},
+		StorageExport:    g.cfg.StorageExport,
 	}, nil
 }

@@ -170,6 +170,9 @@ type ExtendConfig struct {
 type ProfilesConfig struct {
 	ProfileExport bool
 	ProfileLimits profiles.Limits
+	// StorageExport allows the admin API's export of saved storage
+	// (SOVEREIGN_STORAGE_EXPORT; storage.go).
+	StorageExport bool
 }
 
 // RegisterFlags adds the gateway's flags to fs, each with its environment
@@ -199,6 +202,7 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	registerSystemFlags(fs, errs, cfg)  // system tools (system.go)
 	registerHTTPToolsFlags(fs, cfg)     // custom HTTP tools (httptools.go)
 	registerProfileFlags(fs, errs, cfg) // base profiles (profiles.go)
+	registerStorageFlags(fs, errs, cfg) // saved storage (storage.go)
 	registerExtendFlags(fs, errs, cfg)  // script tools (extend.go)
 	// Operator console (console.go). The token itself is never a flag: it
 	// would show in the process list.

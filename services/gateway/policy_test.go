@@ -130,6 +130,11 @@ func TestPolicyFile(t *testing.T) {
 	if len(f.URLs.Allow) != 1 || f.URLs.BlockPrivate == nil || *f.URLs.BlockPrivate || f.Approvals.Tools[0] != "eval" {
 		t.Errorf("loaded %+v", f)
 	}
+	// The developer tools can wait for a person too.
+	dev := write("dev.yaml", "approvals:\n  tools: [network_request, pdf, emulate, storage_save, storage_delete]\n")
+	if f, err := gateway.LoadPolicyFile(dev); err != nil || len(f.Approvals.Tools) != 5 {
+		t.Errorf("approvals of the developer tools: %+v, %v", f, err)
+	}
 	if _, err := gateway.LoadPolicyFile(write("empty.yaml", "")); err != nil {
 		t.Errorf("empty file: %v", err)
 	}

@@ -381,6 +381,9 @@ func (g *Gateway) errorText(ctx context.Context, t catalog.Tool, err error) stri
 	case commonv1.ErrorCode_FORBIDDEN:
 		return fmt.Sprintf("%s: refused by policy: %s", t.Name, msg)
 	case commonv1.ErrorCode_TOO_LARGE:
+		if t.Name != "screenshot" {
+			return fmt.Sprintf("%s: too large: %s", t.Name, msg) // the worker's message says what to do
+		}
 		return fmt.Sprintf("%s: the result is too large: %s; narrow it (a selector, the viewport instead of the full page, jpeg)", t.Name, msg)
 	case commonv1.ErrorCode_NO_CAPACITY:
 		return "no browser capacity: " + msg
@@ -402,6 +405,12 @@ func render(res *browserv1.ToolResult) *dispatch.Result {
 				mime = "image/png"
 			}
 			out.Parts = append(out.Parts, dispatch.Part{Data: p.Image.GetData(), MIME: mime})
+		case *browserv1.Content_Resource:
+			name := p.Resource.GetName()
+			if name == "" {
+				name = "file"
+			}
+			out.Parts = append(out.Parts, dispatch.Part{Data: p.Resource.GetData(), MIME: p.Resource.GetMimeType(), Name: name})
 		}
 	}
 	if s := strings.TrimSpace(res.GetStructuredJson()); s != "" && json.Valid([]byte(s)) {

@@ -6,6 +6,7 @@
 //	sov.browser.restore       restore a lost session from its checkpoint (the same queue group)
 //	sov.browser.load          every worker's load, published (not a request)
 //	sov.browser.http          send one call of a custom HTTP tool (a queue group of every worker)
+//	sov.browser.storage       import or export a saved storage (a queue group of the workers with the key)
 //	sov.browser.w.<id>.call   run a tool in one of worker id's sessions
 //	sov.browser.w.<id>.close  close a session
 //	sov.browser.w.<id>.ping   liveness and load
@@ -30,6 +31,7 @@ var (
 	Open    = bus.Endpoint[*browserv1.OpenSessionRequest, *browserv1.OpenSessionResponse]{Group: group, Name: "open"}
 	Restore = bus.Endpoint[*browserv1.RestoreSessionRequest, *browserv1.OpenSessionResponse]{Group: group, Name: "restore"}
 	HTTP    = bus.Endpoint[*browserv1.HTTPToolRequest, *browserv1.HTTPToolResponse]{Group: group, Name: "http"}
+	Storage = bus.Endpoint[*browserv1.StorageTransferRequest, *browserv1.StorageTransferResponse]{Group: group, Name: "storage"}
 )
 
 // Load is the subject workers publish their load on (WorkerLoad).

@@ -707,8 +707,12 @@ func (*NoArgs) Descriptor() ([]byte, []int) {
 }
 
 type Open struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Url   string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// Start from this saved storage (storage_save): its cookies are set in
+	// the session and its local storage put back before the page's scripts
+	// run; "" for none.
+	Storage       string `protobuf:"bytes,60,opt,name=storage,proto3" json:"storage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -746,6 +750,13 @@ func (*Open) Descriptor() ([]byte, []int) {
 func (x *Open) GetUrl() string {
 	if x != nil {
 		return x.Url
+	}
+	return ""
+}
+
+func (x *Open) GetStorage() string {
+	if x != nil {
+		return x.Storage
 	}
 	return ""
 }
@@ -1095,8 +1106,10 @@ func (x *Scroll) GetAmount() int32 {
 }
 
 type TabNew struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Url   string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// As Open.storage, for the page the new tab loads (needs url).
+	Storage       string `protobuf:"bytes,60,opt,name=storage,proto3" json:"storage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1134,6 +1147,13 @@ func (*TabNew) Descriptor() ([]byte, []int) {
 func (x *TabNew) GetUrl() string {
 	if x != nil {
 		return x.Url
+	}
+	return ""
+}
+
+func (x *TabNew) GetStorage() string {
+	if x != nil {
+		return x.Storage
 	}
 	return ""
 }
@@ -1933,6 +1953,15 @@ type ToolRequest struct {
 	//	*ToolRequest_Mouse
 	//	*ToolRequest_GetMarkdown
 	//	*ToolRequest_GetStyles
+	//	*ToolRequest_ConsoleMessages
+	//	*ToolRequest_NetworkRequests
+	//	*ToolRequest_NetworkRequest
+	//	*ToolRequest_Resize
+	//	*ToolRequest_Emulate
+	//	*ToolRequest_Pdf
+	//	*ToolRequest_StorageSave
+	//	*ToolRequest_StorageList
+	//	*ToolRequest_StorageDelete
 	Tool          isToolRequest_Tool `protobuf_oneof:"tool"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2325,6 +2354,87 @@ func (x *ToolRequest) GetGetStyles() *GetStyles {
 	return nil
 }
 
+func (x *ToolRequest) GetConsoleMessages() *ConsoleMessages {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_ConsoleMessages); ok {
+			return x.ConsoleMessages
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetNetworkRequests() *NetworkRequests {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_NetworkRequests); ok {
+			return x.NetworkRequests
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetNetworkRequest() *NetworkRequestBody {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_NetworkRequest); ok {
+			return x.NetworkRequest
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetResize() *Resize {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_Resize); ok {
+			return x.Resize
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetEmulate() *Emulate {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_Emulate); ok {
+			return x.Emulate
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetPdf() *Pdf {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_Pdf); ok {
+			return x.Pdf
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetStorageSave() *StorageName {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_StorageSave); ok {
+			return x.StorageSave
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetStorageList() *NoArgs {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_StorageList); ok {
+			return x.StorageList
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetStorageDelete() *StorageName {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_StorageDelete); ok {
+			return x.StorageDelete
+		}
+	}
+	return nil
+}
+
 type isToolRequest_Tool interface {
 	isToolRequest_Tool()
 }
@@ -2471,6 +2581,43 @@ type ToolRequest_GetStyles struct {
 	GetStyles *GetStyles `protobuf:"bytes,80,opt,name=get_styles,json=getStyles,proto3,oneof"`
 }
 
+type ToolRequest_ConsoleMessages struct {
+	// Developer tools (see the messages below): 60-79.
+	ConsoleMessages *ConsoleMessages `protobuf:"bytes,60,opt,name=console_messages,json=consoleMessages,proto3,oneof"`
+}
+
+type ToolRequest_NetworkRequests struct {
+	NetworkRequests *NetworkRequests `protobuf:"bytes,61,opt,name=network_requests,json=networkRequests,proto3,oneof"`
+}
+
+type ToolRequest_NetworkRequest struct {
+	NetworkRequest *NetworkRequestBody `protobuf:"bytes,62,opt,name=network_request,json=networkRequest,proto3,oneof"`
+}
+
+type ToolRequest_Resize struct {
+	Resize *Resize `protobuf:"bytes,63,opt,name=resize,proto3,oneof"`
+}
+
+type ToolRequest_Emulate struct {
+	Emulate *Emulate `protobuf:"bytes,64,opt,name=emulate,proto3,oneof"`
+}
+
+type ToolRequest_Pdf struct {
+	Pdf *Pdf `protobuf:"bytes,65,opt,name=pdf,proto3,oneof"`
+}
+
+type ToolRequest_StorageSave struct {
+	StorageSave *StorageName `protobuf:"bytes,66,opt,name=storage_save,json=storageSave,proto3,oneof"`
+}
+
+type ToolRequest_StorageList struct {
+	StorageList *NoArgs `protobuf:"bytes,67,opt,name=storage_list,json=storageList,proto3,oneof"`
+}
+
+type ToolRequest_StorageDelete struct {
+	StorageDelete *StorageName `protobuf:"bytes,68,opt,name=storage_delete,json=storageDelete,proto3,oneof"`
+}
+
 func (*ToolRequest_Open) isToolRequest_Tool() {}
 
 func (*ToolRequest_Back) isToolRequest_Tool() {}
@@ -2541,6 +2688,24 @@ func (*ToolRequest_GetMarkdown) isToolRequest_Tool() {}
 
 func (*ToolRequest_GetStyles) isToolRequest_Tool() {}
 
+func (*ToolRequest_ConsoleMessages) isToolRequest_Tool() {}
+
+func (*ToolRequest_NetworkRequests) isToolRequest_Tool() {}
+
+func (*ToolRequest_NetworkRequest) isToolRequest_Tool() {}
+
+func (*ToolRequest_Resize) isToolRequest_Tool() {}
+
+func (*ToolRequest_Emulate) isToolRequest_Tool() {}
+
+func (*ToolRequest_Pdf) isToolRequest_Tool() {}
+
+func (*ToolRequest_StorageSave) isToolRequest_Tool() {}
+
+func (*ToolRequest_StorageList) isToolRequest_Tool() {}
+
+func (*ToolRequest_StorageDelete) isToolRequest_Tool() {}
+
 // GetStyles reads an element's computed style and the CSS rules that
 // match it.
 type GetStyles struct {
@@ -2605,6 +2770,703 @@ func (x *GetStyles) GetRules() bool {
 	return false
 }
 
+// ConsoleMessages reads the console of the active tab: what the page
+// logged, uncaught exceptions and unhandled promise rejections, from a
+// ring of the tab's last messages.
+type ConsoleMessages struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Least severity to return: debug, info (console.log too), warning or
+	// error; "" for info.
+	Level string `protobuf:"bytes,1,opt,name=level,proto3" json:"level,omitempty"`
+	// Only messages numbered above this (the "next" of an earlier call),
+	// 0 for every message kept.
+	Since int64 `protobuf:"varint,2,opt,name=since,proto3" json:"since,omitempty"`
+	// Most messages to return, the newest (0: the worker's default).
+	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsoleMessages) Reset() {
+	*x = ConsoleMessages{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsoleMessages) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsoleMessages) ProtoMessage() {}
+
+func (x *ConsoleMessages) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsoleMessages.ProtoReflect.Descriptor instead.
+func (*ConsoleMessages) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ConsoleMessages) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *ConsoleMessages) GetSince() int64 {
+	if x != nil {
+		return x.Since
+	}
+	return 0
+}
+
+func (x *ConsoleMessages) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// NetworkRequests lists the requests of the active tab, from a ring of
+// its last requests, oldest first.
+type NetworkRequests struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A URL substring, or /regular expression/; "" for all.
+	Filter string `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Network.ResourceType (Document, Script, XHR, Fetch, Image, …),
+	// case-insensitive; "" for all.
+	ResourceType string `protobuf:"bytes,2,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	// An HTTP status (404), a class (4xx), "failed" (no response, blocked
+	// included) or "" for all.
+	Status string `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	// Most requests to return, the newest (0: the worker's default).
+	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkRequests) Reset() {
+	*x = NetworkRequests{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkRequests) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkRequests) ProtoMessage() {}
+
+func (x *NetworkRequests) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkRequests.ProtoReflect.Descriptor instead.
+func (*NetworkRequests) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *NetworkRequests) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *NetworkRequests) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *NetworkRequests) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *NetworkRequests) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// NetworkRequestBody returns one body of a request listed by
+// network_requests.
+type NetworkRequestBody struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id network_requests gave the request.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// "response" (default) or "request" (the body the page sent).
+	Part string `protobuf:"bytes,2,opt,name=part,proto3" json:"part,omitempty"`
+	// Most bytes of the body to return (0: the worker's default).
+	MaxBytes      int32 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkRequestBody) Reset() {
+	*x = NetworkRequestBody{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkRequestBody) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkRequestBody) ProtoMessage() {}
+
+func (x *NetworkRequestBody) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkRequestBody.ProtoReflect.Descriptor instead.
+func (*NetworkRequestBody) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *NetworkRequestBody) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *NetworkRequestBody) GetPart() string {
+	if x != nil {
+		return x.Part
+	}
+	return ""
+}
+
+func (x *NetworkRequestBody) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+// Resize sets the viewport of the session's tabs (CSS pixels).
+type Resize struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Width         int32                  `protobuf:"varint,1,opt,name=width,proto3" json:"width,omitempty"`
+	Height        int32                  `protobuf:"varint,2,opt,name=height,proto3" json:"height,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resize) Reset() {
+	*x = Resize{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resize) ProtoMessage() {}
+
+func (x *Resize) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resize.ProtoReflect.Descriptor instead.
+func (*Resize) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *Resize) GetWidth() int32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+func (x *Resize) GetHeight() int32 {
+	if x != nil {
+		return x.Height
+	}
+	return 0
+}
+
+// Geolocation is an emulated position.
+type Geolocation struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Latitude  float64                `protobuf:"fixed64,1,opt,name=latitude,proto3" json:"latitude,omitempty"`
+	Longitude float64                `protobuf:"fixed64,2,opt,name=longitude,proto3" json:"longitude,omitempty"`
+	// Metres (0: 100).
+	Accuracy      float64 `protobuf:"fixed64,3,opt,name=accuracy,proto3" json:"accuracy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Geolocation) Reset() {
+	*x = Geolocation{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Geolocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Geolocation) ProtoMessage() {}
+
+func (x *Geolocation) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Geolocation.ProtoReflect.Descriptor instead.
+func (*Geolocation) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *Geolocation) GetLatitude() float64 {
+	if x != nil {
+		return x.Latitude
+	}
+	return 0
+}
+
+func (x *Geolocation) GetLongitude() float64 {
+	if x != nil {
+		return x.Longitude
+	}
+	return 0
+}
+
+func (x *Geolocation) GetAccuracy() float64 {
+	if x != nil {
+		return x.Accuracy
+	}
+	return 0
+}
+
+// Emulate changes how the session's tabs present themselves, for every
+// tab of the session, those opened later included. Fields left unset keep
+// what an earlier emulate set; reset_all clears everything first.
+type Emulate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A device of the worker's table (viewport, pixel ratio, mobile, touch,
+	// user agent), case-insensitive; "" for none.
+	Device    string `protobuf:"bytes,1,opt,name=device,proto3" json:"device,omitempty"`
+	UserAgent string `protobuf:"bytes,2,opt,name=user_agent,json=userAgent,proto3" json:"user_agent,omitempty"`
+	// BCP 47, e.g. de-DE.
+	Locale string `protobuf:"bytes,3,opt,name=locale,proto3" json:"locale,omitempty"`
+	// IANA, e.g. Europe/Berlin.
+	Timezone    string       `protobuf:"bytes,4,opt,name=timezone,proto3" json:"timezone,omitempty"`
+	Geolocation *Geolocation `protobuf:"bytes,5,opt,name=geolocation,proto3" json:"geolocation,omitempty"`
+	// light, dark or no-preference.
+	ColorScheme string `protobuf:"bytes,6,opt,name=color_scheme,json=colorScheme,proto3" json:"color_scheme,omitempty"`
+	// reduce or no-preference.
+	ReducedMotion string `protobuf:"bytes,7,opt,name=reduced_motion,json=reducedMotion,proto3" json:"reduced_motion,omitempty"`
+	Offline       *bool  `protobuf:"varint,8,opt,name=offline,proto3,oneof" json:"offline,omitempty"`
+	ResetAll      bool   `protobuf:"varint,9,opt,name=reset_all,json=resetAll,proto3" json:"reset_all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Emulate) Reset() {
+	*x = Emulate{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Emulate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Emulate) ProtoMessage() {}
+
+func (x *Emulate) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Emulate.ProtoReflect.Descriptor instead.
+func (*Emulate) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Emulate) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *Emulate) GetUserAgent() string {
+	if x != nil {
+		return x.UserAgent
+	}
+	return ""
+}
+
+func (x *Emulate) GetLocale() string {
+	if x != nil {
+		return x.Locale
+	}
+	return ""
+}
+
+func (x *Emulate) GetTimezone() string {
+	if x != nil {
+		return x.Timezone
+	}
+	return ""
+}
+
+func (x *Emulate) GetGeolocation() *Geolocation {
+	if x != nil {
+		return x.Geolocation
+	}
+	return nil
+}
+
+func (x *Emulate) GetColorScheme() string {
+	if x != nil {
+		return x.ColorScheme
+	}
+	return ""
+}
+
+func (x *Emulate) GetReducedMotion() string {
+	if x != nil {
+		return x.ReducedMotion
+	}
+	return ""
+}
+
+func (x *Emulate) GetOffline() bool {
+	if x != nil && x.Offline != nil {
+		return *x.Offline
+	}
+	return false
+}
+
+func (x *Emulate) GetResetAll() bool {
+	if x != nil {
+		return x.ResetAll
+	}
+	return false
+}
+
+// StorageName names a saved storage state (storage_save, storage_delete):
+// ^[a-z][a-z0-9_-]{0,63}$. Saved states are kept in the fleet per owner
+// (the caller's label of OpenSessionRequest.owner), sealed with the
+// operator key; their cookie values and storage contents never leave the
+// workers.
+type StorageName struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageName) Reset() {
+	*x = StorageName{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageName) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageName) ProtoMessage() {}
+
+func (x *StorageName) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageName.ProtoReflect.Descriptor instead.
+func (*StorageName) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *StorageName) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// StorageTransferRequest moves one saved storage between the fleet and
+// the admin API (subject sov.browser.storage, a queue group of the
+// workers that hold the operator key: only they can seal and open it).
+type StorageTransferRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "import" or "export".
+	Op string `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
+	// The caller it belongs to: the caller's label of
+	// OpenSessionRequest.owner (a token's name, "anonymous", …), without
+	// its kind.
+	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// As StorageName.name.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// import: the state as JSON, in Playwright's storageState shape:
+	// {"cookies": [{"name", "value", "domain", "path", "expires",
+	// "httpOnly", "secure", "sameSite"}], "origins": [{"origin",
+	// "localStorage": [{"name", "value"}]}]}.
+	StateJson     []byte `protobuf:"bytes,4,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageTransferRequest) Reset() {
+	*x = StorageTransferRequest{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageTransferRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageTransferRequest) ProtoMessage() {}
+
+func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageTransferRequest.ProtoReflect.Descriptor instead.
+func (*StorageTransferRequest) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *StorageTransferRequest) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *StorageTransferRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *StorageTransferRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StorageTransferRequest) GetStateJson() []byte {
+	if x != nil {
+		return x.StateJson
+	}
+	return nil
+}
+
+// StorageTransferResponse is the answer of sov.browser.storage.
+type StorageTransferResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// export: the state as JSON (see StorageTransferRequest.state_json).
+	StateJson []byte `protobuf:"bytes,1,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	// What the saved storage holds (name, cookie domains, origins,
+	// counts; never a value), as a JSON object.
+	SummaryJson   string `protobuf:"bytes,2,opt,name=summary_json,json=summaryJson,proto3" json:"summary_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageTransferResponse) Reset() {
+	*x = StorageTransferResponse{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageTransferResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageTransferResponse) ProtoMessage() {}
+
+func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageTransferResponse.ProtoReflect.Descriptor instead.
+func (*StorageTransferResponse) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *StorageTransferResponse) GetStateJson() []byte {
+	if x != nil {
+		return x.StateJson
+	}
+	return nil
+}
+
+func (x *StorageTransferResponse) GetSummaryJson() string {
+	if x != nil {
+		return x.SummaryJson
+	}
+	return ""
+}
+
+// Pdf prints the active tab's page as a PDF.
+type Pdf struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Landscape       bool                   `protobuf:"varint,1,opt,name=landscape,proto3" json:"landscape,omitempty"`
+	PrintBackground bool                   `protobuf:"varint,2,opt,name=print_background,json=printBackground,proto3" json:"print_background,omitempty"`
+	// e.g. "1-3, 5"; "" for all pages.
+	PageRanges string `protobuf:"bytes,3,opt,name=page_ranges,json=pageRanges,proto3" json:"page_ranges,omitempty"`
+	// Paper: A3, A4, A5, Letter, Legal or Tabloid ("" for Letter).
+	Format        string `protobuf:"bytes,4,opt,name=format,proto3" json:"format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pdf) Reset() {
+	*x = Pdf{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pdf) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pdf) ProtoMessage() {}
+
+func (x *Pdf) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pdf.ProtoReflect.Descriptor instead.
+func (*Pdf) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *Pdf) GetLandscape() bool {
+	if x != nil {
+		return x.Landscape
+	}
+	return false
+}
+
+func (x *Pdf) GetPrintBackground() bool {
+	if x != nil {
+		return x.PrintBackground
+	}
+	return false
+}
+
+func (x *Pdf) GetPageRanges() string {
+	if x != nil {
+		return x.PageRanges
+	}
+	return ""
+}
+
+func (x *Pdf) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
 // SetIdentity tells the worker the session's Nostr identity. With a pubkey,
 // every page and frame of the session gets window.nostr (NIP-07), each call
 // going to the signer (sov.signer.*) with scope = the session id and the
@@ -2620,7 +3482,7 @@ type SetIdentity struct {
 
 func (x *SetIdentity) Reset() {
 	*x = SetIdentity{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2632,7 +3494,7 @@ func (x *SetIdentity) String() string {
 func (*SetIdentity) ProtoMessage() {}
 
 func (x *SetIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +3507,7 @@ func (x *SetIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
 func (*SetIdentity) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{33}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SetIdentity) GetPubkey() string {
@@ -2666,7 +3528,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +3540,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +3553,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{34}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Image) GetMimeType() string {
@@ -2708,6 +3570,68 @@ func (x *Image) GetData() []byte {
 	return nil
 }
 
+// Resource is a file a tool returns (MCP embedded resource content).
+type Resource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A file name for it, e.g. page.pdf.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	MimeType      string `protobuf:"bytes,2,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Data          []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resource) Reset() {
+	*x = Resource{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resource) ProtoMessage() {}
+
+func (x *Resource) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resource.ProtoReflect.Descriptor instead.
+func (*Resource) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *Resource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Resource) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *Resource) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // Content is one part of a tool result.
 type Content struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2715,6 +3639,7 @@ type Content struct {
 	//
 	//	*Content_Text
 	//	*Content_Image
+	//	*Content_Resource
 	Part          isContent_Part `protobuf_oneof:"part"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2722,7 +3647,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +3659,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +3672,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{35}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -2775,6 +3700,15 @@ func (x *Content) GetImage() *Image {
 	return nil
 }
 
+func (x *Content) GetResource() *Resource {
+	if x != nil {
+		if x, ok := x.Part.(*Content_Resource); ok {
+			return x.Resource
+		}
+	}
+	return nil
+}
+
 type isContent_Part interface {
 	isContent_Part()
 }
@@ -2787,9 +3721,15 @@ type Content_Image struct {
 	Image *Image `protobuf:"bytes,2,opt,name=image,proto3,oneof"`
 }
 
+type Content_Resource struct {
+	Resource *Resource `protobuf:"bytes,60,opt,name=resource,proto3,oneof"`
+}
+
 func (*Content_Text) isContent_Part() {}
 
 func (*Content_Image) isContent_Part() {}
+
+func (*Content_Resource) isContent_Part() {}
 
 // ToolResult is what a tool returns: content parts and, for some tools,
 // structured JSON (the snapshot's ref map, tab lists, eval values).
@@ -2807,7 +3747,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2819,7 +3759,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2832,7 +3772,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{36}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -2894,7 +3834,7 @@ type HTTPToolRequest struct {
 
 func (x *HTTPToolRequest) Reset() {
 	*x = HTTPToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2906,7 +3846,7 @@ func (x *HTTPToolRequest) String() string {
 func (*HTTPToolRequest) ProtoMessage() {}
 
 func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2919,7 +3859,7 @@ func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
 func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{37}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HTTPToolRequest) GetTool() string {
@@ -2998,7 +3938,7 @@ type HTTPToolResponse struct {
 
 func (x *HTTPToolResponse) Reset() {
 	*x = HTTPToolResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3010,7 +3950,7 @@ func (x *HTTPToolResponse) String() string {
 func (*HTTPToolResponse) ProtoMessage() {}
 
 func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3023,7 +3963,7 @@ func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
 func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{38}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HTTPToolResponse) GetStatusCode() int32 {
@@ -3086,7 +4026,7 @@ type RestoreSessionRequest struct {
 
 func (x *RestoreSessionRequest) Reset() {
 	*x = RestoreSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3098,7 +4038,7 @@ func (x *RestoreSessionRequest) String() string {
 func (*RestoreSessionRequest) ProtoMessage() {}
 
 func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3111,7 +4051,7 @@ func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{39}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RestoreSessionRequest) GetOldSessionId() string {
@@ -3165,7 +4105,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +4117,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +4130,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{40}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WorkerLoad) GetWorkerId() string {
@@ -3288,9 +4228,10 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x03ref\x18\x01 \x01(\tH\x00R\x03ref\x12\x1c\n" +
 	"\bselector\x18\x02 \x01(\tH\x00R\bselectorB\x04\n" +
 	"\x02by\"\b\n" +
-	"\x06NoArgs\"\x18\n" +
+	"\x06NoArgs\"2\n" +
 	"\x04Open\x12\x10\n" +
-	"\x03url\x18\x01 \x01(\tR\x03url\"l\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x18\n" +
+	"\astorage\x18< \x01(\tR\astorage\"l\n" +
 	"\bSnapshot\x12 \n" +
 	"\vinteractive\x18\x01 \x01(\bR\vinteractive\x12\x18\n" +
 	"\acompact\x18\x02 \x01(\bR\acompact\x12\x10\n" +
@@ -3311,9 +4252,10 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06action\x18\x02 \x01(\tR\x06action\">\n" +
 	"\x06Scroll\x12\x1c\n" +
 	"\tdirection\x18\x01 \x01(\tR\tdirection\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\x05R\x06amount\"\x1a\n" +
+	"\x06amount\x18\x02 \x01(\x05R\x06amount\"4\n" +
 	"\x06TabNew\x12\x10\n" +
-	"\x03url\x18\x01 \x01(\tR\x03url\"=\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x18\n" +
+	"\astorage\x18< \x01(\tR\astorage\"=\n" +
 	"\bTabIndex\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x1b\n" +
 	"\thas_index\x18\x02 \x01(\bR\bhasIndex\"\x16\n" +
@@ -3365,7 +4307,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\x8b\x12\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\x81\x17\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
@@ -3412,7 +4354,16 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x05mouse\x18, \x01(\v2\x1b.sovereign.browser.v1.MouseH\x00R\x05mouse\x12F\n" +
 	"\fget_markdown\x18- \x01(\v2!.sovereign.browser.v1.GetMarkdownH\x00R\vgetMarkdown\x12@\n" +
 	"\n" +
-	"get_styles\x18P \x01(\v2\x1f.sovereign.browser.v1.GetStylesH\x00R\tgetStylesB\x06\n" +
+	"get_styles\x18P \x01(\v2\x1f.sovereign.browser.v1.GetStylesH\x00R\tgetStyles\x12R\n" +
+	"\x10console_messages\x18< \x01(\v2%.sovereign.browser.v1.ConsoleMessagesH\x00R\x0fconsoleMessages\x12R\n" +
+	"\x10network_requests\x18= \x01(\v2%.sovereign.browser.v1.NetworkRequestsH\x00R\x0fnetworkRequests\x12S\n" +
+	"\x0fnetwork_request\x18> \x01(\v2(.sovereign.browser.v1.NetworkRequestBodyH\x00R\x0enetworkRequest\x126\n" +
+	"\x06resize\x18? \x01(\v2\x1c.sovereign.browser.v1.ResizeH\x00R\x06resize\x129\n" +
+	"\aemulate\x18@ \x01(\v2\x1d.sovereign.browser.v1.EmulateH\x00R\aemulate\x12-\n" +
+	"\x03pdf\x18A \x01(\v2\x19.sovereign.browser.v1.PdfH\x00R\x03pdf\x12F\n" +
+	"\fstorage_save\x18B \x01(\v2!.sovereign.browser.v1.StorageNameH\x00R\vstorageSave\x12A\n" +
+	"\fstorage_list\x18C \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\vstorageList\x12J\n" +
+	"\x0estorage_delete\x18D \x01(\v2!.sovereign.browser.v1.StorageNameH\x00R\rstorageDeleteB\x06\n" +
 	"\x04toolB\f\n" +
 	"\n" +
 	"_settle_ms\"z\n" +
@@ -3421,15 +4372,71 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\n" +
 	"properties\x18\x02 \x03(\tR\n" +
 	"properties\x12\x14\n" +
-	"\x05rules\x18\x03 \x01(\bR\x05rules\"%\n" +
+	"\x05rules\x18\x03 \x01(\bR\x05rules\"S\n" +
+	"\x0fConsoleMessages\x12\x14\n" +
+	"\x05level\x18\x01 \x01(\tR\x05level\x12\x14\n" +
+	"\x05since\x18\x02 \x01(\x03R\x05since\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\"|\n" +
+	"\x0fNetworkRequests\x12\x16\n" +
+	"\x06filter\x18\x01 \x01(\tR\x06filter\x12#\n" +
+	"\rresource_type\x18\x02 \x01(\tR\fresourceType\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"U\n" +
+	"\x12NetworkRequestBody\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04part\x18\x02 \x01(\tR\x04part\x12\x1b\n" +
+	"\tmax_bytes\x18\x03 \x01(\x05R\bmaxBytes\"6\n" +
+	"\x06Resize\x12\x14\n" +
+	"\x05width\x18\x01 \x01(\x05R\x05width\x12\x16\n" +
+	"\x06height\x18\x02 \x01(\x05R\x06height\"c\n" +
+	"\vGeolocation\x12\x1a\n" +
+	"\blatitude\x18\x01 \x01(\x01R\blatitude\x12\x1c\n" +
+	"\tlongitude\x18\x02 \x01(\x01R\tlongitude\x12\x1a\n" +
+	"\baccuracy\x18\x03 \x01(\x01R\baccuracy\"\xcb\x02\n" +
+	"\aEmulate\x12\x16\n" +
+	"\x06device\x18\x01 \x01(\tR\x06device\x12\x1d\n" +
+	"\n" +
+	"user_agent\x18\x02 \x01(\tR\tuserAgent\x12\x16\n" +
+	"\x06locale\x18\x03 \x01(\tR\x06locale\x12\x1a\n" +
+	"\btimezone\x18\x04 \x01(\tR\btimezone\x12C\n" +
+	"\vgeolocation\x18\x05 \x01(\v2!.sovereign.browser.v1.GeolocationR\vgeolocation\x12!\n" +
+	"\fcolor_scheme\x18\x06 \x01(\tR\vcolorScheme\x12%\n" +
+	"\x0ereduced_motion\x18\a \x01(\tR\rreducedMotion\x12\x1d\n" +
+	"\aoffline\x18\b \x01(\bH\x00R\aoffline\x88\x01\x01\x12\x1b\n" +
+	"\treset_all\x18\t \x01(\bR\bresetAllB\n" +
+	"\n" +
+	"\b_offline\"!\n" +
+	"\vStorageName\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"q\n" +
+	"\x16StorageTransferRequest\x12\x0e\n" +
+	"\x02op\x18\x01 \x01(\tR\x02op\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"state_json\x18\x04 \x01(\fR\tstateJson\"[\n" +
+	"\x17StorageTransferResponse\x12\x1d\n" +
+	"\n" +
+	"state_json\x18\x01 \x01(\fR\tstateJson\x12!\n" +
+	"\fsummary_json\x18\x02 \x01(\tR\vsummaryJson\"\x87\x01\n" +
+	"\x03Pdf\x12\x1c\n" +
+	"\tlandscape\x18\x01 \x01(\bR\tlandscape\x12)\n" +
+	"\x10print_background\x18\x02 \x01(\bR\x0fprintBackground\x12\x1f\n" +
+	"\vpage_ranges\x18\x03 \x01(\tR\n" +
+	"pageRanges\x12\x16\n" +
+	"\x06format\x18\x04 \x01(\tR\x06format\"%\n" +
 	"\vSetIdentity\x12\x16\n" +
 	"\x06pubkey\x18\x01 \x01(\tR\x06pubkey\"8\n" +
 	"\x05Image\x12\x1b\n" +
 	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\\\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"O\n" +
+	"\bResource\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\x9a\x01\n" +
 	"\aContent\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x123\n" +
-	"\x05image\x18\x02 \x01(\v2\x1b.sovereign.browser.v1.ImageH\x00R\x05imageB\x06\n" +
+	"\x05image\x18\x02 \x01(\v2\x1b.sovereign.browser.v1.ImageH\x00R\x05image\x12<\n" +
+	"\bresource\x18< \x01(\v2\x1e.sovereign.browser.v1.ResourceH\x00R\bresourceB\x06\n" +
 	"\x04part\"\x97\x01\n" +
 	"\n" +
 	"ToolResult\x127\n" +
@@ -3488,51 +4495,62 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
-	(SnapshotAfter)(0),            // 0: sovereign.browser.v1.SnapshotAfter
-	(*OpenSessionRequest)(nil),    // 1: sovereign.browser.v1.OpenSessionRequest
-	(*UrlRules)(nil),              // 2: sovereign.browser.v1.UrlRules
-	(*UrlPolicy)(nil),             // 3: sovereign.browser.v1.UrlPolicy
-	(*BlockedRequest)(nil),        // 4: sovereign.browser.v1.BlockedRequest
-	(*OpenSessionResponse)(nil),   // 5: sovereign.browser.v1.OpenSessionResponse
-	(*CloseSessionRequest)(nil),   // 6: sovereign.browser.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 7: sovereign.browser.v1.CloseSessionResponse
-	(*PingRequest)(nil),           // 8: sovereign.browser.v1.PingRequest
-	(*PingResponse)(nil),          // 9: sovereign.browser.v1.PingResponse
-	(*Element)(nil),               // 10: sovereign.browser.v1.Element
-	(*NoArgs)(nil),                // 11: sovereign.browser.v1.NoArgs
-	(*Open)(nil),                  // 12: sovereign.browser.v1.Open
-	(*Snapshot)(nil),              // 13: sovereign.browser.v1.Snapshot
-	(*GetAttr)(nil),               // 14: sovereign.browser.v1.GetAttr
-	(*Eval)(nil),                  // 15: sovereign.browser.v1.Eval
-	(*Fill)(nil),                  // 16: sovereign.browser.v1.Fill
-	(*Press)(nil),                 // 17: sovereign.browser.v1.Press
-	(*Scroll)(nil),                // 18: sovereign.browser.v1.Scroll
-	(*TabNew)(nil),                // 19: sovereign.browser.v1.TabNew
-	(*TabIndex)(nil),              // 20: sovereign.browser.v1.TabIndex
-	(*Wait)(nil),                  // 21: sovereign.browser.v1.Wait
-	(*WaitFor)(nil),               // 22: sovereign.browser.v1.WaitFor
-	(*Click)(nil),                 // 23: sovereign.browser.v1.Click
-	(*SelectOption)(nil),          // 24: sovereign.browser.v1.SelectOption
-	(*Check)(nil),                 // 25: sovereign.browser.v1.Check
-	(*FormField)(nil),             // 26: sovereign.browser.v1.FormField
-	(*FillForm)(nil),              // 27: sovereign.browser.v1.FillForm
-	(*Drag)(nil),                  // 28: sovereign.browser.v1.Drag
-	(*Mouse)(nil),                 // 29: sovereign.browser.v1.Mouse
-	(*GetMarkdown)(nil),           // 30: sovereign.browser.v1.GetMarkdown
-	(*Screenshot)(nil),            // 31: sovereign.browser.v1.Screenshot
-	(*ToolRequest)(nil),           // 32: sovereign.browser.v1.ToolRequest
-	(*GetStyles)(nil),             // 33: sovereign.browser.v1.GetStyles
-	(*SetIdentity)(nil),           // 34: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                 // 35: sovereign.browser.v1.Image
-	(*Content)(nil),               // 36: sovereign.browser.v1.Content
-	(*ToolResult)(nil),            // 37: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),       // 38: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),      // 39: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil), // 40: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),            // 41: sovereign.browser.v1.WorkerLoad
-	nil,                           // 42: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(SnapshotAfter)(0),              // 0: sovereign.browser.v1.SnapshotAfter
+	(*OpenSessionRequest)(nil),      // 1: sovereign.browser.v1.OpenSessionRequest
+	(*UrlRules)(nil),                // 2: sovereign.browser.v1.UrlRules
+	(*UrlPolicy)(nil),               // 3: sovereign.browser.v1.UrlPolicy
+	(*BlockedRequest)(nil),          // 4: sovereign.browser.v1.BlockedRequest
+	(*OpenSessionResponse)(nil),     // 5: sovereign.browser.v1.OpenSessionResponse
+	(*CloseSessionRequest)(nil),     // 6: sovereign.browser.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),    // 7: sovereign.browser.v1.CloseSessionResponse
+	(*PingRequest)(nil),             // 8: sovereign.browser.v1.PingRequest
+	(*PingResponse)(nil),            // 9: sovereign.browser.v1.PingResponse
+	(*Element)(nil),                 // 10: sovereign.browser.v1.Element
+	(*NoArgs)(nil),                  // 11: sovereign.browser.v1.NoArgs
+	(*Open)(nil),                    // 12: sovereign.browser.v1.Open
+	(*Snapshot)(nil),                // 13: sovereign.browser.v1.Snapshot
+	(*GetAttr)(nil),                 // 14: sovereign.browser.v1.GetAttr
+	(*Eval)(nil),                    // 15: sovereign.browser.v1.Eval
+	(*Fill)(nil),                    // 16: sovereign.browser.v1.Fill
+	(*Press)(nil),                   // 17: sovereign.browser.v1.Press
+	(*Scroll)(nil),                  // 18: sovereign.browser.v1.Scroll
+	(*TabNew)(nil),                  // 19: sovereign.browser.v1.TabNew
+	(*TabIndex)(nil),                // 20: sovereign.browser.v1.TabIndex
+	(*Wait)(nil),                    // 21: sovereign.browser.v1.Wait
+	(*WaitFor)(nil),                 // 22: sovereign.browser.v1.WaitFor
+	(*Click)(nil),                   // 23: sovereign.browser.v1.Click
+	(*SelectOption)(nil),            // 24: sovereign.browser.v1.SelectOption
+	(*Check)(nil),                   // 25: sovereign.browser.v1.Check
+	(*FormField)(nil),               // 26: sovereign.browser.v1.FormField
+	(*FillForm)(nil),                // 27: sovereign.browser.v1.FillForm
+	(*Drag)(nil),                    // 28: sovereign.browser.v1.Drag
+	(*Mouse)(nil),                   // 29: sovereign.browser.v1.Mouse
+	(*GetMarkdown)(nil),             // 30: sovereign.browser.v1.GetMarkdown
+	(*Screenshot)(nil),              // 31: sovereign.browser.v1.Screenshot
+	(*ToolRequest)(nil),             // 32: sovereign.browser.v1.ToolRequest
+	(*GetStyles)(nil),               // 33: sovereign.browser.v1.GetStyles
+	(*ConsoleMessages)(nil),         // 34: sovereign.browser.v1.ConsoleMessages
+	(*NetworkRequests)(nil),         // 35: sovereign.browser.v1.NetworkRequests
+	(*NetworkRequestBody)(nil),      // 36: sovereign.browser.v1.NetworkRequestBody
+	(*Resize)(nil),                  // 37: sovereign.browser.v1.Resize
+	(*Geolocation)(nil),             // 38: sovereign.browser.v1.Geolocation
+	(*Emulate)(nil),                 // 39: sovereign.browser.v1.Emulate
+	(*StorageName)(nil),             // 40: sovereign.browser.v1.StorageName
+	(*StorageTransferRequest)(nil),  // 41: sovereign.browser.v1.StorageTransferRequest
+	(*StorageTransferResponse)(nil), // 42: sovereign.browser.v1.StorageTransferResponse
+	(*Pdf)(nil),                     // 43: sovereign.browser.v1.Pdf
+	(*SetIdentity)(nil),             // 44: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                   // 45: sovereign.browser.v1.Image
+	(*Resource)(nil),                // 46: sovereign.browser.v1.Resource
+	(*Content)(nil),                 // 47: sovereign.browser.v1.Content
+	(*ToolResult)(nil),              // 48: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),         // 49: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),        // 50: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil),   // 51: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),              // 52: sovereign.browser.v1.WorkerLoad
+	nil,                             // 53: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	3,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -3578,7 +4596,7 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	22, // 40: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
 	31, // 41: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
 	11, // 42: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	34, // 43: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	44, // 43: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
 	24, // 44: sovereign.browser.v1.ToolRequest.select_option:type_name -> sovereign.browser.v1.SelectOption
 	25, // 45: sovereign.browser.v1.ToolRequest.check:type_name -> sovereign.browser.v1.Check
 	27, // 46: sovereign.browser.v1.ToolRequest.fill_form:type_name -> sovereign.browser.v1.FillForm
@@ -3586,17 +4604,28 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	29, // 48: sovereign.browser.v1.ToolRequest.mouse:type_name -> sovereign.browser.v1.Mouse
 	30, // 49: sovereign.browser.v1.ToolRequest.get_markdown:type_name -> sovereign.browser.v1.GetMarkdown
 	33, // 50: sovereign.browser.v1.ToolRequest.get_styles:type_name -> sovereign.browser.v1.GetStyles
-	10, // 51: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
-	35, // 52: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	36, // 53: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	42, // 54: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	3,  // 55: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	3,  // 56: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	57, // [57:57] is the sub-list for method output_type
-	57, // [57:57] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	34, // 51: sovereign.browser.v1.ToolRequest.console_messages:type_name -> sovereign.browser.v1.ConsoleMessages
+	35, // 52: sovereign.browser.v1.ToolRequest.network_requests:type_name -> sovereign.browser.v1.NetworkRequests
+	36, // 53: sovereign.browser.v1.ToolRequest.network_request:type_name -> sovereign.browser.v1.NetworkRequestBody
+	37, // 54: sovereign.browser.v1.ToolRequest.resize:type_name -> sovereign.browser.v1.Resize
+	39, // 55: sovereign.browser.v1.ToolRequest.emulate:type_name -> sovereign.browser.v1.Emulate
+	43, // 56: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
+	40, // 57: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
+	11, // 58: sovereign.browser.v1.ToolRequest.storage_list:type_name -> sovereign.browser.v1.NoArgs
+	40, // 59: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
+	10, // 60: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
+	38, // 61: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
+	45, // 62: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	46, // 63: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
+	47, // 64: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	53, // 65: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	3,  // 66: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	3,  // 67: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	68, // [68:68] is the sub-list for method output_type
+	68, // [68:68] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -3645,10 +4674,21 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_Mouse)(nil),
 		(*ToolRequest_GetMarkdown)(nil),
 		(*ToolRequest_GetStyles)(nil),
+		(*ToolRequest_ConsoleMessages)(nil),
+		(*ToolRequest_NetworkRequests)(nil),
+		(*ToolRequest_NetworkRequest)(nil),
+		(*ToolRequest_Resize)(nil),
+		(*ToolRequest_Emulate)(nil),
+		(*ToolRequest_Pdf)(nil),
+		(*ToolRequest_StorageSave)(nil),
+		(*ToolRequest_StorageList)(nil),
+		(*ToolRequest_StorageDelete)(nil),
 	}
-	file_sovereign_browser_v1_browser_proto_msgTypes[35].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[38].OneofWrappers = []any{}
+	file_sovereign_browser_v1_browser_proto_msgTypes[46].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
+		(*Content_Resource)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3656,7 +4696,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -42,7 +42,7 @@ func changesPage(req *browserv1.ToolRequest) bool {
 		*browserv1.ToolRequest_Reload, *browserv1.ToolRequest_Click, *browserv1.ToolRequest_Press,
 		*browserv1.ToolRequest_Fill, *browserv1.ToolRequest_Type, *browserv1.ToolRequest_SelectOption,
 		*browserv1.ToolRequest_Check, *browserv1.ToolRequest_FillForm, *browserv1.ToolRequest_Drag,
-		*browserv1.ToolRequest_Mouse:
+		*browserv1.ToolRequest_Mouse, *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate:
 		return true
 	}
 	return false

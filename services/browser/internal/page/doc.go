@@ -133,6 +133,21 @@
 // characters of text that the page controls (a thrown value, a dialog
 // message, an element's description).
 //
+// # Developer tools
+//
+// The tab's event listener also feeds two rings: the last console messages
+// (console.go: every console call with its level and source line, uncaught
+// exceptions, unhandled rejections; Options.ConsoleBuffer) and the last
+// requests (network.go: method, URL, type, status, size, duration, the URL
+// policy rule of a refused one; Options.NetworkBuffer). console_messages
+// and network_requests list them, newest kept, within limit and max_chars;
+// network_request reads one body back from Chromium (cut at max_bytes,
+// base64 when it is not text). pdf prints the page (pdf.go; capped at
+// Options.MaxPDFBytes) as a Resource part. [Tab.Emulate] applies an
+// [Emulation] whole (emulate.go: viewport, device, user agent, locale,
+// time zone, position, media features, offline); the session keeps one
+// for all its tabs, so resize and emulate are session tools.
+//
 // # Closed tabs
 //
 // A tab whose target went away (the page called window.close(), or its

@@ -34,6 +34,24 @@ type Options struct {
 	// DefaultSchemes. The worker fills it from --allow-scheme /
 	// SOVEREIGN_ALLOW_SCHEMES.
 	AllowedSchemes []string
+	// ConsoleBuffer and NetworkBuffer are how many console messages and
+	// requests a tab keeps for console_messages and network_requests (0:
+	// DefaultConsoleBuffer, DefaultNetworkBuffer); MaxPDFBytes caps a pdf
+	// (0: DefaultMaxPDFBytes). The worker fills them from its flags.
+	ConsoleBuffer int
+	NetworkBuffer int
+	MaxPDFBytes   int
+}
+
+func (o Options) consoleBuffer() int { return orDefault(o.ConsoleBuffer, DefaultConsoleBuffer) }
+func (o Options) networkBuffer() int { return orDefault(o.NetworkBuffer, DefaultNetworkBuffer) }
+func (o Options) maxPDFBytes() int   { return orDefault(o.MaxPDFBytes, DefaultMaxPDFBytes) }
+
+func orDefault(n, def int) int {
+	if n > 0 {
+		return n
+	}
+	return def
 }
 
 // Tab runs page-scoped tools in one browser tab. Its methods are safe for
@@ -41,6 +59,7 @@ type Options struct {
 type Tab struct {
 	ctx     context.Context
 	allowed map[string]bool
+	opts    Options
 	// sem serializes Do: the actions of one tab must not interleave.
 	sem chan struct{}
 
@@ -73,6 +92,9 @@ type Tab struct {
 	// pointer is what the mouse and keyboard hold between tools (mouse
 	// down, press down). Only the holder of sem uses it.
 	pointer pointerState
+	// emu is the tab's emulation (emulate.go). Only the holder of sem
+	// uses it.
+	emu Emulation
 
 	// mu guards the fields below, which the event listener also writes.
 	mu        sync.Mutex
@@ -82,6 +104,11 @@ type Tab struct {
 	dialogs   []string
 	act       activity
 	seen      pageSeen
+	console   consoleRing
+	network   netRing
+	// blocked returns the requests the session's URL policy refused
+	// (SetBlocked), or nil.
+	blocked func() []*browserv1.BlockedRequest
 }
 
 // New returns a Tab for tabCtx, a chromedp context bound to one tab target.
@@ -99,6 +126,9 @@ func New(tabCtx context.Context, opts Options) *Tab {
 	return &Tab{
 		ctx:      tabCtx,
 		allowed:  allowed,
+		opts:     opts,
+		console:  consoleRing{size: opts.consoleBuffer()},
+		network:  netRing{size: opts.networkBuffer()},
 		sem:      make(chan struct{}, 1),
 		gone:     gone,
 		markGone: markGone,
@@ -289,6 +319,16 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 		return t.drag(ctx, x.Drag)
 	case *browserv1.ToolRequest_Mouse:
 		return t.mouseAction(ctx, x.Mouse)
+	case *browserv1.ToolRequest_ConsoleMessages:
+		return t.consoleMessages(ctx, x.ConsoleMessages)
+	case *browserv1.ToolRequest_NetworkRequests:
+		return t.networkRequests(ctx, x.NetworkRequests)
+	case *browserv1.ToolRequest_NetworkRequest:
+		return t.networkRequest(ctx, x.NetworkRequest)
+	case *browserv1.ToolRequest_Pdf:
+		return t.pdf(ctx, x.Pdf)
+	case *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate:
+		return t.emulateTool(ctx, req) // the session keeps the emulation for its other tabs
 	case *browserv1.ToolRequest_Close, *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew,
 		*browserv1.ToolRequest_TabSwitch, *browserv1.ToolRequest_TabClose:
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,

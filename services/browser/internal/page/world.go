@@ -82,6 +82,12 @@ func (t *Tab) onEvent(ev any) {
 		*runtime.EventConsoleAPICalled, *runtime.EventExceptionThrown, *page.EventWindowOpen:
 		t.mu.Lock()
 		t.onActivity(ev)
+		t.onConsole(ev) // console.go
+		t.onNetwork(ev) // network.go
+		t.mu.Unlock()
+	case *network.EventResponseReceived:
+		t.mu.Lock()
+		t.onNetwork(ev)
 		t.mu.Unlock()
 	case *inspector.EventTargetCrashed:
 		// The browser sends no reply to the commands that are pending now

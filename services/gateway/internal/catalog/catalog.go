@@ -214,9 +214,10 @@ func fillTool(set func(*browserv1.ToolRequest, *browserv1.Fill)) func(Args) (*br
 }
 
 // tools is the catalog: the identity tools (login.go), then the browser
-// tools, the form, pointer and reading tools (forms.go), then the agent tools (agent.go), then the system tools
-// (system.go).
-var tools = slices.Concat(identityTools, browserTools, formTools, agentTools, systemTools)
+// tools, the form, pointer and reading tools (forms.go), the developer
+// tools (devtools.go), then the agent tools (agent.go), then the system
+// tools (system.go).
+var tools = slices.Concat(identityTools, browserTools, formTools, devtoolsTools, storageTools, agentTools, systemTools)
 
 var browserTools = withSettle([]Tool{
 	// Navigation.
@@ -228,13 +229,15 @@ var browserTools = withSettle([]Tool{
 			{Name: ProfileParam, Type: String, Description: "Start the browser session from this base profile: a logged-in " +
 				"template the operator deployed (cookies and site storage; each session gets a private copy). Only when this " +
 				"call opens the browser session (the first browser call of an MCP session, or a call without a session handle)."},
+			storageParam,
 		},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
 			u, err := nonEmpty(a, "url")
 			if err != nil {
 				return nil, err
 			}
-			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: strings.TrimSpace(u)}}}, nil
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: strings.TrimSpace(u),
+				Storage: strings.TrimSpace(a.str("storage"))}}}, nil
 		},
 	},
 	{
@@ -467,9 +470,10 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "tab_new", Title: "New tab", Description: "Open a new tab, optionally loading a URL, and make it active.",
-		params: []Param{{Name: "url", Type: String, Description: "URL to load in the new tab (default: a blank page)"}},
+		params: []Param{{Name: "url", Type: String, Description: "URL to load in the new tab (default: a blank page)"}, storageParam},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
-			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabNew{TabNew: &browserv1.TabNew{Url: strings.TrimSpace(a.str("url"))}}}, nil
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabNew{TabNew: &browserv1.TabNew{Url: strings.TrimSpace(a.str("url")),
+				Storage: strings.TrimSpace(a.str("storage"))}}}, nil
 		},
 	},
 	{

@@ -45,6 +45,8 @@ func TestToolNames(t *testing.T) {
 		"tab_list", "tab_new", "tab_switch", "tab_close", "wait", "wait_for", "screenshot", "blocked_requests",
 		"secrets_list", "sovereign__list_scripts", "sovereign__reload",
 		"select_option", "check", "fill_form", "drag", "mouse", "get_markdown",
+		"console_messages", "network_requests", "network_request", "resize", "emulate", "pdf",
+		"storage_save", "storage_list", "storage_delete",
 		"run_browser_task",
 		"fs_read", "fs_write", "fs_list", "fs_mkdir", "fs_delete", "shell_exec",
 	}
@@ -140,7 +142,7 @@ func TestParse(t *testing.T) {
 		{tool: "open", args: `{}`, wantErr: `argument "url" is required`},
 		{tool: "open", args: `{"url":42}`, wantErr: `argument "url" must be a string, got a number`},
 		{tool: "open", args: `{"url":"  "}`, wantErr: `argument "url" must not be empty`},
-		{tool: "open", args: `{"url":"x","urls":"y"}`, wantErr: `unknown argument "urls"; this tool takes url, profile, settle_ms, snapshot, session`},
+		{tool: "open", args: `{"url":"x","urls":"y"}`, wantErr: `unknown argument "urls"; this tool takes url, profile, storage, settle_ms, snapshot, session`},
 		{tool: "open", args: `{"url":"x","session":7}`, wantErr: `argument "session" must be a string`},
 		{tool: "back", args: `null`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Back{Back: &browserv1.NoArgs{}}}},
 		{tool: "get_url", args: `{}`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetUrl{GetUrl: &browserv1.NoArgs{}}}},

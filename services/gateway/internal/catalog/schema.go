@@ -119,7 +119,7 @@ recorded. A gateway started with ` + "`--require-login`" + ` refuses browser too
 has logged in.
 
 **Settling.** Every tool that can change the page (` + "`open`, `back`, `forward`, `reload`, `tab_new`, " +
-		"`click`, `press`, `fill`, `type`, `select_option`, `check`, `fill_form`, `drag`, `mouse`" + `) returns when the page has settled: a navigation it started (a
+		"`click`, `press`, `fill`, `type`, `select_option`, `check`, `fill_form`, `drag`, `mouse`, `resize`, `emulate`" + `) returns when the page has settled: a navigation it started (a
 new document, or a hash or ` + "`pushState`" + ` route) has committed and loaded, and then no request of the
 page has been in flight and the DOM has not changed for a quiet window of 50 ms, counted from the
 later of the last request and the last change, and a frame and a task have passed since (on a busy

@@ -114,6 +114,10 @@ type Admin struct {
 	ProfileExport bool
 	// MaxProfileUpload bounds an uploaded archive (bytes; 200 MiB when 0).
 	MaxProfileUpload int64
+	// Storage imports and exports saved storage (storage.go);
+	// StorageExport allows its export (SOVEREIGN_STORAGE_EXPORT=1).
+	Storage       Storage
+	StorageExport bool
 }
 
 // Limits of admin request bodies.
@@ -151,6 +155,8 @@ func (c *Console) adminRoutes(m *http.ServeMux) {
 	m.Handle("PUT /admin/profiles/{name}", c.bearer(c.adminProfilePut))
 	m.Handle("DELETE /admin/profiles/{name}", c.bearer(c.adminProfileDelete))
 	m.Handle("GET /admin/profiles/{name}/export", c.bearer(c.adminProfileExport))
+	m.Handle("PUT /admin/storage/{owner}/{name}", c.bearer(c.adminStoragePut))           // storage.go
+	m.Handle("GET /admin/storage/{owner}/{name}/export", c.bearer(c.adminStorageExport)) // storage.go
 	m.Handle("GET /admin/http-tools", c.bearer(c.adminHTTPTools))
 	m.Handle("PUT /admin/http-tools", c.bearer(c.adminHTTPToolsPut))
 	m.Handle("POST /admin/reload", c.bearer(c.adminReload))

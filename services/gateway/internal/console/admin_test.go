@@ -139,6 +139,8 @@ func adminFixture(t *testing.T, export bool) (*fixture, *memScripts) {
 		},
 		ProfileExport:    export,
 		MaxProfileUpload: 1024,
+		Storage:          &memStorage{data: map[string][]byte{}},
+		StorageExport:    export,
 	}})
 	if err != nil {
 		t.Fatal(err)
