@@ -131,11 +131,16 @@ func (t *Tab) matchedRules(ctx context.Context, e *elem, b *strings.Builder) err
 	if m.InlineStyle != nil && len(declared(m.InlineStyle)) > 0 {
 		rules = append(rules, fmt.Sprintf("  style attribute { %s }", declarations(m.InlineStyle)))
 	}
-	if len(rules) == 0 {
-		b.WriteString("No author CSS rule matches it (only the browser's defaults).\n")
+	inherited := inheritedRules(m.Inherited)
+	if len(rules) == 0 && len(inherited) == 0 {
+		b.WriteString("No author CSS rule matches it or passes it an inherited property (only the browser's defaults).\n")
 		return nil
 	}
-	b.WriteString("Rules that match it, in cascade order (a later one wins over an earlier one of equal importance; user-agent rules left out):\n")
+	if len(rules) == 0 {
+		b.WriteString("No author CSS rule matches it.\n")
+	} else {
+		b.WriteString("Rules that match it, in cascade order (a later one wins over an earlier one of equal importance; user-agent rules left out):\n")
+	}
 	for i, r := range rules {
 		if i == maxStyleRules {
 			fmt.Fprintf(b, "  … and %d more rules\n", len(rules)-i)
@@ -144,7 +149,79 @@ func (t *Tab) matchedRules(ctx context.Context, e *elem, b *strings.Builder) err
 		b.WriteString(r)
 		b.WriteByte('\n')
 	}
+	if len(inherited) > 0 {
+		b.WriteString("Inherited from its ancestors (only properties that inherit; nearest ancestor first, and a nearer one wins):\n")
+		for i, r := range inherited {
+			if i == maxStyleRules {
+				fmt.Fprintf(b, "  … and %d more rules\n", len(inherited)-i)
+				break
+			}
+			b.WriteString(r)
+			b.WriteByte('\n')
+		}
+	}
 	return nil
+}
+
+// maxInheritDepth is how many ancestors get_styles looks at for inherited
+// properties.
+const maxInheritDepth = 8
+
+// inheritedRules lists the author rules (and inline styles) of the
+// element's ancestors that set properties which inherit, with only those
+// properties.
+func inheritedRules(entries []*css.InheritedStyleEntry) []string {
+	var out []string
+	for depth, e := range entries {
+		if depth == maxInheritDepth {
+			break
+		}
+		from := "parent"
+		if depth > 0 {
+			from = fmt.Sprintf("%d levels up", depth+1)
+		}
+		add := func(what string, s *css.Style) {
+			if d := inheritedDeclarations(s); d != "" {
+				out = append(out, fmt.Sprintf("  (%s) %s { %s }", from, what, d))
+			}
+		}
+		for _, rm := range e.MatchedCSSRules {
+			if r := rm.Rule; r != nil && r.Origin != css.StyleSheetOriginUserAgent && r.Style != nil && r.SelectorList != nil {
+				add(clipTo(r.SelectorList.Text, 300), r.Style)
+			}
+		}
+		if e.InlineStyle != nil {
+			add("style attribute", e.InlineStyle)
+		}
+	}
+	return out
+}
+
+// inheritedDeclarations writes the declarations of s whose properties
+// inherit.
+func inheritedDeclarations(s *css.Style) string {
+	var keep []*css.Property
+	for _, p := range declared(s) {
+		if inherits(p.Name) {
+			keep = append(keep, p)
+		}
+	}
+	return declarationsOf(keep)
+}
+
+// inherits reports whether a CSS property inherits by default (the common
+// ones, and custom properties).
+func inherits(name string) bool {
+	if strings.HasPrefix(name, "--") || strings.HasPrefix(name, "font") || strings.HasPrefix(name, "text-") ||
+		strings.HasPrefix(name, "list-style") || strings.HasPrefix(name, "word-") {
+		return true
+	}
+	switch name {
+	case "color", "line-height", "letter-spacing", "white-space", "visibility", "cursor", "direction",
+		"quotes", "tab-size", "hyphens", "caret-color", "accent-color", "color-scheme", "writing-mode", "overflow-wrap":
+		return true
+	}
+	return false
 }
 
 // declared returns the properties a style declares (not those the browser
@@ -160,9 +237,12 @@ func declared(s *css.Style) []*css.Property {
 }
 
 // declarations writes a style's declarations as CSS.
-func declarations(s *css.Style) string {
+func declarations(s *css.Style) string { return declarationsOf(declared(s)) }
+
+// declarationsOf writes properties as CSS declarations.
+func declarationsOf(props []*css.Property) string {
 	var parts []string
-	for _, p := range declared(s) {
+	for _, p := range props {
 		d := p.Name + ": " + clipTo(p.Value, 200)
 		if p.Important && !strings.Contains(p.Value, "!important") {
 			d += " !important"

@@ -25,7 +25,8 @@ func TestGetStyles(t *testing.T) {
   @media (min-width: 1px) { .btn { margin-top: 3px; } }
   .unused { color: red; }
 </style>
-<button id=save class=btn style="border-radius: 6px">Save</button><p id=plain>plain</p>`})
+<div class=card style="letter-spacing: 1px; padding: 2px"><button id=save class=btn style="border-radius: 6px">Save</button></div><p id=plain>plain</p>
+<style> .card { font-style: italic; border: 1px solid; } </style>`})
 	must(t, tab, openReq(srv.URL))
 
 	got := text(must(t, tab, stylesReq(sel("#save"), true)))
@@ -33,6 +34,7 @@ func TestGetStyles(t *testing.T) {
 		`Computed style of button "Save"`, "  color: rgb(0, 170, 85)", "  font-weight: 700", "  margin: 3px 0px 0px",
 		".btn { color: var(--brand); padding: 4px 8px }", "#save.btn { font-weight: 700 !important }",
 		"@media (min-width: 1px) { .btn } { margin-top: 3px }", "style attribute { border-radius: 6px }",
+		"(parent) .card { font-style: italic }", "(parent) style attribute { letter-spacing: 1px }",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("get_styles #save lacks %q:\n%s", want, got)
@@ -46,7 +48,7 @@ func TestGetStyles(t *testing.T) {
 	}
 
 	got = text(must(t, tab, stylesReq(sel("#plain"), true, "color", "--brand")))
-	if !strings.Contains(got, "  color: rgb(0, 0, 0)") || !strings.Contains(got, "  --brand: #0a5") || !strings.Contains(got, "No author CSS rule matches it") {
+	if !strings.Contains(got, "  color: rgb(0, 0, 0)") || !strings.Contains(got, "  --brand: #0a5") || !strings.Contains(got, "No author CSS rule matches it.") || !strings.Contains(got, "(2 levels up) :root { --brand: #0a5 }") {
 		t.Errorf("get_styles #plain color,--brand =\n%s", got)
 	}
 	_, err := call(t, tab, stylesReq(sel("#plain"), false, "color; background: red"))

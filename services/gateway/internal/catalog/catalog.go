@@ -329,7 +329,8 @@ var browserTools = withSettle([]Tool{
 	{
 		Name: "get_styles", Title: "Get styles", ReadOnly: true,
 		Description: "Why an element looks the way it does: its computed style (the properties named, or a default set " +
-			"on layout and paint) and the author CSS rules that match it, in cascade order, with its inline style.",
+			"on layout and paint), the author CSS rules that match it, in cascade order, with its inline style, and the " +
+			"properties that inherit from its ancestors' rules.",
 		params: append(elementParams(""),
 			Param{Name: "properties", Type: String, Description: "Computed properties to show, comma-separated (e.g. \"color, margin-top, --brand\"); " +
 				"omit for a default set (display, position, size, margins, colors, font, flex and grid, …)"},
