@@ -67,6 +67,39 @@ type session struct {
 	// worker's shared Chromium), profile the profile's name.
 	own     *ownChrome
 	profile string
+
+	// dialogs is how the session's tabs answer dialogs (page/dialog.go).
+	dialogs dialogMode
+}
+
+// dialogMode is a session's dialog mode: the one a call set (open's or
+// tab_new's dialogs argument), else the gateway's default of the latest
+// call. The tabs read it when a dialog opens, on their event loops.
+type dialogMode struct {
+	mu       sync.Mutex
+	set, def browserv1.DialogMode
+}
+
+// note takes the modes of req.
+func (d *dialogMode) note(req *browserv1.ToolRequest) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m := req.GetDialogs(); m != browserv1.DialogMode_DIALOG_MODE_UNSPECIFIED {
+		d.set = m
+	}
+	if m := req.GetDefaultDialogs(); m != browserv1.DialogMode_DIALOG_MODE_UNSPECIFIED {
+		d.def = m
+	}
+}
+
+// mode is the mode in force (unspecified: the page package's default, ask).
+func (d *dialogMode) mode() browserv1.DialogMode {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.set != browserv1.DialogMode_DIALOG_MODE_UNSPECIFIED {
+		return d.set
+	}
+	return d.def
 }
 
 type tab struct {
@@ -116,17 +149,19 @@ func (s *session) start(ctx context.Context, opts page.Options, p *browserv1.Url
 // newTab opens a blank tab in the session's browser context, or attaches to
 // an existing target when id is set.
 func (s *session) newTab(ctx context.Context, id target.ID, opts page.Options) (*tab, error) {
-	var tctx context.Context
-	var cancel context.CancelFunc
+	var copts []chromedp.ContextOption
 	switch {
 	case id != "":
-		tctx, cancel = chromedp.NewContext(s.browser, chromedp.WithTargetID(id))
+		copts = append(copts, chromedp.WithTargetID(id))
 	case s.own != nil:
 		// The default browser context of its own Chromium: the profile's.
-		tctx, cancel = chromedp.NewContext(s.browser)
 	default:
-		tctx, cancel = chromedp.NewContext(s.browser, chromedp.WithExistingBrowserContext(s.bcid))
+		copts = append(copts, chromedp.WithExistingBrowserContext(s.bcid))
 	}
+	// The tab listens from the target's first message: a popup may open
+	// a dialog while it is attached (page.NewContext).
+	opts.Dialogs = s.dialogs.mode
+	tctx, cancel, pt := page.NewContext(s.browser, opts, copts...)
 	// The first Do creates (or attaches to) the target. It must run on the
 	// tab context itself, whose life is the tab's; the request deadline is
 	// enforced by abandoning the wait.
@@ -143,7 +178,7 @@ func (s *session) newTab(ctx context.Context, id target.ID, opts page.Options) (
 		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "opening a tab did not finish before the deadline")
 	}
 	context.AfterFunc(s.ctx, cancel)
-	return &tab{id: chromedp.FromContext(tctx).Target.TargetID, ctx: tctx, cancel: cancel, page: page.New(tctx, opts)}, nil
+	return &tab{id: chromedp.FromContext(tctx).Target.TargetID, ctx: tctx, cancel: cancel, page: pt}, nil
 }
 
 func (s *session) acquire(ctx context.Context) error {
@@ -182,6 +217,7 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 	ctx, span := tracer.Start(ctx, "browser."+toolName(req))
 	defer span.End()
 	span.SetAttributes(attribute.String("sovereign.session", s.id))
+	s.dialogs.note(req)
 	if err := s.applyPolicy(ctx, req.GetPolicy()); err != nil {
 		return nil, err
 	}

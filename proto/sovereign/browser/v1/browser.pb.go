@@ -76,6 +76,65 @@ func (SnapshotAfter) EnumDescriptor() ([]byte, []int) {
 	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{0}
 }
 
+// DialogMode is how a session answers the alert, confirm, prompt and
+// beforeunload dialogs of its pages.
+type DialogMode int32
+
+const (
+	DialogMode_DIALOG_MODE_UNSPECIFIED DialogMode = 0
+	// Accept every dialog at once (a prompt gets its default text).
+	DialogMode_DIALOG_MODE_ACCEPT DialogMode = 1
+	// Dismiss every dialog at once (an alert is accepted: it has no other
+	// answer).
+	DialogMode_DIALOG_MODE_DISMISS DialogMode = 2
+	// Accept alerts; leave confirm, prompt and beforeunload open until
+	// handle_dialog answers them. The call that raised one returns at once.
+	DialogMode_DIALOG_MODE_ASK DialogMode = 3
+)
+
+// Enum value maps for DialogMode.
+var (
+	DialogMode_name = map[int32]string{
+		0: "DIALOG_MODE_UNSPECIFIED",
+		1: "DIALOG_MODE_ACCEPT",
+		2: "DIALOG_MODE_DISMISS",
+		3: "DIALOG_MODE_ASK",
+	}
+	DialogMode_value = map[string]int32{
+		"DIALOG_MODE_UNSPECIFIED": 0,
+		"DIALOG_MODE_ACCEPT":      1,
+		"DIALOG_MODE_DISMISS":     2,
+		"DIALOG_MODE_ASK":         3,
+	}
+)
+
+func (x DialogMode) Enum() *DialogMode {
+	p := new(DialogMode)
+	*p = x
+	return p
+}
+
+func (x DialogMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DialogMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_sovereign_browser_v1_browser_proto_enumTypes[1].Descriptor()
+}
+
+func (DialogMode) Type() protoreflect.EnumType {
+	return &file_sovereign_browser_v1_browser_proto_enumTypes[1]
+}
+
+func (x DialogMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DialogMode.Descriptor instead.
+func (DialogMode) EnumDescriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{1}
+}
+
 // OpenSessionRequest asks any worker with capacity for a new isolated
 // browser session (subject sov.browser.open, queue group).
 type OpenSessionRequest struct {
@@ -1339,6 +1398,12 @@ type ToolRequest struct {
 	// get_html, eval); 0 for the worker's default cap. Longer text is cut
 	// with a marker that says how much was left out and how to see it.
 	MaxChars int32 `protobuf:"varint,5,opt,name=max_chars,json=maxChars,proto3" json:"max_chars,omitempty"`
+	// The session's dialog mode from this call on (open's and tab_new's
+	// dialogs argument); unspecified keeps the mode in force.
+	Dialogs DialogMode `protobuf:"varint,58,opt,name=dialogs,proto3,enum=sovereign.browser.v1.DialogMode" json:"dialogs,omitempty"`
+	// The gateway's default dialog mode (--dialogs): in force while the
+	// session was never given one with dialogs. Unspecified: ask.
+	DefaultDialogs DialogMode `protobuf:"varint,59,opt,name=default_dialogs,json=defaultDialogs,proto3,enum=sovereign.browser.v1.DialogMode" json:"default_dialogs,omitempty"`
 	// Types that are valid to be assigned to Tool:
 	//
 	//	*ToolRequest_Open
@@ -1369,6 +1434,10 @@ type ToolRequest struct {
 	//	*ToolRequest_Screenshot
 	//	*ToolRequest_BlockedRequests
 	//	*ToolRequest_SetIdentity
+	//	*ToolRequest_HandleDialog
+	//	*ToolRequest_UploadFile
+	//	*ToolRequest_DownloadList
+	//	*ToolRequest_DownloadGet
 	Tool          isToolRequest_Tool `protobuf_oneof:"tool"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1437,6 +1506,20 @@ func (x *ToolRequest) GetMaxChars() int32 {
 		return x.MaxChars
 	}
 	return 0
+}
+
+func (x *ToolRequest) GetDialogs() DialogMode {
+	if x != nil {
+		return x.Dialogs
+	}
+	return DialogMode_DIALOG_MODE_UNSPECIFIED
+}
+
+func (x *ToolRequest) GetDefaultDialogs() DialogMode {
+	if x != nil {
+		return x.DefaultDialogs
+	}
+	return DialogMode_DIALOG_MODE_UNSPECIFIED
 }
 
 func (x *ToolRequest) GetTool() isToolRequest_Tool {
@@ -1698,6 +1781,42 @@ func (x *ToolRequest) GetSetIdentity() *SetIdentity {
 	return nil
 }
 
+func (x *ToolRequest) GetHandleDialog() *HandleDialog {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_HandleDialog); ok {
+			return x.HandleDialog
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetUploadFile() *UploadFile {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_UploadFile); ok {
+			return x.UploadFile
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetDownloadList() *NoArgs {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_DownloadList); ok {
+			return x.DownloadList
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetDownloadGet() *DownloadGet {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_DownloadGet); ok {
+			return x.DownloadGet
+		}
+	}
+	return nil
+}
+
 type isToolRequest_Tool interface {
 	isToolRequest_Tool()
 }
@@ -1816,6 +1935,23 @@ type ToolRequest_SetIdentity struct {
 	SetIdentity *SetIdentity `protobuf:"bytes,37,opt,name=set_identity,json=setIdentity,proto3,oneof"`
 }
 
+type ToolRequest_HandleDialog struct {
+	// Files, dialogs and downloads (issue 19): fields 50-59.
+	HandleDialog *HandleDialog `protobuf:"bytes,50,opt,name=handle_dialog,json=handleDialog,proto3,oneof"`
+}
+
+type ToolRequest_UploadFile struct {
+	UploadFile *UploadFile `protobuf:"bytes,51,opt,name=upload_file,json=uploadFile,proto3,oneof"`
+}
+
+type ToolRequest_DownloadList struct {
+	DownloadList *NoArgs `protobuf:"bytes,52,opt,name=download_list,json=downloadList,proto3,oneof"`
+}
+
+type ToolRequest_DownloadGet struct {
+	DownloadGet *DownloadGet `protobuf:"bytes,53,opt,name=download_get,json=downloadGet,proto3,oneof"`
+}
+
 func (*ToolRequest_Open) isToolRequest_Tool() {}
 
 func (*ToolRequest_Back) isToolRequest_Tool() {}
@@ -1872,6 +2008,232 @@ func (*ToolRequest_BlockedRequests) isToolRequest_Tool() {}
 
 func (*ToolRequest_SetIdentity) isToolRequest_Tool() {}
 
+func (*ToolRequest_HandleDialog) isToolRequest_Tool() {}
+
+func (*ToolRequest_UploadFile) isToolRequest_Tool() {}
+
+func (*ToolRequest_DownloadList) isToolRequest_Tool() {}
+
+func (*ToolRequest_DownloadGet) isToolRequest_Tool() {}
+
+// HandleDialog answers the dialog that is open in the active tab.
+type HandleDialog struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Accept bool                   `protobuf:"varint,1,opt,name=accept,proto3" json:"accept,omitempty"`
+	// The text a prompt dialog returns when accepted; unset for its default.
+	PromptText    *string `protobuf:"bytes,2,opt,name=prompt_text,json=promptText,proto3,oneof" json:"prompt_text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleDialog) Reset() {
+	*x = HandleDialog{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleDialog) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleDialog) ProtoMessage() {}
+
+func (x *HandleDialog) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleDialog.ProtoReflect.Descriptor instead.
+func (*HandleDialog) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *HandleDialog) GetAccept() bool {
+	if x != nil {
+		return x.Accept
+	}
+	return false
+}
+
+func (x *HandleDialog) GetPromptText() string {
+	if x != nil && x.PromptText != nil {
+		return *x.PromptText
+	}
+	return ""
+}
+
+// UploadFile sets the files of a file input.
+type UploadFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Element       *Element               `protobuf:"bytes,1,opt,name=element,proto3" json:"element,omitempty"`
+	Files         []*UploadFileItem      `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadFile) Reset() {
+	*x = UploadFile{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadFile) ProtoMessage() {}
+
+func (x *UploadFile) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadFile.ProtoReflect.Descriptor instead.
+func (*UploadFile) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *UploadFile) GetElement() *Element {
+	if x != nil {
+		return x.Element
+	}
+	return nil
+}
+
+func (x *UploadFile) GetFiles() []*UploadFileItem {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+// UploadFileItem is one file for upload_file: its bytes, or a URL the
+// worker fetches under the session's URL policy. (A path in the gateway's
+// workspace arrives here as content: the gateway reads it.)
+type UploadFileItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The file name the page sees; for a URL, "" takes the URL's last path
+	// segment.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Content       []byte `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	Url           string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadFileItem) Reset() {
+	*x = UploadFileItem{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadFileItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadFileItem) ProtoMessage() {}
+
+func (x *UploadFileItem) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadFileItem.ProtoReflect.Descriptor instead.
+func (*UploadFileItem) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *UploadFileItem) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UploadFileItem) GetContent() []byte {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *UploadFileItem) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+// DownloadGet returns a file the session downloaded.
+type DownloadGet struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The download's id from the change report or download_list: d1, d2, …
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DownloadGet) Reset() {
+	*x = DownloadGet{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DownloadGet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DownloadGet) ProtoMessage() {}
+
+func (x *DownloadGet) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DownloadGet.ProtoReflect.Descriptor instead.
+func (*DownloadGet) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DownloadGet) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 // SetIdentity tells the worker the session's Nostr identity. With a pubkey,
 // every page and frame of the session gets window.nostr (NIP-07), each call
 // going to the signer (sov.signer.*) with scope = the session id and the
@@ -1887,7 +2249,7 @@ type SetIdentity struct {
 
 func (x *SetIdentity) Reset() {
 	*x = SetIdentity{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1899,7 +2261,7 @@ func (x *SetIdentity) String() string {
 func (*SetIdentity) ProtoMessage() {}
 
 func (x *SetIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[24]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1912,7 +2274,7 @@ func (x *SetIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
 func (*SetIdentity) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{24}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetIdentity) GetPubkey() string {
@@ -1933,7 +2295,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2307,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[25]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2320,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{25}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Image) GetMimeType() string {
@@ -1982,6 +2344,7 @@ type Content struct {
 	//
 	//	*Content_Text
 	//	*Content_Image
+	//	*Content_File
 	Part          isContent_Part `protobuf_oneof:"part"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1989,7 +2352,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2364,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[26]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2377,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{26}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -2042,6 +2405,15 @@ func (x *Content) GetImage() *Image {
 	return nil
 }
 
+func (x *Content) GetFile() *File {
+	if x != nil {
+		if x, ok := x.Part.(*Content_File); ok {
+			return x.File
+		}
+	}
+	return nil
+}
+
 type isContent_Part interface {
 	isContent_Part()
 }
@@ -2054,9 +2426,77 @@ type Content_Image struct {
 	Image *Image `protobuf:"bytes,2,opt,name=image,proto3,oneof"`
 }
 
+type Content_File struct {
+	// A file (download_get): an MCP embedded resource.
+	File *File `protobuf:"bytes,50,opt,name=file,proto3,oneof"`
+}
+
 func (*Content_Text) isContent_Part() {}
 
 func (*Content_Image) isContent_Part() {}
+
+func (*Content_File) isContent_Part() {}
+
+// File is binary file content (an MCP embedded resource blob).
+type File struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Uri           string                 `protobuf:"bytes,1,opt,name=uri,proto3" json:"uri,omitempty"`
+	MimeType      string                 `protobuf:"bytes,2,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *File) Reset() {
+	*x = File{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *File) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*File) ProtoMessage() {}
+
+func (x *File) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use File.ProtoReflect.Descriptor instead.
+func (*File) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *File) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+func (x *File) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *File) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
 
 // ToolResult is what a tool returns: content parts and, for some tools,
 // structured JSON (the snapshot's ref map, tab lists, eval values).
@@ -2074,7 +2514,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +2526,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[27]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +2539,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{27}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -2161,7 +2601,7 @@ type HTTPToolRequest struct {
 
 func (x *HTTPToolRequest) Reset() {
 	*x = HTTPToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2613,7 @@ func (x *HTTPToolRequest) String() string {
 func (*HTTPToolRequest) ProtoMessage() {}
 
 func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[28]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2626,7 @@ func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
 func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{28}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *HTTPToolRequest) GetTool() string {
@@ -2265,7 +2705,7 @@ type HTTPToolResponse struct {
 
 func (x *HTTPToolResponse) Reset() {
 	*x = HTTPToolResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2277,7 +2717,7 @@ func (x *HTTPToolResponse) String() string {
 func (*HTTPToolResponse) ProtoMessage() {}
 
 func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[29]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2290,7 +2730,7 @@ func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
 func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{29}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HTTPToolResponse) GetStatusCode() int32 {
@@ -2353,7 +2793,7 @@ type RestoreSessionRequest struct {
 
 func (x *RestoreSessionRequest) Reset() {
 	*x = RestoreSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2805,7 @@ func (x *RestoreSessionRequest) String() string {
 func (*RestoreSessionRequest) ProtoMessage() {}
 
 func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2818,7 @@ func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{30}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RestoreSessionRequest) GetOldSessionId() string {
@@ -2432,7 +2872,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2884,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2897,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{31}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WorkerLoad) GetWorkerId() string {
@@ -2591,14 +3031,16 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xdd\x0e\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\x81\x12\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
 	"\x06policy\x18\x02 \x01(\v2\x1f.sovereign.browser.v1.UrlPolicyR\x06policy\x12 \n" +
 	"\tsettle_ms\x18\x03 \x01(\x05H\x01R\bsettleMs\x88\x01\x01\x12J\n" +
 	"\x0esnapshot_after\x18\x04 \x01(\x0e2#.sovereign.browser.v1.SnapshotAfterR\rsnapshotAfter\x12\x1b\n" +
-	"\tmax_chars\x18\x05 \x01(\x05R\bmaxChars\x120\n" +
+	"\tmax_chars\x18\x05 \x01(\x05R\bmaxChars\x12:\n" +
+	"\adialogs\x18: \x01(\x0e2 .sovereign.browser.v1.DialogModeR\adialogs\x12I\n" +
+	"\x0fdefault_dialogs\x18; \x01(\x0e2 .sovereign.browser.v1.DialogModeR\x0edefaultDialogs\x120\n" +
 	"\x04open\x18\n" +
 	" \x01(\v2\x1a.sovereign.browser.v1.OpenH\x00R\x04open\x122\n" +
 	"\x04back\x18\v \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x04back\x128\n" +
@@ -2630,19 +3072,44 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"screenshot\x18# \x01(\v2 .sovereign.browser.v1.ScreenshotH\x00R\n" +
 	"screenshot\x12I\n" +
 	"\x10blocked_requests\x18$ \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0fblockedRequests\x12F\n" +
-	"\fset_identity\x18% \x01(\v2!.sovereign.browser.v1.SetIdentityH\x00R\vsetIdentityB\x06\n" +
+	"\fset_identity\x18% \x01(\v2!.sovereign.browser.v1.SetIdentityH\x00R\vsetIdentity\x12I\n" +
+	"\rhandle_dialog\x182 \x01(\v2\".sovereign.browser.v1.HandleDialogH\x00R\fhandleDialog\x12C\n" +
+	"\vupload_file\x183 \x01(\v2 .sovereign.browser.v1.UploadFileH\x00R\n" +
+	"uploadFile\x12C\n" +
+	"\rdownload_list\x184 \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\fdownloadList\x12F\n" +
+	"\fdownload_get\x185 \x01(\v2!.sovereign.browser.v1.DownloadGetH\x00R\vdownloadGetB\x06\n" +
 	"\x04toolB\f\n" +
 	"\n" +
-	"_settle_ms\"%\n" +
+	"_settle_ms\"\\\n" +
+	"\fHandleDialog\x12\x16\n" +
+	"\x06accept\x18\x01 \x01(\bR\x06accept\x12$\n" +
+	"\vprompt_text\x18\x02 \x01(\tH\x00R\n" +
+	"promptText\x88\x01\x01B\x0e\n" +
+	"\f_prompt_text\"\x81\x01\n" +
+	"\n" +
+	"UploadFile\x127\n" +
+	"\aelement\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\x12:\n" +
+	"\x05files\x18\x02 \x03(\v2$.sovereign.browser.v1.UploadFileItemR\x05files\"P\n" +
+	"\x0eUploadFileItem\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\fR\acontent\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\"\x1d\n" +
+	"\vDownloadGet\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"%\n" +
 	"\vSetIdentity\x12\x16\n" +
 	"\x06pubkey\x18\x01 \x01(\tR\x06pubkey\"8\n" +
 	"\x05Image\x12\x1b\n" +
 	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\\\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x8e\x01\n" +
 	"\aContent\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x123\n" +
-	"\x05image\x18\x02 \x01(\v2\x1b.sovereign.browser.v1.ImageH\x00R\x05imageB\x06\n" +
-	"\x04part\"\x97\x01\n" +
+	"\x05image\x18\x02 \x01(\v2\x1b.sovereign.browser.v1.ImageH\x00R\x05image\x120\n" +
+	"\x04file\x182 \x01(\v2\x1a.sovereign.browser.v1.FileH\x00R\x04fileB\x06\n" +
+	"\x04part\"I\n" +
+	"\x04File\x12\x10\n" +
+	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x1b\n" +
+	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\x97\x01\n" +
 	"\n" +
 	"ToolResult\x127\n" +
 	"\acontent\x18\x01 \x03(\v2\x1d.sovereign.browser.v1.ContentR\acontent\x12'\n" +
@@ -2685,7 +3152,13 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\rSnapshotAfter\x12\x17\n" +
 	"\x13SNAPSHOT_AFTER_NONE\x10\x00\x12\x17\n" +
 	"\x13SNAPSHOT_AFTER_FULL\x10\x01\x12\x17\n" +
-	"\x13SNAPSHOT_AFTER_DIFF\x10\x02BKZIgithub.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1;browserv1b\x06proto3"
+	"\x13SNAPSHOT_AFTER_DIFF\x10\x02*o\n" +
+	"\n" +
+	"DialogMode\x12\x1b\n" +
+	"\x17DIALOG_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12DIALOG_MODE_ACCEPT\x10\x01\x12\x17\n" +
+	"\x13DIALOG_MODE_DISMISS\x10\x02\x12\x13\n" +
+	"\x0fDIALOG_MODE_ASK\x10\x03BKZIgithub.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1;browserv1b\x06proto3"
 
 var (
 	file_sovereign_browser_v1_browser_proto_rawDescOnce sync.Once
@@ -2699,90 +3172,105 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 	return file_sovereign_browser_v1_browser_proto_rawDescData
 }
 
-var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(SnapshotAfter)(0),            // 0: sovereign.browser.v1.SnapshotAfter
-	(*OpenSessionRequest)(nil),    // 1: sovereign.browser.v1.OpenSessionRequest
-	(*UrlRules)(nil),              // 2: sovereign.browser.v1.UrlRules
-	(*UrlPolicy)(nil),             // 3: sovereign.browser.v1.UrlPolicy
-	(*BlockedRequest)(nil),        // 4: sovereign.browser.v1.BlockedRequest
-	(*OpenSessionResponse)(nil),   // 5: sovereign.browser.v1.OpenSessionResponse
-	(*CloseSessionRequest)(nil),   // 6: sovereign.browser.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 7: sovereign.browser.v1.CloseSessionResponse
-	(*PingRequest)(nil),           // 8: sovereign.browser.v1.PingRequest
-	(*PingResponse)(nil),          // 9: sovereign.browser.v1.PingResponse
-	(*Element)(nil),               // 10: sovereign.browser.v1.Element
-	(*NoArgs)(nil),                // 11: sovereign.browser.v1.NoArgs
-	(*Open)(nil),                  // 12: sovereign.browser.v1.Open
-	(*Snapshot)(nil),              // 13: sovereign.browser.v1.Snapshot
-	(*GetAttr)(nil),               // 14: sovereign.browser.v1.GetAttr
-	(*Eval)(nil),                  // 15: sovereign.browser.v1.Eval
-	(*Fill)(nil),                  // 16: sovereign.browser.v1.Fill
-	(*Press)(nil),                 // 17: sovereign.browser.v1.Press
-	(*Scroll)(nil),                // 18: sovereign.browser.v1.Scroll
-	(*TabNew)(nil),                // 19: sovereign.browser.v1.TabNew
-	(*TabIndex)(nil),              // 20: sovereign.browser.v1.TabIndex
-	(*Wait)(nil),                  // 21: sovereign.browser.v1.Wait
-	(*WaitFor)(nil),               // 22: sovereign.browser.v1.WaitFor
-	(*Screenshot)(nil),            // 23: sovereign.browser.v1.Screenshot
-	(*ToolRequest)(nil),           // 24: sovereign.browser.v1.ToolRequest
-	(*SetIdentity)(nil),           // 25: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                 // 26: sovereign.browser.v1.Image
-	(*Content)(nil),               // 27: sovereign.browser.v1.Content
-	(*ToolResult)(nil),            // 28: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),       // 29: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),      // 30: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil), // 31: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),            // 32: sovereign.browser.v1.WorkerLoad
-	nil,                           // 33: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(DialogMode)(0),               // 1: sovereign.browser.v1.DialogMode
+	(*OpenSessionRequest)(nil),    // 2: sovereign.browser.v1.OpenSessionRequest
+	(*UrlRules)(nil),              // 3: sovereign.browser.v1.UrlRules
+	(*UrlPolicy)(nil),             // 4: sovereign.browser.v1.UrlPolicy
+	(*BlockedRequest)(nil),        // 5: sovereign.browser.v1.BlockedRequest
+	(*OpenSessionResponse)(nil),   // 6: sovereign.browser.v1.OpenSessionResponse
+	(*CloseSessionRequest)(nil),   // 7: sovereign.browser.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),  // 8: sovereign.browser.v1.CloseSessionResponse
+	(*PingRequest)(nil),           // 9: sovereign.browser.v1.PingRequest
+	(*PingResponse)(nil),          // 10: sovereign.browser.v1.PingResponse
+	(*Element)(nil),               // 11: sovereign.browser.v1.Element
+	(*NoArgs)(nil),                // 12: sovereign.browser.v1.NoArgs
+	(*Open)(nil),                  // 13: sovereign.browser.v1.Open
+	(*Snapshot)(nil),              // 14: sovereign.browser.v1.Snapshot
+	(*GetAttr)(nil),               // 15: sovereign.browser.v1.GetAttr
+	(*Eval)(nil),                  // 16: sovereign.browser.v1.Eval
+	(*Fill)(nil),                  // 17: sovereign.browser.v1.Fill
+	(*Press)(nil),                 // 18: sovereign.browser.v1.Press
+	(*Scroll)(nil),                // 19: sovereign.browser.v1.Scroll
+	(*TabNew)(nil),                // 20: sovereign.browser.v1.TabNew
+	(*TabIndex)(nil),              // 21: sovereign.browser.v1.TabIndex
+	(*Wait)(nil),                  // 22: sovereign.browser.v1.Wait
+	(*WaitFor)(nil),               // 23: sovereign.browser.v1.WaitFor
+	(*Screenshot)(nil),            // 24: sovereign.browser.v1.Screenshot
+	(*ToolRequest)(nil),           // 25: sovereign.browser.v1.ToolRequest
+	(*HandleDialog)(nil),          // 26: sovereign.browser.v1.HandleDialog
+	(*UploadFile)(nil),            // 27: sovereign.browser.v1.UploadFile
+	(*UploadFileItem)(nil),        // 28: sovereign.browser.v1.UploadFileItem
+	(*DownloadGet)(nil),           // 29: sovereign.browser.v1.DownloadGet
+	(*SetIdentity)(nil),           // 30: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                 // 31: sovereign.browser.v1.Image
+	(*Content)(nil),               // 32: sovereign.browser.v1.Content
+	(*File)(nil),                  // 33: sovereign.browser.v1.File
+	(*ToolResult)(nil),            // 34: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),       // 35: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),      // 36: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil), // 37: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),            // 38: sovereign.browser.v1.WorkerLoad
+	nil,                           // 39: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
-	3,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	2,  // 1: sovereign.browser.v1.UrlPolicy.tiers:type_name -> sovereign.browser.v1.UrlRules
-	10, // 2: sovereign.browser.v1.GetAttr.element:type_name -> sovereign.browser.v1.Element
-	10, // 3: sovereign.browser.v1.Fill.element:type_name -> sovereign.browser.v1.Element
-	10, // 4: sovereign.browser.v1.Screenshot.element:type_name -> sovereign.browser.v1.Element
-	3,  // 5: sovereign.browser.v1.ToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	4,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	3,  // 1: sovereign.browser.v1.UrlPolicy.tiers:type_name -> sovereign.browser.v1.UrlRules
+	11, // 2: sovereign.browser.v1.GetAttr.element:type_name -> sovereign.browser.v1.Element
+	11, // 3: sovereign.browser.v1.Fill.element:type_name -> sovereign.browser.v1.Element
+	11, // 4: sovereign.browser.v1.Screenshot.element:type_name -> sovereign.browser.v1.Element
+	4,  // 5: sovereign.browser.v1.ToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
 	0,  // 6: sovereign.browser.v1.ToolRequest.snapshot_after:type_name -> sovereign.browser.v1.SnapshotAfter
-	12, // 7: sovereign.browser.v1.ToolRequest.open:type_name -> sovereign.browser.v1.Open
-	11, // 8: sovereign.browser.v1.ToolRequest.back:type_name -> sovereign.browser.v1.NoArgs
-	11, // 9: sovereign.browser.v1.ToolRequest.forward:type_name -> sovereign.browser.v1.NoArgs
-	11, // 10: sovereign.browser.v1.ToolRequest.reload:type_name -> sovereign.browser.v1.NoArgs
-	11, // 11: sovereign.browser.v1.ToolRequest.get_url:type_name -> sovereign.browser.v1.NoArgs
-	11, // 12: sovereign.browser.v1.ToolRequest.get_title:type_name -> sovereign.browser.v1.NoArgs
-	13, // 13: sovereign.browser.v1.ToolRequest.snapshot:type_name -> sovereign.browser.v1.Snapshot
-	10, // 14: sovereign.browser.v1.ToolRequest.get_text:type_name -> sovereign.browser.v1.Element
-	10, // 15: sovereign.browser.v1.ToolRequest.get_html:type_name -> sovereign.browser.v1.Element
-	14, // 16: sovereign.browser.v1.ToolRequest.get_attr:type_name -> sovereign.browser.v1.GetAttr
-	15, // 17: sovereign.browser.v1.ToolRequest.eval:type_name -> sovereign.browser.v1.Eval
-	10, // 18: sovereign.browser.v1.ToolRequest.click:type_name -> sovereign.browser.v1.Element
-	16, // 19: sovereign.browser.v1.ToolRequest.fill:type_name -> sovereign.browser.v1.Fill
-	16, // 20: sovereign.browser.v1.ToolRequest.type:type_name -> sovereign.browser.v1.Fill
-	17, // 21: sovereign.browser.v1.ToolRequest.press:type_name -> sovereign.browser.v1.Press
-	18, // 22: sovereign.browser.v1.ToolRequest.scroll:type_name -> sovereign.browser.v1.Scroll
-	10, // 23: sovereign.browser.v1.ToolRequest.hover:type_name -> sovereign.browser.v1.Element
-	10, // 24: sovereign.browser.v1.ToolRequest.focus:type_name -> sovereign.browser.v1.Element
-	11, // 25: sovereign.browser.v1.ToolRequest.close:type_name -> sovereign.browser.v1.NoArgs
-	11, // 26: sovereign.browser.v1.ToolRequest.tab_list:type_name -> sovereign.browser.v1.NoArgs
-	19, // 27: sovereign.browser.v1.ToolRequest.tab_new:type_name -> sovereign.browser.v1.TabNew
-	20, // 28: sovereign.browser.v1.ToolRequest.tab_switch:type_name -> sovereign.browser.v1.TabIndex
-	20, // 29: sovereign.browser.v1.ToolRequest.tab_close:type_name -> sovereign.browser.v1.TabIndex
-	21, // 30: sovereign.browser.v1.ToolRequest.wait:type_name -> sovereign.browser.v1.Wait
-	22, // 31: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
-	23, // 32: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
-	11, // 33: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	25, // 34: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
-	26, // 35: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	27, // 36: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	33, // 37: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	3,  // 38: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	3,  // 39: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	1,  // 7: sovereign.browser.v1.ToolRequest.dialogs:type_name -> sovereign.browser.v1.DialogMode
+	1,  // 8: sovereign.browser.v1.ToolRequest.default_dialogs:type_name -> sovereign.browser.v1.DialogMode
+	13, // 9: sovereign.browser.v1.ToolRequest.open:type_name -> sovereign.browser.v1.Open
+	12, // 10: sovereign.browser.v1.ToolRequest.back:type_name -> sovereign.browser.v1.NoArgs
+	12, // 11: sovereign.browser.v1.ToolRequest.forward:type_name -> sovereign.browser.v1.NoArgs
+	12, // 12: sovereign.browser.v1.ToolRequest.reload:type_name -> sovereign.browser.v1.NoArgs
+	12, // 13: sovereign.browser.v1.ToolRequest.get_url:type_name -> sovereign.browser.v1.NoArgs
+	12, // 14: sovereign.browser.v1.ToolRequest.get_title:type_name -> sovereign.browser.v1.NoArgs
+	14, // 15: sovereign.browser.v1.ToolRequest.snapshot:type_name -> sovereign.browser.v1.Snapshot
+	11, // 16: sovereign.browser.v1.ToolRequest.get_text:type_name -> sovereign.browser.v1.Element
+	11, // 17: sovereign.browser.v1.ToolRequest.get_html:type_name -> sovereign.browser.v1.Element
+	15, // 18: sovereign.browser.v1.ToolRequest.get_attr:type_name -> sovereign.browser.v1.GetAttr
+	16, // 19: sovereign.browser.v1.ToolRequest.eval:type_name -> sovereign.browser.v1.Eval
+	11, // 20: sovereign.browser.v1.ToolRequest.click:type_name -> sovereign.browser.v1.Element
+	17, // 21: sovereign.browser.v1.ToolRequest.fill:type_name -> sovereign.browser.v1.Fill
+	17, // 22: sovereign.browser.v1.ToolRequest.type:type_name -> sovereign.browser.v1.Fill
+	18, // 23: sovereign.browser.v1.ToolRequest.press:type_name -> sovereign.browser.v1.Press
+	19, // 24: sovereign.browser.v1.ToolRequest.scroll:type_name -> sovereign.browser.v1.Scroll
+	11, // 25: sovereign.browser.v1.ToolRequest.hover:type_name -> sovereign.browser.v1.Element
+	11, // 26: sovereign.browser.v1.ToolRequest.focus:type_name -> sovereign.browser.v1.Element
+	12, // 27: sovereign.browser.v1.ToolRequest.close:type_name -> sovereign.browser.v1.NoArgs
+	12, // 28: sovereign.browser.v1.ToolRequest.tab_list:type_name -> sovereign.browser.v1.NoArgs
+	20, // 29: sovereign.browser.v1.ToolRequest.tab_new:type_name -> sovereign.browser.v1.TabNew
+	21, // 30: sovereign.browser.v1.ToolRequest.tab_switch:type_name -> sovereign.browser.v1.TabIndex
+	21, // 31: sovereign.browser.v1.ToolRequest.tab_close:type_name -> sovereign.browser.v1.TabIndex
+	22, // 32: sovereign.browser.v1.ToolRequest.wait:type_name -> sovereign.browser.v1.Wait
+	23, // 33: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
+	24, // 34: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
+	12, // 35: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
+	30, // 36: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	26, // 37: sovereign.browser.v1.ToolRequest.handle_dialog:type_name -> sovereign.browser.v1.HandleDialog
+	27, // 38: sovereign.browser.v1.ToolRequest.upload_file:type_name -> sovereign.browser.v1.UploadFile
+	12, // 39: sovereign.browser.v1.ToolRequest.download_list:type_name -> sovereign.browser.v1.NoArgs
+	29, // 40: sovereign.browser.v1.ToolRequest.download_get:type_name -> sovereign.browser.v1.DownloadGet
+	11, // 41: sovereign.browser.v1.UploadFile.element:type_name -> sovereign.browser.v1.Element
+	28, // 42: sovereign.browser.v1.UploadFile.files:type_name -> sovereign.browser.v1.UploadFileItem
+	31, // 43: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	33, // 44: sovereign.browser.v1.Content.file:type_name -> sovereign.browser.v1.File
+	32, // 45: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	39, // 46: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	4,  // 47: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	4,  // 48: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -2823,18 +3311,24 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_Screenshot)(nil),
 		(*ToolRequest_BlockedRequests)(nil),
 		(*ToolRequest_SetIdentity)(nil),
+		(*ToolRequest_HandleDialog)(nil),
+		(*ToolRequest_UploadFile)(nil),
+		(*ToolRequest_DownloadList)(nil),
+		(*ToolRequest_DownloadGet)(nil),
 	}
-	file_sovereign_browser_v1_browser_proto_msgTypes[26].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[24].OneofWrappers = []any{}
+	file_sovereign_browser_v1_browser_proto_msgTypes[30].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
+		(*Content_File)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   33,
+			NumEnums:      2,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -23,6 +23,9 @@ type callState struct {
 	settled *settleResult
 	// maxChars caps the text of the result (limits.go).
 	maxChars int
+	// did says what the tool did, for the result of a tool that a
+	// dialog interrupted (dialog.go).
+	did string
 	// inputAt is when the action sent its input to the page (zero for a
 	// navigation): a DOM change after it is the page's own reaction.
 	inputAt time.Time
@@ -40,7 +43,7 @@ func changesPage(req *browserv1.ToolRequest) bool {
 	switch req.GetTool().(type) {
 	case *browserv1.ToolRequest_Open, *browserv1.ToolRequest_Back, *browserv1.ToolRequest_Forward,
 		*browserv1.ToolRequest_Reload, *browserv1.ToolRequest_Click, *browserv1.ToolRequest_Press,
-		*browserv1.ToolRequest_Fill, *browserv1.ToolRequest_Type:
+		*browserv1.ToolRequest_Fill, *browserv1.ToolRequest_Type, *browserv1.ToolRequest_HandleDialog:
 		return true
 	}
 	return false
@@ -65,6 +68,8 @@ type Changes struct {
 	Title       *string  `json:"title,omitempty"`
 	OpenedTabs  []string `json:"opened_tabs,omitempty"`
 	Dialogs     []string `json:"dialogs,omitempty"`
+	// OpenDialog is the dialog that waits for handle_dialog.
+	OpenDialog *DialogInfo `json:"open_dialog,omitempty"`
 	// ConsoleErrors counts the console errors and uncaught exceptions
 	// while the tool ran; FirstConsoleError is the first one.
 	ConsoleErrors     int    `json:"console_errors,omitempty"`
@@ -84,6 +89,7 @@ func (t *Tab) beginCall(req *browserv1.ToolRequest) {
 	}
 	t.mu.Lock()
 	t.act.errors, t.act.firstErr, t.act.opened = 0, "", nil
+	t.answered = 0
 	started := t.act.started
 	t.mu.Unlock()
 	t.call = callState{settle: budget, netMark: started, maxChars: int(req.GetMaxChars())}
@@ -100,6 +106,9 @@ func (t *Tab) report(req *browserv1.ToolRequest, res *browserv1.ToolResult, dial
 	before := t.seen
 	t.mu.Unlock()
 	c.Dialogs = dialogs
+	if d := t.openDialogNow(); d != nil {
+		c.OpenDialog = &DialogInfo{Type: string(d.typ), Message: d.msg}
+	}
 	if r := t.call.settled; r != nil {
 		c.Settled, c.Pending, c.SettleMS = !r.Timeout, r.Pending, r.Waited.Milliseconds()
 		if r.URL != "" {

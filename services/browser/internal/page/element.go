@@ -372,6 +372,7 @@ func (t *Tab) click(ctx context.Context, el *browserv1.Element) (*browserv1.Tool
 	// boundary events (mouseover, mouseenter) and updates :hover.
 	mctx, span := startSpan(ctx, spanClick, attribute.Bool("sovereign.click.covered", info.Covered != ""))
 	t.call.inputAt = time.Now()
+	t.call.did = "Clicked " + info.Desc
 	err = mouse(mctx, x, y, input.DispatchMouseEventTypeMousePressed, input.DispatchMouseEventTypeMouseReleased)
 	endSpan(span, err)
 	if err != nil {

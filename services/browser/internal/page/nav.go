@@ -165,6 +165,9 @@ func (t *Tab) getURL(ctx context.Context) (*browserv1.ToolResult, error) {
 
 // getTitle returns the title of the page.
 func (t *Tab) getTitle(ctx context.Context) (*browserv1.ToolResult, error) {
+	if t.openDialogNow() != nil {
+		return textResult("%s", t.targetTitle(ctx)), nil
+	}
 	s, err := t.title(ctx)
 	if err != nil {
 		return nil, err

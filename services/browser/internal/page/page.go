@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -34,6 +35,9 @@ type Options struct {
 	// DefaultSchemes. The worker fills it from --allow-scheme /
 	// SOVEREIGN_ALLOW_SCHEMES.
 	AllowedSchemes []string
+	// Dialogs returns the session's dialog mode when a dialog opens (nil
+	// or unspecified: ask; see dialog.go).
+	Dialogs func() browserv1.DialogMode
 }
 
 // Tab runs page-scoped tools in one browser tab. Its methods are safe for
@@ -51,6 +55,14 @@ type Tab struct {
 	// they are registered once; a later init step that fails is retried
 	// on the next call without registering them again. Guarded by initMu.
 	listening bool
+	// early says that the tab context was made by NewContext, with the
+	// event listener on it from the target's first message.
+	early bool
+	// ready says that init finished once: a dialog before it (while the
+	// target is attached) is answered at once whatever the mode.
+	ready atomic.Bool
+	// modeOf is Options.Dialogs.
+	modeOf func() browserv1.DialogMode
 
 	// gone ends when the tab's target went away: the browser detached it
 	// (the page called window.close(), or something closed the target) or
@@ -78,7 +90,15 @@ type Tab struct {
 	worlds    worldTable
 	dialogs   []string
 	act       activity
-	seen      pageSeen
+	// Dialogs (dialog.go): the one that waits for handle_dialog (nil for
+	// none), how many notes were left out of dialogs, how many dialogs
+	// the tab answered by itself since the tool call began, and the
+	// running tool's interrupt (nil between calls).
+	pending     *openDialog
+	moreDialogs int
+	answered    int
+	interrupt   func()
+	seen        pageSeen
 }
 
 // New returns a Tab for tabCtx, a chromedp context bound to one tab target.
@@ -101,7 +121,21 @@ func New(tabCtx context.Context, opts Options) *Tab {
 		markGone: markGone,
 		frames:   newFrameTable(),
 		worlds:   newWorldTable(),
+		modeOf:   opts.Dialogs,
 	}
+}
+
+// NewContext returns a chromedp context for a tab (chromedp.NewContext on
+// parent with copts) and its Tab, whose event listener is on the context
+// before the target is attached. A popup that opens a dialog while the
+// session attaches to it is then seen and answered: attaching evaluates
+// in the page, which would wait for the dialog until the deadline.
+func NewContext(parent context.Context, opts Options, copts ...chromedp.ContextOption) (context.Context, context.CancelFunc, *Tab) {
+	var t *Tab
+	ctx, cancel := chromedp.NewContext(parent, append(copts, chromedp.WithListener(func(ev any) { t.onEvent(ev) }))...)
+	t = New(ctx, opts)
+	t.early = true
+	return ctx, cancel, t
 }
 
 // Context returns the chromedp context of the tab.
@@ -164,6 +198,10 @@ func (t *Tab) Title(ctx context.Context) (string, error) {
 	if err := t.init(rctx); err != nil {
 		return "", t.fail(ctx, rctx, "get_title", err)
 	}
+	if t.openDialogNow() != nil {
+		// The page is frozen; the browser knows the title.
+		return t.targetTitle(rctx), nil
+	}
 	s, err := t.title(rctx)
 	if err != nil {
 		return "", t.fail(ctx, rctx, "get_title", err)
@@ -197,10 +235,21 @@ func (t *Tab) Do(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.To
 	if err := t.init(rctx); err != nil {
 		return nil, t.fail(ctx, rctx, tool, err)
 	}
+	if d := t.openDialogNow(); d != nil && !worksWithDialog(req) {
+		return nil, dialogError(tool, d)
+	}
 	t.madeObjects = false
 	t.beginCall(req)
-	res, err := t.dispatch(rctx, req)
-	if err == nil && changesPage(req) && req.GetSnapshotAfter() != browserv1.SnapshotAfter_SNAPSHOT_AFTER_NONE {
+	dctx, stopDialogs := t.watchDialogs(rctx)
+	defer stopDialogs()
+	res, err := t.dispatch(dctx, req)
+	if t.openDialogNow() != nil {
+		// The page is frozen: no snapshot, no release of objects.
+		if err != nil || res == nil {
+			res, err = t.interrupted(tool), nil
+		}
+		t.madeObjects = false
+	} else if err == nil && changesPage(req) && req.GetSnapshotAfter() != browserv1.SnapshotAfter_SNAPSHOT_AFTER_NONE {
 		err = t.snapshotAfter(rctx, req.GetSnapshotAfter(), res)
 	}
 	if t.madeObjects {
@@ -226,6 +275,11 @@ func (t *Tab) Do(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.To
 
 // dispatch runs the tool of req.
 func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+	if navigates(req) {
+		if err := t.leaveDialog(ctx); err != nil {
+			return nil, err
+		}
+	}
 	switch x := req.GetTool().(type) {
 	case *browserv1.ToolRequest_Open:
 		return t.open(ctx, x.Open.GetUrl())
@@ -269,6 +323,8 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 		return t.waitFor(ctx, x.WaitFor.GetSelector(), x.WaitFor.GetTimeoutMs())
 	case *browserv1.ToolRequest_Screenshot:
 		return t.screenshot(ctx, x.Screenshot)
+	case *browserv1.ToolRequest_HandleDialog:
+		return t.handleDialog(ctx, x.HandleDialog)
 	case *browserv1.ToolRequest_Close, *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew,
 		*browserv1.ToolRequest_TabSwitch, *browserv1.ToolRequest_TabClose:
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
@@ -332,10 +388,11 @@ func (t *Tab) init(ctx context.Context) (err error) {
 		return err
 	}
 	if !t.listening {
-		if err := chromedp.Listen(t.ctx, t.onEvent); err != nil {
-			return fmt.Errorf("listen to the tab: %w", err)
+		if !t.early {
+			if err := chromedp.Listen(t.ctx, t.onEvent); err != nil {
+				return fmt.Errorf("listen to the tab: %w", err)
+			}
 		}
-		go t.acceptDialogs(chromedp.Events(t.ctx, page.JavascriptDialogOpening))
 		if detached, err := chromedp.Detached(t.ctx); err == nil {
 			go func() {
 				select {
@@ -356,6 +413,7 @@ func (t *Tab) init(ctx context.Context) (err error) {
 	}
 	t.setMainFrame(tree.FrameTree.Frame.ID)
 	t.inited = true
+	t.ready.Store(true)
 	return nil
 }
 
@@ -407,13 +465,16 @@ func (t *Tab) fail(ctx, rctx context.Context, tool string, err error) error {
 	return bus.Errorf(commonv1.ErrorCode_INTERNAL, "%s: %s", tool, clipText(err.Error()))
 }
 
-// takeDialogs returns the dialogs that were accepted during the tool, as
-// lines for its result.
+// takeDialogs returns the notes about the dialogs of the tool (answered
+// or waiting), as lines for its result.
 func (t *Tab) takeDialogs() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d := t.dialogs
-	t.dialogs = nil
+	if t.moreDialogs > 0 {
+		d = append(d, fmt.Sprintf("(… and %d more dialogs.)", t.moreDialogs))
+	}
+	t.dialogs, t.moreDialogs = nil, 0
 	return d
 }
 
