@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/chromedp/cdproto/page"
@@ -31,7 +32,9 @@ import (
 //     (open, back, forward, reload) answer it first themselves.
 //   - A page that raises dialog after dialog (an alert in a loop) gets
 //     maxDialogsInARow answers per tool call; the next one is left open,
-//     so the page stops, and open or tab_close still work.
+//     so the page stops (and the worker's CPU with it). Such a page cannot
+//     be navigated away from (its script would run on), so open says to
+//     close the tab, which works.
 //   - A tab that is being attached (a popup the session adopts) answers a
 //     dialog at once whatever the mode: attaching evaluates in the page and
 //     would wait for the dialog forever. Confirms and the like are then
@@ -52,6 +55,9 @@ type openDialog struct {
 	msg string
 	// defaultPrompt is a prompt's default text.
 	defaultPrompt string
+	// loop says that the page opened more than maxDialogsInARow dialogs
+	// in a row and this one was left open to stop it.
+	loop bool
 }
 
 // waiting is how results and errors name the open dialog.
@@ -63,7 +69,7 @@ func (d *openDialog) waiting() string {
 	case page.DialogTypeBeforeunload:
 		how = "accept true leaves the page, accept false stays"
 	}
-	return fmt.Sprintf("a %s dialog is open: %q; answer it with handle_dialog (%s)", d.typ, d.msg, how)
+	return fmt.Sprintf("%s %s dialog is open: %q; answer it with handle_dialog (%s)", strings.ToLower(article(d.typ)), d.typ, d.msg, how)
 }
 
 // DialogInfo is the open dialog in the change report.
@@ -95,26 +101,53 @@ func (t *Tab) onDialog(ev *page.EventJavascriptDialogOpening) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.answered++
-	keep := mode == browserv1.DialogMode_DIALOG_MODE_ASK && d.typ != page.DialogTypeAlert && t.ready.Load()
 	if t.answered > maxDialogsInARow {
-		keep = true
-		t.noteDialogLocked(fmt.Sprintf("(The page opened more than %d dialogs in a row; this one is left open so that it stops.)", maxDialogsInARow))
-	}
-	if keep {
-		t.pending = d
-		t.noteDialogLocked("- " + d.waiting())
-		if t.interrupt != nil {
-			t.interrupt()
-		}
+		d.loop = true
+		t.keepDialogLocked(d, fmt.Sprintf("(The page opened more than %d dialogs in a row; this one is left open so that it stops.)", maxDialogsInARow))
 		return
 	}
-	accept := d.typ == page.DialogTypeAlert || mode != browserv1.DialogMode_DIALOG_MODE_DISMISS && t.ready.Load()
+	ready := t.ready.Load()
+	accept := mode != browserv1.DialogMode_DIALOG_MODE_DISMISS && ready
+	switch {
+	case d.typ == page.DialogTypeAlert:
+		accept = true // it has no other answer
+	case d.typ == page.DialogTypeBeforeunload && t.leaving:
+		accept = true // open, back, forward and reload leave as asked
+	case mode == browserv1.DialogMode_DIALOG_MODE_ASK && ready:
+		t.keepDialogLocked(d, "")
+		return
+	}
 	verb := "accepted"
 	if !accept {
 		verb = "dismissed"
 	}
-	t.noteDialogLocked(fmt.Sprintf("(A %s dialog said %q; it was %s.)", d.typ, d.msg, verb))
+	if len(t.dialogs) < maxDialogNotes {
+		t.dialogs = append(t.dialogs, fmt.Sprintf("(%s %s dialog said %q; it was %s.)", article(d.typ), d.typ, d.msg, verb))
+	} else {
+		t.moreDialogs++
+	}
 	go t.answerDialog(accept, ev.DefaultPrompt)
+}
+
+// keepDialogLocked leaves d open for handle_dialog, notes it (after note,
+// when not "") and interrupts the running tool. t.mu is held.
+func (t *Tab) keepDialogLocked(d *openDialog, note string) {
+	t.pending = d
+	if note != "" {
+		t.dialogs = append(t.dialogs, note)
+	}
+	t.dialogs = append(t.dialogs, d.waiting())
+	if t.interrupt != nil {
+		t.interrupt()
+	}
+}
+
+// article is "an" for an alert, else "a".
+func article(typ page.DialogType) string {
+	if typ == page.DialogTypeAlert {
+		return "An"
+	}
+	return "A"
 }
 
 // answerDialog answers the open dialog. It runs on its own goroutine with
@@ -129,17 +162,6 @@ func (t *Tab) onDialogClosed() {
 	t.mu.Lock()
 	t.pending = nil
 	t.mu.Unlock()
-}
-
-// noteDialogLocked adds a note for the result of the running (or next)
-// tool, keeping at most maxDialogNotes and counting the rest. t.mu is
-// held.
-func (t *Tab) noteDialogLocked(note string) {
-	if len(t.dialogs) < maxDialogNotes {
-		t.dialogs = append(t.dialogs, note)
-		return
-	}
-	t.moreDialogs++
 }
 
 // openDialogNow returns the dialog that waits for an answer, or nil.
@@ -168,16 +190,18 @@ func worksWithDialog(req *browserv1.ToolRequest) bool {
 }
 
 // watchDialogs returns ctx cancelled with errDialogOpened as soon as a
-// dialog opens that waits for an answer, so that the tool that raised it
-// returns at once instead of waiting on the frozen page.
-func (t *Tab) watchDialogs(ctx context.Context) (context.Context, func()) {
+// dialog opens that waits for an answer, so that the tool of req that
+// raised it returns at once instead of waiting on the frozen page. While a
+// navigating tool runs, beforeunload dialogs are accepted.
+func (t *Tab) watchDialogs(ctx context.Context, req *browserv1.ToolRequest) (context.Context, func()) {
 	dctx, cancel := context.WithCancelCause(ctx)
 	t.mu.Lock()
 	t.interrupt = func() { cancel(errDialogOpened) }
+	t.leaving = navigates(req)
 	t.mu.Unlock()
 	return dctx, func() {
 		t.mu.Lock()
-		t.interrupt = nil
+		t.interrupt, t.leaving = nil, false
 		t.mu.Unlock()
 		cancel(nil)
 	}
@@ -194,24 +218,28 @@ func (t *Tab) interrupted(tool string) *browserv1.ToolResult {
 	return textResult("%s; the page opened a dialog that waits for an answer (handle_dialog)", did)
 }
 
-// leaveDialog answers the open dialog before a navigation: a beforeunload
-// dialog is accepted (the caller wants to leave), any other dismissed.
-func (t *Tab) leaveDialog(ctx context.Context) error {
+// leaveDialog answers the open dialog before a navigation. It dismisses
+// it: a beforeunload dialog that the navigation raises again is accepted
+// then (see watchDialogs), and accepting an old one would let the
+// navigation that raised it go on and abort this one. A page that keeps
+// raising dialogs cannot be left (its script never yields to the
+// navigation): that fails at once, naming tab_close.
+func (t *Tab) leaveDialog(ctx context.Context, tool string) error {
 	d := t.openDialogNow()
 	if d == nil {
 		return nil
 	}
-	accept := d.typ == page.DialogTypeBeforeunload
-	if _, err := chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: accept}); err != nil {
+	if d.loop {
+		return bus.Errorf(commonv1.ErrorCode_DIALOG_OPEN,
+			"%s cannot leave this page: it keeps opening dialogs (more than %d in a row, the last %s); close the tab with close or tab_close and open the page you want in a new tab",
+			tool, maxDialogsInARow, d.waiting())
+	}
+	if _, err := chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false}); err != nil {
 		return fmt.Errorf("answer the open %s dialog: %w", d.typ, err)
 	}
 	t.clearDialog(d)
-	verb := "dismissed"
-	if accept {
-		verb = "accepted"
-	}
 	t.mu.Lock()
-	t.noteDialogLocked(fmt.Sprintf("(The open %s dialog %q was %s first.)", d.typ, d.msg, verb))
+	t.dialogs = append(t.dialogs, fmt.Sprintf("(The open %s dialog %q was dismissed first.)", d.typ, d.msg))
 	t.mu.Unlock()
 	return nil
 }

@@ -92,12 +92,13 @@ type Tab struct {
 	act       activity
 	// Dialogs (dialog.go): the one that waits for handle_dialog (nil for
 	// none), how many notes were left out of dialogs, how many dialogs
-	// the tab answered by itself since the tool call began, and the
-	// running tool's interrupt (nil between calls).
+	// the tab answered by itself since the tool call began, the running
+	// tool's interrupt (nil between calls) and whether it navigates.
 	pending     *openDialog
 	moreDialogs int
 	answered    int
 	interrupt   func()
+	leaving     bool
 	seen        pageSeen
 }
 
@@ -240,12 +241,12 @@ func (t *Tab) Do(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.To
 	}
 	t.madeObjects = false
 	t.beginCall(req)
-	dctx, stopDialogs := t.watchDialogs(rctx)
+	dctx, stopDialogs := t.watchDialogs(rctx, req)
 	defer stopDialogs()
 	res, err := t.dispatch(dctx, req)
 	if t.openDialogNow() != nil {
 		// The page is frozen: no snapshot, no release of objects.
-		if err != nil || res == nil {
+		if errors.Is(context.Cause(dctx), errDialogOpened) && (err != nil || res == nil) {
 			res, err = t.interrupted(tool), nil
 		}
 		t.madeObjects = false
@@ -276,7 +277,7 @@ func (t *Tab) Do(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.To
 // dispatch runs the tool of req.
 func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
 	if navigates(req) {
-		if err := t.leaveDialog(ctx); err != nil {
+		if err := t.leaveDialog(ctx, toolName(req)); err != nil {
 			return nil, err
 		}
 	}
