@@ -97,7 +97,8 @@ func (s *session) navMark(id target.ID) guard.NavBlock {
 func navigates(req *browserv1.ToolRequest) bool {
 	switch req.GetTool().(type) {
 	case *browserv1.ToolRequest_Open, *browserv1.ToolRequest_Back, *browserv1.ToolRequest_Forward,
-		*browserv1.ToolRequest_Reload, *browserv1.ToolRequest_Click, *browserv1.ToolRequest_Press:
+		*browserv1.ToolRequest_Reload, *browserv1.ToolRequest_Click, *browserv1.ToolRequest_Press,
+		*browserv1.ToolRequest_HandleDialog: // accepting a beforeunload dialog leaves the page
 		return true
 	}
 	return false

@@ -216,7 +216,7 @@ func fillTool(set func(*browserv1.ToolRequest, *browserv1.Fill)) func(Args) (*br
 // tools is the catalog: the identity tools (login.go), then the browser
 // tools, then the agent tools (agent.go), then the system tools
 // (system.go).
-var tools = slices.Concat(identityTools, browserTools, agentTools, systemTools)
+var tools = slices.Concat(identityTools, browserTools, filesTools, agentTools, systemTools)
 
 var browserTools = withSettle([]Tool{
 	// Navigation.
@@ -228,14 +228,15 @@ var browserTools = withSettle([]Tool{
 			{Name: ProfileParam, Type: String, Description: "Start the browser session from this base profile: a logged-in " +
 				"template the operator deployed (cookies and site storage; each session gets a private copy). Only when this " +
 				"call opens the browser session (the first browser call of an MCP session, or a call without a session handle)."},
+			dialogsParam,
 		},
-		build: func(a Args) (*browserv1.ToolRequest, error) {
+		build: withDialogs(func(a Args) (*browserv1.ToolRequest, error) {
 			u, err := nonEmpty(a, "url")
 			if err != nil {
 				return nil, err
 			}
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: strings.TrimSpace(u)}}}, nil
-		},
+		}),
 	},
 	{
 		Name: "back", Title: "Go back", Description: "Go back in the active tab's history.",
@@ -400,10 +401,10 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "tab_new", Title: "New tab", Description: "Open a new tab, optionally loading a URL, and make it active.",
-		params: []Param{{Name: "url", Type: String, Description: "URL to load in the new tab (default: a blank page)"}},
-		build: func(a Args) (*browserv1.ToolRequest, error) {
+		params: []Param{{Name: "url", Type: String, Description: "URL to load in the new tab (default: a blank page)"}, dialogsParam},
+		build: withDialogs(func(a Args) (*browserv1.ToolRequest, error) {
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabNew{TabNew: &browserv1.TabNew{Url: strings.TrimSpace(a.str("url"))}}}, nil
-		},
+		}),
 	},
 	{
 		Name: "tab_switch", Title: "Switch tab", Description: "Make the tab at an index (from tab_list) the active one.",
@@ -506,7 +507,7 @@ var browserTools = withSettle([]Tool{
 var (
 	// actingTools can change the page: they settle, report what changed
 	// and take settle_ms and snapshot.
-	actingTools = []string{"open", "back", "forward", "reload", "tab_new", "click", "press", "fill", "type"}
+	actingTools = []string{"open", "back", "forward", "reload", "tab_new", "click", "press", "fill", "type", "handle_dialog", "upload_file"}
 	// cappedTools return text that max_chars bounds, with their default
 	// caps (the worker's).
 	cappedTools = map[string]int64{"snapshot": 40000, "get_text": 20000, "get_html": 20000, "eval": 20000}

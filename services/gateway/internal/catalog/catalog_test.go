@@ -140,7 +140,7 @@ func TestParse(t *testing.T) {
 		{tool: "open", args: `{}`, wantErr: `argument "url" is required`},
 		{tool: "open", args: `{"url":42}`, wantErr: `argument "url" must be a string, got a number`},
 		{tool: "open", args: `{"url":"  "}`, wantErr: `argument "url" must not be empty`},
-		{tool: "open", args: `{"url":"x","urls":"y"}`, wantErr: `unknown argument "urls"; this tool takes url, profile, settle_ms, snapshot, session`},
+		{tool: "open", args: `{"url":"x","urls":"y"}`, wantErr: `unknown argument "urls"; this tool takes url, profile, dialogs, settle_ms, snapshot, session`},
 		{tool: "open", args: `{"url":"x","session":7}`, wantErr: `argument "session" must be a string`},
 		{tool: "back", args: `null`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Back{Back: &browserv1.NoArgs{}}}},
 		{tool: "get_url", args: `{}`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetUrl{GetUrl: &browserv1.NoArgs{}}}},
