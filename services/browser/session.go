@@ -70,6 +70,11 @@ type session struct {
 
 	// dialogs is how the session's tabs answer dialogs (page/dialog.go).
 	dialogs dialogMode
+	// Files (files.go): the limits of upload_file, set by the worker, and
+	// the session's temporary directory ("" until used). Owned by the
+	// holder of lock.
+	limits FileLimits
+	dir    string
 }
 
 // dialogMode is a session's dialog mode: the one a call set (open's or
@@ -247,6 +252,8 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 		return s.blockedRequests()
 	case *browserv1.ToolRequest_SetIdentity:
 		return s.setIdentity(ctx, t.SetIdentity.GetPubkey())
+	case *browserv1.ToolRequest_UploadFile:
+		return s.uploadFile(ctx, s.tabs[s.active], req) // files.go
 	}
 	active := s.tabs[s.active]
 	mark := s.navMark(active.id)
@@ -481,6 +488,7 @@ func (s *session) closeTabs() {
 	s.closeGuard()
 	s.closeNostr()
 	s.dispose()
+	s.removeFiles() // files.go
 }
 
 func (s *session) dispose() {

@@ -98,6 +98,8 @@ type Config struct {
 	// CheckpointTTL is how long a checkpoint outlives its last write
 	// (default 1h).
 	CheckpointTTL time.Duration
+	// Files bound upload_file (files.go); zero fields take the defaults.
+	Files FileLimits
 }
 
 // Worker runs one Chromium and its sessions.
@@ -168,6 +170,10 @@ func (cfg Config) Resolve() (Config, error) {
 	}
 	if cfg.CheckpointTTL < time.Second {
 		return cfg, fmt.Errorf("checkpoint ttl %s: must be at least 1s", cfg.CheckpointTTL)
+	}
+	cfg.Files = cfg.Files.withDefaults()
+	if err := cfg.Files.validate(); err != nil {
+		return cfg, err
 	}
 	var err error
 	if cfg.ProfileLimits == (profiles.Limits{}) {
@@ -513,6 +519,7 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 		// window.nostr asks the signer (nostr.go).
 		s.bus, s.log = w.c, w.log
 	}
+	s.limits = w.cfg.Files                     // files.go
 	s.lock <- struct{}{}                       // held until started: no call or close runs on a half-made session
 	w.sessions[id] = s                         // reserve the slot before the slow part
 	drop = append(drop, w.trimWarmLocked()...) // a cold open may take a warm context's slot

@@ -23,6 +23,8 @@ type callState struct {
 	settled *settleResult
 	// maxChars caps the text of the result (limits.go).
 	maxChars int
+	// files are the paths of upload_file's files (files.go).
+	files []string
 	// did says what the tool did, for the result of a tool that a
 	// dialog interrupted (dialog.go).
 	did string
@@ -43,7 +45,8 @@ func changesPage(req *browserv1.ToolRequest) bool {
 	switch req.GetTool().(type) {
 	case *browserv1.ToolRequest_Open, *browserv1.ToolRequest_Back, *browserv1.ToolRequest_Forward,
 		*browserv1.ToolRequest_Reload, *browserv1.ToolRequest_Click, *browserv1.ToolRequest_Press,
-		*browserv1.ToolRequest_Fill, *browserv1.ToolRequest_Type, *browserv1.ToolRequest_HandleDialog:
+		*browserv1.ToolRequest_Fill, *browserv1.ToolRequest_Type, *browserv1.ToolRequest_HandleDialog,
+		*browserv1.ToolRequest_UploadFile:
 		return true
 	}
 	return false

@@ -218,6 +218,17 @@ const releaseEvery = 16
 // call ends at its deadline or cancellation. Failures are *bus.Error values
 // whose messages say what was wrong and what to do about it.
 func (t *Tab) Do(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+	return t.do(ctx, req, nil)
+}
+
+// Upload runs upload_file (req) with the files of req already written to
+// paths, one per file, in order (the session writes them; see files.go).
+func (t *Tab) Upload(ctx context.Context, req *browserv1.ToolRequest, paths []string) (*browserv1.ToolResult, error) {
+	return t.do(ctx, req, paths)
+}
+
+// do runs one tool; files are the paths of upload_file's files.
+func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string) (*browserv1.ToolResult, error) {
 	if req == nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "the request names no tool")
 	}
@@ -241,6 +252,7 @@ func (t *Tab) Do(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.To
 	}
 	t.madeObjects = false
 	t.beginCall(req)
+	t.call.files = files
 	dctx, stopDialogs := t.watchDialogs(rctx, req)
 	defer stopDialogs()
 	res, err := t.dispatch(dctx, req)
@@ -326,6 +338,8 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 		return t.screenshot(ctx, x.Screenshot)
 	case *browserv1.ToolRequest_HandleDialog:
 		return t.handleDialog(ctx, x.HandleDialog)
+	case *browserv1.ToolRequest_UploadFile:
+		return t.uploadFile(ctx, x.UploadFile.GetElement())
 	case *browserv1.ToolRequest_Close, *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew,
 		*browserv1.ToolRequest_TabSwitch, *browserv1.ToolRequest_TabClose:
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
