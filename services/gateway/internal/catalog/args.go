@@ -16,6 +16,9 @@ const (
 	String  Type = "string"
 	Integer Type = "integer"
 	Boolean Type = "boolean"
+	// Array is a JSON array; Items is the schema of its members, which
+	// the tool's build checks.
+	Array Type = "array"
 )
 
 // Param is one argument of a tool. The JSON input schema, the argument
@@ -34,6 +37,8 @@ type Param struct {
 	// AcceptBool lets a string parameter with an Enum that holds "true"
 	// and "false" take a JSON boolean too (snapshot: true or "diff").
 	AcceptBool bool
+	// Items is the JSON Schema of an Array parameter's members.
+	Items json.RawMessage
 }
 
 // ArgError is a bad argument; its message names the argument.
@@ -126,6 +131,12 @@ func convert(p Param, v any) (any, error) {
 			return nil, argErr(p.Name, "must be one of %s, got %q", strings.Join(p.Enum, ", "), s)
 		}
 		return s, nil
+	case Array:
+		a, ok := v.([]any)
+		if !ok {
+			return nil, argErr(p.Name, "must be an array, got %s", JSONType(v))
+		}
+		return a, nil
 	case Boolean:
 		b, ok := v.(bool)
 		if !ok {

@@ -1,6 +1,11 @@
 package catalog
 
 import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 )
 
@@ -52,4 +57,134 @@ var filesTools = withSettle([]Tool{
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_HandleDialog{HandleDialog: h}}, nil
 		},
 	},
+	{
+
+		Name: "upload_file", Title: "Upload file",
+		Description: "Set the files of a file input (in a snapshot: button \"Choose file: …\"), named by ref (or " +
+			"target) or CSS selector, as a person picking files does: the page gets its change event. Each file is " +
+			"given by content (content_base64 and name) or by url (fetched by the browser worker under the session's " +
+			"URL policy). A click that opens a file chooser says which input to call this on. Limits: the browser " +
+			"worker's (by default 10 files, 10 MiB per file, 25 MiB per call), and at most 768 KiB of content_base64 " +
+			"per call (give bigger files by url).",
+		params: append(elementParams(""), Param{Name: FilesParam, Type: Array, Required: true, Items: fileItemSchema,
+			Description: "The files, in order: each {name, content_base64} or {url} (name optional)"}),
+		build: buildUpload,
+	},
 })
+
+// FilesParam is upload_file's argument that lists the files.
+const FilesParam = "files"
+
+// MaxInlineUpload is the most bytes of file content one upload_file call
+// carries in its arguments: the request to the worker crosses NATS, whose
+// messages are 1 MiB at most. Larger files go by url.
+const MaxInlineUpload = 768 << 10
+
+// fileItemSchema is the schema of one member of upload_file's files.
+var fileItemSchema = json.RawMessage(`{"type":"object","properties":{` +
+	`"name":{"type":"string","description":"File name the page sees, e.g. report.pdf (with url, default: the URL's last path segment)"},` +
+	`"content_base64":{"type":"string","description":"The file's bytes, base64-encoded"},` +
+	`"url":{"type":"string","description":"http(s) URL the browser worker fetches the file from, under the session's URL policy"}},` +
+	`"additionalProperties":false}`)
+
+// buildUpload builds upload_file's request.
+func buildUpload(a Args) (*browserv1.ToolRequest, error) {
+	el, err := requireElement(a)
+	if err != nil {
+		return nil, err
+	}
+	list, _ := a[FilesParam].([]any)
+	if len(list) == 0 {
+		return nil, argErr(FilesParam, "must list at least one file")
+	}
+	u := &browserv1.UploadFile{Element: el}
+	total := 0
+	for i, raw := range list {
+		item, err := fileItem(i, raw)
+		if err != nil {
+			return nil, err
+		}
+		if total += len(item.Content); total > MaxInlineUpload {
+			return nil, argErr(FilesParam, "carry more than %d bytes of content_base64 (decoded) in one call, the limit of a call's arguments; give big files by url", MaxInlineUpload)
+		}
+		u.Files = append(u.Files, item)
+	}
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_UploadFile{UploadFile: u}}, nil
+}
+
+// fileItem reads member i of files.
+func fileItem(i int, raw any) (*browserv1.UploadFileItem, error) {
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return nil, argErr(FilesParam, "member %d must be an object {name, content_base64} or {url}, got %s", i, JSONType(raw))
+	}
+	str := func(k string) (string, error) {
+		switch v := m[k].(type) {
+		case nil:
+			return "", nil
+		case string:
+			return v, nil
+		default:
+			return "", argErr(FilesParam, "member %d: %s must be a string, got %s", i, k, JSONType(v))
+		}
+	}
+	for k := range m {
+		if k != "name" && k != "content_base64" && k != "url" {
+			return nil, argErr(FilesParam, "member %d: unknown field %q; a file is {name, content_base64} or {url}", i, k)
+		}
+	}
+	name, err := str("name")
+	if err != nil {
+		return nil, err
+	}
+	b64, err := str("content_base64")
+	if err != nil {
+		return nil, err
+	}
+	u, err := str("url")
+	if err != nil {
+		return nil, err
+	}
+	_, hasContent := m["content_base64"]
+	switch {
+	case hasContent && u != "":
+		return nil, argErr(FilesParam, "member %d has both content_base64 and url: give one", i)
+	case u != "":
+		return &browserv1.UploadFileItem{Name: name, Url: strings.TrimSpace(u)}, nil
+	case !hasContent:
+		return nil, argErr(FilesParam, "member %d has neither content_base64 nor url", i)
+	case strings.TrimSpace(name) == "":
+		return nil, argErr(FilesParam, "member %d has content_base64 but no name", i)
+	}
+	data, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
+	if err != nil {
+		return nil, argErr(FilesParam, "member %d: content_base64 is not valid base64 (standard alphabet, with padding): %v", i, err)
+	}
+	return &browserv1.UploadFileItem{Name: name, Content: data}, nil
+}
+
+// summarizeFiles returns upload_file's files for the audit trail: names and
+// URLs stay, content_base64 becomes its size.
+func summarizeFiles(v any) any {
+	list, ok := v.([]any)
+	if !ok {
+		return v
+	}
+	out := make([]any, len(list))
+	for i, raw := range list {
+		m, ok := raw.(map[string]any)
+		if !ok {
+			out[i] = raw
+			continue
+		}
+		c := make(map[string]any, len(m))
+		for k, v := range m {
+			c[k] = v
+		}
+		if s, ok := m["content_base64"].(string); ok {
+			c["content_base64"] = fmt.Sprintf("[%d characters of base64, not recorded]", len(s))
+		}
+		out[i] = c
+	}
+	return out
+}

@@ -43,6 +43,10 @@ func (p Param) schema() []byte {
 		b.WriteString(`,"enum":`)
 		writeJSON(&b, p.Enum)
 	}
+	if p.Items != nil {
+		b.WriteString(`,"items":`)
+		b.Write(p.Items)
+	}
 	if p.Default != nil {
 		b.WriteString(`,"default":`)
 		writeJSON(&b, p.Default)
