@@ -23,8 +23,10 @@ type callState struct {
 	settled *settleResult
 	// maxChars caps the text of the result (limits.go).
 	maxChars int
-	// files are the paths of upload_file's files (files.go).
-	files []string
+	// files are the paths of upload_file's files; choosers the notes on
+	// the file choosers the page opened (files.go).
+	files    []string
+	choosers []string
 	// did says what the tool did, for the result of a tool that a
 	// dialog interrupted (dialog.go).
 	did string
@@ -70,7 +72,9 @@ type Changes struct {
 	PreviousURL string   `json:"previous_url,omitempty"`
 	Title       *string  `json:"title,omitempty"`
 	OpenedTabs  []string `json:"opened_tabs,omitempty"`
-	Dialogs     []string `json:"dialogs,omitempty"`
+	// FileChoosers names the file inputs whose chooser the page opened.
+	FileChoosers []string `json:"file_choosers,omitempty"`
+	Dialogs      []string `json:"dialogs,omitempty"`
 	// OpenDialog is the dialog that waits for handle_dialog.
 	OpenDialog *DialogInfo `json:"open_dialog,omitempty"`
 	// ConsoleErrors counts the console errors and uncaught exceptions
@@ -139,6 +143,10 @@ func (t *Tab) report(req *browserv1.ToolRequest, res *browserv1.ToolResult, dial
 	}
 	for _, d := range dialogs {
 		lines = append(lines, "- "+d)
+	}
+	c.FileChoosers = t.call.choosers
+	for _, n := range c.FileChoosers {
+		lines = append(lines, "- "+n)
 	}
 	switch {
 	case c.ConsoleErrors == 1:

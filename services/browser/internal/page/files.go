@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/dom"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
@@ -80,4 +84,63 @@ func describeFiles(paths []string) string {
 		return parts[0]
 	}
 	return fmt.Sprintf("%d files: %s", len(parts), strings.Join(parts, ", "))
+}
+
+// A click on a file input (or a button whose script calls its click())
+// would open a file chooser, which a headless browser cannot show. The tab
+// intercepts them (Page.setInterceptFileChooserDialog, in init) and the
+// result of the tool names the input, so the model calls upload_file.
+
+// noteChooser records a file chooser the page opened. It runs in the
+// event loop.
+func (t *Tab) noteChooser(ev *page.EventFileChooserOpened) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.choosers) < maxChoosers {
+		t.choosers = append(t.choosers, ev)
+	}
+}
+
+// maxChoosers is how many file choosers one result names.
+const maxChoosers = 4
+
+// chooserNotes returns a line for each file chooser the page opened during
+// the tool, naming its input by ref.
+func (t *Tab) chooserNotes(ctx context.Context) []string {
+	t.mu.Lock()
+	evs := t.choosers
+	t.choosers = nil
+	t.mu.Unlock()
+	var notes []string
+	for _, ev := range evs {
+		desc := "an input that is gone"
+		if d, err := t.describeNode(ctx, ev.FrameID, ev.BackendNodeID); err == nil && d != "" {
+			desc = "input " + d
+		}
+		how := "one file"
+		if ev.Mode == page.FileChooserOpenedModeSelectMultiple {
+			how = "one or more files"
+		}
+		notes = append(notes, fmt.Sprintf("a file chooser opened for %s (%s): call upload_file with its ref", desc, how))
+	}
+	return notes
+}
+
+// describeNode returns the snapshot line of the node with backend id n in
+// frame, giving it a ref.
+func (t *Tab) describeNode(ctx context.Context, frame cdp.FrameID, n cdp.BackendNodeID) (string, error) {
+	var desc string
+	err := t.inWorld(ctx, frame, func(world runtime.ExecutionContextID) error {
+		r, err := chromedp.Call(ctx, dom.ResolveNode, dom.ResolveNodeParams{BackendNodeID: n, ExecutionContextID: world, ObjectGroup: objectGroup})
+		if err != nil {
+			return err
+		}
+		t.madeObjects = true
+		prefix := ""
+		if num := t.frameNum(frame); num > 0 {
+			prefix = "f" + strconv.Itoa(num)
+		}
+		return callOn(ctx, r.Object.ObjectID, `function(p) { return __sov.describe(this, p); }`, &desc, prefix)
+	})
+	return t.noteDesc(desc), err
 }

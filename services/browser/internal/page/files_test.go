@@ -89,3 +89,31 @@ func TestUploadFile(t *testing.T) {
 	_, err = upload(t, tab, sel("#nothing"), [2]string{"x.txt", "x"})
 	wantErr(t, err, commonv1.ErrorCode_NOT_FOUND, `no element matches selector "#nothing"`)
 }
+
+// TestFileChooser: a click that would open a file chooser says which input
+// it is for, by ref.
+func TestFileChooser(t *testing.T) {
+	srv := serve(t, map[string]string{"/": `<title>Chooser</title>
+<input type=file id=hidden multiple style="display:none">
+<button onclick="document.getElementById('hidden').click()">Attach</button>
+<label>Photo <input type=file id=photo></label>`})
+	tab := newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+	res := must(t, tab, clickReq(sel("button")))
+	if got := text(res); !strings.Contains(got, `- a file chooser opened for input button "Choose file" [ref=e`) ||
+		!strings.Contains(got, "(one or more files): call upload_file with its ref") {
+		t.Errorf("click on a button that opens a chooser = %q", got)
+	}
+	c := changesOf(t, res)
+	if len(c.FileChoosers) != 1 {
+		t.Errorf("changes.file_choosers = %v", c.FileChoosers)
+	}
+	// The ref it names works with upload_file.
+	r := refFor(t, text(res), "file chooser opened")
+	if _, err := upload(t, tab, ref(r), [2]string{"x.txt", "x"}); err != nil {
+		t.Errorf("upload_file on the ref the chooser named: %v", err)
+	}
+	if got := text(must(t, tab, clickReq(sel("#photo")))); !strings.Contains(got, `file chooser opened for input button "Choose file: Photo"`) || !strings.Contains(got, "(one file)") {
+		t.Errorf("click on a file input = %q", got)
+	}
+}

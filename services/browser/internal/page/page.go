@@ -99,6 +99,8 @@ type Tab struct {
 	answered    int
 	interrupt   func()
 	leaving     bool
+	// choosers are the file choosers the page opened (files.go).
+	choosers []*page.EventFileChooserOpened
 	seen        pageSeen
 }
 
@@ -277,6 +279,9 @@ func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string
 	if err != nil {
 		return nil, t.fail(ctx, rctx, tool, err)
 	}
+	if t.openDialogNow() == nil {
+		t.call.choosers = t.chooserNotes(rctx)
+	}
 	dialogs := t.takeDialogs()
 	if changesPage(req) {
 		t.report(req, res, dialogs)
@@ -421,6 +426,10 @@ func (t *Tab) init(ctx context.Context) (err error) {
 	}
 	if _, err := chromedp.Call(ctx, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true}); err != nil {
 		return fmt.Errorf("enable focus emulation: %w", err)
+	}
+	// A file chooser becomes an event (files.go), not a dialog nobody sees.
+	if _, err := chromedp.Call(ctx, page.SetInterceptFileChooserDialog, page.SetInterceptFileChooserDialogParams{Enabled: true}); err != nil {
+		return fmt.Errorf("intercept file choosers: %w", err)
 	}
 	tree, err := chromedp.Call(ctx, page.GetFrameTree, cdp.Empty{})
 	if err != nil {

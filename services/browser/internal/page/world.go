@@ -86,6 +86,8 @@ func (t *Tab) onEvent(ev any) {
 		t.onDialog(ev)
 	case *page.EventJavascriptDialogClosed:
 		t.onDialogClosed()
+	case *page.EventFileChooserOpened:
+		t.noteChooser(ev) // files.go
 	case *inspector.EventTargetCrashed:
 		// The browser sends no reply to the commands that are pending now
 		// nor to later ones; ending gone ends them (see runCtx).
