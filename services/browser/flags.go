@@ -37,7 +37,8 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	cfg.MinFreeMemory = mib(int64(config.MustInt(errs, "SOVEREIGN_MIN_FREE_MEMORY_MB", 256)))
 	fs.DurationVar(&cfg.CheckpointEvery, "checkpoint-every", config.MustDuration(errs, "SOVEREIGN_CHECKPOINT_EVERY", 3*time.Second), "longest a session goes without a checkpoint into the fleet, so it can be restored when its worker dies (needs the operator secret key); a change is checkpointed within 0.5s; negative: no checkpoints [SOVEREIGN_CHECKPOINT_EVERY]")
 	fs.DurationVar(&cfg.CheckpointTTL, "checkpoint-ttl", config.MustDuration(errs, "SOVEREIGN_CHECKPOINT_TTL", time.Hour), "how long a session checkpoint outlives its last write [SOVEREIGN_CHECKPOINT_TTL]")
-	registerFileFlags(fs, errs, cfg) // upload limits (files.go)
+	registerFileFlags(fs, errs, cfg)     // upload limits (files.go)
+	registerDownloadFlags(fs, errs, cfg) // downloads (downloads.go)
 	fs.Func("allow-scheme", "URL scheme open may use besides http, https and about; repeat or comma-separate (e.g. data,file) [SOVEREIGN_ALLOW_SCHEMES]", func(v string) error {
 		cfg.AllowedSchemes = appendSchemes(cfg.AllowedSchemes, v)
 		return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 
@@ -75,6 +76,12 @@ type session struct {
 	// holder of lock.
 	limits FileLimits
 	dir    string
+	// Downloads (downloads.go): what the session knows of them, their
+	// limits and the fleet's object store (nil: the worker's disk only),
+	// set by the worker.
+	dl       downloads
+	dlLimits DownloadLimits
+	dlStore  jetstream.ObjectStore
 }
 
 // dialogMode is a session's dialog mode: the one a call set (open's or
@@ -254,10 +261,22 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 		return s.setIdentity(ctx, t.SetIdentity.GetPubkey())
 	case *browserv1.ToolRequest_UploadFile:
 		return s.uploadFile(ctx, s.tabs[s.active], req) // files.go
+	case *browserv1.ToolRequest_DownloadList:
+		return s.downloadList() // downloads.go
+	case *browserv1.ToolRequest_DownloadGet:
+		return s.downloadGet(ctx, req, s.dlStore)
 	}
 	active := s.tabs[s.active]
 	mark := s.navMark(active.id)
+	start := time.Now()
 	res, err := active.page.Do(ctx, req)
+	if err != nil && req.GetOpen() != nil && s.downloadBegan(ctx, start) {
+		// The navigation became a download (Chromium aborts it).
+		res, err = result(fmt.Sprintf("%s is a download, not a page; the tab stays where it was", req.GetOpen().GetUrl()), nil)
+	}
+	if err == nil {
+		s.collectDownloads(ctx, start, res, s.dlStore) // downloads.go
+	}
 	if navigates(req) {
 		if blocked := s.navBlocked(active.id, mark); blocked != nil {
 			return nil, blocked
@@ -488,7 +507,8 @@ func (s *session) closeTabs() {
 	s.closeGuard()
 	s.closeNostr()
 	s.dispose()
-	s.removeFiles() // files.go
+	s.removeDownloads(s.dlStore) // downloads.go
+	s.removeFiles()              // files.go
 }
 
 func (s *session) dispose() {

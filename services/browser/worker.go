@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
@@ -100,6 +101,9 @@ type Config struct {
 	CheckpointTTL time.Duration
 	// Files bound upload_file (files.go); zero fields take the defaults.
 	Files FileLimits
+	// Downloads bound downloads (downloads.go); zero fields take the
+	// defaults.
+	Downloads DownloadLimits
 }
 
 // Worker runs one Chromium and its sessions.
@@ -117,17 +121,18 @@ type Worker struct {
 	stop     func()          // stops that Chromium and waits for it to exit
 	guard    *guard.Guard    // enforces URL policies in that Chromium
 	sessions map[string]*session
-	lost     map[string]string // session id → why it was lost
-	openSvc  micro.Service     // nil while the worker is full or down
-	secrets  *secrets.Cache    // operator secrets; nil without SecretKey
-	profiles *profileCache     // base profiles (profile.go); set by Run
-	stopping <-chan struct{}   // closed when Run's context ends; nil before Run
-	ready    chan struct{}     // closed once the worker serves its endpoints
-	ckpt     *checkpoints      // nil while checkpoints are off (checkpoint.go); set by Run
-	warm     []*session        // warm browser contexts of the shared Chromium (pool.go)
-	warmKick chan struct{}     // wakes the pool's refill loop
-	loadKick chan struct{}     // asks for a load report now (load.go)
-	pressure bool              // under memory pressure: no new sessions (load.go)
+	lost     map[string]string     // session id → why it was lost
+	openSvc  micro.Service         // nil while the worker is full or down
+	secrets  *secrets.Cache        // operator secrets; nil without SecretKey
+	profiles *profileCache         // base profiles (profile.go); set by Run
+	stopping <-chan struct{}       // closed when Run's context ends; nil before Run
+	ready    chan struct{}         // closed once the worker serves its endpoints
+	ckpt     *checkpoints          // nil while checkpoints are off (checkpoint.go); set by Run
+	warm     []*session            // warm browser contexts of the shared Chromium (pool.go)
+	warmKick chan struct{}         // wakes the pool's refill loop
+	loadKick chan struct{}         // asks for a load report now (load.go)
+	pressure bool                  // under memory pressure: no new sessions (load.go)
+	dlStore  jetstream.ObjectStore // the fleet's downloads (downloads.go); nil: none; set by Run
 }
 
 var subjectToken = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -170,6 +175,10 @@ func (cfg Config) Resolve() (Config, error) {
 	}
 	if cfg.CheckpointTTL < time.Second {
 		return cfg, fmt.Errorf("checkpoint ttl %s: must be at least 1s", cfg.CheckpointTTL)
+	}
+	cfg.Downloads = cfg.Downloads.withDefaults()
+	if cfg.Downloads.MaxBytes < 0 || cfg.Downloads.TTL < 0 || cfg.Downloads.Wait < 0 {
+		return cfg, fmt.Errorf("download limits %+v: must be positive", cfg.Downloads)
 	}
 	cfg.Files = cfg.Files.withDefaults()
 	if err := cfg.Files.validate(); err != nil {
@@ -250,6 +259,7 @@ func (w *Worker) run(ctx context.Context) error {
 	if w.secrets != nil {
 		defer w.secrets.Close()
 	}
+	w.openDownloads(ctx, c)                           // downloads.go
 	if err := w.openCheckpoints(ctx, c); err != nil { // checkpoint.go
 		return fmt.Errorf("session checkpoints: %w", err)
 	}
@@ -519,10 +529,11 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 		// window.nostr asks the signer (nostr.go).
 		s.bus, s.log = w.c, w.log
 	}
-	s.limits = w.cfg.Files                     // files.go
-	s.lock <- struct{}{}                       // held until started: no call or close runs on a half-made session
-	w.sessions[id] = s                         // reserve the slot before the slow part
-	drop = append(drop, w.trimWarmLocked()...) // a cold open may take a warm context's slot
+	s.limits = w.cfg.Files                             // files.go
+	s.dlLimits, s.dlStore = w.cfg.Downloads, w.dlStore // downloads.go
+	s.lock <- struct{}{}                               // held until started: no call or close runs on a half-made session
+	w.sessions[id] = s                                 // reserve the slot before the slow part
+	drop = append(drop, w.trimWarmLocked()...)         // a cold open may take a warm context's slot
 	w.updateOpenLocked()
 	w.mu.Unlock()
 	closeAll(drop)
@@ -535,6 +546,9 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 		err = w.startProfile(ctx, s, req.GetProfile(), req.GetPolicy()) // profile.go
 	default:
 		err = s.start(ctx, w.pageOptions(), req.GetPolicy())
+	}
+	if err == nil {
+		err = s.enableDownloads(ctx) // downloads.go
 	}
 	if err == nil && fill != nil {
 		err = fill(ctx, s)

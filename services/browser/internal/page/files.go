@@ -144,3 +144,15 @@ func (t *Tab) describeNode(ctx context.Context, frame cdp.FrameID, n cdp.Backend
 	})
 	return t.noteDesc(desc), err
 }
+
+// HasFrame reports whether frame is a frame of the tab (its main frame or
+// one attached to it), for downloads, which name the frame that began
+// them.
+func (t *Tab) HasFrame(frame cdp.FrameID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return frame == t.mainFrame || t.allFrames[frame]
+}
+
+// ClipURL cuts an address the page controls for messages.
+func ClipURL(u string) string { return clipTo(u, maxURL) }

@@ -99,9 +99,11 @@ type Tab struct {
 	answered    int
 	interrupt   func()
 	leaving     bool
+	// allFrames are the frames attached to the tab (HasFrame).
+	allFrames map[cdp.FrameID]bool
 	// choosers are the file choosers the page opened (files.go).
 	choosers []*page.EventFileChooserOpened
-	seen        pageSeen
+	seen     pageSeen
 }
 
 // New returns a Tab for tabCtx, a chromedp context bound to one tab target.
@@ -117,14 +119,15 @@ func New(tabCtx context.Context, opts Options) *Tab {
 	}
 	gone, markGone := context.WithCancel(context.Background())
 	return &Tab{
-		ctx:      tabCtx,
-		allowed:  allowed,
-		sem:      make(chan struct{}, 1),
-		gone:     gone,
-		markGone: markGone,
-		frames:   newFrameTable(),
-		worlds:   newWorldTable(),
-		modeOf:   opts.Dialogs,
+		ctx:       tabCtx,
+		allowed:   allowed,
+		sem:       make(chan struct{}, 1),
+		gone:      gone,
+		markGone:  markGone,
+		frames:    newFrameTable(),
+		worlds:    newWorldTable(),
+		modeOf:    opts.Dialogs,
+		allFrames: map[cdp.FrameID]bool{},
 	}
 }
 

@@ -109,8 +109,13 @@ func (t *Tab) onEvent(ev any) {
 		t.mu.Lock()
 		t.worlds = newWorldTable()
 		t.mu.Unlock()
+	case *page.EventFrameAttached:
+		t.mu.Lock()
+		t.allFrames[ev.FrameID] = true
+		t.mu.Unlock()
 	case *page.EventFrameNavigated:
 		t.mu.Lock()
+		t.allFrames[ev.Frame.ID] = true
 		delete(t.worlds.byFrame, ev.Frame.ID)
 		if ev.Frame.ParentID == "" {
 			t.mainFrame = ev.Frame.ID
@@ -118,6 +123,7 @@ func (t *Tab) onEvent(ev any) {
 		t.mu.Unlock()
 	case *page.EventFrameDetached:
 		t.mu.Lock()
+		delete(t.allFrames, ev.FrameID)
 		delete(t.worlds.byFrame, ev.FrameID)
 		t.mu.Unlock()
 	}

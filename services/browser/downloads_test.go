@@ -1,0 +1,81 @@
+package browser_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/browser"
+)
+
+func downloadSite(t *testing.T) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>files</title><a id=report href="/report.txt">Report</a><a id=big href="/big.bin">Big</a><a id=img href="/pixel.bin">Pixel</a>`)
+	})
+	attach := func(name, ctype, body string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", ctype)
+			w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+			fmt.Fprint(w, body)
+		}
+	}
+	mux.HandleFunc("/report.txt", attach("report.txt", "text/plain", "quarterly numbers"))
+	mux.HandleFunc("/pixel.bin", attach("pixel.png", "image/png", "\x89PNG\r\n\x1a\nfake"))
+	mux.HandleFunc("/big.bin", attach("big.bin", "application/octet-stream", strings.Repeat("x", 300<<10)))
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// TestDownloads: a download started by a click and one started by open are
+// captured, reported in the change report, listed and returned (text as
+// text, other files as a file part); one beyond the size limit is stopped.
+func TestDownloads(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "downloads", MaxSessions: 2, Downloads: browser.DownloadLimits{MaxBytes: 100 << 10}})
+	ts := downloadSite(t)
+	s := f.mustOpen()
+	f.mustCall(s, openReq(ts.URL+"/"))
+	if got := f.mustCall(s, clickSel("#report")); !strings.Contains(got, "- downloaded report.txt, 17 bytes, as d1 (download_get d1)") {
+		t.Errorf("click on a download link = %q", got)
+	}
+	if got := f.mustCall(s, openReq(ts.URL+"/pixel.bin")); !strings.Contains(got, "is a download") || !strings.Contains(got, "- downloaded pixel.png, 12 bytes, as d2") {
+		t.Errorf("open of a download = %q", got)
+	}
+	if got := f.mustCall(s, clickSel("#big")); !strings.Contains(got, "the download of big.bin (d3) was stopped: it passed 100 KiB, the limit per download (the worker's --download-max-mb)") {
+		t.Errorf("click on a big download = %q", got)
+	}
+	list := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_DownloadList{DownloadList: &browserv1.NoArgs{}}})
+	for _, want := range []string{"3 downloads:", "d1 report.txt — completed, 17 bytes, from " + ts.URL + "/report.txt", "d3 big.bin — too_big"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("download_list lacks %q:\n%s", want, list)
+		}
+	}
+	get := func(id string) (*browserv1.ToolResult, error) {
+		return f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_DownloadGet{DownloadGet: &browserv1.DownloadGet{Id: id}}})
+	}
+	res, err := get("d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.GetContent()[0].GetText(); !strings.Contains(got, "report.txt (text/plain; charset=utf-8, 17 bytes):\nquarterly numbers") {
+		t.Errorf("download_get d1 = %q", got)
+	}
+	res, err = get("d2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.GetContent()) != 2 || res.GetContent()[1].GetFile().GetMimeType() != "image/png" || string(res.GetContent()[1].GetFile().GetData()) != "\x89PNG\r\n\x1a\nfake" {
+		t.Errorf("download_get d2 = %v", res)
+	}
+	_, err = get("d9")
+	wantCode(t, "download_get d9", err, commonv1.ErrorCode_NOT_FOUND, `there is no download "d9" in this session; download_list shows them`)
+	_, err = get("d3")
+	wantCode(t, "download_get d3", err, commonv1.ErrorCode_NOT_FOUND, "has no file: stopped")
+}
