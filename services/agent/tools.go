@@ -174,6 +174,8 @@ func resultText(resp *toolsv1.CallToolResponse) string {
 		switch c.GetType() {
 		case "image":
 			parts = append(parts, fmt.Sprintf("[image: %s, %d bytes — not shown to the model]", c.GetMimeType(), len(c.GetData())))
+		case "resource":
+			parts = append(parts, fmt.Sprintf("[file %s: %s, %d bytes — not shown to the model]", c.GetText(), c.GetMimeType(), len(c.GetData())))
 		default:
 			if c.GetText() != "" {
 				parts = append(parts, c.GetText())

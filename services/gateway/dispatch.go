@@ -126,6 +126,11 @@ func mcpResult(r *dispatch.Result) *mcp.CallToolResult {
 		}
 	}
 	for _, p := range r.Parts {
+		if p.Data != nil && p.URI != "" {
+			out.Content = append(out.Content, mcp.NewEmbeddedResource(mcp.BlobResourceContents{
+				URI: p.URI, MIMEType: p.MIME, Blob: base64.StdEncoding.EncodeToString(p.Data)}))
+			continue
+		}
 		if p.Data != nil {
 			out.Content = append(out.Content, mcp.NewImageContent(base64.StdEncoding.EncodeToString(p.Data), p.MIME))
 			continue

@@ -405,6 +405,8 @@ func render(res *browserv1.ToolResult) *dispatch.Result {
 				mime = "image/png"
 			}
 			out.Parts = append(out.Parts, dispatch.Part{Data: p.Image.GetData(), MIME: mime})
+		case *browserv1.Content_File:
+			out.Parts = append(out.Parts, dispatch.Part{Data: p.File.GetData(), MIME: p.File.GetMimeType(), URI: p.File.GetUri()})
 		}
 	}
 	if s := strings.TrimSpace(res.GetStructuredJson()); s != "" && json.Valid([]byte(s)) {

@@ -510,7 +510,7 @@ var (
 	actingTools = []string{"open", "back", "forward", "reload", "tab_new", "click", "press", "fill", "type", "handle_dialog", "upload_file"}
 	// cappedTools return text that max_chars bounds, with their default
 	// caps (the worker's).
-	cappedTools = map[string]int64{"snapshot": 40000, "get_text": 20000, "get_html": 20000, "eval": 20000}
+	cappedTools = map[string]int64{"snapshot": 40000, "get_text": 20000, "get_html": 20000, "eval": 20000, "download_get": 20000}
 )
 
 // settleDoc ends the description of every acting tool.

@@ -45,7 +45,7 @@ func TestToolNames(t *testing.T) {
 		"click", "fill", "type", "press", "scroll", "hover", "focus", "close",
 		"tab_list", "tab_new", "tab_switch", "tab_close", "wait", "wait_for", "screenshot", "blocked_requests",
 		"secrets_list", "sovereign__list_scripts", "sovereign__reload",
-		"handle_dialog", "upload_file",
+		"handle_dialog", "upload_file", "download_list", "download_get",
 		"run_browser_task",
 		"fs_read", "fs_write", "fs_list", "fs_mkdir", "fs_delete", "shell_exec",
 	}

@@ -70,6 +70,29 @@ var filesTools = withSettle([]Tool{
 			Description: "The files, in order: each {name, content_base64} or {url} (name optional)"}),
 		build: buildUpload,
 	},
+	{
+		Name: "download_list", Title: "List downloads", ReadOnly: true,
+		Description: "List the files this browser session downloaded (by a click, a script or open of a file's URL), " +
+			"each with its id (d1, d2, …), name, state, size and URL. The result of the action that began a download " +
+			"already names it.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
+			r.Tool = &browserv1.ToolRequest_DownloadList{DownloadList: n}
+		}),
+	},
+	{
+		Name: "download_get", Title: "Get download", ReadOnly: true,
+		Description: "Return a file this browser session downloaded: a text file (text, JSON, XML, CSV) as text, " +
+			"cut at max_chars; any other file as an embedded resource with its bytes. Downloads are kept for a while " +
+			"(an hour by default) and are at most 20 MiB by default (the browser workers' limits).",
+		params: []Param{{Name: "id", Type: String, Required: true, Description: "The download's id from the change report or download_list, e.g. d1"}},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			id, err := nonEmpty(a, "id")
+			if err != nil {
+				return nil, err
+			}
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_DownloadGet{DownloadGet: &browserv1.DownloadGet{Id: strings.TrimSpace(id)}}}, nil
+		},
+	},
 })
 
 // FilesParam is upload_file's argument that lists the files.

@@ -132,9 +132,11 @@ type Call struct {
 // Part is one piece of a result's content.
 type Part struct {
 	Text string
-	// Data and MIME make an image part (Data nil for text).
+	// Data and MIME make an image part (Data nil for text), or with URI
+	// a file (an MCP embedded resource).
 	Data []byte
 	MIME string
+	URI  string
 }
 
 // Result is what a call produced, and what its audit record must know.
