@@ -30,6 +30,17 @@ func filesSite(t *testing.T) string {
   const f = e.target.files[0];
   document.getElementById('out').textContent = f.name + '=' + await f.text();
 });</script>`))
+	mux.HandleFunc("/files", page(`<!doctype html><title>Files</title><a href="/report.csv">Report</a>`))
+	mux.HandleFunc("/report.csv", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/csv")
+		w.Header().Set("Content-Disposition", `attachment; filename="report.csv"`)
+		fmt.Fprint(w, "quarter,revenue\nq1,42\n")
+	})
+	mux.HandleFunc("/logo.bin", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", `attachment; filename="logo.bin"`)
+		fmt.Fprint(w, "\x00\x01binary")
+	})
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
 	return ts.URL
@@ -81,6 +92,26 @@ func TestFilesDialogs(t *testing.T) {
 		var te *harness.ToolError
 		if !asToolError(err, &te) || !strings.Contains(te.Text, "has neither content_base64 nor url") {
 			t.Errorf("upload_file without content: %v", err)
+		}
+	})
+
+	t.Run("downloads", func(t *testing.T) {
+		tool(t, ctx, c, "open", map[string]any{"url": site + "/files"})
+		if got := text(t, ctx, c, "click", map[string]any{"selector": "a"}); !strings.Contains(got, "downloaded report.csv, 22 bytes, as d1") {
+			t.Fatalf("click on a download link = %q", got)
+		}
+		if got := text(t, ctx, c, "open", map[string]any{"url": site + "/logo.bin"}); !strings.Contains(got, "downloaded logo.bin, 8 bytes, as d2") {
+			t.Fatalf("open of a file = %q", got)
+		}
+		if got := text(t, ctx, c, "download_list", nil); !strings.Contains(got, "d1 report.csv — completed") || !strings.Contains(got, "d2 logo.bin") {
+			t.Errorf("download_list = %q", got)
+		}
+		if got := text(t, ctx, c, "download_get", map[string]any{"id": "d1"}); !strings.Contains(got, "quarter,revenue\nq1,42") {
+			t.Errorf("download_get d1 = %q", got)
+		}
+		res := tool(t, ctx, c, "download_get", map[string]any{"id": "d2"})
+		if len(res.Content) != 2 || res.Content[1].Type != "resource" {
+			t.Errorf("download_get d2 = %+v, want a text and an embedded resource", res.Content)
 		}
 	})
 }
