@@ -18,7 +18,8 @@ func dialogSite(t *testing.T) *httptest.Server {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `<!doctype html><title>opener</title><a href="/pop?`+r.URL.RawQuery+`" target="_blank">pop</a>
 <button id=c onclick="this.textContent = 'confirm ' + confirm('Sure?')">C</button>
-<button id=loop onclick="for (;;) alert('again')">Loop</button>`)
+<button id=loop onclick="for (;;) alert('again')">Loop</button>
+<button id=p onclick="this.textContent = 'got ' + prompt('Token?')">P</button>`)
 	})
 	mux.HandleFunc("/pop", func(w http.ResponseWriter, r *http.Request) {
 		// The dialog opens while the session attaches to the popup.
@@ -102,5 +103,23 @@ func TestDialogLoopTabClose(t *testing.T) {
 	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Close{Close: &browserv1.NoArgs{}}})
 	if got := f.mustCall(s, openReq(ts.URL+"/")); !strings.Contains(got, "Opened") {
 		t.Fatalf("open after closing the looping tab = %q", got)
+	}
+}
+
+// TestPromptSecret: handle_dialog's prompt_text may name an operator
+// secret: the page gets the value, the result only the placeholder.
+func TestPromptSecret(t *testing.T) {
+	f := httpFleet(t)
+	ts := dialogSite(t)
+	s := f.mustOpen()
+	f.mustCall(s, openReq(ts.URL+"/"))
+	f.mustCall(s, clickSel("#p"))
+	got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_HandleDialog{HandleDialog: &browserv1.HandleDialog{Accept: true, PromptText: new("{{secrets.API_KEY}}")}}})
+	noSecret(t, "handle_dialog", got)
+	if !strings.Contains(got, `Accepted the prompt dialog "Token?" with "{{secrets.API_KEY}}"`) {
+		t.Errorf("handle_dialog = %q", got)
+	}
+	if got := f.mustCall(s, evalReq("document.getElementById('p').textContent.length")); got != fmt.Sprint(len("got ")+len(httpSecret)) {
+		t.Errorf("the page got a value of %s characters, want the secret's", got)
 	}
 }

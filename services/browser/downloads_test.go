@@ -1,11 +1,14 @@
 package browser_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
@@ -78,4 +81,40 @@ func TestDownloads(t *testing.T) {
 	wantCode(t, "download_get d9", err, commonv1.ErrorCode_NOT_FOUND, `there is no download "d9" in this session; download_list shows them`)
 	_, err = get("d3")
 	wantCode(t, "download_get d3", err, commonv1.ErrorCode_NOT_FOUND, "has no file: stopped")
+}
+
+// TestDownloadPolicy: a download from an address the session's URL policy
+// blocks never happens.
+func TestDownloadPolicy(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "dlpolicy", MaxSessions: 2})
+	ts := downloadSite(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var s browserv1.OpenSessionResponse
+	policy := &browserv1.UrlPolicy{Enforced: true, Tiers: []*browserv1.UrlRules{{Tier: "global", Block: []string{"localhost"}}}}
+	if err := f.c.Request(ctx, f.c.Subject("browser", "open"), &browserv1.OpenSessionRequest{Owner: "test", Policy: policy}, &s); err != nil {
+		t.Fatal(err)
+	}
+	call := func(req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		req.Policy = policy
+		return f.call(&s, req)
+	}
+	if _, err := call(openReq(ts.URL + "/")); err != nil {
+		t.Fatal(err)
+	}
+	blocked := strings.Replace(ts.URL, "127.0.0.1", "localhost", 1) + "/report.txt"
+	_, err := call(evalReq(`location.href = ` + strconv.Quote(blocked) + `; 1`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = call(openReq(blocked))
+	wantCode(t, "open of a blocked download", err, commonv1.ErrorCode_FORBIDDEN, "localhost")
+	res, err := call(&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_DownloadList{DownloadList: &browserv1.NoArgs{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.GetContent()[0].GetText(); got != "no downloads in this session yet" {
+		t.Errorf("download_list after blocked downloads = %q", got)
+	}
 }
