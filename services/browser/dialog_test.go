@@ -123,3 +123,30 @@ func TestPromptSecret(t *testing.T) {
 		t.Errorf("the page got a value of %s characters, want the secret's", got)
 	}
 }
+
+// TestChangeReportClosedTabs: a tab that the page closes during an action
+// is named in the action's result and dropped.
+func TestChangeReportClosedTabs(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "closedtabs", MaxSessions: 2})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>opener</title>
+<button id=open onclick="window.pop = window.open('/pop')">Open</button>
+<button id=close onclick="window.pop.close()">Close</button>`)
+	})
+	mux.HandleFunc("/pop", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `<!doctype html><title>pop</title>`) })
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	s := f.mustOpen()
+	f.mustCall(s, openReq(ts.URL+"/"))
+	if got := f.mustCall(s, clickSel("#open")); !strings.Contains(got, "new tab 1") {
+		t.Fatalf("click that opens a popup = %q", got)
+	}
+	if got := f.mustCall(s, clickSel("#close")); !strings.Contains(got, "- the page closed tab 1; this tab is tab 0 now") {
+		t.Errorf("click that closes the popup = %q", got)
+	}
+	if got := tabList(f, s); strings.Contains(got, "pop") {
+		t.Errorf("tab_list after the popup closed = %q", got)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -284,6 +286,7 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 	}
 	if err == nil {
 		s.noteOpenedTabs(ctx, active, res, opts)
+		s.noteClosedTabs(ctx, active, res, opts)
 	}
 	if err != nil && s.tabs[s.active].page.Closed() {
 		// The tab went away during the call: drop it now, so that this
@@ -449,6 +452,28 @@ func (s *session) noteOpenedTabs(ctx context.Context, t *tab, res *browserv1.Too
 		u, _ = page.ClipTab(u, "")
 		page.AppendText(res, fmt.Sprintf("- new tab %d: %s (tab_switch %d to use it)", i, u, i))
 	}
+}
+
+// noteClosedTabs drops the other tabs that closed during the call (a page
+// called window.close(), or closed a popup it opened) and says so in res,
+// with the active tab's new index when it moved.
+func (s *session) noteClosedTabs(ctx context.Context, active *tab, res *browserv1.ToolResult, opts page.Options) {
+	var gone []string
+	for i, t := range s.tabs {
+		if t != active && t.page.Closed() {
+			gone = append(gone, strconv.Itoa(i))
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	s.prune(ctx, opts)
+	line := fmt.Sprintf("- the page closed tab %s", strings.Join(gone, ", "))
+	if i := slices.Index(s.tabs, active); i >= 0 {
+		line += fmt.Sprintf("; this tab is tab %d now", i)
+		s.active = i
+	}
+	page.AppendText(res, line+" (tab_list shows the tabs)")
 }
 
 func (s *session) tabSwitch(ctx context.Context, i int, opts page.Options) (*browserv1.ToolResult, error) {
