@@ -158,6 +158,8 @@ func (s *session) uploadFile(ctx context.Context, t *tab, req *browserv1.ToolReq
 func (s *session) fileContent(ctx context.Context, i int, f *browserv1.UploadFileItem, limit int64) (string, []byte, error) {
 	what := fmt.Sprintf("file %d", i+1)
 	switch {
+	case f.GetPath() != "":
+		return "", nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s names a path: the gateway reads paths in its workspace; a worker takes content or url", what)
 	case f.GetUrl() != "" && len(f.GetContent()) > 0:
 		return "", nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s has both content and url: give one", what)
 	case f.GetUrl() != "":

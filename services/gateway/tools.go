@@ -55,6 +55,9 @@ func (g *Gateway) browserHandler(t catalog.Tool) dispatch.Handler {
 		if err != nil {
 			return dispatch.Errorf("%s: %v", t.Name, err)
 		}
+		if err := g.resolveUploadPaths(c, call.Request); err != nil { // files.go
+			return dispatch.ErrorText(g.errorText(ctx, t, err))
+		}
 		wait := time.Duration(catalog.Wait(call.Request)) * time.Millisecond
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.ToolTimeout+wait)
 		defer cancel()

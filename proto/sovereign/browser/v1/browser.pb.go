@@ -2124,15 +2124,18 @@ func (x *UploadFile) GetFiles() []*UploadFileItem {
 }
 
 // UploadFileItem is one file for upload_file: its bytes, or a URL the
-// worker fetches under the session's URL policy. (A path in the gateway's
-// workspace arrives here as content: the gateway reads it.)
+// worker fetches under the session's URL policy.
 type UploadFileItem struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The file name the page sees; for a URL, "" takes the URL's last path
 	// segment.
-	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Content       []byte `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
-	Url           string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	Name    string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Content []byte `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	Url     string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	// A file in the gateway's workspace (system tools on): the gateway reads
+	// it into content and clears path before the request leaves it; a
+	// worker refuses an item with a path.
+	Path          string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2184,6 +2187,13 @@ func (x *UploadFileItem) GetContent() []byte {
 func (x *UploadFileItem) GetUrl() string {
 	if x != nil {
 		return x.Url
+	}
+	return ""
+}
+
+func (x *UploadFileItem) GetPath() string {
+	if x != nil {
+		return x.Path
 	}
 	return ""
 }
@@ -3089,11 +3099,12 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\n" +
 	"UploadFile\x127\n" +
 	"\aelement\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\x12:\n" +
-	"\x05files\x18\x02 \x03(\v2$.sovereign.browser.v1.UploadFileItemR\x05files\"P\n" +
+	"\x05files\x18\x02 \x03(\v2$.sovereign.browser.v1.UploadFileItemR\x05files\"d\n" +
 	"\x0eUploadFileItem\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\fR\acontent\x12\x10\n" +
-	"\x03url\x18\x03 \x01(\tR\x03url\"\x1d\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x12\x12\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\"\x1d\n" +
 	"\vDownloadGet\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"%\n" +
 	"\vSetIdentity\x12\x16\n" +

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
@@ -62,12 +63,12 @@ var filesTools = withSettle([]Tool{
 		Name: "upload_file", Title: "Upload file",
 		Description: "Set the files of a file input (in a snapshot: button \"Choose file: …\"), named by ref (or " +
 			"target) or CSS selector, as a person picking files does: the page gets its change event. Each file is " +
-			"given by content (content_base64 and name) or by url (fetched by the browser worker under the session's " +
-			"URL policy). A click that opens a file chooser says which input to call this on. Limits: the browser " +
+			"given by content (content_base64 and name), by url (fetched by the browser worker under the session's " +
+			"URL policy) or by path (a file in the gateway's workspace, where its system tools are on). A click that opens a file chooser says which input to call this on. Limits: the browser " +
 			"worker's (by default 10 files, 10 MiB per file, 25 MiB per call), and at most 768 KiB of content_base64 " +
 			"per call (give bigger files by url).",
 		params: append(elementParams(""), Param{Name: FilesParam, Type: Array, Required: true, Items: fileItemSchema,
-			Description: "The files, in order: each {name, content_base64} or {url} (name optional)"}),
+			Description: "The files, in order: each {name, content_base64}, {url} or {path} (name optional with url and path)"}),
 		build: buildUpload,
 	},
 	{
@@ -107,7 +108,8 @@ const MaxInlineUpload = 768 << 10
 var fileItemSchema = json.RawMessage(`{"type":"object","properties":{` +
 	`"name":{"type":"string","description":"File name the page sees, e.g. report.pdf (with url, default: the URL's last path segment)"},` +
 	`"content_base64":{"type":"string","description":"The file's bytes, base64-encoded"},` +
-	`"url":{"type":"string","description":"http(s) URL the browser worker fetches the file from, under the session's URL policy"}},` +
+	`"url":{"type":"string","description":"http(s) URL the browser worker fetches the file from, under the session's URL policy"},` +
+	`"path":{"type":"string","description":"A file in the gateway's workspace (only where the gateway's system tools are on)"}},` +
 	`"additionalProperties":false}`)
 
 // buildUpload builds upload_file's request.
@@ -152,8 +154,8 @@ func fileItem(i int, raw any) (*browserv1.UploadFileItem, error) {
 		}
 	}
 	for k := range m {
-		if k != "name" && k != "content_base64" && k != "url" {
-			return nil, argErr(FilesParam, "member %d: unknown field %q; a file is {name, content_base64} or {url}", i, k)
+		if k != "name" && k != "content_base64" && k != "url" && k != "path" {
+			return nil, argErr(FilesParam, "member %d: unknown field %q; a file is {name, content_base64}, {url} or {path}", i, k)
 		}
 	}
 	name, err := str("name")
@@ -168,14 +170,29 @@ func fileItem(i int, raw any) (*browserv1.UploadFileItem, error) {
 	if err != nil {
 		return nil, err
 	}
+	p, err := str("path")
+	if err != nil {
+		return nil, err
+	}
 	_, hasContent := m["content_base64"]
+	given := 0
+	for _, has := range []bool{hasContent, u != "", p != ""} {
+		if has {
+			given++
+		}
+	}
 	switch {
-	case hasContent && u != "":
-		return nil, argErr(FilesParam, "member %d has both content_base64 and url: give one", i)
+	case given > 1:
+		return nil, argErr(FilesParam, "member %d gives more than one of content_base64, url and path: give one", i)
 	case u != "":
 		return &browserv1.UploadFileItem{Name: name, Url: strings.TrimSpace(u)}, nil
+	case p != "":
+		if name == "" {
+			name = path.Base(strings.ReplaceAll(p, "\\", "/"))
+		}
+		return &browserv1.UploadFileItem{Name: name, Path: p}, nil
 	case !hasContent:
-		return nil, argErr(FilesParam, "member %d has neither content_base64 nor url", i)
+		return nil, argErr(FilesParam, "member %d has none of content_base64, url and path", i)
 	case strings.TrimSpace(name) == "":
 		return nil, argErr(FilesParam, "member %d has content_base64 but no name", i)
 	}

@@ -33,11 +33,11 @@ func TestParseUploadFile(t *testing.T) {
 		{"no files", map[string]any{"ref": "e1", "files": []any{}}, `argument "files" must list at least one file`},
 		{"not an array", map[string]any{"ref": "e1", "files": "a.txt"}, `argument "files" must be an array, got a string`},
 		{"not an object", map[string]any{"ref": "e1", "files": []any{"a.txt"}}, "member 0 must be an object"},
-		{"both", map[string]any{"ref": "e1", "files": []any{map[string]any{"name": "a", "content_base64": b64, "url": "https://x"}}}, "has both content_base64 and url"},
-		{"neither", map[string]any{"ref": "e1", "files": []any{map[string]any{"name": "a"}}}, "has neither content_base64 nor url"},
+		{"both", map[string]any{"ref": "e1", "files": []any{map[string]any{"name": "a", "content_base64": b64, "url": "https://x"}}}, "gives more than one of content_base64, url and path"},
+		{"neither", map[string]any{"ref": "e1", "files": []any{map[string]any{"name": "a"}}}, "has none of content_base64, url and path"},
 		{"no name", map[string]any{"ref": "e1", "files": []any{map[string]any{"content_base64": b64}}}, "has content_base64 but no name"},
 		{"bad base64", map[string]any{"ref": "e1", "files": []any{map[string]any{"name": "a", "content_base64": "%%%"}}}, "is not valid base64"},
-		{"unknown field", map[string]any{"ref": "e1", "files": []any{map[string]any{"path": "/etc/passwd"}}}, `unknown field "path"`},
+		{"unknown field", map[string]any{"ref": "e1", "files": []any{map[string]any{"file": "/etc/passwd"}}}, `unknown field "file"`},
 		{"too big", map[string]any{"ref": "e1", "files": []any{map[string]any{"name": "a", "content_base64": big}}}, "more than 786432 bytes of content_base64"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
