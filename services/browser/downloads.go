@@ -234,7 +234,7 @@ func (s *session) downloadBegan(ctx context.Context, start time.Time) bool {
 	for try := 0; try < 10 && ctx.Err() == nil; try++ {
 		s.dl.mu.Lock()
 		for _, d := range s.dl.byGUID {
-			if d.id == "" && !d.began.Before(start) && s.ownsFrame(d.frame) {
+			if d.id == "" && !d.began.Before(start) && s.claims(d) {
 				s.dl.mu.Unlock()
 				return true
 			}
@@ -243,6 +243,14 @@ func (s *session) downloadBegan(ctx context.Context, start time.Time) bool {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return false
+}
+
+// claims reports whether d is the session's: a frame of its tabs began it,
+// or its file landed in the session's directory (a download that opened
+// in a tab of its own, which closed before the session adopted it). The
+// caller holds s.dl.mu and the session's lock.
+func (s *session) claims(d *download) bool {
+	return s.ownsFrame(d.frame) || s.dir != "" && d.path != "" && strings.HasPrefix(d.path, s.dir+string(filepath.Separator))
 }
 
 // collectDownloads claims the downloads that the session's frames began
@@ -255,7 +263,7 @@ func (s *session) collectDownloads(ctx context.Context, start time.Time, res *br
 	var mine []*download
 	s.dl.mu.Lock()
 	for _, d := range s.dl.byGUID {
-		if d.id == "" && !d.began.Before(start) && s.ownsFrame(d.frame) && len(s.dl.list) < maxDownloads {
+		if d.id == "" && !d.began.Before(start) && s.claims(d) && len(s.dl.list) < maxDownloads {
 			d.id = "d" + strconv.Itoa(len(s.dl.list)+1)
 			s.dl.list = append(s.dl.list, d)
 			mine = append(mine, d)

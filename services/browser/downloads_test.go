@@ -19,7 +19,7 @@ func downloadSite(t *testing.T) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, `<!doctype html><title>files</title><a id=report href="/report.txt">Report</a><a id=big href="/big.bin">Big</a><a id=img href="/pixel.bin">Pixel</a>`)
+		fmt.Fprint(w, `<!doctype html><title>files</title><a id=report href="/report.txt">Report</a><a id=big href="/big.bin">Big</a><a id=img href="/pixel.bin">Pixel</a><a id=blank href="/report.txt" target="_blank">New tab</a>`)
 	})
 	attach := func(name, ctype, body string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -54,8 +54,12 @@ func TestDownloads(t *testing.T) {
 	if got := f.mustCall(s, clickSel("#big")); !strings.Contains(got, "the download of big.bin (d3) was stopped: it passed 100 KiB, the limit per download (the worker's --download-max-mb)") {
 		t.Errorf("click on a big download = %q", got)
 	}
+	// A link that opens the file in a new tab downloads it as well.
+	if got := f.mustCall(s, clickSel("#blank")); !strings.Contains(got, "- downloaded report.txt, 17 bytes, as d4") {
+		t.Errorf("click on a target=_blank download link = %q", got)
+	}
 	list := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_DownloadList{DownloadList: &browserv1.NoArgs{}}})
-	for _, want := range []string{"3 downloads:", "d1 report.txt — completed, 17 bytes, from " + ts.URL + "/report.txt", "d3 big.bin — too_big"} {
+	for _, want := range []string{"4 downloads:", "d1 report.txt — completed, 17 bytes, from " + ts.URL + "/report.txt", "d3 big.bin — too_big"} {
 		if !strings.Contains(list, want) {
 			t.Errorf("download_list lacks %q:\n%s", want, list)
 		}

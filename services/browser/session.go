@@ -276,9 +276,7 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 		// The navigation became a download (Chromium aborts it).
 		res, err = result(fmt.Sprintf("%s is a download, not a page; the tab stays where it was", req.GetOpen().GetUrl()), nil)
 	}
-	if err == nil {
-		s.collectDownloads(ctx, start, res, s.dlStore) // downloads.go
-	}
+
 	if navigates(req) {
 		if blocked := s.navBlocked(active.id, mark); blocked != nil {
 			return nil, blocked
@@ -286,6 +284,7 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 	}
 	if err == nil {
 		s.noteOpenedTabs(ctx, active, res, opts)
+		s.collectDownloads(ctx, start, res, s.dlStore) // downloads.go; after the new tabs, which may have begun one
 		s.noteClosedTabs(ctx, active, res, opts)
 	}
 	if err != nil && s.tabs[s.active].page.Closed() {
