@@ -143,3 +143,23 @@ func TestDialogLoop(t *testing.T) {
 		t.Errorf("get_title with the loop stopped = %q", got)
 	}
 }
+
+// TestDialogInFrame: a confirm that an iframe raises is handled like one
+// of the main frame.
+func TestDialogInFrame(t *testing.T) {
+	srv := serve(t, map[string]string{
+		"/":      `<title>Outer</title><iframe src="/inner"></iframe>`,
+		"/inner": `<button onclick="this.textContent = 'inner ' + confirm('From the frame?')">Inner</button>`,
+	})
+	tab := newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+	r := refFor(t, text(must(t, tab, snapReq(true, true))), `"Inner"`)
+	res := must(t, tab, clickReq(ref(r)))
+	if got := text(res); !strings.Contains(got, `a confirm dialog is open: "From the frame?"`) {
+		t.Fatalf("click in the frame = %q", got)
+	}
+	must(t, tab, handleReq(false, nil))
+	if got := text(must(t, tab, textReq(ref(r)))); got != "inner false" {
+		t.Errorf("the frame's button says %q", got)
+	}
+}
