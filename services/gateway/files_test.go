@@ -58,3 +58,35 @@ document.querySelector('input').addEventListener('change', async (e) => {
 	callFails(t, c2, "upload_file", map[string]any{"selector": "input", "files": []any{map[string]any{"path": "docs/cv.txt"}}},
 		"names a path, but this gateway's system tools are off")
 }
+
+// TestAuditDialogsAndFiles: the audit record of a call that raised a
+// dialog and of handle_dialog say which dialog and how it was answered;
+// upload_file's record keeps the file's name, not its content.
+func TestAuditDialogsAndFiles(t *testing.T) {
+	needChromium(t)
+	srv := startNATS(t, "")
+	startWorker(t, srv, "files2", 2)
+	url := startGateway(t, srv, gateway.Config{})
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>audit</title><input type=file>
+<button onclick="this.textContent = 'answer ' + confirm('Delete account?')">Delete</button>`)
+	}))
+	t.Cleanup(site.Close)
+	c := modernClient(t, url, nil)
+	session := metaSession(callOK(t, c, "open", map[string]any{"url": site.URL}))
+	callOK(t, c, "click", map[string]any{"session": session, "selector": "button"})
+	callOK(t, c, "handle_dialog", map[string]any{"session": session, "accept": false})
+	callOK(t, c, "upload_file", map[string]any{"session": session, "selector": "input",
+		"files": []any{map[string]any{"name": "private.txt", "content_base64": "c2VjcmV0IGNvbnRlbnQ="}}})
+	recs := auditRecords(t, srv, 4)
+	if r := recs[1]; r.GetTool() != "click" || !strings.Contains(r.GetResult(), `a confirm dialog is open: "Delete account?"`) {
+		t.Errorf("click's record: %s: %s", r.GetTool(), r.GetResult())
+	}
+	if r := recs[2]; r.GetTool() != "handle_dialog" || !strings.Contains(r.GetResult(), `Dismissed the confirm dialog "Delete account?"`) ||
+		!strings.Contains(r.GetArguments(), `"accept":false`) {
+		t.Errorf("handle_dialog's record: %s %s: %s", r.GetTool(), r.GetArguments(), r.GetResult())
+	}
+	if r := recs[3]; r.GetTool() != "upload_file" || strings.Contains(r.GetArguments(), "c2VjcmV0") || !strings.Contains(r.GetArguments(), "private.txt") {
+		t.Errorf("upload_file's record keeps %s", r.GetArguments())
+	}
+}
