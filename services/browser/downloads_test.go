@@ -74,6 +74,13 @@ func TestDownloads(t *testing.T) {
 	if got := res.GetContent()[0].GetText(); !strings.Contains(got, "report.txt (text/plain; charset=utf-8, 17 bytes):\nquarterly numbers") {
 		t.Errorf("download_get d1 = %q", got)
 	}
+	res, err = f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_DownloadGet{DownloadGet: &browserv1.DownloadGet{Id: "d1"}}, MaxChars: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.GetContent()[0].GetText(); !strings.Contains(got, ":\nquarterly\n… (cut at 9 of 17 characters; pass max_chars for more)") {
+		t.Errorf("download_get d1 with max_chars 9 = %q", got)
+	}
 	res, err = get("d2")
 	if err != nil {
 		t.Fatal(err)

@@ -266,7 +266,7 @@ func (t *Tab) handleDialog(ctx context.Context, h *browserv1.HandleDialog) (*bro
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "prompt_text is only for a prompt dialog; the open dialog is a %s", d.typ)
 	}
 	if len(h.GetPromptText()) > maxPromptText {
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "prompt_text has %d characters; the limit is %d", len(h.GetPromptText()), maxPromptText)
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "prompt_text has %d bytes; the limit is %d", len(h.GetPromptText()), maxPromptText)
 	}
 	w, stop, err := t.watchNav(ctx)
 	if err != nil {

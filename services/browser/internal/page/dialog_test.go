@@ -66,6 +66,8 @@ func TestDialogAskClick(t *testing.T) {
 	if got := text(res); !strings.Contains(got, `Clicked button "Ask"`) || !strings.Contains(got, `a prompt dialog is open: "Name?"`) {
 		t.Fatalf("click raising a prompt = %q", got)
 	}
+	_, err := call(t, tab, handleReq(true, new(strings.Repeat("x", maxPromptText+1))))
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "prompt_text has 65537 bytes; the limit is 65536")
 	res = must(t, tab, handleReq(true, new("Grace")))
 	if got := text(res); !strings.Contains(got, `Accepted the prompt dialog "Name?" with "Grace"`) {
 		t.Errorf("handle_dialog = %q", got)
