@@ -51,6 +51,9 @@ type DownloadLimits struct {
 	// Wait is the longest an action waits for its downloads to finish
 	// (default 20s); a download still running is reported as such.
 	Wait time.Duration
+	// SessionMaxBytes is the most bytes of downloads one session keeps
+	// (default 100 MiB); a download past it is not kept.
+	SessionMaxBytes int64
 }
 
 // Default download limits.
@@ -58,6 +61,7 @@ const (
 	DefaultDownloadMaxBytes = 20 << 20
 	DefaultDownloadTTL      = time.Hour
 	DefaultDownloadWait     = 20 * time.Second
+	DefaultDownloadSession  = 100 << 20
 )
 
 // maxDownloads is how many downloads one session keeps.
@@ -73,6 +77,9 @@ func (l DownloadLimits) withDefaults() DownloadLimits {
 	if l.Wait == 0 {
 		l.Wait = DefaultDownloadWait
 	}
+	if l.SessionMaxBytes == 0 {
+		l.SessionMaxBytes = DefaultDownloadSession
+	}
 	return l
 }
 
@@ -84,6 +91,12 @@ func registerDownloadFlags(fs *flag.FlagSet, errs *[]error, cfg *Config) {
 		return err
 	})
 	cfg.Downloads.MaxBytes = int64(config.MustInt(errs, "SOVEREIGN_DOWNLOAD_MAX_MB", DefaultDownloadMaxBytes>>20)) << 20
+	fs.Func("download-session-max-mb", "most MiB of downloads one session keeps; a download past it is not kept (default 100) [SOVEREIGN_DOWNLOAD_SESSION_MAX_MB]", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		cfg.Downloads.SessionMaxBytes = n << 20
+		return err
+	})
+	cfg.Downloads.SessionMaxBytes = int64(config.MustInt(errs, "SOVEREIGN_DOWNLOAD_SESSION_MAX_MB", DefaultDownloadSession>>20)) << 20
 	fs.DurationVar(&cfg.Downloads.TTL, "download-ttl", config.MustDuration(errs, "SOVEREIGN_DOWNLOAD_TTL", DefaultDownloadTTL),
 		"how long the fleet's object store keeps a session's downloads [SOVEREIGN_DOWNLOAD_TTL]")
 	fs.DurationVar(&cfg.Downloads.Wait, "download-wait", config.MustDuration(errs, "SOVEREIGN_DOWNLOAD_WAIT", DefaultDownloadWait),
@@ -134,6 +147,7 @@ type downloads struct {
 	mu     sync.Mutex
 	byGUID map[string]*download
 	list   []*download // claimed, in order
+	kept   int64       // bytes of the downloads kept
 }
 
 // enableDownloads has the session's browser context save downloads into
@@ -314,10 +328,24 @@ func (s *session) finishDownload(ctx context.Context, d *download, store jetstre
 	if err != nil {
 		return fmt.Sprintf("the download of %s (%s) finished, but its file cannot be read: %v", name, d.id, err)
 	}
+	s.dl.mu.Lock()
+	over := s.dl.kept+int64(len(data)) > s.dlLimits.withDefaults().SessionMaxBytes
+	if over {
+		d.tooBig = true
+	} else {
+		s.dl.kept += int64(len(data))
+	}
+	s.dl.mu.Unlock()
+	if over {
+		_ = os.Remove(path)
+		return fmt.Sprintf("downloaded %s (%s, %s), but it is not kept: the session's downloads would pass %s, the limit per session (the worker's --download-session-max-mb)",
+			name, d.id, sizeText(int64(len(data))), sizeText(s.dlLimits.withDefaults().SessionMaxBytes))
+	}
 	mt := downloadMIME(d.name, data)
 	stored := false
 	if store != nil {
-		_, err := store.PutBytes(ctx, s.id+"/"+d.id, data)
+		// The description names the file for whoever reads the bucket.
+		_, err := store.Put(ctx, jetstream.ObjectMeta{Name: s.id + "/" + d.id, Description: clip(d.name, 200) + " (" + mt + ")"}, bytes.NewReader(data))
 		stored = err == nil
 	}
 	s.dl.mu.Lock()
@@ -405,7 +433,7 @@ func (s *session) downloadGet(ctx context.Context, req *browserv1.ToolRequest, s
 	if snapshot.tooBig || snapshot.state != cdpbrowser.DownloadProgressStateCompleted || snapshot.mime == "" {
 		state := string(snapshot.state)
 		if snapshot.tooBig {
-			state = "stopped: larger than the limit per download"
+			state = "not kept: past the limit per download or per session"
 		}
 		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "download %s (%s) has no file: %s", id, clipName(snapshot.name), state)
 	}

@@ -91,7 +91,7 @@ func TestDownloads(t *testing.T) {
 	_, err = get("d9")
 	wantCode(t, "download_get d9", err, commonv1.ErrorCode_NOT_FOUND, `there is no download "d9" in this session; download_list shows them`)
 	_, err = get("d3")
-	wantCode(t, "download_get d3", err, commonv1.ErrorCode_NOT_FOUND, "has no file: stopped")
+	wantCode(t, "download_get d3", err, commonv1.ErrorCode_NOT_FOUND, "has no file: not kept")
 }
 
 // TestDownloadPolicy: a download from an address the session's URL policy
@@ -128,4 +128,22 @@ func TestDownloadPolicy(t *testing.T) {
 	if got := res.GetContent()[0].GetText(); got != "no downloads in this session yet" {
 		t.Errorf("download_list after blocked downloads = %q", got)
 	}
+}
+
+// TestDownloadSessionLimit: a session keeps downloads up to its limit; one
+// past it is reported and not kept.
+func TestDownloadSessionLimit(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "dlsession", MaxSessions: 2, Downloads: browser.DownloadLimits{SessionMaxBytes: 20}})
+	ts := downloadSite(t)
+	s := f.mustOpen()
+	f.mustCall(s, openReq(ts.URL+"/"))
+	if got := f.mustCall(s, clickSel("#report")); !strings.Contains(got, "- downloaded report.txt, 17 bytes, as d1") {
+		t.Errorf("first download = %q", got)
+	}
+	if got := f.mustCall(s, clickSel("#img")); !strings.Contains(got, "downloaded pixel.png (d2, 12 bytes), but it is not kept: the session's downloads would pass 20 bytes, the limit per session (the worker's --download-session-max-mb)") {
+		t.Errorf("download past the session's limit = %q", got)
+	}
+	_, err := f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_DownloadGet{DownloadGet: &browserv1.DownloadGet{Id: "d2"}}})
+	wantCode(t, "download_get d2", err, commonv1.ErrorCode_NOT_FOUND, "has no file")
 }

@@ -177,7 +177,7 @@ func (cfg Config) Resolve() (Config, error) {
 		return cfg, fmt.Errorf("checkpoint ttl %s: must be at least 1s", cfg.CheckpointTTL)
 	}
 	cfg.Downloads = cfg.Downloads.withDefaults()
-	if cfg.Downloads.MaxBytes < 0 || cfg.Downloads.TTL < 0 || cfg.Downloads.Wait < 0 {
+	if cfg.Downloads.MaxBytes < 0 || cfg.Downloads.TTL < 0 || cfg.Downloads.Wait < 0 || cfg.Downloads.SessionMaxBytes < 0 {
 		return cfg, fmt.Errorf("download limits %+v: must be positive", cfg.Downloads)
 	}
 	cfg.Files = cfg.Files.withDefaults()
