@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,6 +68,21 @@ func TestDownloads(t *testing.T) {
 	}
 	get := func(id string) (*browserv1.ToolResult, error) {
 		return f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_DownloadGet{DownloadGet: &browserv1.DownloadGet{Id: id}}})
+	}
+	// The fleet's object store holds them: download_get works without the
+	// worker's copy.
+	files, _ := filepath.Glob(filepath.Join(os.TempDir(), "sovereign-session-*", "downloads", "*"))
+	removed := 0
+	for _, p := range files {
+		if strings.Contains(p, s.SessionId) {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			removed++
+		}
+	}
+	if removed == 0 {
+		t.Fatalf("no downloaded files of session %s in %s", s.SessionId, os.TempDir())
 	}
 	res, err := get("d1")
 	if err != nil {
