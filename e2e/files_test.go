@@ -30,6 +30,7 @@ func filesSite(t *testing.T) string {
   const f = e.target.files[0];
   document.getElementById('out').textContent = f.name + '=' + await f.text();
 });</script>`))
+	mux.HandleFunc("/notes.txt", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "fetched by the worker") })
 	mux.HandleFunc("/files", page(`<!doctype html><title>Files</title><a href="/report.csv">Report</a>`))
 	mux.HandleFunc("/report.csv", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/csv")
@@ -88,9 +89,16 @@ func TestFilesDialogs(t *testing.T) {
 		if got := text(t, ctx, c, "get_text", map[string]any{"selector": "#out"}); got != "cv.txt=hello from e2e" {
 			t.Errorf("the page read %q", got)
 		}
+		got = text(t, ctx, c, "upload_file", map[string]any{"ref": ref, "files": []any{map[string]any{"url": site + "/notes.txt"}}})
+		if !strings.Contains(got, "Set notes.txt (21 bytes)") {
+			t.Errorf("upload_file by url = %q", got)
+		}
+		if got := text(t, ctx, c, "get_text", map[string]any{"selector": "#out"}); got != "notes.txt=fetched by the worker" {
+			t.Errorf("the page read %q", got)
+		}
 		_, err := c.Tool(ctx, "upload_file", map[string]any{"ref": ref, "files": []any{map[string]any{"name": "x"}}})
 		var te *harness.ToolError
-		if !asToolError(err, &te) || !strings.Contains(te.Text, "has neither content_base64 nor url") {
+		if !asToolError(err, &te) || !strings.Contains(te.Text, "has none of content_base64, url and path") {
 			t.Errorf("upload_file without content: %v", err)
 		}
 	})
