@@ -175,7 +175,7 @@ func resultText(resp *toolsv1.CallToolResponse) string {
 		case "image":
 			parts = append(parts, fmt.Sprintf("[image: %s, %d bytes — not shown to the model]", c.GetMimeType(), len(c.GetData())))
 		case "resource":
-			parts = append(parts, fmt.Sprintf("[file %s: %s, %d bytes — not shown to the model]", c.GetText(), c.GetMimeType(), len(c.GetData())))
+			parts = append(parts, fmt.Sprintf("[file: %s, %d bytes — not shown to the model]", c.GetMimeType(), len(c.GetData())))
 		default:
 			if c.GetText() != "" {
 				parts = append(parts, c.GetText())

@@ -458,8 +458,8 @@ func (s *session) downloadGet(ctx context.Context, req *browserv1.ToolRequest, s
 	if err != nil {
 		return nil, err
 	}
-	res.Content = append(res.Content, &browserv1.Content{Part: &browserv1.Content_File{File: &browserv1.File{
-		Uri: "sovereign://downloads/" + s.id + "/" + id + "/" + safeURIName(name), MimeType: snapshot.mime, Data: data}}})
+	res.Content = append(res.Content, &browserv1.Content{Part: &browserv1.Content_Resource{Resource: &browserv1.Resource{
+		Name: safeFileName(snapshot.name), MimeType: snapshot.mime, Data: data}}})
 	return res, nil
 }
 
@@ -530,8 +530,9 @@ func clipName(s string) string {
 	return clip(s, 200)
 }
 
-// safeURIName keeps the characters of a name that a URI path takes as is.
-func safeURIName(s string) string {
+// safeFileName keeps the characters of a name that any file system and URI
+// take as they are.
+func safeFileName(s string) string {
 	var b bytes.Buffer
 	for _, r := range s {
 		if r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {

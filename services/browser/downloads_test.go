@@ -102,7 +102,7 @@ func TestDownloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.GetContent()) != 2 || res.GetContent()[1].GetFile().GetMimeType() != "image/png" || string(res.GetContent()[1].GetFile().GetData()) != "\x89PNG\r\n\x1a\nfake" {
+	if r := res.GetContent()[len(res.GetContent())-1].GetResource(); len(res.GetContent()) != 2 || r.GetName() != "pixel.png" || r.GetMimeType() != "image/png" || string(r.GetData()) != "\x89PNG\r\n\x1a\nfake" {
 		t.Errorf("download_get d2 = %v", res)
 	}
 	_, err = get("d9")

@@ -213,12 +213,12 @@ func busArguments(raw string) (map[string]any, error) {
 func busResponse(r *dispatch.Result) *toolsv1.CallToolResponse {
 	out := &toolsv1.CallToolResponse{IsError: r.IsError, Session: r.Session, Content: make([]*toolsv1.Content, 0, len(r.Parts))}
 	for _, p := range r.Parts {
-		if p.Data != nil && p.URI != "" {
-			out.Content = append(out.Content, &toolsv1.Content{Type: "resource", MimeType: p.MIME, Data: p.Data, Text: p.URI})
-			continue
-		}
 		if p.Data != nil {
-			out.Content = append(out.Content, &toolsv1.Content{Type: "image", MimeType: p.MIME, Data: p.Data})
+			kind := "image"
+			if p.Name != "" {
+				kind = "resource"
+			}
+			out.Content = append(out.Content, &toolsv1.Content{Type: kind, MimeType: p.MIME, Data: p.Data})
 			continue
 		}
 		out.Content = append(out.Content, &toolsv1.Content{Type: "text", Text: p.Text})

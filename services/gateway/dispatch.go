@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -110,6 +111,10 @@ func mcpCall(ctx context.Context, name string, req mcp.CallToolRequest) (*dispat
 	return c, nil
 }
 
+// ResultURI names a file a tool returned (an embedded resource): it
+// identifies the part of this result, it is not fetchable.
+func ResultURI(name string) string { return "sovereign://result/" + url.PathEscape(name) }
+
 // mcpResult renders a result for MCP: images in base64; the handle of a
 // handle-bound call in _meta, and a new one also as the first text line and
 // in the structured content (a 2026 client must learn it to pass it on).
@@ -126,9 +131,9 @@ func mcpResult(r *dispatch.Result) *mcp.CallToolResult {
 		}
 	}
 	for _, p := range r.Parts {
-		if p.Data != nil && p.URI != "" {
+		if p.Data != nil && p.Name != "" {
 			out.Content = append(out.Content, mcp.NewEmbeddedResource(mcp.BlobResourceContents{
-				URI: p.URI, MIMEType: p.MIME, Blob: base64.StdEncoding.EncodeToString(p.Data)}))
+				URI: ResultURI(p.Name), MIMEType: p.MIME, Blob: base64.StdEncoding.EncodeToString(p.Data)}))
 			continue
 		}
 		if p.Data != nil {

@@ -408,8 +408,12 @@ func render(res *browserv1.ToolResult) *dispatch.Result {
 				mime = "image/png"
 			}
 			out.Parts = append(out.Parts, dispatch.Part{Data: p.Image.GetData(), MIME: mime})
-		case *browserv1.Content_File:
-			out.Parts = append(out.Parts, dispatch.Part{Data: p.File.GetData(), MIME: p.File.GetMimeType(), URI: p.File.GetUri()})
+		case *browserv1.Content_Resource:
+			name := p.Resource.GetName()
+			if name == "" {
+				name = "file"
+			}
+			out.Parts = append(out.Parts, dispatch.Part{Data: p.Resource.GetData(), MIME: p.Resource.GetMimeType(), Name: name})
 		}
 	}
 	if s := strings.TrimSpace(res.GetStructuredJson()); s != "" && json.Valid([]byte(s)) {

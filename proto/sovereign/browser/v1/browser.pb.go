@@ -2347,6 +2347,68 @@ func (x *Image) GetData() []byte {
 	return nil
 }
 
+// Resource is a file a tool returns (MCP embedded resource content).
+type Resource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A file name for it, e.g. page.pdf.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	MimeType      string `protobuf:"bytes,2,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Data          []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resource) Reset() {
+	*x = Resource{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resource) ProtoMessage() {}
+
+func (x *Resource) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resource.ProtoReflect.Descriptor instead.
+func (*Resource) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *Resource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Resource) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *Resource) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // Content is one part of a tool result.
 type Content struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2354,7 +2416,7 @@ type Content struct {
 	//
 	//	*Content_Text
 	//	*Content_Image
-	//	*Content_File
+	//	*Content_Resource
 	Part          isContent_Part `protobuf_oneof:"part"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2362,7 +2424,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2436,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[30]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2449,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{30}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -2415,10 +2477,10 @@ func (x *Content) GetImage() *Image {
 	return nil
 }
 
-func (x *Content) GetFile() *File {
+func (x *Content) GetResource() *Resource {
 	if x != nil {
-		if x, ok := x.Part.(*Content_File); ok {
-			return x.File
+		if x, ok := x.Part.(*Content_Resource); ok {
+			return x.Resource
 		}
 	}
 	return nil
@@ -2436,77 +2498,15 @@ type Content_Image struct {
 	Image *Image `protobuf:"bytes,2,opt,name=image,proto3,oneof"`
 }
 
-type Content_File struct {
-	// A file (download_get): an MCP embedded resource.
-	File *File `protobuf:"bytes,50,opt,name=file,proto3,oneof"`
+type Content_Resource struct {
+	Resource *Resource `protobuf:"bytes,60,opt,name=resource,proto3,oneof"`
 }
 
 func (*Content_Text) isContent_Part() {}
 
 func (*Content_Image) isContent_Part() {}
 
-func (*Content_File) isContent_Part() {}
-
-// File is binary file content (an MCP embedded resource blob).
-type File struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Uri           string                 `protobuf:"bytes,1,opt,name=uri,proto3" json:"uri,omitempty"`
-	MimeType      string                 `protobuf:"bytes,2,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
-	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *File) Reset() {
-	*x = File{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *File) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*File) ProtoMessage() {}
-
-func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[31]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use File.ProtoReflect.Descriptor instead.
-func (*File) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{31}
-}
-
-func (x *File) GetUri() string {
-	if x != nil {
-		return x.Uri
-	}
-	return ""
-}
-
-func (x *File) GetMimeType() string {
-	if x != nil {
-		return x.MimeType
-	}
-	return ""
-}
-
-func (x *File) GetData() []byte {
-	if x != nil {
-		return x.Data
-	}
-	return nil
-}
+func (*Content_Resource) isContent_Part() {}
 
 // ToolResult is what a tool returns: content parts and, for some tools,
 // structured JSON (the snapshot's ref map, tab lists, eval values).
@@ -3111,16 +3111,16 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06pubkey\x18\x01 \x01(\tR\x06pubkey\"8\n" +
 	"\x05Image\x12\x1b\n" +
 	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\x8e\x01\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"O\n" +
+	"\bResource\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\x9a\x01\n" +
 	"\aContent\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x123\n" +
-	"\x05image\x18\x02 \x01(\v2\x1b.sovereign.browser.v1.ImageH\x00R\x05image\x120\n" +
-	"\x04file\x182 \x01(\v2\x1a.sovereign.browser.v1.FileH\x00R\x04fileB\x06\n" +
-	"\x04part\"I\n" +
-	"\x04File\x12\x10\n" +
-	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x1b\n" +
-	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"\x97\x01\n" +
+	"\x05image\x18\x02 \x01(\v2\x1b.sovereign.browser.v1.ImageH\x00R\x05image\x12<\n" +
+	"\bresource\x18< \x01(\v2\x1e.sovereign.browser.v1.ResourceH\x00R\bresourceB\x06\n" +
+	"\x04part\"\x97\x01\n" +
 	"\n" +
 	"ToolResult\x127\n" +
 	"\acontent\x18\x01 \x03(\v2\x1d.sovereign.browser.v1.ContentR\acontent\x12'\n" +
@@ -3218,8 +3218,8 @@ var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*DownloadGet)(nil),           // 29: sovereign.browser.v1.DownloadGet
 	(*SetIdentity)(nil),           // 30: sovereign.browser.v1.SetIdentity
 	(*Image)(nil),                 // 31: sovereign.browser.v1.Image
-	(*Content)(nil),               // 32: sovereign.browser.v1.Content
-	(*File)(nil),                  // 33: sovereign.browser.v1.File
+	(*Resource)(nil),              // 32: sovereign.browser.v1.Resource
+	(*Content)(nil),               // 33: sovereign.browser.v1.Content
 	(*ToolResult)(nil),            // 34: sovereign.browser.v1.ToolResult
 	(*HTTPToolRequest)(nil),       // 35: sovereign.browser.v1.HTTPToolRequest
 	(*HTTPToolResponse)(nil),      // 36: sovereign.browser.v1.HTTPToolResponse
@@ -3272,8 +3272,8 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	11, // 41: sovereign.browser.v1.UploadFile.element:type_name -> sovereign.browser.v1.Element
 	28, // 42: sovereign.browser.v1.UploadFile.files:type_name -> sovereign.browser.v1.UploadFileItem
 	31, // 43: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	33, // 44: sovereign.browser.v1.Content.file:type_name -> sovereign.browser.v1.File
-	32, // 45: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	32, // 44: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
+	33, // 45: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
 	39, // 46: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 	4,  // 47: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
 	4,  // 48: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -3328,10 +3328,10 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_DownloadGet)(nil),
 	}
 	file_sovereign_browser_v1_browser_proto_msgTypes[24].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[30].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[31].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
-		(*Content_File)(nil),
+		(*Content_Resource)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

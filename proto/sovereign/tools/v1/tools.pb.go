@@ -385,7 +385,7 @@ func (x *CallToolRequest) GetRunId() string {
 
 type Content struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "text", "image" or "resource" (a file: text holds its URI).
+	// "text", "image" or "resource" (a file a tool returned, e.g. a PDF).
 	Type          string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
 	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
 	MimeType      string `protobuf:"bytes,3,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`

@@ -132,11 +132,11 @@ type Call struct {
 // Part is one piece of a result's content.
 type Part struct {
 	Text string
-	// Data and MIME make an image part (Data nil for text), or with URI
-	// a file (an MCP embedded resource).
+	// Data and MIME make an image part (Data nil for text), or with Name
+	// a file (an MCP embedded resource: a PDF).
 	Data []byte
 	MIME string
-	URI  string
+	Name string
 }
 
 // Result is what a call produced, and what its audit record must know.

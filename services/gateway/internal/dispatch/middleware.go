@@ -160,8 +160,8 @@ func auditText(r *Result) string {
 		if b.Len() > 0 {
 			b.WriteByte('\n')
 		}
-		if p.Data != nil && p.URI != "" {
-			fmt.Fprintf(&b, "[file %s, %s, %d bytes]", p.URI, p.MIME, len(p.Data))
+		if p.Data != nil && p.Name != "" {
+			fmt.Fprintf(&b, "[file %s %s, %d bytes]", p.Name, p.MIME, len(p.Data))
 		} else if p.Data != nil {
 			fmt.Fprintf(&b, "[image %s, %d bytes]", p.MIME, len(p.Data))
 		} else {
