@@ -139,9 +139,14 @@ func buildUpload(a Args) (*browserv1.ToolRequest, error) {
 
 // fileItem reads member i of files.
 func fileItem(i int, raw any) (*browserv1.UploadFileItem, error) {
-	m, ok := raw.(map[string]any)
-	if !ok {
-		return nil, argErr(FilesParam, "member %d must be an object {name, content_base64} or {url}, got %s", i, JSONType(raw))
+	var m map[string]any
+	switch v := raw.(type) {
+	case map[string]any:
+		m = v
+	case Args: // an object member already checked against its fields
+		m = v
+	default:
+		return nil, argErr(FilesParam, "member %d must be an object {name, content_base64}, {url} or {path}, got %s", i, JSONType(raw))
 	}
 	str := func(k string) (string, error) {
 		switch v := m[k].(type) {
