@@ -26,7 +26,7 @@ import (
 //     goroutine (the event loop must not call the browser).
 //   - In ask mode (the default) alerts are accepted and the other kinds
 //     stay open: the running tool's context is cancelled at once
-//     (interruptTool), so the click or navigation that raised the dialog
+//     (watchDialogs), so the click or navigation that raised the dialog
 //     returns saying so, and later tools that need the page fail with
 //     DIALOG_OPEN naming it until handle_dialog answers it. Navigations
 //     (open, back, forward, reload) answer it first themselves.
