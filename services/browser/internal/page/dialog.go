@@ -142,7 +142,7 @@ func (t *Tab) keepDialogLocked(d *openDialog, note string) {
 	}
 }
 
-// article is "an" for an alert, else "a".
+// article is "An" for an alert, else "A" (waiting lowers it).
 func article(typ page.DialogType) string {
 	if typ == page.DialogTypeAlert {
 		return "An"
@@ -151,10 +151,16 @@ func article(typ page.DialogType) string {
 }
 
 // answerDialog answers the open dialog. It runs on its own goroutine with
-// the tab's context: the event loop cannot wait for the reply.
+// the tab's context (the event loop cannot wait for the reply), for a few
+// seconds at most.
 func (t *Tab) answerDialog(accept bool, prompt string) {
-	_, _ = chromedp.Call(t.ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: accept, PromptText: prompt})
+	ctx, cancel := context.WithTimeout(t.ctx, answerTimeout)
+	defer cancel()
+	_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: accept, PromptText: prompt})
 }
+
+// answerTimeout bounds the answer to a dialog.
+const answerTimeout = 10 * time.Second
 
 // onDialogClosed forgets the open dialog: someone answered it, or a
 // navigation closed it.
