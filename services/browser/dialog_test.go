@@ -87,7 +87,8 @@ func TestDialogModeOfSession(t *testing.T) {
 }
 
 // TestDialogLoopTabClose: a page that opens alert after alert leaves the
-// session usable: tab_list answers and closing the tab works.
+// session usable: tab_list answers, open leaves it (in a new tab in its
+// place) and closing the tab works.
 func TestDialogLoopTabClose(t *testing.T) {
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "dialogloop", MaxSessions: 2})
@@ -100,6 +101,17 @@ func TestDialogLoopTabClose(t *testing.T) {
 	if got := tabList(f, s); !strings.Contains(got, `"opener"`) {
 		t.Fatalf("tab_list = %q", got)
 	}
+	// open leaves it: the session opens the address in a new tab in its
+	// place.
+	got := f.mustCall(s, openReq(ts.URL+"/?calm"))
+	if !strings.Contains(got, "Opened "+ts.URL+"/?calm") || !strings.Contains(got, "the old page kept opening dialogs, so its tab was closed and this one opened in its place") {
+		t.Fatalf("open away from the looping page = %q", got)
+	}
+	if got := tabList(f, s); strings.Count(got, "\n") != 0 || !strings.Contains(got, "/?calm") {
+		t.Errorf("tab_list after leaving the loop = %q", got)
+	}
+	// And closing a looping tab works.
+	f.mustCall(s, clickSel("#loop"))
 	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Close{Close: &browserv1.NoArgs{}}})
 	if got := f.mustCall(s, openReq(ts.URL+"/")); !strings.Contains(got, "Opened") {
 		t.Fatalf("open after closing the looping tab = %q", got)

@@ -276,7 +276,17 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 		// The navigation became a download (Chromium aborts it).
 		res, err = result(fmt.Sprintf("%s is a download, not a page; the tab stays where it was", req.GetOpen().GetUrl()), nil)
 	}
-
+	if err != nil && req.GetOpen() != nil && active.page.DialogLoop() {
+		// The page keeps opening dialogs and cannot be left: open the
+		// address in a new tab in its place.
+		var nt *tab
+		if nt, err = s.replaceTab(ctx, opts); err == nil {
+			active, mark = nt, s.navMark(nt.id)
+			if res, err = active.page.Do(ctx, req); err == nil {
+				page.AppendText(res, "- the old page kept opening dialogs, so its tab was closed and this one opened in its place (its history is gone)")
+			}
+		}
+	}
 	if navigates(req) {
 		if blocked := s.navBlocked(active.id, mark); blocked != nil {
 			return nil, blocked
@@ -295,6 +305,17 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 		}
 	}
 	return res, err
+}
+
+// replaceTab closes the active tab and puts a new blank tab in its place.
+func (s *session) replaceTab(ctx context.Context, opts page.Options) (*tab, error) {
+	t, err := s.newTab(ctx, "", opts)
+	if err != nil {
+		return nil, err
+	}
+	s.tabs[s.active].cancel()
+	s.tabs[s.active] = t
+	return t, nil
 }
 
 // prune drops tabs that closed themselves (window.close) or whose renderer

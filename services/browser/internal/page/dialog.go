@@ -33,8 +33,8 @@ import (
 //   - A page that raises dialog after dialog (an alert in a loop) gets
 //     maxDialogsInARow answers per tool call; the next one is left open,
 //     so the page stops (and the worker's CPU with it). Such a page cannot
-//     be navigated away from (its script would run on), so open says to
-//     close the tab, which works.
+//     be navigated away from (its script would run on): open fails naming
+//     it, and the session opens the address in a new tab in its place.
 //   - A tab that is being attached (a popup the session adopts) answers a
 //     dialog at once whatever the mode: attaching evaluates in the page and
 //     would wait for the dialog forever. Confirms and the like are then
@@ -303,3 +303,11 @@ func (t *Tab) handleDialog(ctx context.Context, h *browserv1.HandleDialog) (*bro
 
 // maxPromptText is the longest prompt_text handle_dialog takes, in bytes.
 const maxPromptText = 64 << 10
+
+// DialogLoop reports whether the tab stopped a page that kept opening
+// dialogs (the last one is left open): such a page cannot be navigated
+// away from, and the session replaces its tab instead.
+func (t *Tab) DialogLoop() bool {
+	d := t.openDialogNow()
+	return d != nil && d.loop
+}
