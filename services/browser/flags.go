@@ -43,6 +43,8 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	sizeFlag(fs, errs, &cfg.MaxPDFBytes, "max-pdf-mb", "SOVEREIGN_MAX_PDF_MB", 10, 20, "largest PDF the pdf tool returns (MiB)")
 	sizeFlag(fs, errs, &cfg.MaxStorageBytes, "max-storage-kb", "SOVEREIGN_MAX_STORAGE_KB", 900, 10,
 		"largest saved storage (storage_save: cookies and local storage, sealed) in KiB")
+	registerFileFlags(fs, errs, cfg)     // upload limits (files.go)
+	registerDownloadFlags(fs, errs, cfg) // downloads (downloads.go)
 	fs.Func("allow-scheme", "URL scheme open may use besides http, https and about; repeat or comma-separate (e.g. data,file) [SOVEREIGN_ALLOW_SCHEMES]", func(v string) error {
 		cfg.AllowedSchemes = appendSchemes(cfg.AllowedSchemes, v)
 		return nil

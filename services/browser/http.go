@@ -147,30 +147,13 @@ func (w *Worker) sendHTTP(ctx context.Context, req *browserv1.HTTPToolRequest) (
 	if err := g.check(ctx, u); err != nil {
 		return nil, err
 	}
-	client := &http.Client{
-		Transport: &http.Transport{
-			Proxy:                  nil,
-			DialContext:            g.dial,
-			ForceAttemptHTTP2:      true,
-			TLSHandshakeTimeout:    10 * time.Second,
-			DisableKeepAlives:      true,
-			MaxResponseHeaderBytes: 1 << 20,
-		},
-		CheckRedirect: func(next *http.Request, via []*http.Request) error {
-			if len(via) >= httpMaxRedirects {
-				return bus.Errorf(commonv1.ErrorCode_NAVIGATION_FAILED, "stopped after %d redirects (last to %s)", httpMaxRedirects, shortURL(next.URL))
+	client := g.client(func(next *http.Request) {
+		if next.URL.Scheme != u.Scheme || !strings.EqualFold(next.URL.Host, u.Host) {
+			for _, k := range secretHeaders {
+				next.Header.Del(k)
 			}
-			if err := g.check(next.Context(), next.URL); err != nil {
-				return bus.Errorf(commonv1.ErrorCode_FORBIDDEN, "redirect to %s refused: %s", shortURL(next.URL), busMessage(err))
-			}
-			if next.URL.Scheme != u.Scheme || !strings.EqualFold(next.URL.Host, u.Host) {
-				for _, k := range secretHeaders {
-					next.Header.Del(k)
-				}
-			}
-			return nil
-		},
-	}
+		}
+	})
 	hreq, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(req.GetBody()))
 	if err != nil {
 		return nil, invalid("build the request: %v", err)
@@ -355,6 +338,34 @@ func (g *httpGuard) check(ctx context.Context, u *url.URL) error {
 	g.pinned[host] = ips
 	g.mu.Unlock()
 	return nil
+}
+
+// client returns an HTTP client that connects only to addresses g
+// checked and checks every redirect (at most httpMaxRedirects);
+// onRedirect, when set, sees each redirect that passed.
+func (g *httpGuard) client(onRedirect func(next *http.Request)) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:                  nil,
+			DialContext:            g.dial,
+			ForceAttemptHTTP2:      true,
+			TLSHandshakeTimeout:    10 * time.Second,
+			DisableKeepAlives:      true,
+			MaxResponseHeaderBytes: 1 << 20,
+		},
+		CheckRedirect: func(next *http.Request, via []*http.Request) error {
+			if len(via) >= httpMaxRedirects {
+				return bus.Errorf(commonv1.ErrorCode_NAVIGATION_FAILED, "stopped after %d redirects (last to %s)", httpMaxRedirects, shortURL(next.URL))
+			}
+			if err := g.check(next.Context(), next.URL); err != nil {
+				return bus.Errorf(commonv1.ErrorCode_FORBIDDEN, "redirect to %s refused: %s", shortURL(next.URL), busMessage(err))
+			}
+			if onRedirect != nil {
+				onRedirect(next)
+			}
+			return nil
+		},
+	}
 }
 
 func (g *httpGuard) dial(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -100,7 +100,9 @@ func navigates(req *browserv1.ToolRequest) bool {
 		*browserv1.ToolRequest_Reload, *browserv1.ToolRequest_Click, *browserv1.ToolRequest_Press,
 		// A change handler, a drop or a click on a canvas may navigate too.
 		*browserv1.ToolRequest_SelectOption, *browserv1.ToolRequest_Check, *browserv1.ToolRequest_FillForm,
-		*browserv1.ToolRequest_Drag, *browserv1.ToolRequest_Mouse:
+		*browserv1.ToolRequest_Drag, *browserv1.ToolRequest_Mouse,
+
+		*browserv1.ToolRequest_HandleDialog: // accepting a beforeunload dialog leaves the page
 		return true
 	case *browserv1.ToolRequest_Fill:
 		return req.GetFill().GetSubmit() // Enter submits the form

@@ -15,7 +15,8 @@ import (
 
 // Operator secrets in tool calls.
 //
-// fill and type values, fill_form values and open and tab_new URLs may hold placeholders
+// fill and type values, fill_form values, open and tab_new URLs and
+// handle_dialog's prompt_text may hold placeholders
 // {{secrets.NAME}}. The worker puts the values in at the last moment, on a
 // copy of the request that never leaves this process, and scrubs every
 // result and error: any secret value in them (plain or encoded) becomes
@@ -73,6 +74,10 @@ func (w *Worker) withSecrets(req *browserv1.ToolRequest) (*browserv1.ToolRequest
 		if t.TabNew != nil && hasPlaceholder(t.TabNew.GetUrl()) {
 			field = &t.TabNew.Url
 		}
+	case *browserv1.ToolRequest_HandleDialog:
+		if t.HandleDialog != nil && hasPlaceholder(t.HandleDialog.GetPromptText()) {
+			field = t.HandleDialog.PromptText
+		}
 	}
 	if field == nil {
 		return req, nil
@@ -109,6 +114,8 @@ func (w *Worker) withSecrets(req *browserv1.ToolRequest) (*browserv1.ToolRequest
 		t.Open.Url = out
 	case *browserv1.ToolRequest_TabNew:
 		t.TabNew.Url = out
+	case *browserv1.ToolRequest_HandleDialog:
+		t.HandleDialog.PromptText = &out
 	}
 	return cp, nil
 }

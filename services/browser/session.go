@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 
@@ -71,6 +74,49 @@ type session struct {
 	// emu is how the session's tabs present themselves (emulate.go).
 	// Owned by the holder of lock.
 	emu page.Emulation
+	// dialogs is how the session's tabs answer dialogs (page/dialog.go).
+	dialogs dialogMode
+	// Files (files.go): the limits of upload_file, set by the worker, and
+	// the session's temporary directory ("" until used). Owned by the
+	// holder of lock.
+	limits FileLimits
+	dir    string
+	// Downloads (downloads.go): what the session knows of them, their
+	// limits and the fleet's object store (nil: the worker's disk only),
+	// set by the worker.
+	dl       downloads
+	dlLimits DownloadLimits
+	dlStore  jetstream.ObjectStore
+}
+
+// dialogMode is a session's dialog mode: the one a call set (open's or
+// tab_new's dialogs argument), else the gateway's default of the latest
+// call. The tabs read it when a dialog opens, on their event loops.
+type dialogMode struct {
+	mu       sync.Mutex
+	set, def browserv1.DialogMode
+}
+
+// note takes the modes of req.
+func (d *dialogMode) note(req *browserv1.ToolRequest) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m := req.GetDialogs(); m != browserv1.DialogMode_DIALOG_MODE_UNSPECIFIED {
+		d.set = m
+	}
+	if m := req.GetDefaultDialogs(); m != browserv1.DialogMode_DIALOG_MODE_UNSPECIFIED {
+		d.def = m
+	}
+}
+
+// mode is the mode in force (unspecified: the page package's default, ask).
+func (d *dialogMode) mode() browserv1.DialogMode {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.set != browserv1.DialogMode_DIALOG_MODE_UNSPECIFIED {
+		return d.set
+	}
+	return d.def
 }
 
 type tab struct {
@@ -120,17 +166,19 @@ func (s *session) start(ctx context.Context, opts page.Options, p *browserv1.Url
 // newTab opens a blank tab in the session's browser context, or attaches to
 // an existing target when id is set.
 func (s *session) newTab(ctx context.Context, id target.ID, opts page.Options) (*tab, error) {
-	var tctx context.Context
-	var cancel context.CancelFunc
+	var copts []chromedp.ContextOption
 	switch {
 	case id != "":
-		tctx, cancel = chromedp.NewContext(s.browser, chromedp.WithTargetID(id))
+		copts = append(copts, chromedp.WithTargetID(id))
 	case s.own != nil:
 		// The default browser context of its own Chromium: the profile's.
-		tctx, cancel = chromedp.NewContext(s.browser)
 	default:
-		tctx, cancel = chromedp.NewContext(s.browser, chromedp.WithExistingBrowserContext(s.bcid))
+		copts = append(copts, chromedp.WithExistingBrowserContext(s.bcid))
 	}
+	// The tab listens from the target's first message: a popup may open
+	// a dialog while it is attached (page.NewContext).
+	opts.Dialogs = s.dialogs.mode
+	tctx, cancel, pt := page.NewContext(s.browser, opts, copts...)
 	// The first Do creates (or attaches to) the target. It must run on the
 	// tab context itself, whose life is the tab's; the request deadline is
 	// enforced by abandoning the wait.
@@ -147,7 +195,7 @@ func (s *session) newTab(ctx context.Context, id target.ID, opts page.Options) (
 		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "opening a tab did not finish before the deadline")
 	}
 	context.AfterFunc(s.ctx, cancel)
-	t := &tab{id: chromedp.FromContext(tctx).Target.TargetID, ctx: tctx, cancel: cancel, page: page.New(tctx, opts)}
+	t := &tab{id: chromedp.FromContext(tctx).Target.TargetID, ctx: tctx, cancel: cancel, page: pt}
 	t.page.SetBlocked(s.blockedList)
 	if err := s.emulateNew(ctx, t); err != nil {
 		cancel()
@@ -192,6 +240,7 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 	ctx, span := tracer.Start(ctx, "browser."+toolName(req))
 	defer span.End()
 	span.SetAttributes(attribute.String("sovereign.session", s.id))
+	s.dialogs.note(req)
 	if err := s.applyPolicy(ctx, req.GetPolicy()); err != nil {
 		return nil, err
 	}
@@ -223,10 +272,32 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 		return s.emulate(ctx, req) // emulate.go
 	case *browserv1.ToolRequest_SetIdentity:
 		return s.setIdentity(ctx, t.SetIdentity.GetPubkey())
+	case *browserv1.ToolRequest_UploadFile:
+		return s.uploadFile(ctx, s.tabs[s.active], req) // files.go
+	case *browserv1.ToolRequest_DownloadList:
+		return s.downloadList() // downloads.go
+	case *browserv1.ToolRequest_DownloadGet:
+		return s.downloadGet(ctx, req, s.dlStore)
 	}
 	active := s.tabs[s.active]
 	mark := s.navMark(active.id)
+	start := time.Now()
 	res, err := active.page.Do(ctx, req)
+	if err != nil && req.GetOpen() != nil && s.downloadBegan(ctx, start) {
+		// The navigation became a download (Chromium aborts it).
+		res, err = result(fmt.Sprintf("%s is a download, not a page; the tab stays where it was", req.GetOpen().GetUrl()), nil)
+	}
+	if err != nil && req.GetOpen() != nil && active.page.DialogLoop() {
+		// The page keeps opening dialogs and cannot be left: open the
+		// address in a new tab in its place.
+		var nt *tab
+		if nt, err = s.replaceTab(ctx, opts); err == nil {
+			active, mark = nt, s.navMark(nt.id)
+			if res, err = active.page.Do(ctx, req); err == nil {
+				page.AppendText(res, "- the old page kept opening dialogs, so its tab was closed and this one opened in its place (its history is gone)")
+			}
+		}
+	}
 	if navigates(req) {
 		if blocked := s.navBlocked(active.id, mark); blocked != nil {
 			return nil, blocked
@@ -234,6 +305,8 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 	}
 	if err == nil {
 		s.noteOpenedTabs(ctx, active, res, opts)
+		s.collectDownloads(ctx, start, res, s.dlStore) // downloads.go; after the new tabs, which may have begun one
+		s.noteClosedTabs(ctx, active, res, opts)
 	}
 	if err != nil && s.tabs[s.active].page.Closed() {
 		// The tab went away during the call: drop it now, so that this
@@ -243,6 +316,17 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 		}
 	}
 	return res, err
+}
+
+// replaceTab closes the active tab and puts a new blank tab in its place.
+func (s *session) replaceTab(ctx context.Context, opts page.Options) (*tab, error) {
+	t, err := s.newTab(ctx, "", opts)
+	if err != nil {
+		return nil, err
+	}
+	s.tabs[s.active].cancel()
+	s.tabs[s.active] = t
+	return t, nil
 }
 
 // prune drops tabs that closed themselves (window.close) or whose renderer
@@ -406,6 +490,28 @@ func (s *session) noteOpenedTabs(ctx context.Context, t *tab, res *browserv1.Too
 	}
 }
 
+// noteClosedTabs drops the other tabs that closed during the call (a page
+// called window.close(), or closed a popup it opened) and says so in res,
+// with the active tab's new index when it moved.
+func (s *session) noteClosedTabs(ctx context.Context, active *tab, res *browserv1.ToolResult, opts page.Options) {
+	var gone []string
+	for i, t := range s.tabs {
+		if t != active && t.page.Closed() {
+			gone = append(gone, strconv.Itoa(i))
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	s.prune(ctx, opts)
+	line := fmt.Sprintf("- the page closed tab %s", strings.Join(gone, ", "))
+	if i := slices.Index(s.tabs, active); i >= 0 {
+		line += fmt.Sprintf("; this tab is tab %d now", i)
+		s.active = i
+	}
+	page.AppendText(res, line+" (tab_list shows the tabs)")
+}
+
 func (s *session) tabSwitch(ctx context.Context, i int, opts page.Options) (*browserv1.ToolResult, error) {
 	if i < 0 || i >= len(s.tabs) {
 		s.adopt(ctx, opts) // it may be a tab the page opened
@@ -462,6 +568,8 @@ func (s *session) closeTabs() {
 	s.closeGuard()
 	s.closeNostr()
 	s.dispose()
+	s.removeDownloads(s.dlStore) // downloads.go
+	s.removeFiles()              // files.go
 }
 
 func (s *session) dispose() {

@@ -147,13 +147,6 @@ func callerScope(caller string) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-func clipName(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}
-
 // storageSealName binds a sealed record to its key.
 func storageSealName(key string) string { return "browser-storage/" + key }
 

@@ -112,6 +112,11 @@ type Config struct {
 	// MaxStorageBytes bounds one saved storage, sealed (storage.go;
 	// default 900 KiB).
 	MaxStorageBytes int
+	// Files bound upload_file (files.go); zero fields take the defaults.
+	Files FileLimits
+	// Downloads bound downloads (downloads.go); zero fields take the
+	// defaults.
+	Downloads DownloadLimits
 }
 
 // Worker runs one Chromium and its sessions.
@@ -142,9 +147,10 @@ type Worker struct {
 	// warmEnforced is the kind of warm context the pool makes: under the
 	// URL policy guard or not (the kind the last open asked for).
 	warmEnforced bool
-	warmTaken    int64         // opens that took a warm context
-	loadKick     chan struct{} // asks for a load report now (load.go)
-	pressure     bool          // under memory pressure: no new sessions (load.go)
+	warmTaken    int64                 // opens that took a warm context
+	loadKick     chan struct{}         // asks for a load report now (load.go)
+	pressure     bool                  // under memory pressure: no new sessions (load.go)
+	dlStore      jetstream.ObjectStore // the fleet's downloads (downloads.go); nil: none; set by Run
 }
 
 var subjectToken = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -205,6 +211,14 @@ func (cfg Config) Resolve() (Config, error) {
 	}
 	if cfg.CheckpointTTL < time.Second {
 		return cfg, fmt.Errorf("checkpoint ttl %s: must be at least 1s", cfg.CheckpointTTL)
+	}
+	cfg.Downloads = cfg.Downloads.withDefaults()
+	if cfg.Downloads.MaxBytes < 0 || cfg.Downloads.TTL < 0 || cfg.Downloads.Wait < 0 || cfg.Downloads.SessionMaxBytes < 0 {
+		return cfg, fmt.Errorf("download limits %+v: must be positive", cfg.Downloads)
+	}
+	cfg.Files = cfg.Files.withDefaults()
+	if err := cfg.Files.validate(); err != nil {
+		return cfg, err
 	}
 	var err error
 	if cfg.ProfileLimits == (profiles.Limits{}) {
@@ -284,6 +298,7 @@ func (w *Worker) run(ctx context.Context) error {
 	if w.secrets != nil {
 		defer w.secrets.Close()
 	}
+	w.openDownloads(ctx, c)                           // downloads.go
 	if err := w.openCheckpoints(ctx, c); err != nil { // checkpoint.go
 		return fmt.Errorf("session checkpoints: %w", err)
 	}
@@ -557,9 +572,11 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 		// window.nostr asks the signer (nostr.go).
 		s.bus, s.log = w.c, w.log
 	}
-	s.lock <- struct{}{}                       // held until started: no call or close runs on a half-made session
-	w.sessions[id] = s                         // reserve the slot before the slow part
-	drop = append(drop, w.trimWarmLocked()...) // a cold open may take a warm context's slot
+	s.limits = w.cfg.Files                             // files.go
+	s.dlLimits, s.dlStore = w.cfg.Downloads, w.dlStore // downloads.go
+	s.lock <- struct{}{}                               // held until started: no call or close runs on a half-made session
+	w.sessions[id] = s                                 // reserve the slot before the slow part
+	drop = append(drop, w.trimWarmLocked()...)         // a cold open may take a warm context's slot
 	w.updateOpenLocked()
 	w.mu.Unlock()
 	closeAll(drop)
@@ -572,6 +589,9 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 		err = w.startProfile(ctx, s, req.GetProfile(), req.GetPolicy()) // profile.go
 	default:
 		err = s.start(ctx, w.pageOptions(), req.GetPolicy())
+	}
+	if err == nil {
+		err = s.enableDownloads(ctx) // downloads.go
 	}
 	if err == nil && fill != nil {
 		err = fill(ctx, s)

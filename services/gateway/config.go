@@ -61,6 +61,7 @@ type Config struct {
 	LoginConfig    // Nostr identities (login.go)
 	AgentConfig    // agent runs (agent.go)
 	SystemConfig   // system tools (system.go)
+	FilesConfig    // dialogs and files (files.go)
 	ExtendConfig   // deployed tools (extend.go, httptools.go)
 	ProfilesConfig // base profiles (profiles.go)
 	SessionsConfig // browser sessions' idle timeouts and limits (reclaim.go)
@@ -200,6 +201,7 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	registerLoginFlags(fs, errs, cfg)   // Nostr identities (login.go)
 	registerAgentFlags(fs, errs, cfg)   // agent runs (agent.go)
 	registerSystemFlags(fs, errs, cfg)  // system tools (system.go)
+	registerFilesFlags(fs, cfg)         // dialogs and files (files.go)
 	registerHTTPToolsFlags(fs, cfg)     // custom HTTP tools (httptools.go)
 	registerProfileFlags(fs, errs, cfg) // base profiles (profiles.go)
 	registerStorageFlags(fs, errs, cfg) // saved storage (storage.go)
@@ -325,6 +327,7 @@ func (c Config) Validate() error {
 	c.validateLogin(bad)           // login.go
 	c.validateAgent(bad)           // agent.go
 	c.validateSystem(bad)          // system.go
+	c.validateFiles(bad)           // files.go
 	c.validateHTTPTools(bad)       // httptools.go
 	c.validateExtend(bad)          // script tools (extend.go)
 	c.SessionsConfig.validate(bad) // reclaim.go

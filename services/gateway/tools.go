@@ -55,6 +55,9 @@ func (g *Gateway) browserHandler(t catalog.Tool) dispatch.Handler {
 		if err != nil {
 			return dispatch.Errorf("%s: %v", t.Name, err)
 		}
+		if err := g.resolveUploadPaths(c, call.Request); err != nil { // files.go
+			return dispatch.ErrorText(g.errorText(ctx, t, err))
+		}
 		wait := time.Duration(catalog.Wait(call.Request)) * time.Millisecond
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.ToolTimeout+wait)
 		defer cancel()
@@ -68,6 +71,7 @@ func (g *Gateway) browserHandler(t catalog.Tool) dispatch.Handler {
 		}
 		call.Request.SessionId = b.sessionID
 		call.Request.Policy = g.urlPolicy(c.Caller, g.sessionGrants(ctx, c))
+		call.Request.DefaultDialogs = g.cfg.dialogMode() // files.go
 		res, err := g.fleet.Call(ctx, b.workerID, call.Request)
 		if err != nil {
 			out := dispatch.ErrorText(g.errorText(ctx, t, err))
@@ -387,6 +391,8 @@ func (g *Gateway) errorText(ctx context.Context, t catalog.Tool, err error) stri
 		return fmt.Sprintf("%s: the result is too large: %s; narrow it (a selector, the viewport instead of the full page, jpeg)", t.Name, msg)
 	case commonv1.ErrorCode_NO_CAPACITY:
 		return "no browser capacity: " + msg
+	case commonv1.ErrorCode_DIALOG_OPEN:
+		return msg // names the tool and the dialog
 	}
 	g.log.ErrorContext(ctx, "tool call failed", "tool", t.Name, "err", err)
 	return fmt.Sprintf("%s: internal error: %s", t.Name, msg)

@@ -76,6 +76,65 @@ func (SnapshotAfter) EnumDescriptor() ([]byte, []int) {
 	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{0}
 }
 
+// DialogMode is how a session answers the alert, confirm, prompt and
+// beforeunload dialogs of its pages.
+type DialogMode int32
+
+const (
+	DialogMode_DIALOG_MODE_UNSPECIFIED DialogMode = 0
+	// Accept every dialog at once (a prompt gets its default text).
+	DialogMode_DIALOG_MODE_ACCEPT DialogMode = 1
+	// Dismiss every dialog at once (an alert is accepted: it has no other
+	// answer).
+	DialogMode_DIALOG_MODE_DISMISS DialogMode = 2
+	// Accept alerts; leave confirm, prompt and beforeunload open until
+	// handle_dialog answers them. The call that raised one returns at once.
+	DialogMode_DIALOG_MODE_ASK DialogMode = 3
+)
+
+// Enum value maps for DialogMode.
+var (
+	DialogMode_name = map[int32]string{
+		0: "DIALOG_MODE_UNSPECIFIED",
+		1: "DIALOG_MODE_ACCEPT",
+		2: "DIALOG_MODE_DISMISS",
+		3: "DIALOG_MODE_ASK",
+	}
+	DialogMode_value = map[string]int32{
+		"DIALOG_MODE_UNSPECIFIED": 0,
+		"DIALOG_MODE_ACCEPT":      1,
+		"DIALOG_MODE_DISMISS":     2,
+		"DIALOG_MODE_ASK":         3,
+	}
+)
+
+func (x DialogMode) Enum() *DialogMode {
+	p := new(DialogMode)
+	*p = x
+	return p
+}
+
+func (x DialogMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DialogMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_sovereign_browser_v1_browser_proto_enumTypes[1].Descriptor()
+}
+
+func (DialogMode) Type() protoreflect.EnumType {
+	return &file_sovereign_browser_v1_browser_proto_enumTypes[1]
+}
+
+func (x DialogMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DialogMode.Descriptor instead.
+func (DialogMode) EnumDescriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{1}
+}
+
 // OpenSessionRequest asks any worker with capacity for a new isolated
 // browser session (subject sov.browser.open, queue group).
 type OpenSessionRequest struct {
@@ -1916,6 +1975,12 @@ type ToolRequest struct {
 	// get_html, eval, get_markdown); 0 for the worker's default cap. Longer text is cut
 	// with a marker that says how much was left out and how to see it.
 	MaxChars int32 `protobuf:"varint,5,opt,name=max_chars,json=maxChars,proto3" json:"max_chars,omitempty"`
+	// The session's dialog mode from this call on (open's and tab_new's
+	// dialogs argument); unspecified keeps the mode in force.
+	Dialogs DialogMode `protobuf:"varint,58,opt,name=dialogs,proto3,enum=sovereign.browser.v1.DialogMode" json:"dialogs,omitempty"`
+	// The gateway's default dialog mode (--dialogs): in force while the
+	// session was never given one with dialogs. Unspecified: ask.
+	DefaultDialogs DialogMode `protobuf:"varint,59,opt,name=default_dialogs,json=defaultDialogs,proto3,enum=sovereign.browser.v1.DialogMode" json:"default_dialogs,omitempty"`
 	// Types that are valid to be assigned to Tool:
 	//
 	//	*ToolRequest_Open
@@ -1962,6 +2027,10 @@ type ToolRequest struct {
 	//	*ToolRequest_StorageSave
 	//	*ToolRequest_StorageList
 	//	*ToolRequest_StorageDelete
+	//	*ToolRequest_HandleDialog
+	//	*ToolRequest_UploadFile
+	//	*ToolRequest_DownloadList
+	//	*ToolRequest_DownloadGet
 	Tool          isToolRequest_Tool `protobuf_oneof:"tool"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2030,6 +2099,20 @@ func (x *ToolRequest) GetMaxChars() int32 {
 		return x.MaxChars
 	}
 	return 0
+}
+
+func (x *ToolRequest) GetDialogs() DialogMode {
+	if x != nil {
+		return x.Dialogs
+	}
+	return DialogMode_DIALOG_MODE_UNSPECIFIED
+}
+
+func (x *ToolRequest) GetDefaultDialogs() DialogMode {
+	if x != nil {
+		return x.DefaultDialogs
+	}
+	return DialogMode_DIALOG_MODE_UNSPECIFIED
 }
 
 func (x *ToolRequest) GetTool() isToolRequest_Tool {
@@ -2435,6 +2518,42 @@ func (x *ToolRequest) GetStorageDelete() *StorageName {
 	return nil
 }
 
+func (x *ToolRequest) GetHandleDialog() *HandleDialog {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_HandleDialog); ok {
+			return x.HandleDialog
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetUploadFile() *UploadFile {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_UploadFile); ok {
+			return x.UploadFile
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetDownloadList() *NoArgs {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_DownloadList); ok {
+			return x.DownloadList
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetDownloadGet() *DownloadGet {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_DownloadGet); ok {
+			return x.DownloadGet
+		}
+	}
+	return nil
+}
+
 type isToolRequest_Tool interface {
 	isToolRequest_Tool()
 }
@@ -2618,6 +2737,23 @@ type ToolRequest_StorageDelete struct {
 	StorageDelete *StorageName `protobuf:"bytes,68,opt,name=storage_delete,json=storageDelete,proto3,oneof"`
 }
 
+type ToolRequest_HandleDialog struct {
+	// Files, dialogs and downloads (issue 19): fields 50-59.
+	HandleDialog *HandleDialog `protobuf:"bytes,50,opt,name=handle_dialog,json=handleDialog,proto3,oneof"`
+}
+
+type ToolRequest_UploadFile struct {
+	UploadFile *UploadFile `protobuf:"bytes,51,opt,name=upload_file,json=uploadFile,proto3,oneof"`
+}
+
+type ToolRequest_DownloadList struct {
+	DownloadList *NoArgs `protobuf:"bytes,52,opt,name=download_list,json=downloadList,proto3,oneof"`
+}
+
+type ToolRequest_DownloadGet struct {
+	DownloadGet *DownloadGet `protobuf:"bytes,53,opt,name=download_get,json=downloadGet,proto3,oneof"`
+}
+
 func (*ToolRequest_Open) isToolRequest_Tool() {}
 
 func (*ToolRequest_Back) isToolRequest_Tool() {}
@@ -2705,6 +2841,14 @@ func (*ToolRequest_StorageSave) isToolRequest_Tool() {}
 func (*ToolRequest_StorageList) isToolRequest_Tool() {}
 
 func (*ToolRequest_StorageDelete) isToolRequest_Tool() {}
+
+func (*ToolRequest_HandleDialog) isToolRequest_Tool() {}
+
+func (*ToolRequest_UploadFile) isToolRequest_Tool() {}
+
+func (*ToolRequest_DownloadList) isToolRequest_Tool() {}
+
+func (*ToolRequest_DownloadGet) isToolRequest_Tool() {}
 
 // GetStyles reads an element's computed style and the CSS rules that
 // match it.
@@ -3467,6 +3611,234 @@ func (x *Pdf) GetFormat() string {
 	return ""
 }
 
+// HandleDialog answers the dialog that is open in the active tab.
+type HandleDialog struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Accept bool                   `protobuf:"varint,1,opt,name=accept,proto3" json:"accept,omitempty"`
+	// The text a prompt dialog returns when accepted; unset for its default.
+	PromptText    *string `protobuf:"bytes,2,opt,name=prompt_text,json=promptText,proto3,oneof" json:"prompt_text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleDialog) Reset() {
+	*x = HandleDialog{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleDialog) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleDialog) ProtoMessage() {}
+
+func (x *HandleDialog) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleDialog.ProtoReflect.Descriptor instead.
+func (*HandleDialog) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *HandleDialog) GetAccept() bool {
+	if x != nil {
+		return x.Accept
+	}
+	return false
+}
+
+func (x *HandleDialog) GetPromptText() string {
+	if x != nil && x.PromptText != nil {
+		return *x.PromptText
+	}
+	return ""
+}
+
+// UploadFile sets the files of a file input.
+type UploadFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Element       *Element               `protobuf:"bytes,1,opt,name=element,proto3" json:"element,omitempty"`
+	Files         []*UploadFileItem      `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadFile) Reset() {
+	*x = UploadFile{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadFile) ProtoMessage() {}
+
+func (x *UploadFile) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadFile.ProtoReflect.Descriptor instead.
+func (*UploadFile) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *UploadFile) GetElement() *Element {
+	if x != nil {
+		return x.Element
+	}
+	return nil
+}
+
+func (x *UploadFile) GetFiles() []*UploadFileItem {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+// UploadFileItem is one file for upload_file: its bytes, or a URL the
+// worker fetches under the session's URL policy.
+type UploadFileItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The file name the page sees; for a URL, "" takes the URL's last path
+	// segment.
+	Name    string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Content []byte `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	Url     string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	// A file in the gateway's workspace (system tools on): the gateway reads
+	// it into content and clears path before the request leaves it; a
+	// worker refuses an item with a path.
+	Path          string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadFileItem) Reset() {
+	*x = UploadFileItem{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadFileItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadFileItem) ProtoMessage() {}
+
+func (x *UploadFileItem) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadFileItem.ProtoReflect.Descriptor instead.
+func (*UploadFileItem) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *UploadFileItem) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UploadFileItem) GetContent() []byte {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *UploadFileItem) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *UploadFileItem) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+// DownloadGet returns a file the session downloaded.
+type DownloadGet struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The download's id from the change report or download_list: d1, d2, …
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DownloadGet) Reset() {
+	*x = DownloadGet{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DownloadGet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DownloadGet) ProtoMessage() {}
+
+func (x *DownloadGet) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DownloadGet.ProtoReflect.Descriptor instead.
+func (*DownloadGet) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *DownloadGet) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 // SetIdentity tells the worker the session's Nostr identity. With a pubkey,
 // every page and frame of the session gets window.nostr (NIP-07), each call
 // going to the signer (sov.signer.*) with scope = the session id and the
@@ -3482,7 +3854,7 @@ type SetIdentity struct {
 
 func (x *SetIdentity) Reset() {
 	*x = SetIdentity{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3494,7 +3866,7 @@ func (x *SetIdentity) String() string {
 func (*SetIdentity) ProtoMessage() {}
 
 func (x *SetIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3507,7 +3879,7 @@ func (x *SetIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
 func (*SetIdentity) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SetIdentity) GetPubkey() string {
@@ -3528,7 +3900,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3540,7 +3912,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3553,7 +3925,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Image) GetMimeType() string {
@@ -3583,7 +3955,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3595,7 +3967,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3608,7 +3980,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Resource) GetName() string {
@@ -3647,7 +4019,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3659,7 +4031,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3672,7 +4044,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -3747,7 +4119,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3759,7 +4131,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3772,7 +4144,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -3834,7 +4206,7 @@ type HTTPToolRequest struct {
 
 func (x *HTTPToolRequest) Reset() {
 	*x = HTTPToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3846,7 +4218,7 @@ func (x *HTTPToolRequest) String() string {
 func (*HTTPToolRequest) ProtoMessage() {}
 
 func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3859,7 +4231,7 @@ func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
 func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HTTPToolRequest) GetTool() string {
@@ -3938,7 +4310,7 @@ type HTTPToolResponse struct {
 
 func (x *HTTPToolResponse) Reset() {
 	*x = HTTPToolResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3950,7 +4322,7 @@ func (x *HTTPToolResponse) String() string {
 func (*HTTPToolResponse) ProtoMessage() {}
 
 func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3963,7 +4335,7 @@ func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
 func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *HTTPToolResponse) GetStatusCode() int32 {
@@ -4026,7 +4398,7 @@ type RestoreSessionRequest struct {
 
 func (x *RestoreSessionRequest) Reset() {
 	*x = RestoreSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4038,7 +4410,7 @@ func (x *RestoreSessionRequest) String() string {
 func (*RestoreSessionRequest) ProtoMessage() {}
 
 func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4051,7 +4423,7 @@ func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RestoreSessionRequest) GetOldSessionId() string {
@@ -4105,7 +4477,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4117,7 +4489,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4130,7 +4502,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *WorkerLoad) GetWorkerId() string {
@@ -4307,14 +4679,16 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\x81\x17\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xa5\x1a\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
 	"\x06policy\x18\x02 \x01(\v2\x1f.sovereign.browser.v1.UrlPolicyR\x06policy\x12 \n" +
 	"\tsettle_ms\x18\x03 \x01(\x05H\x01R\bsettleMs\x88\x01\x01\x12J\n" +
 	"\x0esnapshot_after\x18\x04 \x01(\x0e2#.sovereign.browser.v1.SnapshotAfterR\rsnapshotAfter\x12\x1b\n" +
-	"\tmax_chars\x18\x05 \x01(\x05R\bmaxChars\x120\n" +
+	"\tmax_chars\x18\x05 \x01(\x05R\bmaxChars\x12:\n" +
+	"\adialogs\x18: \x01(\x0e2 .sovereign.browser.v1.DialogModeR\adialogs\x12I\n" +
+	"\x0fdefault_dialogs\x18; \x01(\x0e2 .sovereign.browser.v1.DialogModeR\x0edefaultDialogs\x120\n" +
 	"\x04open\x18\n" +
 	" \x01(\v2\x1a.sovereign.browser.v1.OpenH\x00R\x04open\x122\n" +
 	"\x04back\x18\v \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x04back\x128\n" +
@@ -4363,7 +4737,12 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x03pdf\x18A \x01(\v2\x19.sovereign.browser.v1.PdfH\x00R\x03pdf\x12F\n" +
 	"\fstorage_save\x18B \x01(\v2!.sovereign.browser.v1.StorageNameH\x00R\vstorageSave\x12A\n" +
 	"\fstorage_list\x18C \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\vstorageList\x12J\n" +
-	"\x0estorage_delete\x18D \x01(\v2!.sovereign.browser.v1.StorageNameH\x00R\rstorageDeleteB\x06\n" +
+	"\x0estorage_delete\x18D \x01(\v2!.sovereign.browser.v1.StorageNameH\x00R\rstorageDelete\x12I\n" +
+	"\rhandle_dialog\x182 \x01(\v2\".sovereign.browser.v1.HandleDialogH\x00R\fhandleDialog\x12C\n" +
+	"\vupload_file\x183 \x01(\v2 .sovereign.browser.v1.UploadFileH\x00R\n" +
+	"uploadFile\x12C\n" +
+	"\rdownload_list\x184 \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\fdownloadList\x12F\n" +
+	"\fdownload_get\x185 \x01(\v2!.sovereign.browser.v1.DownloadGetH\x00R\vdownloadGetB\x06\n" +
 	"\x04toolB\f\n" +
 	"\n" +
 	"_settle_ms\"z\n" +
@@ -4423,7 +4802,23 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x10print_background\x18\x02 \x01(\bR\x0fprintBackground\x12\x1f\n" +
 	"\vpage_ranges\x18\x03 \x01(\tR\n" +
 	"pageRanges\x12\x16\n" +
-	"\x06format\x18\x04 \x01(\tR\x06format\"%\n" +
+	"\x06format\x18\x04 \x01(\tR\x06format\"\\\n" +
+	"\fHandleDialog\x12\x16\n" +
+	"\x06accept\x18\x01 \x01(\bR\x06accept\x12$\n" +
+	"\vprompt_text\x18\x02 \x01(\tH\x00R\n" +
+	"promptText\x88\x01\x01B\x0e\n" +
+	"\f_prompt_text\"\x81\x01\n" +
+	"\n" +
+	"UploadFile\x127\n" +
+	"\aelement\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\x12:\n" +
+	"\x05files\x18\x02 \x03(\v2$.sovereign.browser.v1.UploadFileItemR\x05files\"d\n" +
+	"\x0eUploadFileItem\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\fR\acontent\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x12\x12\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\"\x1d\n" +
+	"\vDownloadGet\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"%\n" +
 	"\vSetIdentity\x12\x16\n" +
 	"\x06pubkey\x18\x01 \x01(\tR\x06pubkey\"8\n" +
 	"\x05Image\x12\x1b\n" +
@@ -4480,7 +4875,13 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\rSnapshotAfter\x12\x17\n" +
 	"\x13SNAPSHOT_AFTER_NONE\x10\x00\x12\x17\n" +
 	"\x13SNAPSHOT_AFTER_FULL\x10\x01\x12\x17\n" +
-	"\x13SNAPSHOT_AFTER_DIFF\x10\x02BKZIgithub.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1;browserv1b\x06proto3"
+	"\x13SNAPSHOT_AFTER_DIFF\x10\x02*o\n" +
+	"\n" +
+	"DialogMode\x12\x1b\n" +
+	"\x17DIALOG_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12DIALOG_MODE_ACCEPT\x10\x01\x12\x17\n" +
+	"\x13DIALOG_MODE_DISMISS\x10\x02\x12\x13\n" +
+	"\x0fDIALOG_MODE_ASK\x10\x03BKZIgithub.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1;browserv1b\x06proto3"
 
 var (
 	file_sovereign_browser_v1_browser_proto_rawDescOnce sync.Once
@@ -4494,138 +4895,151 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 	return file_sovereign_browser_v1_browser_proto_rawDescData
 }
 
-var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(SnapshotAfter)(0),              // 0: sovereign.browser.v1.SnapshotAfter
-	(*OpenSessionRequest)(nil),      // 1: sovereign.browser.v1.OpenSessionRequest
-	(*UrlRules)(nil),                // 2: sovereign.browser.v1.UrlRules
-	(*UrlPolicy)(nil),               // 3: sovereign.browser.v1.UrlPolicy
-	(*BlockedRequest)(nil),          // 4: sovereign.browser.v1.BlockedRequest
-	(*OpenSessionResponse)(nil),     // 5: sovereign.browser.v1.OpenSessionResponse
-	(*CloseSessionRequest)(nil),     // 6: sovereign.browser.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),    // 7: sovereign.browser.v1.CloseSessionResponse
-	(*PingRequest)(nil),             // 8: sovereign.browser.v1.PingRequest
-	(*PingResponse)(nil),            // 9: sovereign.browser.v1.PingResponse
-	(*Element)(nil),                 // 10: sovereign.browser.v1.Element
-	(*NoArgs)(nil),                  // 11: sovereign.browser.v1.NoArgs
-	(*Open)(nil),                    // 12: sovereign.browser.v1.Open
-	(*Snapshot)(nil),                // 13: sovereign.browser.v1.Snapshot
-	(*GetAttr)(nil),                 // 14: sovereign.browser.v1.GetAttr
-	(*Eval)(nil),                    // 15: sovereign.browser.v1.Eval
-	(*Fill)(nil),                    // 16: sovereign.browser.v1.Fill
-	(*Press)(nil),                   // 17: sovereign.browser.v1.Press
-	(*Scroll)(nil),                  // 18: sovereign.browser.v1.Scroll
-	(*TabNew)(nil),                  // 19: sovereign.browser.v1.TabNew
-	(*TabIndex)(nil),                // 20: sovereign.browser.v1.TabIndex
-	(*Wait)(nil),                    // 21: sovereign.browser.v1.Wait
-	(*WaitFor)(nil),                 // 22: sovereign.browser.v1.WaitFor
-	(*Click)(nil),                   // 23: sovereign.browser.v1.Click
-	(*SelectOption)(nil),            // 24: sovereign.browser.v1.SelectOption
-	(*Check)(nil),                   // 25: sovereign.browser.v1.Check
-	(*FormField)(nil),               // 26: sovereign.browser.v1.FormField
-	(*FillForm)(nil),                // 27: sovereign.browser.v1.FillForm
-	(*Drag)(nil),                    // 28: sovereign.browser.v1.Drag
-	(*Mouse)(nil),                   // 29: sovereign.browser.v1.Mouse
-	(*GetMarkdown)(nil),             // 30: sovereign.browser.v1.GetMarkdown
-	(*Screenshot)(nil),              // 31: sovereign.browser.v1.Screenshot
-	(*ToolRequest)(nil),             // 32: sovereign.browser.v1.ToolRequest
-	(*GetStyles)(nil),               // 33: sovereign.browser.v1.GetStyles
-	(*ConsoleMessages)(nil),         // 34: sovereign.browser.v1.ConsoleMessages
-	(*NetworkRequests)(nil),         // 35: sovereign.browser.v1.NetworkRequests
-	(*NetworkRequestBody)(nil),      // 36: sovereign.browser.v1.NetworkRequestBody
-	(*Resize)(nil),                  // 37: sovereign.browser.v1.Resize
-	(*Geolocation)(nil),             // 38: sovereign.browser.v1.Geolocation
-	(*Emulate)(nil),                 // 39: sovereign.browser.v1.Emulate
-	(*StorageName)(nil),             // 40: sovereign.browser.v1.StorageName
-	(*StorageTransferRequest)(nil),  // 41: sovereign.browser.v1.StorageTransferRequest
-	(*StorageTransferResponse)(nil), // 42: sovereign.browser.v1.StorageTransferResponse
-	(*Pdf)(nil),                     // 43: sovereign.browser.v1.Pdf
-	(*SetIdentity)(nil),             // 44: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                   // 45: sovereign.browser.v1.Image
-	(*Resource)(nil),                // 46: sovereign.browser.v1.Resource
-	(*Content)(nil),                 // 47: sovereign.browser.v1.Content
-	(*ToolResult)(nil),              // 48: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),         // 49: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),        // 50: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil),   // 51: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),              // 52: sovereign.browser.v1.WorkerLoad
-	nil,                             // 53: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(DialogMode)(0),                 // 1: sovereign.browser.v1.DialogMode
+	(*OpenSessionRequest)(nil),      // 2: sovereign.browser.v1.OpenSessionRequest
+	(*UrlRules)(nil),                // 3: sovereign.browser.v1.UrlRules
+	(*UrlPolicy)(nil),               // 4: sovereign.browser.v1.UrlPolicy
+	(*BlockedRequest)(nil),          // 5: sovereign.browser.v1.BlockedRequest
+	(*OpenSessionResponse)(nil),     // 6: sovereign.browser.v1.OpenSessionResponse
+	(*CloseSessionRequest)(nil),     // 7: sovereign.browser.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),    // 8: sovereign.browser.v1.CloseSessionResponse
+	(*PingRequest)(nil),             // 9: sovereign.browser.v1.PingRequest
+	(*PingResponse)(nil),            // 10: sovereign.browser.v1.PingResponse
+	(*Element)(nil),                 // 11: sovereign.browser.v1.Element
+	(*NoArgs)(nil),                  // 12: sovereign.browser.v1.NoArgs
+	(*Open)(nil),                    // 13: sovereign.browser.v1.Open
+	(*Snapshot)(nil),                // 14: sovereign.browser.v1.Snapshot
+	(*GetAttr)(nil),                 // 15: sovereign.browser.v1.GetAttr
+	(*Eval)(nil),                    // 16: sovereign.browser.v1.Eval
+	(*Fill)(nil),                    // 17: sovereign.browser.v1.Fill
+	(*Press)(nil),                   // 18: sovereign.browser.v1.Press
+	(*Scroll)(nil),                  // 19: sovereign.browser.v1.Scroll
+	(*TabNew)(nil),                  // 20: sovereign.browser.v1.TabNew
+	(*TabIndex)(nil),                // 21: sovereign.browser.v1.TabIndex
+	(*Wait)(nil),                    // 22: sovereign.browser.v1.Wait
+	(*WaitFor)(nil),                 // 23: sovereign.browser.v1.WaitFor
+	(*Click)(nil),                   // 24: sovereign.browser.v1.Click
+	(*SelectOption)(nil),            // 25: sovereign.browser.v1.SelectOption
+	(*Check)(nil),                   // 26: sovereign.browser.v1.Check
+	(*FormField)(nil),               // 27: sovereign.browser.v1.FormField
+	(*FillForm)(nil),                // 28: sovereign.browser.v1.FillForm
+	(*Drag)(nil),                    // 29: sovereign.browser.v1.Drag
+	(*Mouse)(nil),                   // 30: sovereign.browser.v1.Mouse
+	(*GetMarkdown)(nil),             // 31: sovereign.browser.v1.GetMarkdown
+	(*Screenshot)(nil),              // 32: sovereign.browser.v1.Screenshot
+	(*ToolRequest)(nil),             // 33: sovereign.browser.v1.ToolRequest
+	(*GetStyles)(nil),               // 34: sovereign.browser.v1.GetStyles
+	(*ConsoleMessages)(nil),         // 35: sovereign.browser.v1.ConsoleMessages
+	(*NetworkRequests)(nil),         // 36: sovereign.browser.v1.NetworkRequests
+	(*NetworkRequestBody)(nil),      // 37: sovereign.browser.v1.NetworkRequestBody
+	(*Resize)(nil),                  // 38: sovereign.browser.v1.Resize
+	(*Geolocation)(nil),             // 39: sovereign.browser.v1.Geolocation
+	(*Emulate)(nil),                 // 40: sovereign.browser.v1.Emulate
+	(*StorageName)(nil),             // 41: sovereign.browser.v1.StorageName
+	(*StorageTransferRequest)(nil),  // 42: sovereign.browser.v1.StorageTransferRequest
+	(*StorageTransferResponse)(nil), // 43: sovereign.browser.v1.StorageTransferResponse
+	(*Pdf)(nil),                     // 44: sovereign.browser.v1.Pdf
+	(*HandleDialog)(nil),            // 45: sovereign.browser.v1.HandleDialog
+	(*UploadFile)(nil),              // 46: sovereign.browser.v1.UploadFile
+	(*UploadFileItem)(nil),          // 47: sovereign.browser.v1.UploadFileItem
+	(*DownloadGet)(nil),             // 48: sovereign.browser.v1.DownloadGet
+	(*SetIdentity)(nil),             // 49: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                   // 50: sovereign.browser.v1.Image
+	(*Resource)(nil),                // 51: sovereign.browser.v1.Resource
+	(*Content)(nil),                 // 52: sovereign.browser.v1.Content
+	(*ToolResult)(nil),              // 53: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),         // 54: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),        // 55: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil),   // 56: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),              // 57: sovereign.browser.v1.WorkerLoad
+	nil,                             // 58: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
-	3,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	2,  // 1: sovereign.browser.v1.UrlPolicy.tiers:type_name -> sovereign.browser.v1.UrlRules
-	10, // 2: sovereign.browser.v1.GetAttr.element:type_name -> sovereign.browser.v1.Element
-	10, // 3: sovereign.browser.v1.Eval.element:type_name -> sovereign.browser.v1.Element
-	10, // 4: sovereign.browser.v1.Fill.element:type_name -> sovereign.browser.v1.Element
-	10, // 5: sovereign.browser.v1.Click.element:type_name -> sovereign.browser.v1.Element
-	10, // 6: sovereign.browser.v1.SelectOption.element:type_name -> sovereign.browser.v1.Element
-	10, // 7: sovereign.browser.v1.Check.element:type_name -> sovereign.browser.v1.Element
-	10, // 8: sovereign.browser.v1.FormField.element:type_name -> sovereign.browser.v1.Element
-	26, // 9: sovereign.browser.v1.FillForm.fields:type_name -> sovereign.browser.v1.FormField
-	10, // 10: sovereign.browser.v1.Drag.from:type_name -> sovereign.browser.v1.Element
-	10, // 11: sovereign.browser.v1.Drag.to:type_name -> sovereign.browser.v1.Element
-	10, // 12: sovereign.browser.v1.GetMarkdown.element:type_name -> sovereign.browser.v1.Element
-	10, // 13: sovereign.browser.v1.Screenshot.element:type_name -> sovereign.browser.v1.Element
-	3,  // 14: sovereign.browser.v1.ToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	4,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	3,  // 1: sovereign.browser.v1.UrlPolicy.tiers:type_name -> sovereign.browser.v1.UrlRules
+	11, // 2: sovereign.browser.v1.GetAttr.element:type_name -> sovereign.browser.v1.Element
+	11, // 3: sovereign.browser.v1.Eval.element:type_name -> sovereign.browser.v1.Element
+	11, // 4: sovereign.browser.v1.Fill.element:type_name -> sovereign.browser.v1.Element
+	11, // 5: sovereign.browser.v1.Click.element:type_name -> sovereign.browser.v1.Element
+	11, // 6: sovereign.browser.v1.SelectOption.element:type_name -> sovereign.browser.v1.Element
+	11, // 7: sovereign.browser.v1.Check.element:type_name -> sovereign.browser.v1.Element
+	11, // 8: sovereign.browser.v1.FormField.element:type_name -> sovereign.browser.v1.Element
+	27, // 9: sovereign.browser.v1.FillForm.fields:type_name -> sovereign.browser.v1.FormField
+	11, // 10: sovereign.browser.v1.Drag.from:type_name -> sovereign.browser.v1.Element
+	11, // 11: sovereign.browser.v1.Drag.to:type_name -> sovereign.browser.v1.Element
+	11, // 12: sovereign.browser.v1.GetMarkdown.element:type_name -> sovereign.browser.v1.Element
+	11, // 13: sovereign.browser.v1.Screenshot.element:type_name -> sovereign.browser.v1.Element
+	4,  // 14: sovereign.browser.v1.ToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
 	0,  // 15: sovereign.browser.v1.ToolRequest.snapshot_after:type_name -> sovereign.browser.v1.SnapshotAfter
-	12, // 16: sovereign.browser.v1.ToolRequest.open:type_name -> sovereign.browser.v1.Open
-	11, // 17: sovereign.browser.v1.ToolRequest.back:type_name -> sovereign.browser.v1.NoArgs
-	11, // 18: sovereign.browser.v1.ToolRequest.forward:type_name -> sovereign.browser.v1.NoArgs
-	11, // 19: sovereign.browser.v1.ToolRequest.reload:type_name -> sovereign.browser.v1.NoArgs
-	11, // 20: sovereign.browser.v1.ToolRequest.get_url:type_name -> sovereign.browser.v1.NoArgs
-	11, // 21: sovereign.browser.v1.ToolRequest.get_title:type_name -> sovereign.browser.v1.NoArgs
-	13, // 22: sovereign.browser.v1.ToolRequest.snapshot:type_name -> sovereign.browser.v1.Snapshot
-	10, // 23: sovereign.browser.v1.ToolRequest.get_text:type_name -> sovereign.browser.v1.Element
-	10, // 24: sovereign.browser.v1.ToolRequest.get_html:type_name -> sovereign.browser.v1.Element
-	14, // 25: sovereign.browser.v1.ToolRequest.get_attr:type_name -> sovereign.browser.v1.GetAttr
-	15, // 26: sovereign.browser.v1.ToolRequest.eval:type_name -> sovereign.browser.v1.Eval
-	23, // 27: sovereign.browser.v1.ToolRequest.click:type_name -> sovereign.browser.v1.Click
-	16, // 28: sovereign.browser.v1.ToolRequest.fill:type_name -> sovereign.browser.v1.Fill
-	16, // 29: sovereign.browser.v1.ToolRequest.type:type_name -> sovereign.browser.v1.Fill
-	17, // 30: sovereign.browser.v1.ToolRequest.press:type_name -> sovereign.browser.v1.Press
-	18, // 31: sovereign.browser.v1.ToolRequest.scroll:type_name -> sovereign.browser.v1.Scroll
-	10, // 32: sovereign.browser.v1.ToolRequest.hover:type_name -> sovereign.browser.v1.Element
-	10, // 33: sovereign.browser.v1.ToolRequest.focus:type_name -> sovereign.browser.v1.Element
-	11, // 34: sovereign.browser.v1.ToolRequest.close:type_name -> sovereign.browser.v1.NoArgs
-	11, // 35: sovereign.browser.v1.ToolRequest.tab_list:type_name -> sovereign.browser.v1.NoArgs
-	19, // 36: sovereign.browser.v1.ToolRequest.tab_new:type_name -> sovereign.browser.v1.TabNew
-	20, // 37: sovereign.browser.v1.ToolRequest.tab_switch:type_name -> sovereign.browser.v1.TabIndex
-	20, // 38: sovereign.browser.v1.ToolRequest.tab_close:type_name -> sovereign.browser.v1.TabIndex
-	21, // 39: sovereign.browser.v1.ToolRequest.wait:type_name -> sovereign.browser.v1.Wait
-	22, // 40: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
-	31, // 41: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
-	11, // 42: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	44, // 43: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
-	24, // 44: sovereign.browser.v1.ToolRequest.select_option:type_name -> sovereign.browser.v1.SelectOption
-	25, // 45: sovereign.browser.v1.ToolRequest.check:type_name -> sovereign.browser.v1.Check
-	27, // 46: sovereign.browser.v1.ToolRequest.fill_form:type_name -> sovereign.browser.v1.FillForm
-	28, // 47: sovereign.browser.v1.ToolRequest.drag:type_name -> sovereign.browser.v1.Drag
-	29, // 48: sovereign.browser.v1.ToolRequest.mouse:type_name -> sovereign.browser.v1.Mouse
-	30, // 49: sovereign.browser.v1.ToolRequest.get_markdown:type_name -> sovereign.browser.v1.GetMarkdown
-	33, // 50: sovereign.browser.v1.ToolRequest.get_styles:type_name -> sovereign.browser.v1.GetStyles
-	34, // 51: sovereign.browser.v1.ToolRequest.console_messages:type_name -> sovereign.browser.v1.ConsoleMessages
-	35, // 52: sovereign.browser.v1.ToolRequest.network_requests:type_name -> sovereign.browser.v1.NetworkRequests
-	36, // 53: sovereign.browser.v1.ToolRequest.network_request:type_name -> sovereign.browser.v1.NetworkRequestBody
-	37, // 54: sovereign.browser.v1.ToolRequest.resize:type_name -> sovereign.browser.v1.Resize
-	39, // 55: sovereign.browser.v1.ToolRequest.emulate:type_name -> sovereign.browser.v1.Emulate
-	43, // 56: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
-	40, // 57: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
-	11, // 58: sovereign.browser.v1.ToolRequest.storage_list:type_name -> sovereign.browser.v1.NoArgs
-	40, // 59: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
-	10, // 60: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
-	38, // 61: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
-	45, // 62: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	46, // 63: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
-	47, // 64: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	53, // 65: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	3,  // 66: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	3,  // 67: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	68, // [68:68] is the sub-list for method output_type
-	68, // [68:68] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	1,  // 16: sovereign.browser.v1.ToolRequest.dialogs:type_name -> sovereign.browser.v1.DialogMode
+	1,  // 17: sovereign.browser.v1.ToolRequest.default_dialogs:type_name -> sovereign.browser.v1.DialogMode
+	13, // 18: sovereign.browser.v1.ToolRequest.open:type_name -> sovereign.browser.v1.Open
+	12, // 19: sovereign.browser.v1.ToolRequest.back:type_name -> sovereign.browser.v1.NoArgs
+	12, // 20: sovereign.browser.v1.ToolRequest.forward:type_name -> sovereign.browser.v1.NoArgs
+	12, // 21: sovereign.browser.v1.ToolRequest.reload:type_name -> sovereign.browser.v1.NoArgs
+	12, // 22: sovereign.browser.v1.ToolRequest.get_url:type_name -> sovereign.browser.v1.NoArgs
+	12, // 23: sovereign.browser.v1.ToolRequest.get_title:type_name -> sovereign.browser.v1.NoArgs
+	14, // 24: sovereign.browser.v1.ToolRequest.snapshot:type_name -> sovereign.browser.v1.Snapshot
+	11, // 25: sovereign.browser.v1.ToolRequest.get_text:type_name -> sovereign.browser.v1.Element
+	11, // 26: sovereign.browser.v1.ToolRequest.get_html:type_name -> sovereign.browser.v1.Element
+	15, // 27: sovereign.browser.v1.ToolRequest.get_attr:type_name -> sovereign.browser.v1.GetAttr
+	16, // 28: sovereign.browser.v1.ToolRequest.eval:type_name -> sovereign.browser.v1.Eval
+	24, // 29: sovereign.browser.v1.ToolRequest.click:type_name -> sovereign.browser.v1.Click
+	17, // 30: sovereign.browser.v1.ToolRequest.fill:type_name -> sovereign.browser.v1.Fill
+	17, // 31: sovereign.browser.v1.ToolRequest.type:type_name -> sovereign.browser.v1.Fill
+	18, // 32: sovereign.browser.v1.ToolRequest.press:type_name -> sovereign.browser.v1.Press
+	19, // 33: sovereign.browser.v1.ToolRequest.scroll:type_name -> sovereign.browser.v1.Scroll
+	11, // 34: sovereign.browser.v1.ToolRequest.hover:type_name -> sovereign.browser.v1.Element
+	11, // 35: sovereign.browser.v1.ToolRequest.focus:type_name -> sovereign.browser.v1.Element
+	12, // 36: sovereign.browser.v1.ToolRequest.close:type_name -> sovereign.browser.v1.NoArgs
+	12, // 37: sovereign.browser.v1.ToolRequest.tab_list:type_name -> sovereign.browser.v1.NoArgs
+	20, // 38: sovereign.browser.v1.ToolRequest.tab_new:type_name -> sovereign.browser.v1.TabNew
+	21, // 39: sovereign.browser.v1.ToolRequest.tab_switch:type_name -> sovereign.browser.v1.TabIndex
+	21, // 40: sovereign.browser.v1.ToolRequest.tab_close:type_name -> sovereign.browser.v1.TabIndex
+	22, // 41: sovereign.browser.v1.ToolRequest.wait:type_name -> sovereign.browser.v1.Wait
+	23, // 42: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
+	32, // 43: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
+	12, // 44: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
+	49, // 45: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	25, // 46: sovereign.browser.v1.ToolRequest.select_option:type_name -> sovereign.browser.v1.SelectOption
+	26, // 47: sovereign.browser.v1.ToolRequest.check:type_name -> sovereign.browser.v1.Check
+	28, // 48: sovereign.browser.v1.ToolRequest.fill_form:type_name -> sovereign.browser.v1.FillForm
+	29, // 49: sovereign.browser.v1.ToolRequest.drag:type_name -> sovereign.browser.v1.Drag
+	30, // 50: sovereign.browser.v1.ToolRequest.mouse:type_name -> sovereign.browser.v1.Mouse
+	31, // 51: sovereign.browser.v1.ToolRequest.get_markdown:type_name -> sovereign.browser.v1.GetMarkdown
+	34, // 52: sovereign.browser.v1.ToolRequest.get_styles:type_name -> sovereign.browser.v1.GetStyles
+	35, // 53: sovereign.browser.v1.ToolRequest.console_messages:type_name -> sovereign.browser.v1.ConsoleMessages
+	36, // 54: sovereign.browser.v1.ToolRequest.network_requests:type_name -> sovereign.browser.v1.NetworkRequests
+	37, // 55: sovereign.browser.v1.ToolRequest.network_request:type_name -> sovereign.browser.v1.NetworkRequestBody
+	38, // 56: sovereign.browser.v1.ToolRequest.resize:type_name -> sovereign.browser.v1.Resize
+	40, // 57: sovereign.browser.v1.ToolRequest.emulate:type_name -> sovereign.browser.v1.Emulate
+	44, // 58: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
+	41, // 59: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
+	12, // 60: sovereign.browser.v1.ToolRequest.storage_list:type_name -> sovereign.browser.v1.NoArgs
+	41, // 61: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
+	45, // 62: sovereign.browser.v1.ToolRequest.handle_dialog:type_name -> sovereign.browser.v1.HandleDialog
+	46, // 63: sovereign.browser.v1.ToolRequest.upload_file:type_name -> sovereign.browser.v1.UploadFile
+	12, // 64: sovereign.browser.v1.ToolRequest.download_list:type_name -> sovereign.browser.v1.NoArgs
+	48, // 65: sovereign.browser.v1.ToolRequest.download_get:type_name -> sovereign.browser.v1.DownloadGet
+	11, // 66: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
+	39, // 67: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
+	11, // 68: sovereign.browser.v1.UploadFile.element:type_name -> sovereign.browser.v1.Element
+	47, // 69: sovereign.browser.v1.UploadFile.files:type_name -> sovereign.browser.v1.UploadFileItem
+	50, // 70: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	51, // 71: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
+	52, // 72: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	58, // 73: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	4,  // 74: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	4,  // 75: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	76, // [76:76] is the sub-list for method output_type
+	76, // [76:76] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -4683,9 +5097,14 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_StorageSave)(nil),
 		(*ToolRequest_StorageList)(nil),
 		(*ToolRequest_StorageDelete)(nil),
+		(*ToolRequest_HandleDialog)(nil),
+		(*ToolRequest_UploadFile)(nil),
+		(*ToolRequest_DownloadList)(nil),
+		(*ToolRequest_DownloadGet)(nil),
 	}
 	file_sovereign_browser_v1_browser_proto_msgTypes[38].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[46].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[43].OneofWrappers = []any{}
+	file_sovereign_browser_v1_browser_proto_msgTypes[50].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Resource)(nil),
@@ -4695,8 +5114,8 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   53,
+			NumEnums:      2,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

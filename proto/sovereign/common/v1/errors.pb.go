@@ -54,6 +54,9 @@ const (
 	ErrorCode_TOO_LARGE ErrorCode = 11
 	// A bug or an unexpected failure; the message says what.
 	ErrorCode_INTERNAL ErrorCode = 12
+	// A dialog (confirm, prompt, beforeunload) is open in the tab and waits
+	// for handle_dialog; the message names it.
+	ErrorCode_DIALOG_OPEN ErrorCode = 50
 )
 
 // Enum value maps for ErrorCode.
@@ -72,6 +75,7 @@ var (
 		10: "UNAVAILABLE",
 		11: "TOO_LARGE",
 		12: "INTERNAL",
+		50: "DIALOG_OPEN",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED": 0,
@@ -87,6 +91,7 @@ var (
 		"UNAVAILABLE":            10,
 		"TOO_LARGE":              11,
 		"INTERNAL":               12,
+		"DIALOG_OPEN":            50,
 	}
 )
 
@@ -121,7 +126,7 @@ var File_sovereign_common_v1_errors_proto protoreflect.FileDescriptor
 
 const file_sovereign_common_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	" sovereign/common/v1/errors.proto\x12\x13sovereign.common.v1*\xf9\x01\n" +
+	" sovereign/common/v1/errors.proto\x12\x13sovereign.common.v1*\x8a\x02\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x01\x12\r\n" +
@@ -136,7 +141,8 @@ const file_sovereign_common_v1_errors_proto_rawDesc = "" +
 	"\vUNAVAILABLE\x10\n" +
 	"\x12\r\n" +
 	"\tTOO_LARGE\x10\v\x12\f\n" +
-	"\bINTERNAL\x10\fBIZGgithub.com/sovereign-fleet/sovereign/proto/sovereign/common/v1;commonv1b\x06proto3"
+	"\bINTERNAL\x10\f\x12\x0f\n" +
+	"\vDIALOG_OPEN\x102BIZGgithub.com/sovereign-fleet/sovereign/proto/sovereign/common/v1;commonv1b\x06proto3"
 
 var (
 	file_sovereign_common_v1_errors_proto_rawDescOnce sync.Once

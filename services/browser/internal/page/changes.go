@@ -23,6 +23,13 @@ type callState struct {
 	settled *settleResult
 	// maxChars caps the text of the result (limits.go).
 	maxChars int
+	// files are the paths of upload_file's files; choosers the notes on
+	// the file choosers the page opened (files.go).
+	files    []string
+	choosers []string
+	// did says what the tool did, for the result of a tool that a
+	// dialog interrupted (dialog.go).
+	did string
 	// inputAt is when the action sent its input to the page (zero for a
 	// navigation): a DOM change after it is the page's own reaction.
 	inputAt time.Time
@@ -42,7 +49,8 @@ func changesPage(req *browserv1.ToolRequest) bool {
 		*browserv1.ToolRequest_Reload, *browserv1.ToolRequest_Click, *browserv1.ToolRequest_Press,
 		*browserv1.ToolRequest_Fill, *browserv1.ToolRequest_Type, *browserv1.ToolRequest_SelectOption,
 		*browserv1.ToolRequest_Check, *browserv1.ToolRequest_FillForm, *browserv1.ToolRequest_Drag,
-		*browserv1.ToolRequest_Mouse, *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate:
+		*browserv1.ToolRequest_Mouse, *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate,
+		*browserv1.ToolRequest_HandleDialog, *browserv1.ToolRequest_UploadFile:
 		return true
 	}
 	return false
@@ -66,7 +74,11 @@ type Changes struct {
 	PreviousURL string   `json:"previous_url,omitempty"`
 	Title       *string  `json:"title,omitempty"`
 	OpenedTabs  []string `json:"opened_tabs,omitempty"`
-	Dialogs     []string `json:"dialogs,omitempty"`
+	// FileChoosers names the file inputs whose chooser the page opened.
+	FileChoosers []string `json:"file_choosers,omitempty"`
+	Dialogs      []string `json:"dialogs,omitempty"`
+	// OpenDialog is the dialog that waits for handle_dialog.
+	OpenDialog *DialogInfo `json:"open_dialog,omitempty"`
 	// ConsoleErrors counts the console errors and uncaught exceptions
 	// while the tool ran; FirstConsoleError is the first one.
 	ConsoleErrors     int    `json:"console_errors,omitempty"`
@@ -86,6 +98,7 @@ func (t *Tab) beginCall(req *browserv1.ToolRequest) {
 	}
 	t.mu.Lock()
 	t.act.errors, t.act.firstErr, t.act.opened = 0, "", nil
+	t.answered = 0
 	started := t.act.started
 	t.mu.Unlock()
 	t.call = callState{settle: budget, netMark: started, maxChars: int(req.GetMaxChars())}
@@ -102,6 +115,9 @@ func (t *Tab) report(req *browserv1.ToolRequest, res *browserv1.ToolResult, dial
 	before := t.seen
 	t.mu.Unlock()
 	c.Dialogs = dialogs
+	if d := t.openDialogNow(); d != nil {
+		c.OpenDialog = &DialogInfo{Type: string(d.typ), Message: d.msg}
+	}
 	if r := t.call.settled; r != nil {
 		c.Settled, c.Pending, c.SettleMS = !r.Timeout, r.Pending, r.Waited.Milliseconds()
 		if r.URL != "" {
@@ -129,6 +145,10 @@ func (t *Tab) report(req *browserv1.ToolRequest, res *browserv1.ToolResult, dial
 	}
 	for _, d := range dialogs {
 		lines = append(lines, "- "+d)
+	}
+	c.FileChoosers = t.call.choosers
+	for _, n := range c.FileChoosers {
+		lines = append(lines, "- "+n)
 	}
 	switch {
 	case c.ConsoleErrors == 1:

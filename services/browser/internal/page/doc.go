@@ -1,6 +1,7 @@
 // Package page runs browser tools inside one tab: navigation, ARIA snapshots
-// with stable element refs, element actions, keys, waits, eval and
-// screenshots, each bounded by the deadline of its request.
+// with stable element refs, element actions, keys, waits, eval,
+// screenshots, dialogs and file inputs, each bounded by the deadline of its
+// request.
 //
 // A [Tab] wraps a chromedp context bound to one tab target. [Tab.Do] runs
 // one tool from a [browserv1.ToolRequest] and returns a
@@ -88,7 +89,8 @@
 // # Settling and the change report
 //
 // open, back, forward, reload, click, press, fill, type, select_option,
-// check, fill_form, drag and mouse settle
+// check, fill_form, drag, mouse, resize, emulate, handle_dialog and
+// upload_file settle
 // (settle.go): a navigation they started commits and loads, then the page
 // must be quiet (no request in flight, no DOM mutation for 50 ms) when
 // anything happened after the action (a page that changed during the
@@ -128,10 +130,22 @@
 // ends with the request context, so no tool outlives its deadline; waits
 // inside tools (page loads, wait, wait_for) end a little before it so the
 // tool can still answer. A script that loops forever is stopped by V8.
-// Alerts, confirms and prompts are accepted at once, and the result of the
-// tool that caused one says so. Error messages and notes quote at most 2000
-// characters of text that the page controls (a thrown value, a dialog
-// message, an element's description).
+// Dialogs (dialog.go) follow the session's mode (Options.Dialogs): accept
+// and dismiss answer each one at once; ask (the default) accepts alerts
+// and leaves confirm, prompt and beforeunload dialogs open: the tool that
+// raised one returns at once saying so, later tools that need the page
+// fail with DIALOG_OPEN naming it, and handle_dialog answers it. Error
+// messages and notes quote at most 2000 characters of text that the page
+// controls (a thrown value, a dialog message, an element's description).
+//
+// # Files
+//
+// upload_file (files.go) sets files that the session wrote to disk on a
+// file input (DOM.setFileInputFiles). A click that would open a file
+// chooser is intercepted and its result names the input by ref. The
+// snapshot shows a file input as button "Choose file: <label>" with the
+// chosen file names as its value. Downloads are the session's (the
+// worker's downloads.go); Tab.HasFrame tells it which tab began one.
 //
 // # Developer tools
 //

@@ -165,6 +165,9 @@ func (t *Tab) getURL(ctx context.Context) (*browserv1.ToolResult, error) {
 
 // getTitle returns the title of the page.
 func (t *Tab) getTitle(ctx context.Context) (*browserv1.ToolResult, error) {
+	if t.openDialogNow() != nil {
+		return textResult("%s", t.targetTitle(ctx)), nil
+	}
 	s, err := t.title(ctx)
 	if err != nil {
 		return nil, err
@@ -172,8 +175,15 @@ func (t *Tab) getTitle(ctx context.Context) (*browserv1.ToolResult, error) {
 	return textResult("%s", s), nil
 }
 
-// currentURL returns the URL of the main frame, with its fragment.
+// currentURL returns the URL of the main frame, with its fragment. While a
+// dialog is open it asks the browser (the frame tree may wait for the
+// page).
 func (t *Tab) currentURL(ctx context.Context) (string, error) {
+	if t.openDialogNow() != nil {
+		if info := t.targetInfo(ctx); info != nil {
+			return info.URL, nil
+		}
+	}
 	tree, err := chromedp.Call(ctx, page.GetFrameTree, cdp.Empty{})
 	if err != nil {
 		return "", err
@@ -186,15 +196,25 @@ func (t *Tab) currentURL(ctx context.Context) (string, error) {
 // targetTitle returns the title the browser knows for the tab, cut to
 // maxTitle characters, or "".
 func (t *Tab) targetTitle(ctx context.Context) string {
+	info := t.targetInfo(ctx)
+	if info == nil {
+		return ""
+	}
+	return clipTo(info.Title, maxTitle)
+}
+
+// targetInfo returns what the browser knows about the tab (its address
+// and title, also while a dialog freezes the page), or nil.
+func (t *Tab) targetInfo(ctx context.Context) *target.Info {
 	c := chromedp.FromContext(t.ctx)
 	if c == nil || c.Target == nil {
-		return ""
+		return nil
 	}
 	info, err := chromedp.CallBrowser(ctx, target.GetTargetInfo, target.GetTargetInfoParams{TargetID: c.Target.TargetID})
-	if err != nil || info.TargetInfo == nil {
-		return ""
+	if err != nil {
+		return nil
 	}
-	return clipTo(info.TargetInfo.Title, maxTitle)
+	return info.TargetInfo
 }
 
 // title returns document.title of the main frame, read in the isolated

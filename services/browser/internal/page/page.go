@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -41,6 +42,9 @@ type Options struct {
 	ConsoleBuffer int
 	NetworkBuffer int
 	MaxPDFBytes   int
+	// Dialogs returns the session's dialog mode when a dialog opens (nil
+	// or unspecified: ask; see dialog.go).
+	Dialogs func() browserv1.DialogMode
 }
 
 func (o Options) consoleBuffer() int { return orDefault(o.ConsoleBuffer, DefaultConsoleBuffer) }
@@ -70,6 +74,14 @@ type Tab struct {
 	// they are registered once; a later init step that fails is retried
 	// on the next call without registering them again. Guarded by initMu.
 	listening bool
+	// early says that the tab context was made by NewContext, with the
+	// event listener on it from the target's first message.
+	early bool
+	// ready says that init finished once: a dialog before it (while the
+	// target is attached) is answered at once whatever the mode.
+	ready atomic.Bool
+	// modeOf is Options.Dialogs.
+	modeOf func() browserv1.DialogMode
 
 	// gone ends when the tab's target went away: the browser detached it
 	// (the page called window.close(), or something closed the target) or
@@ -103,9 +115,22 @@ type Tab struct {
 	worlds    worldTable
 	dialogs   []string
 	act       activity
-	seen      pageSeen
-	console   consoleRing
-	network   netRing
+	// Dialogs (dialog.go): the one that waits for handle_dialog (nil for
+	// none), how many notes were left out of dialogs, how many dialogs
+	// the tab answered by itself since the tool call began, the running
+	// tool's interrupt (nil between calls) and whether it navigates.
+	pending     *openDialog
+	moreDialogs int
+	answered    int
+	interrupt   func()
+	leaving     bool
+	// allFrames are the frames attached to the tab (HasFrame).
+	allFrames map[cdp.FrameID]bool
+	// choosers are the file choosers the page opened (files.go).
+	choosers []*page.EventFileChooserOpened
+	seen     pageSeen
+	console  consoleRing
+	network  netRing
 	// blocked returns the requests the session's URL policy refused
 	// (SetBlocked), or nil.
 	blocked func() []*browserv1.BlockedRequest
@@ -124,17 +149,32 @@ func New(tabCtx context.Context, opts Options) *Tab {
 	}
 	gone, markGone := context.WithCancel(context.Background())
 	return &Tab{
-		ctx:      tabCtx,
-		allowed:  allowed,
-		opts:     opts,
-		console:  consoleRing{size: opts.consoleBuffer()},
-		network:  netRing{size: opts.networkBuffer()},
-		sem:      make(chan struct{}, 1),
-		gone:     gone,
-		markGone: markGone,
-		frames:   newFrameTable(),
-		worlds:   newWorldTable(),
+		ctx:       tabCtx,
+		allowed:   allowed,
+		opts:      opts,
+		console:   consoleRing{size: opts.consoleBuffer()},
+		network:   netRing{size: opts.networkBuffer()},
+		sem:       make(chan struct{}, 1),
+		gone:      gone,
+		markGone:  markGone,
+		frames:    newFrameTable(),
+		worlds:    newWorldTable(),
+		modeOf:    opts.Dialogs,
+		allFrames: map[cdp.FrameID]bool{},
 	}
+}
+
+// NewContext returns a chromedp context for a tab (chromedp.NewContext on
+// parent with copts) and its Tab, whose event listener is on the context
+// before the target is attached. A popup that opens a dialog while the
+// session attaches to it is then seen and answered: attaching evaluates
+// in the page, which would wait for the dialog until the deadline.
+func NewContext(parent context.Context, opts Options, copts ...chromedp.ContextOption) (context.Context, context.CancelFunc, *Tab) {
+	var t *Tab
+	ctx, cancel := chromedp.NewContext(parent, append(copts, chromedp.WithListener(func(ev any) { t.onEvent(ev) }))...)
+	t = New(ctx, opts)
+	t.early = true
+	return ctx, cancel, t
 }
 
 // Context returns the chromedp context of the tab.
@@ -197,6 +237,10 @@ func (t *Tab) Title(ctx context.Context) (string, error) {
 	if err := t.init(rctx); err != nil {
 		return "", t.fail(ctx, rctx, "get_title", err)
 	}
+	if t.openDialogNow() != nil {
+		// The page is frozen; the browser knows the title.
+		return t.targetTitle(rctx), nil
+	}
 	s, err := t.title(rctx)
 	if err != nil {
 		return "", t.fail(ctx, rctx, "get_title", err)
@@ -212,6 +256,17 @@ const releaseEvery = 16
 // call ends at its deadline or cancellation. Failures are *bus.Error values
 // whose messages say what was wrong and what to do about it.
 func (t *Tab) Do(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+	return t.do(ctx, req, nil)
+}
+
+// Upload runs upload_file (req) with the files of req already written to
+// paths, one per file, in order (the session writes them; see files.go).
+func (t *Tab) Upload(ctx context.Context, req *browserv1.ToolRequest, paths []string) (*browserv1.ToolResult, error) {
+	return t.do(ctx, req, paths)
+}
+
+// do runs one tool; files are the paths of upload_file's files.
+func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string) (*browserv1.ToolResult, error) {
 	if req == nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "the request names no tool")
 	}
@@ -230,10 +285,22 @@ func (t *Tab) Do(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.To
 	if err := t.init(rctx); err != nil {
 		return nil, t.fail(ctx, rctx, tool, err)
 	}
+	if d := t.openDialogNow(); d != nil && !worksWithDialog(req) {
+		return nil, dialogError(tool, d)
+	}
 	t.madeObjects = false
 	t.beginCall(req)
-	res, err := t.dispatch(rctx, req)
-	if err == nil && changesPage(req) && req.GetSnapshotAfter() != browserv1.SnapshotAfter_SNAPSHOT_AFTER_NONE {
+	t.call.files = files
+	dctx, stopDialogs := t.watchDialogs(rctx, req)
+	defer stopDialogs()
+	res, err := t.dispatch(dctx, req)
+	if t.openDialogNow() != nil {
+		// The page is frozen: no snapshot, no release of objects.
+		if errors.Is(context.Cause(dctx), errDialogOpened) && (err != nil || res == nil) {
+			res, err = t.interrupted(tool), nil
+		}
+		t.madeObjects = false
+	} else if err == nil && changesPage(req) && req.GetSnapshotAfter() != browserv1.SnapshotAfter_SNAPSHOT_AFTER_NONE {
 		err = t.snapshotAfter(rctx, req.GetSnapshotAfter(), res)
 	}
 	if t.madeObjects {
@@ -248,6 +315,9 @@ func (t *Tab) Do(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.To
 	if err != nil {
 		return nil, t.fail(ctx, rctx, tool, err)
 	}
+	if t.openDialogNow() == nil {
+		t.call.choosers = t.chooserNotes(rctx)
+	}
 	dialogs := t.takeDialogs()
 	if changesPage(req) {
 		t.report(req, res, dialogs)
@@ -259,6 +329,11 @@ func (t *Tab) Do(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.To
 
 // dispatch runs the tool of req.
 func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+	if navigates(req) {
+		if err := t.leaveDialog(ctx, toolName(req)); err != nil {
+			return nil, err
+		}
+	}
 	switch x := req.GetTool().(type) {
 	case *browserv1.ToolRequest_Open:
 		return t.open(ctx, x.Open.GetUrl())
@@ -329,6 +404,10 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 		return t.pdf(ctx, x.Pdf)
 	case *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate:
 		return t.emulateTool(ctx, req) // the session keeps the emulation for its other tabs
+	case *browserv1.ToolRequest_HandleDialog:
+		return t.handleDialog(ctx, x.HandleDialog)
+	case *browserv1.ToolRequest_UploadFile:
+		return t.uploadFile(ctx, x.UploadFile.GetElement())
 	case *browserv1.ToolRequest_Close, *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew,
 		*browserv1.ToolRequest_TabSwitch, *browserv1.ToolRequest_TabClose:
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
@@ -392,10 +471,11 @@ func (t *Tab) init(ctx context.Context) (err error) {
 		return err
 	}
 	if !t.listening {
-		if err := chromedp.Listen(t.ctx, t.onEvent); err != nil {
-			return fmt.Errorf("listen to the tab: %w", err)
+		if !t.early {
+			if err := chromedp.Listen(t.ctx, t.onEvent); err != nil {
+				return fmt.Errorf("listen to the tab: %w", err)
+			}
 		}
-		go t.acceptDialogs(chromedp.Events(t.ctx, page.JavascriptDialogOpening))
 		if detached, err := chromedp.Detached(t.ctx); err == nil {
 			go func() {
 				select {
@@ -410,12 +490,17 @@ func (t *Tab) init(ctx context.Context) (err error) {
 	if _, err := chromedp.Call(ctx, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true}); err != nil {
 		return fmt.Errorf("enable focus emulation: %w", err)
 	}
+	// A file chooser becomes an event (files.go), not a dialog nobody sees.
+	if _, err := chromedp.Call(ctx, page.SetInterceptFileChooserDialog, page.SetInterceptFileChooserDialogParams{Enabled: true}); err != nil {
+		return fmt.Errorf("intercept file choosers: %w", err)
+	}
 	tree, err := chromedp.Call(ctx, page.GetFrameTree, cdp.Empty{})
 	if err != nil {
 		return fmt.Errorf("read the frame tree: %w", err)
 	}
 	t.setMainFrame(tree.FrameTree.Frame.ID)
 	t.inited = true
+	t.ready.Store(true)
 	return nil
 }
 
@@ -467,13 +552,16 @@ func (t *Tab) fail(ctx, rctx context.Context, tool string, err error) error {
 	return bus.Errorf(commonv1.ErrorCode_INTERNAL, "%s: %s", tool, clipText(err.Error()))
 }
 
-// takeDialogs returns the dialogs that were accepted during the tool, as
-// lines for its result.
+// takeDialogs returns the notes about the dialogs of the tool (answered
+// or waiting), as lines for its result.
 func (t *Tab) takeDialogs() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d := t.dialogs
-	t.dialogs = nil
+	if t.moreDialogs > 0 {
+		d = append(d, fmt.Sprintf("(… and %d more dialogs.)", t.moreDialogs))
+	}
+	t.dialogs, t.moreDialogs = nil, 0
 	return d
 }
 

@@ -367,6 +367,11 @@
           break;
       }
     }
+    if (tag === 'INPUT' && (el.getAttribute('type') || '').toLowerCase() === 'file') {
+      // A model knows what to do with "Choose file" (upload_file).
+      s = s || el.getAttribute('title') || '';
+      return clip(norm(s ? 'Choose file: ' + s : 'Choose file'), 120);
+    }
     if (!s && (fromContent || NAME_FROM_CONTENT.has(role))) s = textOf(el);
     if (!s) s = el.getAttribute('title') || '';
     return clip(norm(s), 120);
@@ -443,6 +448,7 @@
   function valueOf(el, tag, role) {
     if (tag === 'INPUT') {
       const type = (el.getAttribute('type') || '').toLowerCase();
+      if (type === 'file') return clip(Array.from(el.files || [], (f) => f.name).join(', '), 200);
       if (type === 'checkbox' || type === 'radio' || INPUT_ROLES[type] === 'button') return '';
       if (secretField(el)) return masked(el.value);
       return clip(el.value, 200);

@@ -150,6 +150,7 @@ func (t *Tab) click(ctx context.Context, c *browserv1.Click) (*browserv1.ToolRes
 	// boundary events (mouseover, mouseenter) and updates :hover.
 	mctx, span := startSpan(ctx, spanClick, attribute.Bool("sovereign.click.covered", info.Covered != ""))
 	t.call.inputAt = time.Now()
+	t.call.did = clickVerb(button, count, mods|t.pointer.mods) + " " + info.Desc // said if a dialog interrupts the click
 	for i := int64(1); i <= count && err == nil; i++ {
 		// A double click is two clicks with counts 1 and 2: the second
 		// fires dblclick.
@@ -161,7 +162,7 @@ func (t *Tab) click(ctx context.Context, c *browserv1.Click) (*browserv1.ToolRes
 	if err != nil {
 		return nil, err
 	}
-	msg := clickVerb(button, count, mods|t.pointer.mods) + " " + info.Desc
+	msg := t.call.did
 	if info.Covered != "" {
 		msg += fmt.Sprintf(" — but %s covers its centre, so that element got the click", info.Covered)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 )
 
@@ -136,7 +138,7 @@ func TestScroll(t *testing.T) {
 }
 
 func TestDialogsAreAccepted(t *testing.T) {
-	tab := newTab(t, Options{})
+	tab := newTab(t, Options{Dialogs: func() browserv1.DialogMode { return browserv1.DialogMode_DIALOG_MODE_ACCEPT }})
 	srv := serve(t, map[string]string{"/": `<title>Dialogs</title>
 		<button id=a onclick="alert('Saved!'); this.textContent = 'after alert'">Alert</button>
 		<button id=c onclick="this.textContent = 'confirm ' + confirm('Sure?')">Confirm</button>

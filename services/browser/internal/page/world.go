@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"strconv"
 	"strings"
 	"time"
@@ -89,6 +88,12 @@ func (t *Tab) onEvent(ev any) {
 		t.mu.Lock()
 		t.onNetwork(ev)
 		t.mu.Unlock()
+	case *page.EventJavascriptDialogOpening:
+		t.onDialog(ev)
+	case *page.EventJavascriptDialogClosed:
+		t.onDialogClosed()
+	case *page.EventFileChooserOpened:
+		t.noteChooser(ev) // files.go
 	case *inspector.EventTargetCrashed:
 		// The browser sends no reply to the commands that are pending now
 		// nor to later ones; ending gone ends them (see runCtx).
@@ -110,8 +115,13 @@ func (t *Tab) onEvent(ev any) {
 		t.mu.Lock()
 		t.worlds = newWorldTable()
 		t.mu.Unlock()
+	case *page.EventFrameAttached:
+		t.mu.Lock()
+		t.allFrames[ev.FrameID] = true
+		t.mu.Unlock()
 	case *page.EventFrameNavigated:
 		t.mu.Lock()
+		t.allFrames[ev.Frame.ID] = true
 		delete(t.worlds.byFrame, ev.Frame.ID)
 		if ev.Frame.ParentID == "" {
 			t.mainFrame = ev.Frame.ID
@@ -119,23 +129,9 @@ func (t *Tab) onEvent(ev any) {
 		t.mu.Unlock()
 	case *page.EventFrameDetached:
 		t.mu.Lock()
+		delete(t.allFrames, ev.FrameID)
 		delete(t.worlds.byFrame, ev.FrameID)
 		t.mu.Unlock()
-	}
-}
-
-// acceptDialogs accepts every alert, confirm, prompt and beforeunload
-// dialog of the tab until the tab ends, so a dialog never wedges it. It
-// notes each one for the result of the tool that caused it.
-func (t *Tab) acceptDialogs(dialogs iter.Seq2[page.EventJavascriptDialogOpening, error]) {
-	for ev, err := range dialogs {
-		if err != nil {
-			return
-		}
-		t.mu.Lock()
-		t.dialogs = append(t.dialogs, fmt.Sprintf("(A %s dialog said %q; it was accepted.)", ev.Type, clipText(ev.Message)))
-		t.mu.Unlock()
-		_, _ = chromedp.Call(t.ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true, PromptText: ev.DefaultPrompt})
 	}
 }
 

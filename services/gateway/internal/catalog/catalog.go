@@ -215,9 +215,9 @@ func fillTool(set func(*browserv1.ToolRequest, *browserv1.Fill)) func(Args) (*br
 
 // tools is the catalog: the identity tools (login.go), then the browser
 // tools, the form, pointer and reading tools (forms.go), the developer
-// tools (devtools.go), then the agent tools (agent.go), then the system
-// tools (system.go).
-var tools = slices.Concat(identityTools, browserTools, formTools, devtoolsTools, storageTools, agentTools, systemTools)
+// tools (devtools.go), the dialog, file and download tools (files.go),
+// then the agent tools (agent.go), then the system tools (system.go).
+var tools = slices.Concat(identityTools, browserTools, formTools, devtoolsTools, storageTools, filesTools, agentTools, systemTools)
 
 var browserTools = withSettle([]Tool{
 	// Navigation.
@@ -230,15 +230,16 @@ var browserTools = withSettle([]Tool{
 				"template the operator deployed (cookies and site storage; each session gets a private copy). Only when this " +
 				"call opens the browser session (the first browser call of an MCP session, or a call without a session handle)."},
 			storageParam,
+			dialogsParam,
 		},
-		build: func(a Args) (*browserv1.ToolRequest, error) {
+		build: withDialogs(func(a Args) (*browserv1.ToolRequest, error) {
 			u, err := nonEmpty(a, "url")
 			if err != nil {
 				return nil, err
 			}
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Open{Open: &browserv1.Open{Url: strings.TrimSpace(u),
 				Storage: strings.TrimSpace(a.str("storage"))}}}, nil
-		},
+		}),
 	},
 	{
 		Name: "back", Title: "Go back", Description: "Go back in the active tab's history.",
@@ -471,11 +472,11 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "tab_new", Title: "New tab", Description: "Open a new tab, optionally loading a URL, and make it active.",
-		params: []Param{{Name: "url", Type: String, Description: "URL to load in the new tab (default: a blank page)"}, storageParam},
-		build: func(a Args) (*browserv1.ToolRequest, error) {
+		params: []Param{{Name: "url", Type: String, Description: "URL to load in the new tab (default: a blank page)"}, storageParam, dialogsParam},
+		build: withDialogs(func(a Args) (*browserv1.ToolRequest, error) {
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabNew{TabNew: &browserv1.TabNew{Url: strings.TrimSpace(a.str("url")),
 				Storage: strings.TrimSpace(a.str("storage"))}}}, nil
-		},
+		}),
 	},
 	{
 		Name: "tab_switch", Title: "Switch tab", Description: "Make the tab at an index (from tab_list) the active one.",
@@ -594,10 +595,11 @@ var (
 	// actingTools can change the page: they settle, report what changed
 	// and take settle_ms and snapshot.
 	actingTools = []string{"open", "back", "forward", "reload", "tab_new", "click", "press", "fill", "type",
-		"select_option", "check", "fill_form", "drag", "mouse"}
+		"select_option", "check", "fill_form", "drag", "mouse", "handle_dialog", "upload_file"}
 	// cappedTools return text that max_chars bounds, with their default
 	// caps (the worker's).
-	cappedTools = map[string]int64{"snapshot": 40000, "get_text": 20000, "get_html": 20000, "eval": 20000, "get_markdown": 20000}
+	cappedTools = map[string]int64{"snapshot": 40000, "get_text": 20000, "get_html": 20000, "eval": 20000, "get_markdown": 20000,
+		"get_styles": 20000, "download_get": 20000}
 )
 
 // settleDoc ends the description of every acting tool.

@@ -47,6 +47,7 @@ func TestToolNames(t *testing.T) {
 		"select_option", "check", "fill_form", "drag", "mouse", "get_markdown",
 		"console_messages", "network_requests", "network_request", "resize", "emulate", "pdf",
 		"storage_save", "storage_list", "storage_delete",
+		"handle_dialog", "upload_file", "download_list", "download_get",
 		"run_browser_task",
 		"fs_read", "fs_write", "fs_list", "fs_mkdir", "fs_delete", "shell_exec",
 	}
@@ -142,7 +143,7 @@ func TestParse(t *testing.T) {
 		{tool: "open", args: `{}`, wantErr: `argument "url" is required`},
 		{tool: "open", args: `{"url":42}`, wantErr: `argument "url" must be a string, got a number`},
 		{tool: "open", args: `{"url":"  "}`, wantErr: `argument "url" must not be empty`},
-		{tool: "open", args: `{"url":"x","urls":"y"}`, wantErr: `unknown argument "urls"; this tool takes url, profile, storage, settle_ms, snapshot, session`},
+		{tool: "open", args: `{"url":"x","urls":"y"}`, wantErr: `unknown argument "urls"; this tool takes url, profile, storage, dialogs, settle_ms, snapshot, session`},
 		{tool: "open", args: `{"url":"x","session":7}`, wantErr: `argument "session" must be a string`},
 		{tool: "back", args: `null`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Back{Back: &browserv1.NoArgs{}}}},
 		{tool: "get_url", args: `{}`, want: &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetUrl{GetUrl: &browserv1.NoArgs{}}}},

@@ -68,6 +68,9 @@ func HideSecrets(args map[string]any, hidden string) map[string]any {
 	default:
 		set(bunkerURLParam, hidden)
 	}
+	if v, ok := args[FilesParam]; ok {
+		set(FilesParam, summarizeFiles(v)) // files.go: contents never reach the trail
+	}
 	if out == nil {
 		return args
 	}

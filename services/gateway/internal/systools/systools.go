@@ -526,3 +526,35 @@ func (c *capture) text() string {
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
+
+// ReadBytes returns the bytes of the regular file at p, refusing one of
+// more than max bytes.
+func (w *Workspace) ReadBytes(p string, max int64) ([]byte, error) {
+	c, err := clean(p, false)
+	if err != nil {
+		return nil, err
+	}
+	f, err := w.root.OpenFile(c, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, w.fail(c, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, w.fail(c, err)
+	}
+	switch {
+	case !st.Mode().IsRegular():
+		return nil, &Error{Path: p, Msg: fmt.Sprintf("is not a regular file (%s)", kind(st.Mode()))}
+	case st.Size() > max:
+		return nil, &Error{Path: p, Msg: fmt.Sprintf("is %d bytes; at most %d can be read here", st.Size(), max)}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, w.fail(c, err)
+	}
+	if int64(len(b)) > max {
+		return nil, &Error{Path: p, Msg: fmt.Sprintf("grew past %d bytes while it was read", max)}
+	}
+	return b, nil
+}
