@@ -30,6 +30,15 @@ func filesSite(t *testing.T) string {
   const f = e.target.files[0];
   document.getElementById('out').textContent = f.name + '=' + await f.text();
 });</script>`))
+	mux.HandleFunc("/dropzone", page(`<!doctype html><title>Drop zone</title>
+<div id=zone style="width:300px;height:150px;border:1px dashed">Drop files here</div><pre id=out></pre>
+<script>const zone = document.getElementById('zone');
+zone.addEventListener('dragover', (e) => e.preventDefault());
+zone.addEventListener('drop', async (e) => {
+  e.preventDefault();
+  const f = e.dataTransfer.files[0];
+  document.getElementById('out').textContent = f ? f.name + '=' + await f.text() : 'url=' + e.dataTransfer.getData('text/uri-list');
+});</script>`))
 	mux.HandleFunc("/notes.txt", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "fetched by the worker") })
 	mux.HandleFunc("/files", page(`<!doctype html><title>Files</title><a href="/report.csv">Report</a>`))
 	mux.HandleFunc("/report.csv", func(w http.ResponseWriter, r *http.Request) {
@@ -100,6 +109,23 @@ func TestFilesDialogs(t *testing.T) {
 		var te *harness.ToolError
 		if !asToolError(err, &te) || !strings.Contains(te.Text, "has none of content_base64, url and path") {
 			t.Errorf("upload_file without content: %v", err)
+		}
+	})
+
+	t.Run("drop", func(t *testing.T) {
+		tool(t, ctx, c, "open", map[string]any{"url": site + "/dropzone"})
+		got := text(t, ctx, c, "drop", map[string]any{"selector": "#zone", "files": []any{
+			map[string]any{"name": "photo.txt", "content_base64": base64.StdEncoding.EncodeToString([]byte("dropped"))},
+		}})
+		if !strings.Contains(got, "Dropped photo.txt (7 bytes) on") {
+			t.Errorf("drop = %q", got)
+		}
+		if got := text(t, ctx, c, "get_text", map[string]any{"selector": "#out"}); got != "photo.txt=dropped" {
+			t.Errorf("the page read %q from the dropped file", got)
+		}
+		text(t, ctx, c, "drop", map[string]any{"selector": "#zone", "data": []any{map[string]any{"mime_type": "text/uri-list", "value": "https://example.com/"}}})
+		if got := text(t, ctx, c, "get_text", map[string]any{"selector": "#out"}); got != "url=https://example.com/" {
+			t.Errorf("the page read %q from the dropped URL", got)
 		}
 	})
 

@@ -110,17 +110,22 @@ func (s *session) removeFiles() {
 	}
 }
 
-// uploadFile runs upload_file on tab t: it writes the files into a
-// directory of their own in the session's directory and has the page set
-// them on the input.
+// uploadFile runs upload_file, or drop, on tab t: it writes the files
+// into a directory of their own in the session's directory and has the page
+// set them on the input (or drop them on the element).
 func (s *session) uploadFile(ctx context.Context, t *tab, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
-	files := req.GetUploadFile().GetFiles()
+	files, tool := req.GetUploadFile().GetFiles(), "upload_file"
+	if d := req.GetDrop(); d != nil {
+		files, tool = d.GetFiles(), "drop"
+	}
 	lim := s.limits.withDefaults()
 	switch {
-	case len(files) == 0:
+	case len(files) == 0 && tool == "upload_file":
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "upload_file needs at least one file in files")
+	case len(files) == 0:
+		return t.page.Upload(ctx, req, nil)
 	case len(files) > lim.MaxFiles:
-		return nil, bus.Errorf(commonv1.ErrorCode_TOO_LARGE, "upload_file got %d files; the limit is %d per call (the worker's --upload-max-files)", len(files), lim.MaxFiles)
+		return nil, bus.Errorf(commonv1.ErrorCode_TOO_LARGE, "%s got %d files; the limit is %d per call (the worker's --upload-max-files)", tool, len(files), lim.MaxFiles)
 	}
 	root, err := s.fileDir()
 	if err != nil {
@@ -138,7 +143,7 @@ func (s *session) uploadFile(ctx context.Context, t *tab, req *browserv1.ToolReq
 			return nil, err
 		}
 		if total += int64(len(data)); total > lim.MaxTotalBytes {
-			return nil, bus.Errorf(commonv1.ErrorCode_TOO_LARGE, "the files of upload_file add up to more than %d bytes, the limit per call (the worker's --upload-max-total-mb)", lim.MaxTotalBytes)
+			return nil, bus.Errorf(commonv1.ErrorCode_TOO_LARGE, "the files of %s add up to more than %d bytes, the limit per call (the worker's --upload-max-total-mb)", tool, lim.MaxTotalBytes)
 		}
 		// One directory per file: two files may have the same name.
 		sub := filepath.Join(dir, strconv.Itoa(i))

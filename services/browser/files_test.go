@@ -97,3 +97,47 @@ document.querySelector('input').addEventListener('change', async (e) => {
 		})
 	}
 }
+
+// TestDrop: drop puts files and data on a drop zone as if dragged from
+// outside the page (the page reads both from its drop event), within
+// upload_file's limits.
+func TestDrop(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "drop", MaxSessions: 2, Files: browser.FileLimits{MaxFiles: 2}})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>drop</title>
+<div id=zone style="width:300px;height:200px;border:1px dashed">Drop files here</div><pre id=out></pre><script>
+const zone = document.getElementById('zone');
+zone.addEventListener('dragover', (e) => e.preventDefault());
+zone.addEventListener('drop', async (e) => {
+  e.preventDefault();
+  const parts = [];
+  for (const f of e.dataTransfer.files) parts.push(f.name + '=' + await f.text());
+  parts.push('text=' + e.dataTransfer.getData('text/plain'));
+  document.getElementById('out').textContent = parts.join(', ');
+});</script>`)
+	}))
+	t.Cleanup(ts.Close)
+	s := f.mustOpen()
+	f.mustCall(s, openReq(ts.URL+"/"))
+	drop := func(files []*browserv1.UploadFileItem, data ...*browserv1.DropItem) *browserv1.ToolRequest {
+		return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Drop{Drop: &browserv1.Drop{
+			Element: &browserv1.Element{By: &browserv1.Element_Selector{Selector: "#zone"}}, Files: files, Data: data}}}
+	}
+	got := f.mustCall(s, drop([]*browserv1.UploadFileItem{inline("notes.txt", "dropped")}))
+	if !strings.Contains(got, `Dropped notes.txt (7 bytes) on generic "Drop files here"`) {
+		t.Errorf("drop of a file = %q", got)
+	}
+	if got := f.mustCall(s, evalReq("document.getElementById('out').textContent")); got != `"notes.txt=dropped, text="` {
+		t.Errorf("the page read %s from the drop of a file", got)
+	}
+	got = f.mustCall(s, drop(nil, &browserv1.DropItem{MimeType: "text/plain", Value: "hello"}))
+	if !strings.Contains(got, "Dropped text/plain (5 characters) on") {
+		t.Errorf("drop of text = %q", got)
+	}
+	if got := f.mustCall(s, evalReq("document.getElementById('out').textContent")); got != `"text=hello"` {
+		t.Errorf("the page read %s from the drop of text", got)
+	}
+	_, err := f.call(s, drop([]*browserv1.UploadFileItem{inline("a", "1"), inline("b", "2"), inline("c", "3")}))
+	wantCode(t, "drop of 3 files", err, commonv1.ErrorCode_TOO_LARGE, "drop got 3 files; the limit is 2 per call (the worker's --upload-max-files)")
+}

@@ -102,7 +102,8 @@ func navigates(req *browserv1.ToolRequest) bool {
 		*browserv1.ToolRequest_SelectOption, *browserv1.ToolRequest_Check, *browserv1.ToolRequest_FillForm,
 		*browserv1.ToolRequest_Drag, *browserv1.ToolRequest_Mouse,
 
-		*browserv1.ToolRequest_HandleDialog: // accepting a beforeunload dialog leaves the page
+		*browserv1.ToolRequest_HandleDialog, // accepting a beforeunload dialog leaves the page
+		*browserv1.ToolRequest_Drop:
 		return true
 	case *browserv1.ToolRequest_Fill:
 		return req.GetFill().GetSubmit() // Enter submits the form

@@ -272,7 +272,7 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 		return s.emulate(ctx, req) // emulate.go
 	case *browserv1.ToolRequest_SetIdentity:
 		return s.setIdentity(ctx, t.SetIdentity.GetPubkey())
-	case *browserv1.ToolRequest_UploadFile:
+	case *browserv1.ToolRequest_UploadFile, *browserv1.ToolRequest_Drop:
 		return s.uploadFile(ctx, s.tabs[s.active], req) // files.go
 	case *browserv1.ToolRequest_DownloadList:
 		return s.downloadList() // downloads.go

@@ -47,28 +47,32 @@ func (c FilesConfig) validateFiles(bad func(flag, format string, a ...any)) {
 	}
 }
 
-// resolveUploadPaths reads the files that upload_file names by path from
+// resolveUploadPaths reads the files that upload_file or drop names by path from
 // the workspace into the request, where the caller may use the system
 // tools (--system-tools on; agent runs with agent). The request then
 // carries at most catalog.MaxInlineUpload bytes.
 func (g *Gateway) resolveUploadPaths(c *dispatch.Call, req *browserv1.ToolRequest) error {
+	files, tool := req.GetUploadFile().GetFiles(), "upload_file"
+	if d := req.GetDrop(); d != nil {
+		files, tool = d.GetFiles(), "drop"
+	}
 	total := 0
-	for _, f := range req.GetUploadFile().GetFiles() {
+	for _, f := range files {
 		total += len(f.GetContent())
 	}
-	for i, f := range req.GetUploadFile().GetFiles() {
+	for i, f := range files {
 		if f.GetPath() == "" {
 			continue
 		}
 		mode := g.cfg.systemMode()
 		if g.workspace == nil || mode == SystemToolsOff || mode == SystemToolsAgent && c.Transport != dispatch.Bus {
-			return toolErr("upload_file: file %d names a path, but this gateway's system tools are off for this caller "+
-				"(--system-tools on, or agent for agent runs); give the file as content_base64 or url", i)
+			return toolErr("%s: file %d names a path, but this gateway's system tools are off for this caller "+
+				"(--system-tools on, or agent for agent runs); give the file as content_base64 or url", tool, i)
 		}
 		data, err := g.workspace.ReadBytes(f.GetPath(), int64(catalog.MaxInlineUpload-total))
 		if err != nil {
-			return toolErr("upload_file: file %d: %v (a call carries at most %d bytes of files from content_base64 and path; give big files by url)",
-				i, err, catalog.MaxInlineUpload)
+			return toolErr("%s: file %d: %v (a call carries at most %d bytes of files from content_base64 and path; give big files by url)",
+				tool, i, err, catalog.MaxInlineUpload)
 		}
 		total += len(data)
 		f.Content, f.Path = data, ""

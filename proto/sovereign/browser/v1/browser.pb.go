@@ -2018,6 +2018,7 @@ type ToolRequest struct {
 	//	*ToolRequest_Mouse
 	//	*ToolRequest_GetMarkdown
 	//	*ToolRequest_GetStyles
+	//	*ToolRequest_Drop
 	//	*ToolRequest_ConsoleMessages
 	//	*ToolRequest_NetworkRequests
 	//	*ToolRequest_NetworkRequest
@@ -2437,6 +2438,15 @@ func (x *ToolRequest) GetGetStyles() *GetStyles {
 	return nil
 }
 
+func (x *ToolRequest) GetDrop() *Drop {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_Drop); ok {
+			return x.Drop
+		}
+	}
+	return nil
+}
+
 func (x *ToolRequest) GetConsoleMessages() *ConsoleMessages {
 	if x != nil {
 		if x, ok := x.Tool.(*ToolRequest_ConsoleMessages); ok {
@@ -2700,6 +2710,10 @@ type ToolRequest_GetStyles struct {
 	GetStyles *GetStyles `protobuf:"bytes,80,opt,name=get_styles,json=getStyles,proto3,oneof"`
 }
 
+type ToolRequest_Drop struct {
+	Drop *Drop `protobuf:"bytes,90,opt,name=drop,proto3,oneof"`
+}
+
 type ToolRequest_ConsoleMessages struct {
 	// Developer tools (see the messages below): 60-79.
 	ConsoleMessages *ConsoleMessages `protobuf:"bytes,60,opt,name=console_messages,json=consoleMessages,proto3,oneof"`
@@ -2824,6 +2838,8 @@ func (*ToolRequest_GetMarkdown) isToolRequest_Tool() {}
 
 func (*ToolRequest_GetStyles) isToolRequest_Tool() {}
 
+func (*ToolRequest_Drop) isToolRequest_Tool() {}
+
 func (*ToolRequest_ConsoleMessages) isToolRequest_Tool() {}
 
 func (*ToolRequest_NetworkRequests) isToolRequest_Tool() {}
@@ -2850,6 +2866,123 @@ func (*ToolRequest_DownloadList) isToolRequest_Tool() {}
 
 func (*ToolRequest_DownloadGet) isToolRequest_Tool() {}
 
+// Drop drops files and data onto an element, as if dragged there from
+// outside the page (a drop zone).
+type Drop struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Element *Element               `protobuf:"bytes,1,opt,name=element,proto3" json:"element,omitempty"`
+	// As upload_file's.
+	Files         []*UploadFileItem `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	Data          []*DropItem       `protobuf:"bytes,3,rep,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Drop) Reset() {
+	*x = Drop{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Drop) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Drop) ProtoMessage() {}
+
+func (x *Drop) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Drop.ProtoReflect.Descriptor instead.
+func (*Drop) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *Drop) GetElement() *Element {
+	if x != nil {
+		return x.Element
+	}
+	return nil
+}
+
+func (x *Drop) GetFiles() []*UploadFileItem {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *Drop) GetData() []*DropItem {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// DropItem is one piece of data a drop carries.
+type DropItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// e.g. text/plain, text/uri-list, text/html.
+	MimeType      string `protobuf:"bytes,1,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Value         string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DropItem) Reset() {
+	*x = DropItem{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropItem) ProtoMessage() {}
+
+func (x *DropItem) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropItem.ProtoReflect.Descriptor instead.
+func (*DropItem) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DropItem) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *DropItem) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // GetStyles reads an element's computed style and the CSS rules that
 // match it.
 type GetStyles struct {
@@ -2865,7 +2998,7 @@ type GetStyles struct {
 
 func (x *GetStyles) Reset() {
 	*x = GetStyles{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +3010,7 @@ func (x *GetStyles) String() string {
 func (*GetStyles) ProtoMessage() {}
 
 func (x *GetStyles) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[32]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +3023,7 @@ func (x *GetStyles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStyles.ProtoReflect.Descriptor instead.
 func (*GetStyles) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{32}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetStyles) GetElement() *Element {
@@ -2933,7 +3066,7 @@ type ConsoleMessages struct {
 
 func (x *ConsoleMessages) Reset() {
 	*x = ConsoleMessages{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2945,7 +3078,7 @@ func (x *ConsoleMessages) String() string {
 func (*ConsoleMessages) ProtoMessage() {}
 
 func (x *ConsoleMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[33]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2958,7 +3091,7 @@ func (x *ConsoleMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleMessages.ProtoReflect.Descriptor instead.
 func (*ConsoleMessages) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{33}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ConsoleMessages) GetLevel() string {
@@ -3002,7 +3135,7 @@ type NetworkRequests struct {
 
 func (x *NetworkRequests) Reset() {
 	*x = NetworkRequests{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3014,7 +3147,7 @@ func (x *NetworkRequests) String() string {
 func (*NetworkRequests) ProtoMessage() {}
 
 func (x *NetworkRequests) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[34]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3027,7 +3160,7 @@ func (x *NetworkRequests) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRequests.ProtoReflect.Descriptor instead.
 func (*NetworkRequests) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{34}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NetworkRequests) GetFilter() string {
@@ -3074,7 +3207,7 @@ type NetworkRequestBody struct {
 
 func (x *NetworkRequestBody) Reset() {
 	*x = NetworkRequestBody{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3086,7 +3219,7 @@ func (x *NetworkRequestBody) String() string {
 func (*NetworkRequestBody) ProtoMessage() {}
 
 func (x *NetworkRequestBody) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[35]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3099,7 +3232,7 @@ func (x *NetworkRequestBody) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRequestBody.ProtoReflect.Descriptor instead.
 func (*NetworkRequestBody) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{35}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *NetworkRequestBody) GetId() string {
@@ -3134,7 +3267,7 @@ type Resize struct {
 
 func (x *Resize) Reset() {
 	*x = Resize{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3146,7 +3279,7 @@ func (x *Resize) String() string {
 func (*Resize) ProtoMessage() {}
 
 func (x *Resize) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[36]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3159,7 +3292,7 @@ func (x *Resize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resize.ProtoReflect.Descriptor instead.
 func (*Resize) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{36}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Resize) GetWidth() int32 {
@@ -3189,7 +3322,7 @@ type Geolocation struct {
 
 func (x *Geolocation) Reset() {
 	*x = Geolocation{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3201,7 +3334,7 @@ func (x *Geolocation) String() string {
 func (*Geolocation) ProtoMessage() {}
 
 func (x *Geolocation) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[37]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3214,7 +3347,7 @@ func (x *Geolocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Geolocation.ProtoReflect.Descriptor instead.
 func (*Geolocation) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{37}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Geolocation) GetLatitude() float64 {
@@ -3264,7 +3397,7 @@ type Emulate struct {
 
 func (x *Emulate) Reset() {
 	*x = Emulate{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3276,7 +3409,7 @@ func (x *Emulate) String() string {
 func (*Emulate) ProtoMessage() {}
 
 func (x *Emulate) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[38]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3289,7 +3422,7 @@ func (x *Emulate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Emulate.ProtoReflect.Descriptor instead.
 func (*Emulate) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{38}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Emulate) GetDevice() string {
@@ -3369,7 +3502,7 @@ type StorageName struct {
 
 func (x *StorageName) Reset() {
 	*x = StorageName{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3381,7 +3514,7 @@ func (x *StorageName) String() string {
 func (*StorageName) ProtoMessage() {}
 
 func (x *StorageName) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3394,7 +3527,7 @@ func (x *StorageName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageName.ProtoReflect.Descriptor instead.
 func (*StorageName) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{39}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StorageName) GetName() string {
@@ -3428,7 +3561,7 @@ type StorageTransferRequest struct {
 
 func (x *StorageTransferRequest) Reset() {
 	*x = StorageTransferRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3440,7 +3573,7 @@ func (x *StorageTransferRequest) String() string {
 func (*StorageTransferRequest) ProtoMessage() {}
 
 func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3453,7 +3586,7 @@ func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageTransferRequest.ProtoReflect.Descriptor instead.
 func (*StorageTransferRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{40}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StorageTransferRequest) GetOp() string {
@@ -3498,7 +3631,7 @@ type StorageTransferResponse struct {
 
 func (x *StorageTransferResponse) Reset() {
 	*x = StorageTransferResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3510,7 +3643,7 @@ func (x *StorageTransferResponse) String() string {
 func (*StorageTransferResponse) ProtoMessage() {}
 
 func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3523,7 +3656,7 @@ func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageTransferResponse.ProtoReflect.Descriptor instead.
 func (*StorageTransferResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{41}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StorageTransferResponse) GetStateJson() []byte {
@@ -3555,7 +3688,7 @@ type Pdf struct {
 
 func (x *Pdf) Reset() {
 	*x = Pdf{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3567,7 +3700,7 @@ func (x *Pdf) String() string {
 func (*Pdf) ProtoMessage() {}
 
 func (x *Pdf) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3580,7 +3713,7 @@ func (x *Pdf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pdf.ProtoReflect.Descriptor instead.
 func (*Pdf) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{42}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Pdf) GetLandscape() bool {
@@ -3623,7 +3756,7 @@ type HandleDialog struct {
 
 func (x *HandleDialog) Reset() {
 	*x = HandleDialog{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3635,7 +3768,7 @@ func (x *HandleDialog) String() string {
 func (*HandleDialog) ProtoMessage() {}
 
 func (x *HandleDialog) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3648,7 +3781,7 @@ func (x *HandleDialog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleDialog.ProtoReflect.Descriptor instead.
 func (*HandleDialog) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *HandleDialog) GetAccept() bool {
@@ -3676,7 +3809,7 @@ type UploadFile struct {
 
 func (x *UploadFile) Reset() {
 	*x = UploadFile{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3688,7 +3821,7 @@ func (x *UploadFile) String() string {
 func (*UploadFile) ProtoMessage() {}
 
 func (x *UploadFile) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3701,7 +3834,7 @@ func (x *UploadFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFile.ProtoReflect.Descriptor instead.
 func (*UploadFile) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UploadFile) GetElement() *Element {
@@ -3737,7 +3870,7 @@ type UploadFileItem struct {
 
 func (x *UploadFileItem) Reset() {
 	*x = UploadFileItem{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3749,7 +3882,7 @@ func (x *UploadFileItem) String() string {
 func (*UploadFileItem) ProtoMessage() {}
 
 func (x *UploadFileItem) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3762,7 +3895,7 @@ func (x *UploadFileItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFileItem.ProtoReflect.Descriptor instead.
 func (*UploadFileItem) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UploadFileItem) GetName() string {
@@ -3804,7 +3937,7 @@ type DownloadGet struct {
 
 func (x *DownloadGet) Reset() {
 	*x = DownloadGet{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3816,7 +3949,7 @@ func (x *DownloadGet) String() string {
 func (*DownloadGet) ProtoMessage() {}
 
 func (x *DownloadGet) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3829,7 +3962,7 @@ func (x *DownloadGet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadGet.ProtoReflect.Descriptor instead.
 func (*DownloadGet) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DownloadGet) GetId() string {
@@ -3854,7 +3987,7 @@ type SetIdentity struct {
 
 func (x *SetIdentity) Reset() {
 	*x = SetIdentity{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3866,7 +3999,7 @@ func (x *SetIdentity) String() string {
 func (*SetIdentity) ProtoMessage() {}
 
 func (x *SetIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3879,7 +4012,7 @@ func (x *SetIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
 func (*SetIdentity) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SetIdentity) GetPubkey() string {
@@ -3900,7 +4033,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3912,7 +4045,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3925,7 +4058,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Image) GetMimeType() string {
@@ -3955,7 +4088,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3967,7 +4100,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3980,7 +4113,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Resource) GetName() string {
@@ -4019,7 +4152,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4031,7 +4164,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4044,7 +4177,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -4119,7 +4252,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4131,7 +4264,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4144,7 +4277,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -4206,7 +4339,7 @@ type HTTPToolRequest struct {
 
 func (x *HTTPToolRequest) Reset() {
 	*x = HTTPToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4218,7 +4351,7 @@ func (x *HTTPToolRequest) String() string {
 func (*HTTPToolRequest) ProtoMessage() {}
 
 func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4231,7 +4364,7 @@ func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
 func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{52}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *HTTPToolRequest) GetTool() string {
@@ -4310,7 +4443,7 @@ type HTTPToolResponse struct {
 
 func (x *HTTPToolResponse) Reset() {
 	*x = HTTPToolResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4322,7 +4455,7 @@ func (x *HTTPToolResponse) String() string {
 func (*HTTPToolResponse) ProtoMessage() {}
 
 func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4335,7 +4468,7 @@ func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
 func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{53}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *HTTPToolResponse) GetStatusCode() int32 {
@@ -4398,7 +4531,7 @@ type RestoreSessionRequest struct {
 
 func (x *RestoreSessionRequest) Reset() {
 	*x = RestoreSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4410,7 +4543,7 @@ func (x *RestoreSessionRequest) String() string {
 func (*RestoreSessionRequest) ProtoMessage() {}
 
 func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4423,7 +4556,7 @@ func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{54}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RestoreSessionRequest) GetOldSessionId() string {
@@ -4477,7 +4610,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4489,7 +4622,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4502,7 +4635,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{55}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *WorkerLoad) GetWorkerId() string {
@@ -4679,7 +4812,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xa5\x1a\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xd7\x1a\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
@@ -4728,7 +4861,8 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x05mouse\x18, \x01(\v2\x1b.sovereign.browser.v1.MouseH\x00R\x05mouse\x12F\n" +
 	"\fget_markdown\x18- \x01(\v2!.sovereign.browser.v1.GetMarkdownH\x00R\vgetMarkdown\x12@\n" +
 	"\n" +
-	"get_styles\x18P \x01(\v2\x1f.sovereign.browser.v1.GetStylesH\x00R\tgetStyles\x12R\n" +
+	"get_styles\x18P \x01(\v2\x1f.sovereign.browser.v1.GetStylesH\x00R\tgetStyles\x120\n" +
+	"\x04drop\x18Z \x01(\v2\x1a.sovereign.browser.v1.DropH\x00R\x04drop\x12R\n" +
 	"\x10console_messages\x18< \x01(\v2%.sovereign.browser.v1.ConsoleMessagesH\x00R\x0fconsoleMessages\x12R\n" +
 	"\x10network_requests\x18= \x01(\v2%.sovereign.browser.v1.NetworkRequestsH\x00R\x0fnetworkRequests\x12S\n" +
 	"\x0fnetwork_request\x18> \x01(\v2(.sovereign.browser.v1.NetworkRequestBodyH\x00R\x0enetworkRequest\x126\n" +
@@ -4745,7 +4879,14 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\fdownload_get\x185 \x01(\v2!.sovereign.browser.v1.DownloadGetH\x00R\vdownloadGetB\x06\n" +
 	"\x04toolB\f\n" +
 	"\n" +
-	"_settle_ms\"z\n" +
+	"_settle_ms\"\xaf\x01\n" +
+	"\x04Drop\x127\n" +
+	"\aelement\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\x12:\n" +
+	"\x05files\x18\x02 \x03(\v2$.sovereign.browser.v1.UploadFileItemR\x05files\x122\n" +
+	"\x04data\x18\x03 \x03(\v2\x1e.sovereign.browser.v1.DropItemR\x04data\"=\n" +
+	"\bDropItem\x12\x1b\n" +
+	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"z\n" +
 	"\tGetStyles\x127\n" +
 	"\aelement\x18\x01 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\x12\x1e\n" +
 	"\n" +
@@ -4896,7 +5037,7 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(SnapshotAfter)(0),              // 0: sovereign.browser.v1.SnapshotAfter
 	(DialogMode)(0),                 // 1: sovereign.browser.v1.DialogMode
@@ -4932,31 +5073,33 @@ var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*GetMarkdown)(nil),             // 31: sovereign.browser.v1.GetMarkdown
 	(*Screenshot)(nil),              // 32: sovereign.browser.v1.Screenshot
 	(*ToolRequest)(nil),             // 33: sovereign.browser.v1.ToolRequest
-	(*GetStyles)(nil),               // 34: sovereign.browser.v1.GetStyles
-	(*ConsoleMessages)(nil),         // 35: sovereign.browser.v1.ConsoleMessages
-	(*NetworkRequests)(nil),         // 36: sovereign.browser.v1.NetworkRequests
-	(*NetworkRequestBody)(nil),      // 37: sovereign.browser.v1.NetworkRequestBody
-	(*Resize)(nil),                  // 38: sovereign.browser.v1.Resize
-	(*Geolocation)(nil),             // 39: sovereign.browser.v1.Geolocation
-	(*Emulate)(nil),                 // 40: sovereign.browser.v1.Emulate
-	(*StorageName)(nil),             // 41: sovereign.browser.v1.StorageName
-	(*StorageTransferRequest)(nil),  // 42: sovereign.browser.v1.StorageTransferRequest
-	(*StorageTransferResponse)(nil), // 43: sovereign.browser.v1.StorageTransferResponse
-	(*Pdf)(nil),                     // 44: sovereign.browser.v1.Pdf
-	(*HandleDialog)(nil),            // 45: sovereign.browser.v1.HandleDialog
-	(*UploadFile)(nil),              // 46: sovereign.browser.v1.UploadFile
-	(*UploadFileItem)(nil),          // 47: sovereign.browser.v1.UploadFileItem
-	(*DownloadGet)(nil),             // 48: sovereign.browser.v1.DownloadGet
-	(*SetIdentity)(nil),             // 49: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                   // 50: sovereign.browser.v1.Image
-	(*Resource)(nil),                // 51: sovereign.browser.v1.Resource
-	(*Content)(nil),                 // 52: sovereign.browser.v1.Content
-	(*ToolResult)(nil),              // 53: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),         // 54: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),        // 55: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil),   // 56: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),              // 57: sovereign.browser.v1.WorkerLoad
-	nil,                             // 58: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(*Drop)(nil),                    // 34: sovereign.browser.v1.Drop
+	(*DropItem)(nil),                // 35: sovereign.browser.v1.DropItem
+	(*GetStyles)(nil),               // 36: sovereign.browser.v1.GetStyles
+	(*ConsoleMessages)(nil),         // 37: sovereign.browser.v1.ConsoleMessages
+	(*NetworkRequests)(nil),         // 38: sovereign.browser.v1.NetworkRequests
+	(*NetworkRequestBody)(nil),      // 39: sovereign.browser.v1.NetworkRequestBody
+	(*Resize)(nil),                  // 40: sovereign.browser.v1.Resize
+	(*Geolocation)(nil),             // 41: sovereign.browser.v1.Geolocation
+	(*Emulate)(nil),                 // 42: sovereign.browser.v1.Emulate
+	(*StorageName)(nil),             // 43: sovereign.browser.v1.StorageName
+	(*StorageTransferRequest)(nil),  // 44: sovereign.browser.v1.StorageTransferRequest
+	(*StorageTransferResponse)(nil), // 45: sovereign.browser.v1.StorageTransferResponse
+	(*Pdf)(nil),                     // 46: sovereign.browser.v1.Pdf
+	(*HandleDialog)(nil),            // 47: sovereign.browser.v1.HandleDialog
+	(*UploadFile)(nil),              // 48: sovereign.browser.v1.UploadFile
+	(*UploadFileItem)(nil),          // 49: sovereign.browser.v1.UploadFileItem
+	(*DownloadGet)(nil),             // 50: sovereign.browser.v1.DownloadGet
+	(*SetIdentity)(nil),             // 51: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                   // 52: sovereign.browser.v1.Image
+	(*Resource)(nil),                // 53: sovereign.browser.v1.Resource
+	(*Content)(nil),                 // 54: sovereign.browser.v1.Content
+	(*ToolResult)(nil),              // 55: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),         // 56: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),        // 57: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil),   // 58: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),              // 59: sovereign.browser.v1.WorkerLoad
+	nil,                             // 60: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	4,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -5004,42 +5147,46 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	23, // 42: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
 	32, // 43: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
 	12, // 44: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	49, // 45: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	51, // 45: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
 	25, // 46: sovereign.browser.v1.ToolRequest.select_option:type_name -> sovereign.browser.v1.SelectOption
 	26, // 47: sovereign.browser.v1.ToolRequest.check:type_name -> sovereign.browser.v1.Check
 	28, // 48: sovereign.browser.v1.ToolRequest.fill_form:type_name -> sovereign.browser.v1.FillForm
 	29, // 49: sovereign.browser.v1.ToolRequest.drag:type_name -> sovereign.browser.v1.Drag
 	30, // 50: sovereign.browser.v1.ToolRequest.mouse:type_name -> sovereign.browser.v1.Mouse
 	31, // 51: sovereign.browser.v1.ToolRequest.get_markdown:type_name -> sovereign.browser.v1.GetMarkdown
-	34, // 52: sovereign.browser.v1.ToolRequest.get_styles:type_name -> sovereign.browser.v1.GetStyles
-	35, // 53: sovereign.browser.v1.ToolRequest.console_messages:type_name -> sovereign.browser.v1.ConsoleMessages
-	36, // 54: sovereign.browser.v1.ToolRequest.network_requests:type_name -> sovereign.browser.v1.NetworkRequests
-	37, // 55: sovereign.browser.v1.ToolRequest.network_request:type_name -> sovereign.browser.v1.NetworkRequestBody
-	38, // 56: sovereign.browser.v1.ToolRequest.resize:type_name -> sovereign.browser.v1.Resize
-	40, // 57: sovereign.browser.v1.ToolRequest.emulate:type_name -> sovereign.browser.v1.Emulate
-	44, // 58: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
-	41, // 59: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
-	12, // 60: sovereign.browser.v1.ToolRequest.storage_list:type_name -> sovereign.browser.v1.NoArgs
-	41, // 61: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
-	45, // 62: sovereign.browser.v1.ToolRequest.handle_dialog:type_name -> sovereign.browser.v1.HandleDialog
-	46, // 63: sovereign.browser.v1.ToolRequest.upload_file:type_name -> sovereign.browser.v1.UploadFile
-	12, // 64: sovereign.browser.v1.ToolRequest.download_list:type_name -> sovereign.browser.v1.NoArgs
-	48, // 65: sovereign.browser.v1.ToolRequest.download_get:type_name -> sovereign.browser.v1.DownloadGet
-	11, // 66: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
-	39, // 67: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
-	11, // 68: sovereign.browser.v1.UploadFile.element:type_name -> sovereign.browser.v1.Element
-	47, // 69: sovereign.browser.v1.UploadFile.files:type_name -> sovereign.browser.v1.UploadFileItem
-	50, // 70: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	51, // 71: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
-	52, // 72: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	58, // 73: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	4,  // 74: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	4,  // 75: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	76, // [76:76] is the sub-list for method output_type
-	76, // [76:76] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	36, // 52: sovereign.browser.v1.ToolRequest.get_styles:type_name -> sovereign.browser.v1.GetStyles
+	34, // 53: sovereign.browser.v1.ToolRequest.drop:type_name -> sovereign.browser.v1.Drop
+	37, // 54: sovereign.browser.v1.ToolRequest.console_messages:type_name -> sovereign.browser.v1.ConsoleMessages
+	38, // 55: sovereign.browser.v1.ToolRequest.network_requests:type_name -> sovereign.browser.v1.NetworkRequests
+	39, // 56: sovereign.browser.v1.ToolRequest.network_request:type_name -> sovereign.browser.v1.NetworkRequestBody
+	40, // 57: sovereign.browser.v1.ToolRequest.resize:type_name -> sovereign.browser.v1.Resize
+	42, // 58: sovereign.browser.v1.ToolRequest.emulate:type_name -> sovereign.browser.v1.Emulate
+	46, // 59: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
+	43, // 60: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
+	12, // 61: sovereign.browser.v1.ToolRequest.storage_list:type_name -> sovereign.browser.v1.NoArgs
+	43, // 62: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
+	47, // 63: sovereign.browser.v1.ToolRequest.handle_dialog:type_name -> sovereign.browser.v1.HandleDialog
+	48, // 64: sovereign.browser.v1.ToolRequest.upload_file:type_name -> sovereign.browser.v1.UploadFile
+	12, // 65: sovereign.browser.v1.ToolRequest.download_list:type_name -> sovereign.browser.v1.NoArgs
+	50, // 66: sovereign.browser.v1.ToolRequest.download_get:type_name -> sovereign.browser.v1.DownloadGet
+	11, // 67: sovereign.browser.v1.Drop.element:type_name -> sovereign.browser.v1.Element
+	49, // 68: sovereign.browser.v1.Drop.files:type_name -> sovereign.browser.v1.UploadFileItem
+	35, // 69: sovereign.browser.v1.Drop.data:type_name -> sovereign.browser.v1.DropItem
+	11, // 70: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
+	41, // 71: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
+	11, // 72: sovereign.browser.v1.UploadFile.element:type_name -> sovereign.browser.v1.Element
+	49, // 73: sovereign.browser.v1.UploadFile.files:type_name -> sovereign.browser.v1.UploadFileItem
+	52, // 74: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	53, // 75: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
+	54, // 76: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	60, // 77: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	4,  // 78: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	4,  // 79: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	80, // [80:80] is the sub-list for method output_type
+	80, // [80:80] is the sub-list for method input_type
+	80, // [80:80] is the sub-list for extension type_name
+	80, // [80:80] is the sub-list for extension extendee
+	0,  // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -5088,6 +5235,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_Mouse)(nil),
 		(*ToolRequest_GetMarkdown)(nil),
 		(*ToolRequest_GetStyles)(nil),
+		(*ToolRequest_Drop)(nil),
 		(*ToolRequest_ConsoleMessages)(nil),
 		(*ToolRequest_NetworkRequests)(nil),
 		(*ToolRequest_NetworkRequest)(nil),
@@ -5102,9 +5250,9 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_DownloadList)(nil),
 		(*ToolRequest_DownloadGet)(nil),
 	}
-	file_sovereign_browser_v1_browser_proto_msgTypes[38].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[43].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[50].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[40].OneofWrappers = []any{}
+	file_sovereign_browser_v1_browser_proto_msgTypes[45].OneofWrappers = []any{}
+	file_sovereign_browser_v1_browser_proto_msgTypes[52].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Resource)(nil),
@@ -5115,7 +5263,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   57,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

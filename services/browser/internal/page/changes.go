@@ -50,7 +50,7 @@ func changesPage(req *browserv1.ToolRequest) bool {
 		*browserv1.ToolRequest_Fill, *browserv1.ToolRequest_Type, *browserv1.ToolRequest_SelectOption,
 		*browserv1.ToolRequest_Check, *browserv1.ToolRequest_FillForm, *browserv1.ToolRequest_Drag,
 		*browserv1.ToolRequest_Mouse, *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate,
-		*browserv1.ToolRequest_HandleDialog, *browserv1.ToolRequest_UploadFile:
+		*browserv1.ToolRequest_HandleDialog, *browserv1.ToolRequest_UploadFile, *browserv1.ToolRequest_Drop:
 		return true
 	}
 	return false

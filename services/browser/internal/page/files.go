@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/dom"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -66,6 +68,39 @@ func (t *Tab) uploadFile(ctx context.Context, el *browserv1.Element) (*browserv1
 		return nil, fmt.Errorf("set the files of the input: %w", err)
 	}
 	t.call.did = fmt.Sprintf("Set %s on %s", describeFiles(paths), desc)
+	return t.acted(ctx, w, t.call.did)
+}
+
+// dropOn drops t.call.files and d's data on the element that d names, as
+// if dragged there from outside the page (Input.dispatchDragEvent:
+// dragenter, dragover, drop at its centre), then settles and reports like
+// an action. A page whose drop zone did not take the drop (it did not
+// cancel dragover) gets no drop event: the result cannot tell, so it says
+// what was sent.
+func (t *Tab) dropOn(ctx context.Context, d *browserv1.Drop) (*browserv1.ToolResult, error) {
+	x, y, info, err := t.locate(ctx, d.GetElement(), "drop")
+	if err != nil {
+		return nil, err
+	}
+	dd := &input.DragData{Files: t.call.files, DragOperationsMask: 1} // copy
+	var what []string
+	if len(t.call.files) > 0 {
+		what = append(what, describeFiles(t.call.files))
+	}
+	for _, item := range d.GetData() {
+		dd.Items = append(dd.Items, &input.DragDataItem{MimeType: item.GetMimeType(), Data: item.GetValue()})
+		what = append(what, fmt.Sprintf("%s (%s)", item.GetMimeType(), characters(len(item.GetValue()))))
+	}
+	w, stop, err := t.watchNav(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	t.call.inputAt = time.Now()
+	t.call.did = fmt.Sprintf("Dropped %s on %s", strings.Join(what, " and "), t.noteDesc(info.Desc))
+	if err := t.dragEvents(ctx, dd, x, y); err != nil {
+		return nil, err
+	}
 	return t.acted(ctx, w, t.call.did)
 }
 

@@ -406,6 +406,8 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 		return t.emulateTool(ctx, req) // the session keeps the emulation for its other tabs
 	case *browserv1.ToolRequest_HandleDialog:
 		return t.handleDialog(ctx, x.HandleDialog)
+	case *browserv1.ToolRequest_Drop:
+		return t.dropOn(ctx, x.Drop)
 	case *browserv1.ToolRequest_UploadFile:
 		return t.uploadFile(ctx, x.UploadFile.GetElement())
 	case *browserv1.ToolRequest_Close, *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew,

@@ -390,12 +390,20 @@ func (t *Tab) dragMoves(ctx context.Context, x0, y0, x1, y1 float64) (html5 bool
 // drop ends an intercepted HTML5 drag at (x, y): dragenter, dragover and
 // drop, then the release of the button.
 func (t *Tab) drop(ctx context.Context, dd *input.DragData, x, y float64) error {
+	if err := t.dragEvents(ctx, dd, x, y); err != nil {
+		return err
+	}
+	return t.mouseAt(ctx, input.DispatchMouseEventTypeMouseReleased, x, y, input.MouseButtonLeft, 1, 0)
+}
+
+// dragEvents sends dragenter, dragover and drop with dd at (x, y).
+func (t *Tab) dragEvents(ctx context.Context, dd *input.DragData, x, y float64) error {
 	for _, typ := range []input.DispatchDragEventType{input.DispatchDragEventTypeDragEnter, input.DispatchDragEventTypeDragOver, input.DispatchDragEventTypeDrop} {
 		if _, err := chromedp.Call(ctx, input.DispatchDragEvent, input.DispatchDragEventParams{Type: typ, X: x, Y: y, Data: dd, Modifiers: t.pointer.mods}); err != nil {
 			return fmt.Errorf("drag: send %s: %w", typ, err)
 		}
 	}
-	return t.mouseAt(ctx, input.DispatchMouseEventTypeMouseReleased, x, y, input.MouseButtonLeft, 1, 0)
+	return nil
 }
 
 // pressKey presses key, or with action "down" or "up" only holds or lets

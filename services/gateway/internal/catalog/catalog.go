@@ -595,7 +595,7 @@ var (
 	// actingTools can change the page: they settle, report what changed
 	// and take settle_ms and snapshot.
 	actingTools = []string{"open", "back", "forward", "reload", "tab_new", "click", "press", "fill", "type",
-		"select_option", "check", "fill_form", "drag", "mouse", "handle_dialog", "upload_file"}
+		"select_option", "check", "fill_form", "drag", "mouse", "handle_dialog", "upload_file", "drop"}
 	// cappedTools return text that max_chars bounds, with their default
 	// caps (the worker's).
 	cappedTools = map[string]int64{"snapshot": 40000, "get_text": 20000, "get_html": 20000, "eval": 20000, "get_markdown": 20000,

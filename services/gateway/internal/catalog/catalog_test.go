@@ -47,7 +47,7 @@ func TestToolNames(t *testing.T) {
 		"select_option", "check", "fill_form", "drag", "mouse", "get_markdown",
 		"console_messages", "network_requests", "network_request", "resize", "emulate", "pdf",
 		"storage_save", "storage_list", "storage_delete",
-		"handle_dialog", "upload_file", "download_list", "download_get",
+		"handle_dialog", "upload_file", "drop", "download_list", "download_get",
 		"run_browser_task",
 		"fs_read", "fs_write", "fs_list", "fs_mkdir", "fs_delete", "shell_exec",
 	}

@@ -71,6 +71,21 @@ var filesTools = withSettle([]Tool{
 		build: buildUpload,
 	},
 	{
+		Name: "drop", Title: "Drop files or data",
+		Description: "Drop files, or data (text, a URL, HTML), onto an element, named by ref (or target) or CSS " +
+			"selector, as if a person dragged them there from outside the page: for drop zones that take no file " +
+			"input (for one, use upload_file). The page gets dragenter, dragover and drop events with them; the " +
+			"files are given as for upload_file, within its limits.",
+		params: append(elementParams(""),
+			Param{Name: FilesParam, Type: Array, Items: fileItemParam, MaxItems: 10,
+				Description: "Files to drop: each {name, content_base64}, {url} or {path}, as upload_file's"},
+			Param{Name: "data", Type: Array, MaxItems: MaxDropItems, Items: &Param{Type: Object, Fields: []Param{
+				{Name: "mime_type", Type: String, Required: true, Description: "MIME type, e.g. text/plain, text/uri-list or text/html"},
+				{Name: "value", Type: String, Required: true, Description: "The data"},
+			}}, Description: "Data to drop, each {mime_type, value}"}),
+		build: buildDrop,
+	},
+	{
 		Name: "download_list", Title: "List downloads", ReadOnly: true,
 		Description: "List the files this browser session downloaded (by a click, a script or open of a file's URL), " +
 			"each with its id (d1, d2, …), name, state, size and URL. The result of the action that began a download " +
@@ -117,11 +132,21 @@ func buildUpload(a Args) (*browserv1.ToolRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	list, _ := a[FilesParam].([]any)
-	if len(list) == 0 {
+	files, err := fileItems(a)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
 		return nil, argErr(FilesParam, "must list at least one file")
 	}
-	u := &browserv1.UploadFile{Element: el}
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_UploadFile{UploadFile: &browserv1.UploadFile{Element: el, Files: files}}}, nil
+}
+
+// fileItems reads the files argument (absent: none), within
+// MaxInlineUpload bytes of content.
+func fileItems(a Args) ([]*browserv1.UploadFileItem, error) {
+	list, _ := a[FilesParam].([]any)
+	var out []*browserv1.UploadFileItem
 	total := 0
 	for i, raw := range list {
 		item, err := fileItem(i, raw)
@@ -131,9 +156,52 @@ func buildUpload(a Args) (*browserv1.ToolRequest, error) {
 		if total += len(item.Content); total > MaxInlineUpload {
 			return nil, argErr(FilesParam, "carry more than %d bytes of content_base64 (decoded) in one call, the limit of a call's arguments; give big files by url", MaxInlineUpload)
 		}
-		u.Files = append(u.Files, item)
+		out = append(out, item)
 	}
-	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_UploadFile{UploadFile: u}}, nil
+	return out, nil
+}
+
+// MaxDropData bounds drop's data: how many items, and the characters of
+// them all.
+const (
+	MaxDropItems = 20
+	MaxDropChars = 256 << 10
+)
+
+// buildDrop builds drop's request.
+func buildDrop(a Args) (*browserv1.ToolRequest, error) {
+	el, err := requireElement(a)
+	if err != nil {
+		return nil, err
+	}
+	files, err := fileItems(a)
+	if err != nil {
+		return nil, err
+	}
+	d := &browserv1.Drop{Element: el, Files: files}
+	list, _ := a["data"].([]any)
+	chars := 0
+	for i, raw := range list {
+		m, _ := raw.(Args)
+		mt, _ := m["mime_type"].(string)
+		v, _ := m["value"].(string)
+		if mt = strings.ToLower(strings.TrimSpace(mt)); !strings.Contains(mt, "/") {
+			return nil, argErr(fmt.Sprintf("data[%d].mime_type", i), "must be a MIME type such as text/plain or text/uri-list, got %q", mt)
+		}
+		if chars += len(v); chars > MaxDropChars {
+			return nil, argErr("data", "holds more than %d characters in all", MaxDropChars)
+		}
+		d.Data = append(d.Data, &browserv1.DropItem{MimeType: mt, Value: v})
+	}
+	switch {
+	case len(d.Files) == 0 && len(d.Data) == 0:
+		return nil, &ArgError{Msg: "drop needs files or data"}
+	case len(d.Files) > 0 && len(d.Data) > 0:
+		// A drag of files from outside the page carries only the files in
+		// Chromium: the data would be lost without a word.
+		return nil, &ArgError{Msg: "drop carries files or data, not both in one call (Chromium drops only the files of such a drag): make two calls"}
+	}
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Drop{Drop: d}}, nil
 }
 
 // fileItem reads member i of files.

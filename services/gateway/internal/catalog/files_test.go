@@ -79,3 +79,29 @@ func TestParseHandleDialog(t *testing.T) {
 		t.Errorf("open with dialogs dismiss = %v, %v", c.Request, err)
 	}
 }
+
+func TestParseDrop(t *testing.T) {
+	tool, _ := Lookup("drop")
+	c, err := tool.Parse(map[string]any{"ref": "e1", "data": []any{map[string]any{"mime_type": "Text/URI-List", "value": "https://example.com"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Request.GetDrop(); len(d.GetData()) != 1 || d.GetData()[0].GetMimeType() != "text/uri-list" {
+		t.Errorf("Parse = %v", c.Request)
+	}
+	for _, tt := range []struct {
+		name string
+		args map[string]any
+		want string
+	}{
+		{"nothing", map[string]any{"ref": "e1"}, "drop needs files or data"},
+		{"both", map[string]any{"ref": "e1", "files": []any{map[string]any{"url": "https://x/a.txt"}},
+			"data": []any{map[string]any{"mime_type": "text/plain", "value": "x"}}}, "not both in one call"},
+		{"bad type", map[string]any{"ref": "e1", "data": []any{map[string]any{"mime_type": "text", "value": "x"}}}, `"data[0].mime_type" must be a MIME type`},
+		{"no element", map[string]any{"data": []any{map[string]any{"mime_type": "text/plain", "value": "x"}}}, "ref"},
+	} {
+		if _, err := tool.Parse(tt.args); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Parse error = %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
