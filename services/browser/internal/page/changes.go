@@ -33,6 +33,11 @@ type callState struct {
 	// inputAt is when the action sent its input to the page (zero for a
 	// navigation): a DOM change after it is the page's own reaction.
 	inputAt time.Time
+	// slowReaction says that the page reacts to the action after work off
+	// its main thread (it reads the files it was given): settling waits
+	// for the quiet window even when nothing happened at once, as after a
+	// route change.
+	slowReaction bool
 }
 
 // pageSeen is the address and title of the page as the last tool saw

@@ -64,6 +64,7 @@ func (t *Tab) uploadFile(ctx context.Context, el *browserv1.Element) (*browserv1
 		return nil, err
 	}
 	defer stop()
+	t.call.slowReaction = true // the page reads the files off its main thread
 	if _, err := chromedp.Call(ctx, dom.SetFileInputFiles, dom.SetFileInputFilesParams{Files: paths, ObjectID: e.obj}); err != nil {
 		return nil, fmt.Errorf("set the files of the input: %w", err)
 	}
@@ -98,6 +99,7 @@ func (t *Tab) dropOn(ctx context.Context, d *browserv1.Drop) (*browserv1.ToolRes
 	defer stop()
 	t.call.inputAt = time.Now()
 	t.call.did = fmt.Sprintf("Dropped %s on %s", strings.Join(what, " and "), t.noteDesc(info.Desc))
+	t.call.slowReaction = len(t.call.files) > 0 // the page reads the files off its main thread
 	if err := t.dragEvents(ctx, dd, x, y); err != nil {
 		return nil, err
 	}

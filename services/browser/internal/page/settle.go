@@ -259,7 +259,7 @@ func (t *Tab) settle(ctx context.Context, w *navWatch, nav bool) (r settleResult
 	if r.Navigated {
 		_, _, netMark, _ = t.netState()
 	}
-	route := w.isSameDocument() && !w.isCommitted()
+	route := w.isSameDocument() && !w.isCommitted() || t.call.slowReaction
 	for round := 0; ; round++ {
 		left := time.Until(end)
 		var q pageQuiet
