@@ -1962,6 +1962,9 @@ type ToolRequest struct {
 	//	*ToolRequest_StorageSave
 	//	*ToolRequest_StorageList
 	//	*ToolRequest_StorageDelete
+	//	*ToolRequest_PerformanceStart
+	//	*ToolRequest_PerformanceStop
+	//	*ToolRequest_HeapSnapshot
 	Tool          isToolRequest_Tool `protobuf_oneof:"tool"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2435,6 +2438,33 @@ func (x *ToolRequest) GetStorageDelete() *StorageName {
 	return nil
 }
 
+func (x *ToolRequest) GetPerformanceStart() *PerformanceStart {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_PerformanceStart); ok {
+			return x.PerformanceStart
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetPerformanceStop() *NoArgs {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_PerformanceStop); ok {
+			return x.PerformanceStop
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetHeapSnapshot() *NoArgs {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_HeapSnapshot); ok {
+			return x.HeapSnapshot
+		}
+	}
+	return nil
+}
+
 type isToolRequest_Tool interface {
 	isToolRequest_Tool()
 }
@@ -2618,6 +2648,19 @@ type ToolRequest_StorageDelete struct {
 	StorageDelete *StorageName `protobuf:"bytes,68,opt,name=storage_delete,json=storageDelete,proto3,oneof"`
 }
 
+type ToolRequest_PerformanceStart struct {
+	// Performance and memory (see the messages below): 81-89.
+	PerformanceStart *PerformanceStart `protobuf:"bytes,81,opt,name=performance_start,json=performanceStart,proto3,oneof"`
+}
+
+type ToolRequest_PerformanceStop struct {
+	PerformanceStop *NoArgs `protobuf:"bytes,82,opt,name=performance_stop,json=performanceStop,proto3,oneof"`
+}
+
+type ToolRequest_HeapSnapshot struct {
+	HeapSnapshot *NoArgs `protobuf:"bytes,84,opt,name=heap_snapshot,json=heapSnapshot,proto3,oneof"`
+}
+
 func (*ToolRequest_Open) isToolRequest_Tool() {}
 
 func (*ToolRequest_Back) isToolRequest_Tool() {}
@@ -2705,6 +2748,12 @@ func (*ToolRequest_StorageSave) isToolRequest_Tool() {}
 func (*ToolRequest_StorageList) isToolRequest_Tool() {}
 
 func (*ToolRequest_StorageDelete) isToolRequest_Tool() {}
+
+func (*ToolRequest_PerformanceStart) isToolRequest_Tool() {}
+
+func (*ToolRequest_PerformanceStop) isToolRequest_Tool() {}
+
+func (*ToolRequest_HeapSnapshot) isToolRequest_Tool() {}
 
 // GetStyles reads an element's computed style and the CSS rules that
 // match it.
@@ -3114,6 +3163,12 @@ type Emulate struct {
 	ReducedMotion string `protobuf:"bytes,7,opt,name=reduced_motion,json=reducedMotion,proto3" json:"reduced_motion,omitempty"`
 	Offline       *bool  `protobuf:"varint,8,opt,name=offline,proto3,oneof" json:"offline,omitempty"`
 	ResetAll      bool   `protobuf:"varint,9,opt,name=reset_all,json=resetAll,proto3" json:"reset_all,omitempty"`
+	// The CSS media type: screen or print.
+	Media string `protobuf:"bytes,10,opt,name=media,proto3" json:"media,omitempty"`
+	// forced-colors: active or none.
+	ForcedColors string `protobuf:"bytes,11,opt,name=forced_colors,json=forcedColors,proto3" json:"forced_colors,omitempty"`
+	// prefers-contrast: more, less or no-preference.
+	Contrast      string `protobuf:"bytes,12,opt,name=contrast,proto3" json:"contrast,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3211,6 +3266,74 @@ func (x *Emulate) GetResetAll() bool {
 	return false
 }
 
+func (x *Emulate) GetMedia() string {
+	if x != nil {
+		return x.Media
+	}
+	return ""
+}
+
+func (x *Emulate) GetForcedColors() string {
+	if x != nil {
+		return x.ForcedColors
+	}
+	return ""
+}
+
+func (x *Emulate) GetContrast() string {
+	if x != nil {
+		return x.Contrast
+	}
+	return ""
+}
+
+// PerformanceStart starts recording a Chromium trace of the active tab;
+// performance_stop ends it and returns what it found.
+type PerformanceStart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Reload the page once the recording runs, to measure its load.
+	Reload        bool `protobuf:"varint,1,opt,name=reload,proto3" json:"reload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PerformanceStart) Reset() {
+	*x = PerformanceStart{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PerformanceStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PerformanceStart) ProtoMessage() {}
+
+func (x *PerformanceStart) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PerformanceStart.ProtoReflect.Descriptor instead.
+func (*PerformanceStart) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *PerformanceStart) GetReload() bool {
+	if x != nil {
+		return x.Reload
+	}
+	return false
+}
+
 // StorageName names a saved storage state (storage_save, storage_delete):
 // ^[a-z][a-z0-9_-]{0,63}$. Saved states are kept in the fleet per owner
 // (the caller's label of OpenSessionRequest.owner), sealed with the
@@ -3225,7 +3348,7 @@ type StorageName struct {
 
 func (x *StorageName) Reset() {
 	*x = StorageName{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3360,7 @@ func (x *StorageName) String() string {
 func (*StorageName) ProtoMessage() {}
 
 func (x *StorageName) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3373,7 @@ func (x *StorageName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageName.ProtoReflect.Descriptor instead.
 func (*StorageName) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{39}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StorageName) GetName() string {
@@ -3284,7 +3407,7 @@ type StorageTransferRequest struct {
 
 func (x *StorageTransferRequest) Reset() {
 	*x = StorageTransferRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3296,7 +3419,7 @@ func (x *StorageTransferRequest) String() string {
 func (*StorageTransferRequest) ProtoMessage() {}
 
 func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3309,7 +3432,7 @@ func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageTransferRequest.ProtoReflect.Descriptor instead.
 func (*StorageTransferRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{40}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StorageTransferRequest) GetOp() string {
@@ -3354,7 +3477,7 @@ type StorageTransferResponse struct {
 
 func (x *StorageTransferResponse) Reset() {
 	*x = StorageTransferResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3366,7 +3489,7 @@ func (x *StorageTransferResponse) String() string {
 func (*StorageTransferResponse) ProtoMessage() {}
 
 func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3379,7 +3502,7 @@ func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageTransferResponse.ProtoReflect.Descriptor instead.
 func (*StorageTransferResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{41}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StorageTransferResponse) GetStateJson() []byte {
@@ -3411,7 +3534,7 @@ type Pdf struct {
 
 func (x *Pdf) Reset() {
 	*x = Pdf{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3423,7 +3546,7 @@ func (x *Pdf) String() string {
 func (*Pdf) ProtoMessage() {}
 
 func (x *Pdf) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3436,7 +3559,7 @@ func (x *Pdf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pdf.ProtoReflect.Descriptor instead.
 func (*Pdf) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{42}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Pdf) GetLandscape() bool {
@@ -3482,7 +3605,7 @@ type SetIdentity struct {
 
 func (x *SetIdentity) Reset() {
 	*x = SetIdentity{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3494,7 +3617,7 @@ func (x *SetIdentity) String() string {
 func (*SetIdentity) ProtoMessage() {}
 
 func (x *SetIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3507,7 +3630,7 @@ func (x *SetIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
 func (*SetIdentity) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SetIdentity) GetPubkey() string {
@@ -3528,7 +3651,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3540,7 +3663,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3553,7 +3676,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Image) GetMimeType() string {
@@ -3583,7 +3706,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3595,7 +3718,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3608,7 +3731,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Resource) GetName() string {
@@ -3647,7 +3770,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3659,7 +3782,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3672,7 +3795,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -3747,7 +3870,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3759,7 +3882,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3772,7 +3895,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -3834,7 +3957,7 @@ type HTTPToolRequest struct {
 
 func (x *HTTPToolRequest) Reset() {
 	*x = HTTPToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3846,7 +3969,7 @@ func (x *HTTPToolRequest) String() string {
 func (*HTTPToolRequest) ProtoMessage() {}
 
 func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3859,7 +3982,7 @@ func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
 func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HTTPToolRequest) GetTool() string {
@@ -3938,7 +4061,7 @@ type HTTPToolResponse struct {
 
 func (x *HTTPToolResponse) Reset() {
 	*x = HTTPToolResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3950,7 +4073,7 @@ func (x *HTTPToolResponse) String() string {
 func (*HTTPToolResponse) ProtoMessage() {}
 
 func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3963,7 +4086,7 @@ func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
 func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HTTPToolResponse) GetStatusCode() int32 {
@@ -4026,7 +4149,7 @@ type RestoreSessionRequest struct {
 
 func (x *RestoreSessionRequest) Reset() {
 	*x = RestoreSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4038,7 +4161,7 @@ func (x *RestoreSessionRequest) String() string {
 func (*RestoreSessionRequest) ProtoMessage() {}
 
 func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4051,7 +4174,7 @@ func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RestoreSessionRequest) GetOldSessionId() string {
@@ -4105,7 +4228,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4117,7 +4240,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4130,7 +4253,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WorkerLoad) GetWorkerId() string {
@@ -4307,7 +4430,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\x81\x17\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xe8\x18\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
@@ -4363,7 +4486,10 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x03pdf\x18A \x01(\v2\x19.sovereign.browser.v1.PdfH\x00R\x03pdf\x12F\n" +
 	"\fstorage_save\x18B \x01(\v2!.sovereign.browser.v1.StorageNameH\x00R\vstorageSave\x12A\n" +
 	"\fstorage_list\x18C \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\vstorageList\x12J\n" +
-	"\x0estorage_delete\x18D \x01(\v2!.sovereign.browser.v1.StorageNameH\x00R\rstorageDeleteB\x06\n" +
+	"\x0estorage_delete\x18D \x01(\v2!.sovereign.browser.v1.StorageNameH\x00R\rstorageDelete\x12U\n" +
+	"\x11performance_start\x18Q \x01(\v2&.sovereign.browser.v1.PerformanceStartH\x00R\x10performanceStart\x12I\n" +
+	"\x10performance_stop\x18R \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0fperformanceStop\x12C\n" +
+	"\rheap_snapshot\x18T \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\fheapSnapshotB\x06\n" +
 	"\x04toolB\f\n" +
 	"\n" +
 	"_settle_ms\"z\n" +
@@ -4392,7 +4518,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\vGeolocation\x12\x1a\n" +
 	"\blatitude\x18\x01 \x01(\x01R\blatitude\x12\x1c\n" +
 	"\tlongitude\x18\x02 \x01(\x01R\tlongitude\x12\x1a\n" +
-	"\baccuracy\x18\x03 \x01(\x01R\baccuracy\"\xcb\x02\n" +
+	"\baccuracy\x18\x03 \x01(\x01R\baccuracy\"\xa2\x03\n" +
 	"\aEmulate\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12\x1d\n" +
 	"\n" +
@@ -4403,9 +4529,15 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\fcolor_scheme\x18\x06 \x01(\tR\vcolorScheme\x12%\n" +
 	"\x0ereduced_motion\x18\a \x01(\tR\rreducedMotion\x12\x1d\n" +
 	"\aoffline\x18\b \x01(\bH\x00R\aoffline\x88\x01\x01\x12\x1b\n" +
-	"\treset_all\x18\t \x01(\bR\bresetAllB\n" +
+	"\treset_all\x18\t \x01(\bR\bresetAll\x12\x14\n" +
+	"\x05media\x18\n" +
+	" \x01(\tR\x05media\x12#\n" +
+	"\rforced_colors\x18\v \x01(\tR\fforcedColors\x12\x1a\n" +
+	"\bcontrast\x18\f \x01(\tR\bcontrastB\n" +
 	"\n" +
-	"\b_offline\"!\n" +
+	"\b_offline\"*\n" +
+	"\x10PerformanceStart\x12\x16\n" +
+	"\x06reload\x18\x01 \x01(\bR\x06reload\"!\n" +
 	"\vStorageName\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"q\n" +
 	"\x16StorageTransferRequest\x12\x0e\n" +
@@ -4495,7 +4627,7 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(SnapshotAfter)(0),              // 0: sovereign.browser.v1.SnapshotAfter
 	(*OpenSessionRequest)(nil),      // 1: sovereign.browser.v1.OpenSessionRequest
@@ -4537,20 +4669,21 @@ var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*Resize)(nil),                  // 37: sovereign.browser.v1.Resize
 	(*Geolocation)(nil),             // 38: sovereign.browser.v1.Geolocation
 	(*Emulate)(nil),                 // 39: sovereign.browser.v1.Emulate
-	(*StorageName)(nil),             // 40: sovereign.browser.v1.StorageName
-	(*StorageTransferRequest)(nil),  // 41: sovereign.browser.v1.StorageTransferRequest
-	(*StorageTransferResponse)(nil), // 42: sovereign.browser.v1.StorageTransferResponse
-	(*Pdf)(nil),                     // 43: sovereign.browser.v1.Pdf
-	(*SetIdentity)(nil),             // 44: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                   // 45: sovereign.browser.v1.Image
-	(*Resource)(nil),                // 46: sovereign.browser.v1.Resource
-	(*Content)(nil),                 // 47: sovereign.browser.v1.Content
-	(*ToolResult)(nil),              // 48: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),         // 49: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),        // 50: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil),   // 51: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),              // 52: sovereign.browser.v1.WorkerLoad
-	nil,                             // 53: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(*PerformanceStart)(nil),        // 40: sovereign.browser.v1.PerformanceStart
+	(*StorageName)(nil),             // 41: sovereign.browser.v1.StorageName
+	(*StorageTransferRequest)(nil),  // 42: sovereign.browser.v1.StorageTransferRequest
+	(*StorageTransferResponse)(nil), // 43: sovereign.browser.v1.StorageTransferResponse
+	(*Pdf)(nil),                     // 44: sovereign.browser.v1.Pdf
+	(*SetIdentity)(nil),             // 45: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                   // 46: sovereign.browser.v1.Image
+	(*Resource)(nil),                // 47: sovereign.browser.v1.Resource
+	(*Content)(nil),                 // 48: sovereign.browser.v1.Content
+	(*ToolResult)(nil),              // 49: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),         // 50: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),        // 51: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil),   // 52: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),              // 53: sovereign.browser.v1.WorkerLoad
+	nil,                             // 54: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	3,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -4596,7 +4729,7 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	22, // 40: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
 	31, // 41: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
 	11, // 42: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	44, // 43: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	45, // 43: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
 	24, // 44: sovereign.browser.v1.ToolRequest.select_option:type_name -> sovereign.browser.v1.SelectOption
 	25, // 45: sovereign.browser.v1.ToolRequest.check:type_name -> sovereign.browser.v1.Check
 	27, // 46: sovereign.browser.v1.ToolRequest.fill_form:type_name -> sovereign.browser.v1.FillForm
@@ -4609,23 +4742,26 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	36, // 53: sovereign.browser.v1.ToolRequest.network_request:type_name -> sovereign.browser.v1.NetworkRequestBody
 	37, // 54: sovereign.browser.v1.ToolRequest.resize:type_name -> sovereign.browser.v1.Resize
 	39, // 55: sovereign.browser.v1.ToolRequest.emulate:type_name -> sovereign.browser.v1.Emulate
-	43, // 56: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
-	40, // 57: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
+	44, // 56: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
+	41, // 57: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
 	11, // 58: sovereign.browser.v1.ToolRequest.storage_list:type_name -> sovereign.browser.v1.NoArgs
-	40, // 59: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
-	10, // 60: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
-	38, // 61: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
-	45, // 62: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	46, // 63: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
-	47, // 64: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	53, // 65: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	3,  // 66: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	3,  // 67: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	68, // [68:68] is the sub-list for method output_type
-	68, // [68:68] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	41, // 59: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
+	40, // 60: sovereign.browser.v1.ToolRequest.performance_start:type_name -> sovereign.browser.v1.PerformanceStart
+	11, // 61: sovereign.browser.v1.ToolRequest.performance_stop:type_name -> sovereign.browser.v1.NoArgs
+	11, // 62: sovereign.browser.v1.ToolRequest.heap_snapshot:type_name -> sovereign.browser.v1.NoArgs
+	10, // 63: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
+	38, // 64: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
+	46, // 65: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	47, // 66: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
+	48, // 67: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	54, // 68: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	3,  // 69: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	3,  // 70: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	71, // [71:71] is the sub-list for method output_type
+	71, // [71:71] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -4683,9 +4819,12 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_StorageSave)(nil),
 		(*ToolRequest_StorageList)(nil),
 		(*ToolRequest_StorageDelete)(nil),
+		(*ToolRequest_PerformanceStart)(nil),
+		(*ToolRequest_PerformanceStop)(nil),
+		(*ToolRequest_HeapSnapshot)(nil),
 	}
 	file_sovereign_browser_v1_browser_proto_msgTypes[38].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[46].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[47].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Resource)(nil),
@@ -4696,7 +4835,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   53,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -41,11 +41,24 @@ type Options struct {
 	ConsoleBuffer int
 	NetworkBuffer int
 	MaxPDFBytes   int
+	// MaxProfileFileBytes caps the gzipped file performance_stop and
+	// heap_snapshot attach (0: DefaultMaxProfileFileBytes);
+	// MaxProfileReadBytes how much of a trace or heap snapshot the tab
+	// reads (0: DefaultMaxProfileReadBytes). The worker fills them from its
+	// flags.
+	MaxProfileFileBytes int
+	MaxProfileReadBytes int
 }
 
 func (o Options) consoleBuffer() int { return orDefault(o.ConsoleBuffer, DefaultConsoleBuffer) }
 func (o Options) networkBuffer() int { return orDefault(o.NetworkBuffer, DefaultNetworkBuffer) }
 func (o Options) maxPDFBytes() int   { return orDefault(o.MaxPDFBytes, DefaultMaxPDFBytes) }
+func (o Options) maxProfileFileBytes() int {
+	return orDefault(o.MaxProfileFileBytes, DefaultMaxProfileFileBytes)
+}
+func (o Options) maxProfileReadBytes() int {
+	return orDefault(o.MaxProfileReadBytes, DefaultMaxProfileReadBytes)
+}
 
 func orDefault(n, def int) int {
 	if n > 0 {
@@ -95,6 +108,9 @@ type Tab struct {
 	// emu is the tab's emulation (emulate.go). Only the holder of sem
 	// uses it.
 	emu Emulation
+	// perf is the running performance recording (perf.go), or nil. Only
+	// the holder of sem uses it.
+	perf *perfRecording
 
 	// mu guards the fields below, which the event listener also writes.
 	mu        sync.Mutex
@@ -327,6 +343,12 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 		return t.networkRequest(ctx, x.NetworkRequest)
 	case *browserv1.ToolRequest_Pdf:
 		return t.pdf(ctx, x.Pdf)
+	case *browserv1.ToolRequest_PerformanceStart:
+		return t.performanceStart(ctx, x.PerformanceStart)
+	case *browserv1.ToolRequest_PerformanceStop:
+		return t.performanceStop(ctx)
+	case *browserv1.ToolRequest_HeapSnapshot:
+		return t.heapSnapshot(ctx)
 	case *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate:
 		return t.emulateTool(ctx, req) // the session keeps the emulation for its other tabs
 	case *browserv1.ToolRequest_Close, *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew,
