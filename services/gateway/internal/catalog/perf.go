@@ -1,0 +1,46 @@
+package catalog
+
+import (
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+)
+
+// The performance and memory tools: a Chromium trace of the active tab
+// read back as insights, and V8's heap snapshot summed up by constructor.
+// The worker does the work (internal/page perf.go, perftrace.go, heap.go).
+var perfTools = []Tool{
+	{
+		Name: "performance_start", Title: "Start performance trace",
+		Description: "Start recording a performance trace (Chromium's, as DevTools' Performance panel records it) of the " +
+			"active tab; with reload, reload the page first so the trace holds its load. Act on the page, then call " +
+			"performance_stop for the insights. One recording per tab at a time; it belongs to the tab it started in." + settleDoc,
+		params: append([]Param{
+			{Name: "reload", Type: Boolean, Default: false, Description: "Reload the page once the recording runs, to measure its load"},
+		}, settleParams...),
+		build: settling(func(a Args) (*browserv1.ToolRequest, error) {
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStart{PerformanceStart: &browserv1.PerformanceStart{
+				Reload: a.boolean("reload")}}}, nil
+		}),
+	},
+	{
+		Name: "performance_stop", Title: "Stop performance trace", ReadOnly: true,
+		Description: "Stop the performance recording of the active tab and return its insights: navigation timing (TTFB, " +
+			"FCP, DOMContentLoaded, load), LCP and its element, CLS, long tasks and total blocking time, main-thread " +
+			"time by category (scripting, style & layout, paint, …), the render-blocking and the slowest requests. " +
+			"The trace is attached as trace.json.gz (gzipped trace events: DevTools' Performance panel loads it) " +
+			"unless it is larger than the worker's limit (20 MiB gzipped by default), which the result then says.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
+			r.Tool = &browserv1.ToolRequest_PerformanceStop{PerformanceStop: n}
+		}),
+	},
+	{
+		Name: "heap_snapshot", Title: "Heap snapshot", ReadOnly: true,
+		Description: "Take a heap snapshot of the active tab's page (V8 collects garbage first) and sum it up: total size, " +
+			"object count and the 15 constructors that hold the most memory (self size) with their object counts; compare " +
+			"two snapshots to find a leak. The snapshot is attached as heap.heapsnapshot.gz (gunzip it for DevTools' " +
+			"Memory panel) unless it is larger than the worker's limit; a page whose snapshot is larger than the worker " +
+			"reads (256 MiB by default) is an error.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
+			r.Tool = &browserv1.ToolRequest_HeapSnapshot{HeapSnapshot: n}
+		}),
+	},
+}
