@@ -148,6 +148,22 @@
 // time zone, position, media features, offline); the session keeps one
 // for all its tabs, so resize and emulate are session tools.
 //
+// # Performance and memory
+//
+// performance_start starts a Chromium trace of the tab (perf.go: the
+// categories of DevTools' Performance panel, returned as a stream), and
+// with reload reloads the page in the same call, so the trace holds its
+// load; one recording per tab. performance_stop ends it and reads the
+// stream once (at most Options.MaxProfileReadBytes): the events go
+// through the analysis (perftrace.go: navigation timing, LCP and its
+// element, CLS in session windows, long tasks and total blocking time,
+// main-thread self time by category, render-blocking and slowest
+// requests) and into a gzipped trace.json.gz, attached when it fits
+// Options.MaxProfileFileBytes. heap_snapshot (heap.go) collects V8's
+// snapshot chunks (at most MaxProfileReadBytes, else TOO_LARGE), sums
+// self sizes by constructor and attaches heap.heapsnapshot.gz. The worker
+// scrubs secrets from both files as it does from text.
+//
 // # Closed tabs
 //
 // A tab whose target went away (the page called window.close(), or its
