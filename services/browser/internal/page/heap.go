@@ -72,12 +72,7 @@ func (t *Tab) heapSnapshot(ctx context.Context) (*browserv1.ToolResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var zipped cappedBuffer
-	zipped.max = t.opts.maxProfileFileBytes()
-	zw := gzip.NewWriter(&zipped)
-	if _, err := zw.Write(raw.Bytes()); err == nil {
-		err = zw.Close()
-	}
+	zipped, err := gzipCapped(raw.Bytes(), t.opts.maxProfileFileBytes())
 	if err != nil {
 		return nil, fmt.Errorf("compress the heap snapshot: %w", err)
 	}
@@ -94,6 +89,16 @@ func (t *Tab) heapSnapshot(ctx context.Context) (*browserv1.ToolResult, error) {
 	}
 	setStructured(res, "heap", sum)
 	return res, nil
+}
+
+// gzipCapped returns data gzipped, or a buffer that says it is over max.
+func gzipCapped(data []byte, max int) (*cappedBuffer, error) {
+	out := &cappedBuffer{max: max}
+	zw := gzip.NewWriter(out)
+	if _, err := zw.Write(data); err != nil {
+		return nil, err
+	}
+	return out, zw.Close()
 }
 
 // heapGroup is the objects of one constructor (or one kind of V8
