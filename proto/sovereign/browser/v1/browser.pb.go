@@ -1964,6 +1964,7 @@ type ToolRequest struct {
 	//	*ToolRequest_StorageDelete
 	//	*ToolRequest_PerformanceStart
 	//	*ToolRequest_PerformanceStop
+	//	*ToolRequest_PerformanceMetrics
 	//	*ToolRequest_HeapSnapshot
 	Tool          isToolRequest_Tool `protobuf_oneof:"tool"`
 	unknownFields protoimpl.UnknownFields
@@ -2456,6 +2457,15 @@ func (x *ToolRequest) GetPerformanceStop() *NoArgs {
 	return nil
 }
 
+func (x *ToolRequest) GetPerformanceMetrics() *NoArgs {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_PerformanceMetrics); ok {
+			return x.PerformanceMetrics
+		}
+	}
+	return nil
+}
+
 func (x *ToolRequest) GetHeapSnapshot() *NoArgs {
 	if x != nil {
 		if x, ok := x.Tool.(*ToolRequest_HeapSnapshot); ok {
@@ -2657,6 +2667,10 @@ type ToolRequest_PerformanceStop struct {
 	PerformanceStop *NoArgs `protobuf:"bytes,82,opt,name=performance_stop,json=performanceStop,proto3,oneof"`
 }
 
+type ToolRequest_PerformanceMetrics struct {
+	PerformanceMetrics *NoArgs `protobuf:"bytes,83,opt,name=performance_metrics,json=performanceMetrics,proto3,oneof"`
+}
+
 type ToolRequest_HeapSnapshot struct {
 	HeapSnapshot *NoArgs `protobuf:"bytes,84,opt,name=heap_snapshot,json=heapSnapshot,proto3,oneof"`
 }
@@ -2752,6 +2766,8 @@ func (*ToolRequest_StorageDelete) isToolRequest_Tool() {}
 func (*ToolRequest_PerformanceStart) isToolRequest_Tool() {}
 
 func (*ToolRequest_PerformanceStop) isToolRequest_Tool() {}
+
+func (*ToolRequest_PerformanceMetrics) isToolRequest_Tool() {}
 
 func (*ToolRequest_HeapSnapshot) isToolRequest_Tool() {}
 
@@ -4430,7 +4446,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xe8\x18\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xb9\x19\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
@@ -4488,7 +4504,8 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\fstorage_list\x18C \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\vstorageList\x12J\n" +
 	"\x0estorage_delete\x18D \x01(\v2!.sovereign.browser.v1.StorageNameH\x00R\rstorageDelete\x12U\n" +
 	"\x11performance_start\x18Q \x01(\v2&.sovereign.browser.v1.PerformanceStartH\x00R\x10performanceStart\x12I\n" +
-	"\x10performance_stop\x18R \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0fperformanceStop\x12C\n" +
+	"\x10performance_stop\x18R \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0fperformanceStop\x12O\n" +
+	"\x13performance_metrics\x18S \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x12performanceMetrics\x12C\n" +
 	"\rheap_snapshot\x18T \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\fheapSnapshotB\x06\n" +
 	"\x04toolB\f\n" +
 	"\n" +
@@ -4748,20 +4765,21 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	41, // 59: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
 	40, // 60: sovereign.browser.v1.ToolRequest.performance_start:type_name -> sovereign.browser.v1.PerformanceStart
 	11, // 61: sovereign.browser.v1.ToolRequest.performance_stop:type_name -> sovereign.browser.v1.NoArgs
-	11, // 62: sovereign.browser.v1.ToolRequest.heap_snapshot:type_name -> sovereign.browser.v1.NoArgs
-	10, // 63: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
-	38, // 64: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
-	46, // 65: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	47, // 66: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
-	48, // 67: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	54, // 68: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	3,  // 69: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	3,  // 70: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	71, // [71:71] is the sub-list for method output_type
-	71, // [71:71] is the sub-list for method input_type
-	71, // [71:71] is the sub-list for extension type_name
-	71, // [71:71] is the sub-list for extension extendee
-	0,  // [0:71] is the sub-list for field type_name
+	11, // 62: sovereign.browser.v1.ToolRequest.performance_metrics:type_name -> sovereign.browser.v1.NoArgs
+	11, // 63: sovereign.browser.v1.ToolRequest.heap_snapshot:type_name -> sovereign.browser.v1.NoArgs
+	10, // 64: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
+	38, // 65: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
+	46, // 66: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	47, // 67: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
+	48, // 68: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	54, // 69: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	3,  // 70: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	3,  // 71: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	72, // [72:72] is the sub-list for method output_type
+	72, // [72:72] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -4821,6 +4839,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_StorageDelete)(nil),
 		(*ToolRequest_PerformanceStart)(nil),
 		(*ToolRequest_PerformanceStop)(nil),
+		(*ToolRequest_PerformanceMetrics)(nil),
 		(*ToolRequest_HeapSnapshot)(nil),
 	}
 	file_sovereign_browser_v1_browser_proto_msgTypes[38].OneofWrappers = []any{}

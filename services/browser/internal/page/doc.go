@@ -162,7 +162,10 @@
 // Options.MaxProfileFileBytes. heap_snapshot (heap.go) collects V8's
 // snapshot chunks (at most MaxProfileReadBytes, else TOO_LARGE), sums
 // self sizes by constructor and attaches heap.heapsnapshot.gz. The worker
-// scrubs secrets from both files as it does from text.
+// scrubs secrets from both files as it does from text. performance_metrics
+// (perfmetrics.go) reads the Web Vitals in the isolated world (buffered
+// PerformanceObservers) and Chromium's Performance.getMetrics, whose
+// counters run from the tab's first call.
 //
 // # Closed tabs
 //

@@ -111,6 +111,10 @@ type Tab struct {
 	// perf is the running performance recording (perf.go), or nil. Only
 	// the holder of sem uses it.
 	perf *perfRecording
+	// metricsOn says that performance_metrics enabled the Performance
+	// domain, whose counters run from then on. Only the holder of sem
+	// uses it.
+	metricsOn bool
 
 	// mu guards the fields below, which the event listener also writes.
 	mu        sync.Mutex
@@ -347,6 +351,8 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 		return t.performanceStart(ctx, x.PerformanceStart)
 	case *browserv1.ToolRequest_PerformanceStop:
 		return t.performanceStop(ctx)
+	case *browserv1.ToolRequest_PerformanceMetrics:
+		return t.performanceMetrics(ctx)
 	case *browserv1.ToolRequest_HeapSnapshot:
 		return t.heapSnapshot(ctx)
 	case *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate:

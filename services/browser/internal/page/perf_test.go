@@ -219,3 +219,40 @@ func TestHeapSnapshot(t *testing.T) {
 		t.Errorf("heap_snapshot with a 1000-byte file cap = %q (%d parts), want the summary without the file", text(res), len(res.GetContent()))
 	}
 }
+
+// TestPerformanceMetrics: the runtime state and the page's Web Vitals
+// (its LCP element and layout shift included) without a trace; the
+// counters from the second call on.
+func TestPerformanceMetrics(t *testing.T) {
+	srv := perfServer(t)
+	tab := newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+	metrics := &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceMetrics{PerformanceMetrics: &browserv1.NoArgs{}}}
+	if s := text(must(t, tab, metrics)); !strings.Contains(s, "counters start now") {
+		t.Errorf("performance_metrics first = %q, want a note that the counters start now", s)
+	}
+	var res *browserv1.ToolResult
+	eventually(t, "the layout shift", func() bool {
+		res = must(t, tab, metrics)
+		return strings.Contains(text(res), "(layout shifts without input: 1)")
+	})
+	s := text(res)
+	for _, want := range []string{"Performance metrics of " + srv.URL, "TTFB", "FCP", "LCP", "the LCP element is <h1#hero.big.title>",
+		"DOM nodes ", "JS heap used "} {
+		if !strings.Contains(s, want) {
+			t.Errorf("performance_metrics = %q, want %q in it", s, want)
+		}
+	}
+	var got struct {
+		Vitals  webVitals          `json:"web_vitals"`
+		Metrics map[string]float64 `json:"metrics"`
+	}
+	structured(t, res, &got)
+	if got.Vitals.CLS <= 0 || got.Vitals.Shifts != 1 || got.Metrics["Nodes"] < 5 {
+		t.Errorf("structured = %+v, want the layout shift and the node count", got)
+	}
+	evalString(t, tab, `for (let i = 0; i < 20; i++) { document.body.append(document.createElement("p")); document.body.offsetHeight; } 1`)
+	if s := text(must(t, tab, metrics)); !strings.Contains(s, "since the first performance_metrics call in this tab: layouts ") || strings.Contains(s, "layouts 0,") {
+		t.Errorf("performance_metrics again = %q, want the layouts the script forced", s)
+	}
+}

@@ -39,6 +39,8 @@ func TestDevtoolsParse(t *testing.T) {
 			&browserv1.ToolRequest{SettleMs: &noSettle, Tool: &browserv1.ToolRequest_PerformanceStart{PerformanceStart: &browserv1.PerformanceStart{Reload: true}}}},
 		{"performance_stop", map[string]any{},
 			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStop{PerformanceStop: &browserv1.NoArgs{}}}},
+		{"performance_metrics", map[string]any{},
+			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceMetrics{PerformanceMetrics: &browserv1.NoArgs{}}}},
 		{"heap_snapshot", map[string]any{},
 			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_HeapSnapshot{HeapSnapshot: &browserv1.NoArgs{}}}},
 	} {

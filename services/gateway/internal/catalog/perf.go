@@ -33,6 +33,16 @@ var perfTools = []Tool{
 		}),
 	},
 	{
+		Name: "performance_metrics", Title: "Performance metrics", ReadOnly: true,
+		Description: "Read the active tab's performance without a trace: the page's Web Vitals (TTFB, FCP, " +
+			"DOMContentLoaded, load, LCP and its element, CLS) and Chromium's runtime state (DOM nodes, documents, " +
+			"frames, event listeners, JS heap); from the second call in a tab on, also the layouts, style recalcs and " +
+			"layout, style, script and task time since the first.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
+			r.Tool = &browserv1.ToolRequest_PerformanceMetrics{PerformanceMetrics: n}
+		}),
+	},
+	{
 		Name: "heap_snapshot", Title: "Heap snapshot", ReadOnly: true,
 		Description: "Take a heap snapshot of the active tab's page (V8 collects garbage first) and sum it up: total size, " +
 			"object count and the 15 constructors that hold the most memory (self size) with their object counts; compare " +
