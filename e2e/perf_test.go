@@ -105,6 +105,7 @@ func gunzipJSON(t *testing.T, what string, data []byte, v any) {
 // TestPerf drives the performance and memory tools through an MCP client
 // against the real gateway and a worker: performance_start with reload
 // and performance_stop (insights and the trace file), their misuse,
+// performance_metrics,
 // heap_snapshot (the named class and the file), emulate's media features,
 // and the audit trail's records of them.
 func TestPerf(t *testing.T) {
@@ -143,6 +144,9 @@ func TestPerf(t *testing.T) {
 		gunzipJSON(t, "trace.json.gz", data, &trace)
 		if part.Type != "resource" || part.Resource.MIMEType != "application/gzip" || !strings.HasSuffix(part.Resource.URI, "trace.json.gz") || len(trace.TraceEvents) < 100 {
 			t.Errorf("trace part = %s %s %s with %d events, want an embedded gzipped trace", part.Type, part.Resource.URI, part.Resource.MIMEType, len(trace.TraceEvents))
+		}
+		if got := text(t, ctx, c, "performance_metrics", nil); !strings.Contains(got, "Performance metrics of "+site) || !strings.Contains(got, "the LCP element is <h1#hero>") {
+			t.Errorf("performance_metrics = %q", got)
 		}
 	})
 
