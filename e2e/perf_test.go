@@ -105,9 +105,8 @@ func gunzipJSON(t *testing.T, what string, data []byte, v any) {
 // TestPerf drives the performance and memory tools through an MCP client
 // against the real gateway and a worker: performance_start with reload
 // and performance_stop (insights and the trace file), their misuse,
-// performance_metrics,
-// heap_snapshot (the named class and the file), emulate's media features,
-// and the audit trail's records of them.
+// performance_metrics, heap_snapshot (the named class and the file),
+// emulate's media features, and the audit trail's records of them.
 func TestPerf(t *testing.T) {
 	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 2})
 	site := perfSite(t)
