@@ -1966,6 +1966,8 @@ type ToolRequest struct {
 	//	*ToolRequest_PerformanceStop
 	//	*ToolRequest_PerformanceMetrics
 	//	*ToolRequest_HeapSnapshot
+	//	*ToolRequest_ScreencastStart
+	//	*ToolRequest_ScreencastStop
 	Tool          isToolRequest_Tool `protobuf_oneof:"tool"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2475,6 +2477,24 @@ func (x *ToolRequest) GetHeapSnapshot() *NoArgs {
 	return nil
 }
 
+func (x *ToolRequest) GetScreencastStart() *ScreencastStart {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_ScreencastStart); ok {
+			return x.ScreencastStart
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetScreencastStop() *NoArgs {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_ScreencastStop); ok {
+			return x.ScreencastStop
+		}
+	}
+	return nil
+}
+
 type isToolRequest_Tool interface {
 	isToolRequest_Tool()
 }
@@ -2675,6 +2695,14 @@ type ToolRequest_HeapSnapshot struct {
 	HeapSnapshot *NoArgs `protobuf:"bytes,84,opt,name=heap_snapshot,json=heapSnapshot,proto3,oneof"`
 }
 
+type ToolRequest_ScreencastStart struct {
+	ScreencastStart *ScreencastStart `protobuf:"bytes,85,opt,name=screencast_start,json=screencastStart,proto3,oneof"`
+}
+
+type ToolRequest_ScreencastStop struct {
+	ScreencastStop *NoArgs `protobuf:"bytes,86,opt,name=screencast_stop,json=screencastStop,proto3,oneof"`
+}
+
 func (*ToolRequest_Open) isToolRequest_Tool() {}
 
 func (*ToolRequest_Back) isToolRequest_Tool() {}
@@ -2770,6 +2798,10 @@ func (*ToolRequest_PerformanceStop) isToolRequest_Tool() {}
 func (*ToolRequest_PerformanceMetrics) isToolRequest_Tool() {}
 
 func (*ToolRequest_HeapSnapshot) isToolRequest_Tool() {}
+
+func (*ToolRequest_ScreencastStart) isToolRequest_Tool() {}
+
+func (*ToolRequest_ScreencastStop) isToolRequest_Tool() {}
 
 // GetStyles reads an element's computed style and the CSS rules that
 // match it.
@@ -3303,6 +3335,62 @@ func (x *Emulate) GetContrast() string {
 	return ""
 }
 
+// ScreencastStart starts recording the frames the active tab draws;
+// screencast_stop returns them.
+type ScreencastStart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Most frames to keep, 1-1000 (0: 300).
+	MaxFrames int32 `protobuf:"varint,1,opt,name=max_frames,json=maxFrames,proto3" json:"max_frames,omitempty"`
+	// JPEG quality, 1-100 (0: 60).
+	Quality       int32 `protobuf:"varint,2,opt,name=quality,proto3" json:"quality,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScreencastStart) Reset() {
+	*x = ScreencastStart{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScreencastStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScreencastStart) ProtoMessage() {}
+
+func (x *ScreencastStart) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScreencastStart.ProtoReflect.Descriptor instead.
+func (*ScreencastStart) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ScreencastStart) GetMaxFrames() int32 {
+	if x != nil {
+		return x.MaxFrames
+	}
+	return 0
+}
+
+func (x *ScreencastStart) GetQuality() int32 {
+	if x != nil {
+		return x.Quality
+	}
+	return 0
+}
+
 // PerformanceStart starts recording a Chromium trace of the active tab;
 // performance_stop ends it and returns what it found.
 type PerformanceStart struct {
@@ -3315,7 +3403,7 @@ type PerformanceStart struct {
 
 func (x *PerformanceStart) Reset() {
 	*x = PerformanceStart{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3327,7 +3415,7 @@ func (x *PerformanceStart) String() string {
 func (*PerformanceStart) ProtoMessage() {}
 
 func (x *PerformanceStart) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[39]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3340,7 +3428,7 @@ func (x *PerformanceStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PerformanceStart.ProtoReflect.Descriptor instead.
 func (*PerformanceStart) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{39}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PerformanceStart) GetReload() bool {
@@ -3364,7 +3452,7 @@ type StorageName struct {
 
 func (x *StorageName) Reset() {
 	*x = StorageName{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3376,7 +3464,7 @@ func (x *StorageName) String() string {
 func (*StorageName) ProtoMessage() {}
 
 func (x *StorageName) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[40]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3389,7 +3477,7 @@ func (x *StorageName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageName.ProtoReflect.Descriptor instead.
 func (*StorageName) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{40}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StorageName) GetName() string {
@@ -3423,7 +3511,7 @@ type StorageTransferRequest struct {
 
 func (x *StorageTransferRequest) Reset() {
 	*x = StorageTransferRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3435,7 +3523,7 @@ func (x *StorageTransferRequest) String() string {
 func (*StorageTransferRequest) ProtoMessage() {}
 
 func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3448,7 +3536,7 @@ func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageTransferRequest.ProtoReflect.Descriptor instead.
 func (*StorageTransferRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{41}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StorageTransferRequest) GetOp() string {
@@ -3493,7 +3581,7 @@ type StorageTransferResponse struct {
 
 func (x *StorageTransferResponse) Reset() {
 	*x = StorageTransferResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3505,7 +3593,7 @@ func (x *StorageTransferResponse) String() string {
 func (*StorageTransferResponse) ProtoMessage() {}
 
 func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3518,7 +3606,7 @@ func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageTransferResponse.ProtoReflect.Descriptor instead.
 func (*StorageTransferResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{42}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StorageTransferResponse) GetStateJson() []byte {
@@ -3550,7 +3638,7 @@ type Pdf struct {
 
 func (x *Pdf) Reset() {
 	*x = Pdf{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3562,7 +3650,7 @@ func (x *Pdf) String() string {
 func (*Pdf) ProtoMessage() {}
 
 func (x *Pdf) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3575,7 +3663,7 @@ func (x *Pdf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pdf.ProtoReflect.Descriptor instead.
 func (*Pdf) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Pdf) GetLandscape() bool {
@@ -3621,7 +3709,7 @@ type SetIdentity struct {
 
 func (x *SetIdentity) Reset() {
 	*x = SetIdentity{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3633,7 +3721,7 @@ func (x *SetIdentity) String() string {
 func (*SetIdentity) ProtoMessage() {}
 
 func (x *SetIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3646,7 +3734,7 @@ func (x *SetIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
 func (*SetIdentity) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SetIdentity) GetPubkey() string {
@@ -3667,7 +3755,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3679,7 +3767,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3692,7 +3780,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Image) GetMimeType() string {
@@ -3722,7 +3810,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3734,7 +3822,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3747,7 +3835,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Resource) GetName() string {
@@ -3786,7 +3874,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3798,7 +3886,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3811,7 +3899,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -3886,7 +3974,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3898,7 +3986,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3911,7 +3999,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -3973,7 +4061,7 @@ type HTTPToolRequest struct {
 
 func (x *HTTPToolRequest) Reset() {
 	*x = HTTPToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3985,7 +4073,7 @@ func (x *HTTPToolRequest) String() string {
 func (*HTTPToolRequest) ProtoMessage() {}
 
 func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3998,7 +4086,7 @@ func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
 func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HTTPToolRequest) GetTool() string {
@@ -4077,7 +4165,7 @@ type HTTPToolResponse struct {
 
 func (x *HTTPToolResponse) Reset() {
 	*x = HTTPToolResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4089,7 +4177,7 @@ func (x *HTTPToolResponse) String() string {
 func (*HTTPToolResponse) ProtoMessage() {}
 
 func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4102,7 +4190,7 @@ func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
 func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HTTPToolResponse) GetStatusCode() int32 {
@@ -4165,7 +4253,7 @@ type RestoreSessionRequest struct {
 
 func (x *RestoreSessionRequest) Reset() {
 	*x = RestoreSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4177,7 +4265,7 @@ func (x *RestoreSessionRequest) String() string {
 func (*RestoreSessionRequest) ProtoMessage() {}
 
 func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4190,7 +4278,7 @@ func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RestoreSessionRequest) GetOldSessionId() string {
@@ -4244,7 +4332,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4256,7 +4344,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4269,7 +4357,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{52}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WorkerLoad) GetWorkerId() string {
@@ -4446,7 +4534,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xb9\x19\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xd6\x1a\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
@@ -4506,7 +4594,9 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x11performance_start\x18Q \x01(\v2&.sovereign.browser.v1.PerformanceStartH\x00R\x10performanceStart\x12I\n" +
 	"\x10performance_stop\x18R \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0fperformanceStop\x12O\n" +
 	"\x13performance_metrics\x18S \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x12performanceMetrics\x12C\n" +
-	"\rheap_snapshot\x18T \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\fheapSnapshotB\x06\n" +
+	"\rheap_snapshot\x18T \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\fheapSnapshot\x12R\n" +
+	"\x10screencast_start\x18U \x01(\v2%.sovereign.browser.v1.ScreencastStartH\x00R\x0fscreencastStart\x12G\n" +
+	"\x0fscreencast_stop\x18V \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0escreencastStopB\x06\n" +
 	"\x04toolB\f\n" +
 	"\n" +
 	"_settle_ms\"z\n" +
@@ -4552,7 +4642,11 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\rforced_colors\x18\v \x01(\tR\fforcedColors\x12\x1a\n" +
 	"\bcontrast\x18\f \x01(\tR\bcontrastB\n" +
 	"\n" +
-	"\b_offline\"*\n" +
+	"\b_offline\"J\n" +
+	"\x0fScreencastStart\x12\x1d\n" +
+	"\n" +
+	"max_frames\x18\x01 \x01(\x05R\tmaxFrames\x12\x18\n" +
+	"\aquality\x18\x02 \x01(\x05R\aquality\"*\n" +
 	"\x10PerformanceStart\x12\x16\n" +
 	"\x06reload\x18\x01 \x01(\bR\x06reload\"!\n" +
 	"\vStorageName\x12\x12\n" +
@@ -4644,7 +4738,7 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(SnapshotAfter)(0),              // 0: sovereign.browser.v1.SnapshotAfter
 	(*OpenSessionRequest)(nil),      // 1: sovereign.browser.v1.OpenSessionRequest
@@ -4686,21 +4780,22 @@ var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*Resize)(nil),                  // 37: sovereign.browser.v1.Resize
 	(*Geolocation)(nil),             // 38: sovereign.browser.v1.Geolocation
 	(*Emulate)(nil),                 // 39: sovereign.browser.v1.Emulate
-	(*PerformanceStart)(nil),        // 40: sovereign.browser.v1.PerformanceStart
-	(*StorageName)(nil),             // 41: sovereign.browser.v1.StorageName
-	(*StorageTransferRequest)(nil),  // 42: sovereign.browser.v1.StorageTransferRequest
-	(*StorageTransferResponse)(nil), // 43: sovereign.browser.v1.StorageTransferResponse
-	(*Pdf)(nil),                     // 44: sovereign.browser.v1.Pdf
-	(*SetIdentity)(nil),             // 45: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                   // 46: sovereign.browser.v1.Image
-	(*Resource)(nil),                // 47: sovereign.browser.v1.Resource
-	(*Content)(nil),                 // 48: sovereign.browser.v1.Content
-	(*ToolResult)(nil),              // 49: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),         // 50: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),        // 51: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil),   // 52: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),              // 53: sovereign.browser.v1.WorkerLoad
-	nil,                             // 54: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(*ScreencastStart)(nil),         // 40: sovereign.browser.v1.ScreencastStart
+	(*PerformanceStart)(nil),        // 41: sovereign.browser.v1.PerformanceStart
+	(*StorageName)(nil),             // 42: sovereign.browser.v1.StorageName
+	(*StorageTransferRequest)(nil),  // 43: sovereign.browser.v1.StorageTransferRequest
+	(*StorageTransferResponse)(nil), // 44: sovereign.browser.v1.StorageTransferResponse
+	(*Pdf)(nil),                     // 45: sovereign.browser.v1.Pdf
+	(*SetIdentity)(nil),             // 46: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                   // 47: sovereign.browser.v1.Image
+	(*Resource)(nil),                // 48: sovereign.browser.v1.Resource
+	(*Content)(nil),                 // 49: sovereign.browser.v1.Content
+	(*ToolResult)(nil),              // 50: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),         // 51: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),        // 52: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil),   // 53: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),              // 54: sovereign.browser.v1.WorkerLoad
+	nil,                             // 55: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	3,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -4746,7 +4841,7 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	22, // 40: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
 	31, // 41: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
 	11, // 42: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	45, // 43: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	46, // 43: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
 	24, // 44: sovereign.browser.v1.ToolRequest.select_option:type_name -> sovereign.browser.v1.SelectOption
 	25, // 45: sovereign.browser.v1.ToolRequest.check:type_name -> sovereign.browser.v1.Check
 	27, // 46: sovereign.browser.v1.ToolRequest.fill_form:type_name -> sovereign.browser.v1.FillForm
@@ -4759,27 +4854,29 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	36, // 53: sovereign.browser.v1.ToolRequest.network_request:type_name -> sovereign.browser.v1.NetworkRequestBody
 	37, // 54: sovereign.browser.v1.ToolRequest.resize:type_name -> sovereign.browser.v1.Resize
 	39, // 55: sovereign.browser.v1.ToolRequest.emulate:type_name -> sovereign.browser.v1.Emulate
-	44, // 56: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
-	41, // 57: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
+	45, // 56: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
+	42, // 57: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
 	11, // 58: sovereign.browser.v1.ToolRequest.storage_list:type_name -> sovereign.browser.v1.NoArgs
-	41, // 59: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
-	40, // 60: sovereign.browser.v1.ToolRequest.performance_start:type_name -> sovereign.browser.v1.PerformanceStart
+	42, // 59: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
+	41, // 60: sovereign.browser.v1.ToolRequest.performance_start:type_name -> sovereign.browser.v1.PerformanceStart
 	11, // 61: sovereign.browser.v1.ToolRequest.performance_stop:type_name -> sovereign.browser.v1.NoArgs
 	11, // 62: sovereign.browser.v1.ToolRequest.performance_metrics:type_name -> sovereign.browser.v1.NoArgs
 	11, // 63: sovereign.browser.v1.ToolRequest.heap_snapshot:type_name -> sovereign.browser.v1.NoArgs
-	10, // 64: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
-	38, // 65: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
-	46, // 66: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	47, // 67: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
-	48, // 68: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	54, // 69: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	3,  // 70: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	3,  // 71: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	72, // [72:72] is the sub-list for method output_type
-	72, // [72:72] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	40, // 64: sovereign.browser.v1.ToolRequest.screencast_start:type_name -> sovereign.browser.v1.ScreencastStart
+	11, // 65: sovereign.browser.v1.ToolRequest.screencast_stop:type_name -> sovereign.browser.v1.NoArgs
+	10, // 66: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
+	38, // 67: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
+	47, // 68: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	48, // 69: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
+	49, // 70: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	55, // 71: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	3,  // 72: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	3,  // 73: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	74, // [74:74] is the sub-list for method output_type
+	74, // [74:74] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -4841,9 +4938,11 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_PerformanceStop)(nil),
 		(*ToolRequest_PerformanceMetrics)(nil),
 		(*ToolRequest_HeapSnapshot)(nil),
+		(*ToolRequest_ScreencastStart)(nil),
+		(*ToolRequest_ScreencastStop)(nil),
 	}
 	file_sovereign_browser_v1_browser_proto_msgTypes[38].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[47].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[48].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Resource)(nil),
@@ -4854,7 +4953,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   54,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

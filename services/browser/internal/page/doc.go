@@ -165,7 +165,11 @@
 // scrubs secrets from both files as it does from text. performance_metrics
 // (perfmetrics.go) reads the Web Vitals in the isolated world (buffered
 // PerformanceObservers) and Chromium's Performance.getMetrics, whose
-// counters run from the tab's first call.
+// counters run from the tab's first call. screencast_start
+// (screencast.go) starts Page.startScreencast and a goroutine that keeps
+// the JPEG frames (at most max_frames and MaxProfileFileBytes; a frame it
+// does not keep is not acknowledged, so Chromium pauses) until
+// screencast_stop, which returns them in screencast.zip with frames.json.
 //
 // # Closed tabs
 //

@@ -115,6 +115,9 @@ type Tab struct {
 	// domain, whose counters run from then on. Only the holder of sem
 	// uses it.
 	metricsOn bool
+	// cast is the running screencast (screencast.go), or nil. Only the
+	// holder of sem uses the field; the recording has its own lock.
+	cast *screencast
 
 	// mu guards the fields below, which the event listener also writes.
 	mu        sync.Mutex
@@ -355,6 +358,10 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 		return t.performanceMetrics(ctx)
 	case *browserv1.ToolRequest_HeapSnapshot:
 		return t.heapSnapshot(ctx)
+	case *browserv1.ToolRequest_ScreencastStart:
+		return t.screencastStart(ctx, x.ScreencastStart)
+	case *browserv1.ToolRequest_ScreencastStop:
+		return t.screencastStop(ctx)
 	case *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate:
 		return t.emulateTool(ctx, req) // the session keeps the emulation for its other tabs
 	case *browserv1.ToolRequest_Close, *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew,

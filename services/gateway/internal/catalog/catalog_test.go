@@ -46,7 +46,7 @@ func TestToolNames(t *testing.T) {
 		"secrets_list", "sovereign__list_scripts", "sovereign__reload",
 		"select_option", "check", "fill_form", "drag", "mouse", "get_markdown",
 		"console_messages", "network_requests", "network_request", "resize", "emulate", "pdf",
-		"performance_start", "performance_stop", "performance_metrics", "heap_snapshot",
+		"performance_start", "performance_stop", "performance_metrics", "heap_snapshot", "screencast_start", "screencast_stop",
 		"storage_save", "storage_list", "storage_delete",
 		"run_browser_task",
 		"fs_read", "fs_write", "fs_list", "fs_mkdir", "fs_delete", "shell_exec",

@@ -41,6 +41,10 @@ func TestDevtoolsParse(t *testing.T) {
 			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStop{PerformanceStop: &browserv1.NoArgs{}}}},
 		{"performance_metrics", map[string]any{},
 			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceMetrics{PerformanceMetrics: &browserv1.NoArgs{}}}},
+		{"screencast_start", map[string]any{"max_frames": float64(50), "quality": float64(80)},
+			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_ScreencastStart{ScreencastStart: &browserv1.ScreencastStart{MaxFrames: 50, Quality: 80}}}},
+		{"screencast_stop", map[string]any{},
+			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_ScreencastStop{ScreencastStop: &browserv1.NoArgs{}}}},
 		{"heap_snapshot", map[string]any{},
 			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_HeapSnapshot{HeapSnapshot: &browserv1.NoArgs{}}}},
 	} {
@@ -72,6 +76,8 @@ func TestDevtoolsParse(t *testing.T) {
 		{"emulate", map[string]any{"contrast": "high"}, `"contrast"`},
 		{"emulate", map[string]any{"forced_colors": "on"}, `"forced_colors"`},
 		{"performance_start", map[string]any{"reload": "yes"}, `"reload"`},
+		{"screencast_start", map[string]any{"max_frames": float64(1001)}, `"max_frames"`},
+		{"screencast_start", map[string]any{"quality": float64(0)}, `"quality"`},
 	} {
 		t.Run(tc.tool+" bad", func(t *testing.T) {
 			tool, _ := Lookup(tc.tool)

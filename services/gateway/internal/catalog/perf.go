@@ -5,8 +5,9 @@ import (
 )
 
 // The performance and memory tools: a Chromium trace of the active tab
-// read back as insights, and V8's heap snapshot summed up by constructor.
-// The worker does the work (internal/page perf.go, perftrace.go, heap.go).
+// read back as insights, the page's metrics, V8's heap snapshot summed up
+// by constructor and a screencast. The worker does the work (internal/page
+// perf.go, perftrace.go, perfmetrics.go, heap.go, screencast.go).
 var perfTools = []Tool{
 	{
 		Name: "performance_start", Title: "Start performance trace",
@@ -51,6 +52,33 @@ var perfTools = []Tool{
 			"reads (256 MiB by default) is an error.",
 		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
 			r.Tool = &browserv1.ToolRequest_HeapSnapshot{HeapSnapshot: n}
+		}),
+	},
+	{
+		Name: "screencast_start", Title: "Start screencast",
+		Description: "Start recording the frames the active tab's page draws (JPEG, scaled to fit 1280x1280; the page " +
+			"draws a frame only when it changes), to see an animation, a transition or what a sequence of actions did. " +
+			"Act on the page, then call screencast_stop. One screencast per tab at a time.",
+		params: []Param{
+			{Name: "max_frames", Type: Integer, Min: bound(1), Max: bound(1000), Description: "Most frames to keep (default 300); the recording stops keeping frames there"},
+			{Name: "quality", Type: Integer, Min: bound(1), Max: bound(100), Description: "JPEG quality (default 60)"},
+		},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			frames, _ := a.integer("max_frames")
+			quality, _ := a.integer("quality")
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_ScreencastStart{ScreencastStart: &browserv1.ScreencastStart{
+				MaxFrames: int32(frames), Quality: int32(quality)}}}, nil
+		},
+	},
+	{
+		Name: "screencast_stop", Title: "Stop screencast", ReadOnly: true,
+		Description: "Stop the screencast of the active tab and return its frames as screencast.zip: JPEG files " +
+			"(frame-0001.jpg, …) and frames.json with each frame's time in ms from the start. A ZIP of frames, not a " +
+			"video: the worker has no video encoder, and separate frames keep every one whole with its time. The " +
+			"frames kept are bounded by max_frames and by the worker's file limit (20 MiB by default); the result " +
+			"says which stopped the recording.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
+			r.Tool = &browserv1.ToolRequest_ScreencastStop{ScreencastStop: n}
 		}),
 	},
 }
