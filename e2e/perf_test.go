@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"archive/zip"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -39,6 +40,12 @@ func perfSite(t *testing.T) string {
 		fmt.Fprint(w, `<!doctype html><title>heap</title><script>
 			class RetainedRecord { constructor(i) { this.i = i; this.tags = ["a" + i, "b" + i]; } }
 			window.records = Array.from({length: 3000}, (_, i) => new RetainedRecord(i));
+		</script>`)
+	})
+	mux.HandleFunc("/anim", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><title>anim</title><h1 id="n">0</h1><script>
+			let i = 0; setInterval(() => { document.getElementById("n").textContent = ++i; }, 30);
 		</script>`)
 	})
 	srv := httptest.NewServer(mux)
@@ -106,7 +113,8 @@ func gunzipJSON(t *testing.T, what string, data []byte, v any) {
 // against the real gateway and a worker: performance_start with reload
 // and performance_stop (insights and the trace file), their misuse,
 // performance_metrics, heap_snapshot (the named class and the file),
-// emulate's media features, and the audit trail's records of them.
+// screencast_start/stop (a ZIP of frames), emulate's media features, and
+// the audit trail's records of them.
 func TestPerf(t *testing.T) {
 	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 2})
 	site := perfSite(t)
@@ -163,6 +171,20 @@ func TestPerf(t *testing.T) {
 		gunzipJSON(t, "heap.heapsnapshot.gz", data, &snap)
 		if !strings.HasSuffix(part.Resource.URI, "heap.heapsnapshot.gz") || snap.Snapshot.NodeCount < 3000 {
 			t.Errorf("heap part = %s with %d nodes, want heap.heapsnapshot.gz", part.Resource.URI, snap.Snapshot.NodeCount)
+		}
+	})
+
+	t.Run("screencast", func(t *testing.T) {
+		text(t, ctx, c, "open", map[string]any{"url": site + "/anim"})
+		text(t, ctx, c, "screencast_start", map[string]any{"max_frames": 20})
+		time.Sleep(300 * time.Millisecond) // let the page draw (no assertion on time)
+		got, part, data := callFile(t, ctx, c, "screencast_stop", nil)
+		zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+		if err != nil || !strings.Contains(got, "attached as screencast.zip") || !strings.HasSuffix(part.Resource.URI, "screencast.zip") {
+			t.Fatalf("screencast_stop = %q, %s: %v", got, part.Resource.URI, err)
+		}
+		if n := len(zr.File); n < 3 || zr.File[0].Name != "frame-0001.jpg" || zr.File[n-1].Name != "frames.json" {
+			t.Errorf("screencast.zip holds %d files, want frames and frames.json", n)
 		}
 	})
 
