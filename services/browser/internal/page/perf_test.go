@@ -98,7 +98,7 @@ func TestPerformance(t *testing.T) {
 	res := must(t, tab, perfStopReq())
 	s := text(res)
 	for _, want := range []string{"Performance trace of " + srv.URL, "(from a reload)", "Navigation to " + srv.URL, "TTFB", "FCP",
-		"DOMContentLoaded", "load", "- LCP:", "<h1#hero.big.title>", "long tasks (over 50 ms): 1", "main thread: ", "scripting",
+		"DOMContentLoaded", "load", "- LCP:", "<h1#hero.big.title>", "long tasks (over 50 ms): ", "; longest: ", "main thread: ", "scripting",
 		"render-blocking:", srv.URL + "/slow.css", "slowest:", "attached as trace.json.gz"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("performance_stop = %q, want %q in it", s, want)
@@ -109,8 +109,8 @@ func TestPerformance(t *testing.T) {
 	}
 	structured(t, res, &got)
 	p := got.Performance
-	if p.CLS <= 0 || p.Shifts < 1 || p.TBT < 100 || p.LongTasks != 1 || p.FCP <= 0 || p.LCP < p.FCP || p.Load < p.DCL {
-		t.Errorf("performance = %+v, want CLS > 0, a long task with > 100 ms blocking, FCP <= LCP, DCL <= load", p)
+	if p.CLS <= 0 || p.Shifts < 1 || p.LongTasks < 1 || p.Longest[0].DurationMS < 150 || p.FCP <= 0 || p.LCP < p.FCP || p.Load < p.DCL {
+		t.Errorf("performance = %+v, want CLS > 0, a long task of 150 ms or more (a busy machine may add more), FCP <= LCP, DCL <= load", p)
 	}
 	if len(res.GetContent()) != 2 {
 		t.Fatalf("performance_stop has %d parts, want text and the trace", len(res.GetContent()))
@@ -126,7 +126,7 @@ func TestPerformance(t *testing.T) {
 	// Again, without a reload, and stopped twice.
 	must(t, tab, perfStartReq(false))
 	evalString(t, tab, `const s = performance.now(); while (performance.now() - s < 80) {}; "ok"`)
-	if s := text(must(t, tab, perfStopReq())); !strings.Contains(s, "No page load in the recording") || !strings.Contains(s, "long tasks (over 50 ms): 1") {
+	if s := text(must(t, tab, perfStopReq())); !strings.Contains(s, "No page load in the recording") || !strings.Contains(s, "; longest: ") {
 		t.Errorf("performance_stop without a reload = %q, want no page load and the long task", s)
 	}
 	_, err = call(t, tab, perfStopReq())
