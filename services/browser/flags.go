@@ -43,7 +43,7 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	sizeFlag(fs, errs, &cfg.MaxPDFBytes, "max-pdf-mb", "SOVEREIGN_MAX_PDF_MB", 10, 20, "largest PDF the pdf tool returns (MiB)")
 	sizeFlag(fs, errs, &cfg.MaxProfileFileBytes, "max-profile-file-mb", "SOVEREIGN_MAX_PROFILE_FILE_MB", 20, 20,
 		"largest file (gzipped) performance_stop and heap_snapshot attach; a larger one is left out (MiB)")
-	sizeFlag(fs, errs, &cfg.MaxProfileReadBytes, "max-profile-read-mb", "SOVEREIGN_MAX_PROFILE_READ_MB", 256, 20,
+	sizeFlag(fs, errs, &cfg.MaxProfileReadBytes, "max-profile-read-mb", "SOVEREIGN_MAX_PROFILE_READ_MB", 128, 20,
 		"most of a trace (analysed up to there) or a heap snapshot (refused beyond it) the worker reads, uncompressed (MiB)")
 	sizeFlag(fs, errs, &cfg.MaxStorageBytes, "max-storage-kb", "SOVEREIGN_MAX_STORAGE_KB", 900, 10,
 		"largest saved storage (storage_save: cookies and local storage, sealed) in KiB")

@@ -154,8 +154,10 @@
 // categories of DevTools' Performance panel, returned as a stream), and
 // with reload reloads the page in the same call, so the trace holds its
 // load; one recording per tab. performance_stop ends it and reads the
-// stream once (at most Options.MaxProfileReadBytes): the events go
-// through the analysis (perftrace.go: navigation timing, LCP and its
+// stream (at most Options.MaxProfileReadBytes). Chromium traces the whole
+// browser, other sessions' tabs included, so only the events of the tab's
+// frames and renderer processes (and the browser's that name nothing
+// else) are kept; they go through the analysis (perftrace.go: navigation timing, LCP and its
 // element, CLS in session windows, long tasks and total blocking time,
 // main-thread self time by category, render-blocking and slowest
 // requests) and into a gzipped trace.json.gz, attached when it fits

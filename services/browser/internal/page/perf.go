@@ -29,7 +29,7 @@ const (
 	// DefaultMaxProfileReadBytes caps how much of a trace or heap snapshot
 	// the worker reads (uncompressed) when Options.MaxProfileReadBytes is
 	// 0: a trace is analysed up to there, a heap snapshot is refused.
-	DefaultMaxProfileReadBytes = 256 << 20
+	DefaultMaxProfileReadBytes = 128 << 20
 )
 
 // traceCategories are the categories of DevTools' Performance panel,
@@ -108,7 +108,7 @@ func (t *Tab) performanceStop(ctx context.Context) (*browserv1.ToolResult, error
 	file := &cappedBuffer{max: t.opts.maxProfileFileBytes()}
 	zw := gzip.NewWriter(file)
 	in := &cdpStream{ctx: ctx, handle: stream, max: int64(t.opts.maxProfileReadBytes())}
-	sum, cut, err := analyzeTrace(io.TeeReader(in, zw))
+	sum, cut, err := analyzeTrace(in, zw)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (t *Tab) performanceStop(ctx context.Context) (*browserv1.ToolResult, error
 	if p.reload {
 		b.WriteString(" (from a reload)")
 	}
-	fmt.Fprintf(&b, ", %d events.\n", sum.Events)
+	fmt.Fprintf(&b, ", %d events of this tab (of %d the browser recorded).\n", sum.Kept, sum.Events)
 	if now != p.url {
 		fmt.Fprintf(&b, "Note: the tab navigated during the recording (it started at %s).\n", clipTo(p.url, maxURL))
 	}
@@ -135,7 +135,7 @@ func (t *Tab) performanceStop(ctx context.Context) (*browserv1.ToolResult, error
 	}
 	attach := !file.over && !cut
 	if attach {
-		fmt.Fprintf(&b, "\nThe trace (%d bytes, %d gzipped) is attached as trace.json.gz: Chrome DevTools' Performance panel loads it.", in.n, file.Len())
+		fmt.Fprintf(&b, "\nThe tab's trace (%d bytes gzipped) is attached as trace.json.gz: Chrome DevTools' Performance panel loads it.", file.Len())
 	} else if !cut {
 		fmt.Fprintf(&b, "\nThe trace file is not attached: gzipped it is larger than the limit of %d bytes (--max-profile-file-mb); record a shorter span.", file.max)
 	} else {

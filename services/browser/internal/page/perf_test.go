@@ -119,8 +119,8 @@ func TestPerformance(t *testing.T) {
 	var trace struct {
 		TraceEvents []json.RawMessage `json:"traceEvents"`
 	}
-	if err := json.Unmarshal(gunzip(t, r.GetData()), &trace); err != nil || r.GetName() != "trace.json.gz" || len(trace.TraceEvents) != p.Events {
-		t.Errorf("trace %s: %d events (%v), want trace.json.gz with the %d events", r.GetName(), len(trace.TraceEvents), err, p.Events)
+	if err := json.Unmarshal(gunzip(t, r.GetData()), &trace); err != nil || r.GetName() != "trace.json.gz" || len(trace.TraceEvents) != p.Kept || p.Kept < 100 || p.Kept > p.Events {
+		t.Errorf("trace %s: %d events (%v), want trace.json.gz with the %d events of the tab", r.GetName(), len(trace.TraceEvents), err, p.Kept)
 	}
 
 	// Again, without a reload, and stopped twice.
@@ -144,6 +144,34 @@ func TestPerformanceNavigated(t *testing.T) {
 	s := text(must(t, tab, perfStopReq()))
 	if !strings.Contains(s, "the tab navigated during the recording (it started at "+srv.URL) || !strings.Contains(s, "Navigation to "+srv.URL+"/b") {
 		t.Errorf("performance_stop = %q, want a note on the navigation and the insights of /b", s)
+	}
+}
+
+// TestPerformanceOtherTabs: the browser traces every tab, but what another
+// browser context (another session) loads during a recording is neither
+// in the insights nor in the file.
+func TestPerformanceOtherTabs(t *testing.T) {
+	srv := serve(t, map[string]string{"/": "<title>a</title><p>a", "/other-session-7f3a": "<title>b</title><script>fetch('/other-fetch-91c2')</script>"})
+	tab, other := newTab(t, Options{}), newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+	must(t, other, openReq("about:blank"))
+	must(t, tab, perfStartReq(true))
+	must(t, other, openReq(srv.URL+"/other-session-7f3a"))
+	evalString(t, other, `fetch("/other-fetch-91c2").then(() => 1)`)
+	res := must(t, tab, perfStopReq())
+	raw := gunzip(t, res.GetContent()[1].GetResource().GetData())
+	for _, marker := range []string{"other-session-7f3a", "other-fetch-91c2"} {
+		if strings.Contains(text(res), marker) || bytes.Contains(raw, []byte(marker)) {
+			t.Errorf("the trace of one tab holds %s, which another browser context loaded", marker)
+			for _, l := range bytes.Split(raw, []byte("\n")) {
+				if bytes.Contains(l, []byte(marker)) {
+					t.Logf("%.600s", l)
+				}
+			}
+		}
+	}
+	if !bytes.Contains(raw, []byte(srv.URL+"/")) || !strings.Contains(text(res), "Navigation to "+srv.URL) {
+		t.Errorf("the trace lost the tab's own navigation: %s", text(res))
 	}
 }
 

@@ -1,6 +1,7 @@
 package page
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -49,6 +50,18 @@ type traceData struct {
 	Type                 string  `json:"type"`
 	WeightedScoreDelta   float64 `json:"weighted_score_delta"`
 	HadRecentInput       bool    `json:"had_recent_input"`
+	// TracingStartedInBrowser, FrameCommittedInBrowser and
+	// ProcessReadyInBrowser: which frames are the tab's and where they run.
+	Frames          []traceFrame `json:"frames"`
+	Parent          string       `json:"parent"`
+	ProcessID       int64        `json:"processId"`
+	ProcessPseudoID string       `json:"processPseudoId"`
+}
+
+type traceFrame struct {
+	Frame     string `json:"frame"`
+	Parent    string `json:"parent"`
+	ProcessID int64  `json:"processId"`
 }
 
 // Thresholds of the analysis (µs), as DevTools and Lighthouse use them.
@@ -105,6 +118,10 @@ type traceSummary struct {
 	Blocking    []traceRequest     `json:"render_blocking_requests,omitempty"`
 	Requests    int                `json:"requests"`
 	Navigations int                `json:"navigations"`
+	// Kept counts the events of the tab, of Events read: the rest were
+	// other tabs' (other sessions' too) and processes', and are left out
+	// of the analysis and the file.
+	Kept int `json:"events_kept"`
 }
 
 // errTraceCut is what a reader returns when the trace is longer than the
@@ -113,7 +130,6 @@ var errTraceCut = errors.New("trace longer than the read limit")
 
 // traceCollector keeps what the analysis needs while the events stream by.
 type traceCollector struct {
-	events  int
 	navs    []traceEvent // main-frame navigationStart
 	marks   []traceEvent // firstContentfulPaint, MarkDOMContent, MarkLoad, LCP candidates
 	shifts  []traceEvent
@@ -127,72 +143,201 @@ type traceCollector struct {
 }
 
 // analyzeTrace reads a trace ({"traceEvents": [...]} or a bare array)
-// from r. A trace cut short (errTraceCut, or JSON that ends early) is
-// analysed up to there, and cut says so.
-func analyzeTrace(r io.Reader) (s traceSummary, cut bool, err error) {
-	c := &traceCollector{reqs: map[string]*traceRequest{}, docSent: map[string]float64{}, docResp: map[string]float64{},
-		threads: map[[2]int64]string{}, slices: map[[2]int64][]traceEvent{}}
-	err = c.read(json.NewDecoder(r))
+// from r, keeps the events of the traced tab (tabScope) and writes them to
+// w as a trace of their own. A trace cut short (errTraceCut, or JSON that
+// ends early) is analysed up to there, and cut says so.
+//
+// Chromium traces the whole browser, whatever target asked: other tabs,
+// other sessions' among them, are in the trace, so the events are read
+// first and kept only once it is known which processes and frames are the
+// tab's.
+func analyzeTrace(r io.Reader, w io.Writer) (s traceSummary, cut bool, err error) {
+	events, err := readEvents(json.NewDecoder(r))
 	if err != nil {
 		if !errors.Is(err, errTraceCut) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			return s, false, fmt.Errorf("read the trace: %w", err)
 		}
 		cut = true
 	}
-	return c.summary(), cut, nil
+	scope := scopeOf(events)
+	c := &traceCollector{reqs: map[string]*traceRequest{}, docSent: map[string]float64{}, docResp: map[string]float64{},
+		threads: map[[2]int64]string{}, slices: map[[2]int64][]traceEvent{}}
+	if _, err := io.WriteString(w, `{"traceEvents":[`); err != nil {
+		return s, cut, err
+	}
+	kept := 0
+	for _, raw := range events {
+		ev := decodeEvent(raw)
+		if !scope.keeps(&ev, raw) {
+			continue
+		}
+		sep := ",\n"
+		if kept == 0 {
+			sep = "\n"
+		}
+		if _, err := io.WriteString(w, sep); err != nil {
+			return s, cut, err
+		}
+		if _, err := w.Write(raw); err != nil {
+			return s, cut, err
+		}
+		kept++
+		c.add(ev)
+	}
+	if _, err := io.WriteString(w, "]}\n"); err != nil {
+		return s, cut, err
+	}
+	s = c.summary()
+	s.Events, s.Kept = len(events), kept
+	return s, cut, nil
 }
 
-func (c *traceCollector) read(dec *json.Decoder) error {
-	tok, err := dec.Token()
-	if err != nil {
+// decodeEvent decodes one event; args that do not fit traceEvent's types
+// leave those fields empty (a type mismatch is not an error here).
+func decodeEvent(raw json.RawMessage) traceEvent {
+	var ev traceEvent
+	_ = json.Unmarshal(raw, &ev)
+	return ev
+}
+
+// readEvents returns the events of a trace, as they are, up to where the
+// reader stopped.
+func readEvents(dec *json.Decoder) ([]json.RawMessage, error) {
+	var events []json.RawMessage
+	readArray := func() error {
+		for dec.More() {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return err
+			}
+			events = append(events, raw)
+		}
+		_, err := dec.Token() // ]
 		return err
 	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
 	if tok == json.Delim('[') {
-		return c.readEvents(dec)
+		return events, readArray()
 	}
 	if tok != json.Delim('{') {
-		return fmt.Errorf("a trace is a JSON object or array, not %v", tok)
+		return nil, fmt.Errorf("a trace is a JSON object or array, not %v", tok)
 	}
 	for dec.More() {
 		key, err := dec.Token()
 		if err != nil {
-			return err
+			return events, err
 		}
 		if key != "traceEvents" {
 			var skip json.RawMessage
 			if err := dec.Decode(&skip); err != nil {
-				return err
+				return events, err
 			}
 			continue
 		}
 		if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-			return fmt.Errorf("traceEvents is not an array (%v)", err)
+			return events, fmt.Errorf("traceEvents is not an array (%v)", err)
 		}
-		if err := c.readEvents(dec); err != nil {
-			return err
+		if err := readArray(); err != nil {
+			return events, err
 		}
 	}
-	return nil
+	return events, nil
 }
 
-func (c *traceCollector) readEvents(dec *json.Decoder) error {
-	for dec.More() {
-		var ev traceEvent
-		if err := dec.Decode(&ev); err != nil {
-			var te *json.UnmarshalTypeError
-			if !errors.As(err, &te) {
-				return err
-			}
+// tabScope is what of a trace belongs to the traced tab: its frames (those
+// TracingStartedInBrowser lists, and the frames committed in them later)
+// and the renderer processes they ran in.
+type tabScope struct {
+	browser int64
+	pids    map[int64]bool
+	frames  map[string]bool
+}
+
+// scopeOf finds the tab's frames and processes in the browser's events.
+func scopeOf(events []json.RawMessage) tabScope {
+	s := tabScope{pids: map[int64]bool{}, frames: map[string]bool{}}
+	var commits []traceEvent
+	ready := map[string]int64{} // processPseudoId → pid
+	for _, raw := range events {
+		if !bytes.Contains(raw, []byte(`InBrowser"`)) {
+			continue
 		}
-		c.add(ev)
+		ev := decodeEvent(raw)
+		d := ev.Args.Data
+		if d == nil {
+			continue
+		}
+		switch ev.Name {
+		case "TracingStartedInBrowser":
+			s.browser = ev.Pid
+			for _, f := range d.Frames {
+				s.frames[f.Frame] = true
+				if f.ProcessID > 0 {
+					s.pids[f.ProcessID] = true
+				}
+			}
+		case "ProcessReadyInBrowser":
+			ready[d.ProcessPseudoID] = d.ProcessID
+		case "FrameCommittedInBrowser":
+			commits = append(commits, ev)
+		}
 	}
-	_, err := dec.Token() // ]
-	return err
+	slices.SortFunc(commits, func(a, b traceEvent) int { return cmp.Compare(a.Ts, b.Ts) })
+	for _, ev := range commits {
+		d := ev.Args.Data
+		if !s.frames[d.Frame] && !s.frames[d.Parent] {
+			continue
+		}
+		s.frames[d.Frame] = true
+		pid := d.ProcessID
+		if pid == 0 {
+			pid = ready[d.ProcessPseudoID]
+		}
+		if pid > 0 {
+			s.pids[pid] = true
+		}
+	}
+	return s
+}
+
+// keeps reports whether ev (raw) is the tab's: any event of its
+// renderers; of the browser process, those that name one of its frames,
+// and those that carry nothing (tasks with empty args, thread names).
+// Other processes' events (other tabs' renderers, the GPU, utilities) are
+// left out: any args they carry may name what another tab loaded.
+func (s tabScope) keeps(ev *traceEvent, raw json.RawMessage) bool {
+	if s.pids[ev.Pid] {
+		return true
+	}
+	if ev.Pid != s.browser {
+		return false
+	}
+	frame := ev.Args.Frame
+	if d := ev.Args.Data; d != nil && d.Frame != "" {
+		frame = d.Frame
+	}
+	if frame != "" {
+		return s.frames[frame]
+	}
+	var only struct {
+		Args map[string]json.RawMessage `json:"args"`
+	}
+	if json.Unmarshal(raw, &only) != nil {
+		return false
+	}
+	for k := range only.Args {
+		if ev.Ph != "M" || (k != "name" && k != "sort_index") || ev.Name == "process_labels" {
+			return false
+		}
+	}
+	return true
 }
 
 // add keeps what the analysis needs of one event.
 func (c *traceCollector) add(ev traceEvent) {
-	c.events++
 	if ev.Ts > 0 && (c.first == 0 || ev.Ts < c.first) {
 		c.first = ev.Ts
 	}
@@ -266,7 +411,7 @@ func mainThreadCategory(name string) string {
 }
 
 func (c *traceCollector) summary() traceSummary {
-	s := traceSummary{Events: c.events, Navigations: len(c.navs), MainThread: map[string]float64{}}
+	s := traceSummary{Navigations: len(c.navs), MainThread: map[string]float64{}}
 	origin, frame := c.first, ""
 	var nav *traceEvent
 	if len(c.navs) > 0 {

@@ -49,7 +49,7 @@ var perfTools = []Tool{
 			"object count and the 15 constructors that hold the most memory (self size) with their object counts; compare " +
 			"two snapshots to find a leak. The snapshot is attached as heap.heapsnapshot.gz (gunzip it for DevTools' " +
 			"Memory panel) unless it is larger than the worker's limit; a page whose snapshot is larger than the worker " +
-			"reads (256 MiB by default) is an error.",
+			"reads (128 MiB by default) is an error.",
 		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
 			r.Tool = &browserv1.ToolRequest_HeapSnapshot{HeapSnapshot: n}
 		}),
