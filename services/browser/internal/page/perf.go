@@ -59,8 +59,11 @@ func (t *Tab) performanceStart(ctx context.Context, req *browserv1.PerformanceSt
 	u, _ := t.currentURL(ctx)
 	_, err := chromedp.Call(ctx, tracing.Start, tracing.StartParams{
 		TransferMode: tracing.StartTransferModeReturnAsStream, StreamFormat: tracing.StreamFormatJSON,
+		// The browser holds no more than the worker would read: a
+		// recording left running stops there instead of growing.
 		TraceConfig: &tracing.TraceConfig{RecordMode: tracing.TraceConfigRecordModeRecordUntilFull,
-			IncludedCategories: traceCategories, ExcludedCategories: []string{"*"}},
+			TraceBufferSizeInKb: float64(t.opts.maxProfileReadBytes() >> 10),
+			IncludedCategories:  traceCategories, ExcludedCategories: []string{"*"}},
 	})
 	if err != nil {
 		if strings.Contains(err.Error(), "already") {
@@ -85,7 +88,7 @@ func (t *Tab) performanceStart(ctx context.Context, req *browserv1.PerformanceSt
 // discardTrace ends a recording whose start failed.
 func (t *Tab) discardTrace(ctx context.Context) {
 	t.perf = nil
-	if h, err := t.endTrace(ctx); err == nil {
+	if h, _, err := t.endTrace(ctx); err == nil {
 		_, _ = chromedp.Call(ctx, cdpio.Close, cdpio.CloseParams{Handle: h})
 	}
 }
@@ -99,7 +102,7 @@ func (t *Tab) performanceStop(ctx context.Context) (*browserv1.ToolResult, error
 			"no performance recording is running in this tab: start one with performance_start (a recording belongs to the tab it started in)")
 	}
 	t.perf = nil
-	stream, err := t.endTrace(ctx)
+	stream, lost, err := t.endTrace(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +133,9 @@ func (t *Tab) performanceStop(ctx context.Context) (*browserv1.ToolResult, error
 		fmt.Fprintf(&b, "Note: the tab navigated during the recording (it started at %s).\n", clipTo(p.url, maxURL))
 	}
 	b.WriteString(sum.text())
+	if lost {
+		b.WriteString("\nNote: the browser's trace buffer filled up (the worker's --max-profile-read-mb), so the recording stopped early: record a shorter span.")
+	}
 	if cut {
 		fmt.Fprintf(&b, "\nNote: the trace is longer than the %d bytes the worker reads (--max-profile-read-mb): the insights cover its start only; record a shorter span.", in.max)
 	}
@@ -149,28 +155,29 @@ func (t *Tab) performanceStop(ctx context.Context) (*browserv1.ToolResult, error
 	return res, nil
 }
 
-// endTrace ends the tab's trace and returns the stream that holds it.
-func (t *Tab) endTrace(ctx context.Context) (cdpio.StreamHandle, error) {
+// endTrace ends the tab's trace and returns the stream that holds it, and
+// whether the browser's buffer filled up (events were lost).
+func (t *Tab) endTrace(ctx context.Context) (stream cdpio.StreamHandle, lost bool, err error) {
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := chromedp.Events(ectx, tracing.TracingComplete) // subscribed before End
 	if _, err := chromedp.Call(ctx, tracing.End, cdp.Empty{}); err != nil {
 		if strings.Contains(strings.ToLower(err.Error()), "not started") {
-			return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
+			return "", false, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
 				"the browser has no trace of this tab running (the tab was replaced or its renderer restarted): start a new recording with performance_start")
 		}
-		return "", fmt.Errorf("stop tracing: %w", err)
+		return "", false, fmt.Errorf("stop tracing: %w", err)
 	}
 	for ev, err := range done {
 		if err != nil {
-			return "", fmt.Errorf("wait for the trace: %w", err)
+			return "", false, fmt.Errorf("wait for the trace: %w", err)
 		}
 		if ev.Stream == "" {
-			return "", fmt.Errorf("the browser returned no trace stream")
+			return "", false, fmt.Errorf("the browser returned no trace stream")
 		}
-		return ev.Stream, nil
+		return ev.Stream, ev.DataLossOccurred, nil
 	}
-	return "", fmt.Errorf("the tab closed before the trace was complete")
+	return "", false, fmt.Errorf("the tab closed before the trace was complete")
 }
 
 // describeBackendNode names a DOM node in a few characters

@@ -176,7 +176,9 @@ func TestPerformanceOtherTabs(t *testing.T) {
 }
 
 // TestPerformanceLimits: a trace larger than the file cap is analysed but
-// not attached; one larger than the read cap is analysed up to there.
+// not attached; one larger than the read cap is analysed up to there; the
+// browser's trace buffer is as large as the read cap, and says when it
+// filled up.
 func TestPerformanceLimits(t *testing.T) {
 	srv := serve(t, map[string]string{"/": "<title>a</title><p>a"})
 	for _, tc := range []struct {
@@ -186,6 +188,7 @@ func TestPerformanceLimits(t *testing.T) {
 	}{
 		{"file", Options{MaxProfileFileBytes: 100}, []string{"not attached", "limit of 100 bytes (--max-profile-file-mb)"}},
 		{"read", Options{MaxProfileReadBytes: 2000}, []string{"longer than the 2000 bytes the worker reads (--max-profile-read-mb)", "not attached"}},
+		{"browser buffer", Options{MaxProfileReadBytes: 64 << 10}, []string{"the browser's trace buffer filled up (the worker's --max-profile-read-mb)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tab := newTab(t, tc.opts)
