@@ -88,7 +88,7 @@
 // # Settling and the change report
 //
 // open, back, forward, reload, click, press, fill, type, select_option,
-// check, fill_form, drag and mouse settle
+// check, fill_form, drag, mouse and performance_start with reload settle
 // (settle.go): a navigation they started commits and loads, then the page
 // must be quiet (no request in flight, no DOM mutation for 50 ms) when
 // anything happened after the action (a page that changed during the

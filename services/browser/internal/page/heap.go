@@ -149,7 +149,8 @@ func summarizeHeap(raw []byte) (heapSummary, error) {
 		if typ >= 0 && int(typ) < len(types) {
 			key = "(" + types[typ] + ")"
 			if (types[typ] == "object" || types[typ] == "native") && name >= 0 && int(name) < len(snap.Strings) {
-				key = clipTo(snap.Strings[name], 100)
+				// A name the page chose: one line, bounded.
+				key = clipTo(strings.Join(strings.Fields(snap.Strings[name]), " "), 100)
 			}
 		}
 		g := groups[key]
