@@ -315,6 +315,9 @@ func (s tabScope) keeps(ev *traceEvent, raw json.RawMessage) bool {
 	if ev.Pid != s.browser {
 		return false
 	}
+	if ev.Name == "TracingStartedInBrowser" {
+		return true // it lists the tab's frames only; DevTools needs it
+	}
 	frame := ev.Args.Frame
 	if d := ev.Args.Data; d != nil && d.Frame != "" {
 		frame = d.Frame
