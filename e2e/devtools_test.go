@@ -180,27 +180,7 @@ func TestDevtools(t *testing.T) {
 	})
 
 	t.Run("pdf", func(t *testing.T) {
-		r, err := c.Post(ctx, "tools/call", map[string]any{"name": "pdf", "arguments": map[string]any{"format": "A4"}}, false)
-		if err != nil || r.Msg == nil || r.Msg.Error != nil {
-			t.Fatalf("pdf: %v %+v", err, r)
-		}
-		var res struct {
-			Content []struct {
-				Type     string `json:"type"`
-				Text     string `json:"text"`
-				Resource struct {
-					URI      string `json:"uri"`
-					MIMEType string `json:"mimeType"`
-					Blob     string `json:"blob"`
-				} `json:"resource"`
-			} `json:"content"`
-			IsError bool `json:"isError"`
-		}
-		if err := json.Unmarshal(r.Msg.Result, &res); err != nil || res.IsError || len(res.Content) < 2 {
-			t.Fatalf("pdf result %s: %v", r.Msg.Result, err)
-		}
-		part := res.Content[len(res.Content)-1]
-		pdf, _ := base64.StdEncoding.DecodeString(part.Resource.Blob)
+		_, part, pdf := callFile(t, ctx, c, "pdf", map[string]any{"format": "A4"})
 		if part.Type != "resource" || part.Resource.MIMEType != "application/pdf" || !bytes.HasPrefix(pdf, []byte("%PDF")) ||
 			!strings.HasSuffix(part.Resource.URI, "page.pdf") {
 			t.Errorf("pdf part = %s %s %s %.8q, want an embedded application/pdf resource starting with %%PDF",

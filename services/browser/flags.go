@@ -41,6 +41,10 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 	fs.IntVar(&cfg.ConsoleBuffer, "console-buffer", config.MustInt(errs, "SOVEREIGN_CONSOLE_BUFFER", 500), "console messages each tab keeps for console_messages (the oldest go first) [SOVEREIGN_CONSOLE_BUFFER]")
 	fs.IntVar(&cfg.NetworkBuffer, "network-buffer", config.MustInt(errs, "SOVEREIGN_NETWORK_BUFFER", 500), "requests each tab keeps for network_requests (the oldest go first) [SOVEREIGN_NETWORK_BUFFER]")
 	sizeFlag(fs, errs, &cfg.MaxPDFBytes, "max-pdf-mb", "SOVEREIGN_MAX_PDF_MB", 10, 20, "largest PDF the pdf tool returns (MiB)")
+	sizeFlag(fs, errs, &cfg.MaxProfileFileBytes, "max-profile-file-mb", "SOVEREIGN_MAX_PROFILE_FILE_MB", 20, 20,
+		"largest file (gzipped) performance_stop and heap_snapshot attach; a larger one is left out (MiB)")
+	sizeFlag(fs, errs, &cfg.MaxProfileReadBytes, "max-profile-read-mb", "SOVEREIGN_MAX_PROFILE_READ_MB", 128, 20,
+		"most of a trace (analysed up to there) or a heap snapshot (refused beyond it) the worker reads, uncompressed (MiB)")
 	sizeFlag(fs, errs, &cfg.MaxStorageBytes, "max-storage-kb", "SOVEREIGN_MAX_STORAGE_KB", 900, 10,
 		"largest saved storage (storage_save: cookies and local storage, sealed) in KiB")
 	registerFileFlags(fs, errs, cfg)     // upload limits (files.go)

@@ -24,6 +24,9 @@ func TestNavigatesFormTools(t *testing.T) {
 		{&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Type{Type: &browserv1.Fill{Element: el, Submit: true}}}, true},
 		{&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Fill{Fill: &browserv1.Fill{Element: el}}}, false},
 		{&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetMarkdown{GetMarkdown: &browserv1.GetMarkdown{}}}, false},
+		{&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStart{PerformanceStart: &browserv1.PerformanceStart{Reload: true}}}, true},
+		{&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStart{PerformanceStart: &browserv1.PerformanceStart{}}}, false},
+		{&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_HeapSnapshot{HeapSnapshot: &browserv1.NoArgs{}}}, false},
 	} {
 		if got := navigates(tc.req); got != tc.want {
 			t.Errorf("navigates(%v) = %v, want %v", tc.req, got, tc.want)

@@ -109,6 +109,8 @@ func navigates(req *browserv1.ToolRequest) bool {
 		return req.GetFill().GetSubmit() // Enter submits the form
 	case *browserv1.ToolRequest_Type:
 		return req.GetType().GetSubmit()
+	case *browserv1.ToolRequest_PerformanceStart:
+		return req.GetPerformanceStart().GetReload() // a reload may redirect
 	}
 	return false
 }

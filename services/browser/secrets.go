@@ -1,8 +1,11 @@
 package browser
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
+	"io"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -190,14 +193,53 @@ func (w *Worker) scrubResult(res *browserv1.ToolResult) *browserv1.ToolResult {
 		return res
 	}
 	for _, c := range res.GetContent() {
-		if t, ok := c.GetPart().(*browserv1.Content_Text); ok {
-			t.Text = w.secrets.Scrub(t.Text)
+		switch p := c.GetPart().(type) {
+		case *browserv1.Content_Text:
+			p.Text = w.secrets.Scrub(p.Text)
+		case *browserv1.Content_Resource:
+			w.scrubGzip(p.Resource)
 		}
 	}
 	if s := res.GetStructuredJson(); s != "" {
 		res.StructuredJson = string(w.secrets.ScrubJSON([]byte(s)))
 	}
 	return res
+}
+
+// scrubGzip scrubs a gzipped JSON file a tool attached (a trace, a heap
+// snapshot): they hold the URLs the page loaded and the strings of its
+// heap, so a secret it was given. A file that does not unpack (or unpacks
+// past the worker's read limit) is dropped rather than passed on
+// unscrubbed. Other resources (a PDF) pass as they are.
+func (w *Worker) scrubGzip(r *browserv1.Resource) {
+	if r.GetMimeType() != "application/gzip" || len(w.secrets.Names()) == 0 {
+		return
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(r.GetData()))
+	var raw []byte
+	if err == nil {
+		limit := int64(w.cfg.MaxProfileReadBytes)
+		raw, err = io.ReadAll(io.LimitReader(zr, limit+1))
+		if err == nil && int64(len(raw)) > limit {
+			err = errors.New("larger than the read limit")
+		}
+	}
+	if err != nil {
+		r.Name, r.Data = r.GetName()+".dropped", nil
+		return
+	}
+	scrubbed := w.secrets.ScrubJSON(raw)
+	if bytes.Equal(scrubbed, raw) {
+		return
+	}
+	var out bytes.Buffer
+	zw := gzip.NewWriter(&out)
+	_, _ = zw.Write(scrubbed)
+	if zw.Close() != nil {
+		r.Name, r.Data = r.GetName()+".dropped", nil
+		return
+	}
+	r.Data = out.Bytes()
 }
 
 // scrubErr replaces secret values in an error's message (a navigation

@@ -109,6 +109,11 @@ type Config struct {
 	ConsoleBuffer int
 	NetworkBuffer int
 	MaxPDFBytes   int
+	// MaxProfileFileBytes caps the gzipped file of performance_stop and
+	// heap_snapshot (default 20 MiB), MaxProfileReadBytes how much of a
+	// trace or heap snapshot a tab reads (default 256 MiB). See package page.
+	MaxProfileFileBytes int
+	MaxProfileReadBytes int
 	// MaxStorageBytes bounds one saved storage, sealed (storage.go;
 	// default 900 KiB).
 	MaxStorageBytes int
@@ -200,6 +205,8 @@ func (cfg Config) Resolve() (Config, error) {
 		{"console buffer", &cfg.ConsoleBuffer, page.DefaultConsoleBuffer, 100000},
 		{"network buffer", &cfg.NetworkBuffer, page.DefaultNetworkBuffer, 100000},
 		{"max pdf bytes", &cfg.MaxPDFBytes, page.DefaultMaxPDFBytes, bus.MaxReply / 2},
+		{"max profile file bytes", &cfg.MaxProfileFileBytes, page.DefaultMaxProfileFileBytes, bus.MaxReply / 2},
+		{"max profile read bytes", &cfg.MaxProfileReadBytes, page.DefaultMaxProfileReadBytes, 4 << 30},
 		{"max storage bytes", &cfg.MaxStorageBytes, DefaultMaxStorageBytes, 64 << 20},
 	} {
 		if *l.v == 0 {
@@ -624,7 +631,8 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 
 func (w *Worker) pageOptions() page.Options {
 	return page.Options{AllowedSchemes: w.cfg.AllowedSchemes, ConsoleBuffer: w.cfg.ConsoleBuffer,
-		NetworkBuffer: w.cfg.NetworkBuffer, MaxPDFBytes: w.cfg.MaxPDFBytes}
+		NetworkBuffer: w.cfg.NetworkBuffer, MaxPDFBytes: w.cfg.MaxPDFBytes,
+		MaxProfileFileBytes: w.cfg.MaxProfileFileBytes, MaxProfileReadBytes: w.cfg.MaxProfileReadBytes}
 }
 
 // get returns the session or the error that explains why there is none.

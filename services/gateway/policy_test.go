@@ -138,9 +138,13 @@ func TestPolicyFile(t *testing.T) {
 	if _, err := gateway.LoadPolicyFile(write("empty.yaml", "")); err != nil {
 		t.Errorf("empty file: %v", err)
 	}
-	// The form, pointer and reading tools can be made to need approval.
+	// The form, pointer and reading tools, and the performance and memory
+	// tools, can be made to need approval.
 	if _, err := gateway.LoadPolicyFile(write("forms.yaml", "approvals:\n  tools: [select_option, check, fill_form, drag, mouse, get_markdown]\n")); err != nil {
 		t.Errorf("approvals naming the form tools: %v", err)
+	}
+	if _, err := gateway.LoadPolicyFile(write("perf.yaml", "approvals:\n  tools: [performance_start, performance_stop, performance_metrics, heap_snapshot, screencast_start, screencast_stop]\n")); err != nil {
+		t.Errorf("approvals naming the performance and memory tools: %v", err)
 	}
 	for name, c := range map[string]struct{ body, want string }{
 		"typo.yaml":    {"urls:\n  alow: [a.example]\n", "field alow not found"},

@@ -2032,6 +2032,12 @@ type ToolRequest struct {
 	//	*ToolRequest_UploadFile
 	//	*ToolRequest_DownloadList
 	//	*ToolRequest_DownloadGet
+	//	*ToolRequest_PerformanceStart
+	//	*ToolRequest_PerformanceStop
+	//	*ToolRequest_PerformanceMetrics
+	//	*ToolRequest_HeapSnapshot
+	//	*ToolRequest_ScreencastStart
+	//	*ToolRequest_ScreencastStop
 	Tool          isToolRequest_Tool `protobuf_oneof:"tool"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2564,6 +2570,60 @@ func (x *ToolRequest) GetDownloadGet() *DownloadGet {
 	return nil
 }
 
+func (x *ToolRequest) GetPerformanceStart() *PerformanceStart {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_PerformanceStart); ok {
+			return x.PerformanceStart
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetPerformanceStop() *NoArgs {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_PerformanceStop); ok {
+			return x.PerformanceStop
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetPerformanceMetrics() *NoArgs {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_PerformanceMetrics); ok {
+			return x.PerformanceMetrics
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetHeapSnapshot() *NoArgs {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_HeapSnapshot); ok {
+			return x.HeapSnapshot
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetScreencastStart() *ScreencastStart {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_ScreencastStart); ok {
+			return x.ScreencastStart
+		}
+	}
+	return nil
+}
+
+func (x *ToolRequest) GetScreencastStop() *NoArgs {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_ScreencastStop); ok {
+			return x.ScreencastStop
+		}
+	}
+	return nil
+}
+
 type isToolRequest_Tool interface {
 	isToolRequest_Tool()
 }
@@ -2768,6 +2828,31 @@ type ToolRequest_DownloadGet struct {
 	DownloadGet *DownloadGet `protobuf:"bytes,53,opt,name=download_get,json=downloadGet,proto3,oneof"`
 }
 
+type ToolRequest_PerformanceStart struct {
+	// Performance and memory (see the messages below): 81-89.
+	PerformanceStart *PerformanceStart `protobuf:"bytes,81,opt,name=performance_start,json=performanceStart,proto3,oneof"`
+}
+
+type ToolRequest_PerformanceStop struct {
+	PerformanceStop *NoArgs `protobuf:"bytes,82,opt,name=performance_stop,json=performanceStop,proto3,oneof"`
+}
+
+type ToolRequest_PerformanceMetrics struct {
+	PerformanceMetrics *NoArgs `protobuf:"bytes,83,opt,name=performance_metrics,json=performanceMetrics,proto3,oneof"`
+}
+
+type ToolRequest_HeapSnapshot struct {
+	HeapSnapshot *NoArgs `protobuf:"bytes,84,opt,name=heap_snapshot,json=heapSnapshot,proto3,oneof"`
+}
+
+type ToolRequest_ScreencastStart struct {
+	ScreencastStart *ScreencastStart `protobuf:"bytes,85,opt,name=screencast_start,json=screencastStart,proto3,oneof"`
+}
+
+type ToolRequest_ScreencastStop struct {
+	ScreencastStop *NoArgs `protobuf:"bytes,86,opt,name=screencast_stop,json=screencastStop,proto3,oneof"`
+}
+
 func (*ToolRequest_Open) isToolRequest_Tool() {}
 
 func (*ToolRequest_Back) isToolRequest_Tool() {}
@@ -2865,6 +2950,18 @@ func (*ToolRequest_UploadFile) isToolRequest_Tool() {}
 func (*ToolRequest_DownloadList) isToolRequest_Tool() {}
 
 func (*ToolRequest_DownloadGet) isToolRequest_Tool() {}
+
+func (*ToolRequest_PerformanceStart) isToolRequest_Tool() {}
+
+func (*ToolRequest_PerformanceStop) isToolRequest_Tool() {}
+
+func (*ToolRequest_PerformanceMetrics) isToolRequest_Tool() {}
+
+func (*ToolRequest_HeapSnapshot) isToolRequest_Tool() {}
+
+func (*ToolRequest_ScreencastStart) isToolRequest_Tool() {}
+
+func (*ToolRequest_ScreencastStop) isToolRequest_Tool() {}
 
 // Drop drops files and data onto an element, as if dragged there from
 // outside the page (a drop zone).
@@ -3391,6 +3488,12 @@ type Emulate struct {
 	ReducedMotion string `protobuf:"bytes,7,opt,name=reduced_motion,json=reducedMotion,proto3" json:"reduced_motion,omitempty"`
 	Offline       *bool  `protobuf:"varint,8,opt,name=offline,proto3,oneof" json:"offline,omitempty"`
 	ResetAll      bool   `protobuf:"varint,9,opt,name=reset_all,json=resetAll,proto3" json:"reset_all,omitempty"`
+	// The CSS media type: screen or print.
+	Media string `protobuf:"bytes,10,opt,name=media,proto3" json:"media,omitempty"`
+	// forced-colors: active or none.
+	ForcedColors string `protobuf:"bytes,11,opt,name=forced_colors,json=forcedColors,proto3" json:"forced_colors,omitempty"`
+	// prefers-contrast: more, less or no-preference.
+	Contrast      string `protobuf:"bytes,12,opt,name=contrast,proto3" json:"contrast,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3488,6 +3591,130 @@ func (x *Emulate) GetResetAll() bool {
 	return false
 }
 
+func (x *Emulate) GetMedia() string {
+	if x != nil {
+		return x.Media
+	}
+	return ""
+}
+
+func (x *Emulate) GetForcedColors() string {
+	if x != nil {
+		return x.ForcedColors
+	}
+	return ""
+}
+
+func (x *Emulate) GetContrast() string {
+	if x != nil {
+		return x.Contrast
+	}
+	return ""
+}
+
+// ScreencastStart starts recording the frames the active tab draws;
+// screencast_stop returns them.
+type ScreencastStart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Most frames to keep, 1-1000 (0: 300).
+	MaxFrames int32 `protobuf:"varint,1,opt,name=max_frames,json=maxFrames,proto3" json:"max_frames,omitempty"`
+	// JPEG quality, 1-100 (0: 60).
+	Quality       int32 `protobuf:"varint,2,opt,name=quality,proto3" json:"quality,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScreencastStart) Reset() {
+	*x = ScreencastStart{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScreencastStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScreencastStart) ProtoMessage() {}
+
+func (x *ScreencastStart) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScreencastStart.ProtoReflect.Descriptor instead.
+func (*ScreencastStart) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ScreencastStart) GetMaxFrames() int32 {
+	if x != nil {
+		return x.MaxFrames
+	}
+	return 0
+}
+
+func (x *ScreencastStart) GetQuality() int32 {
+	if x != nil {
+		return x.Quality
+	}
+	return 0
+}
+
+// PerformanceStart starts recording a Chromium trace of the active tab;
+// performance_stop ends it and returns what it found.
+type PerformanceStart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Reload the page once the recording runs, to measure its load.
+	Reload        bool `protobuf:"varint,1,opt,name=reload,proto3" json:"reload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PerformanceStart) Reset() {
+	*x = PerformanceStart{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PerformanceStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PerformanceStart) ProtoMessage() {}
+
+func (x *PerformanceStart) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PerformanceStart.ProtoReflect.Descriptor instead.
+func (*PerformanceStart) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *PerformanceStart) GetReload() bool {
+	if x != nil {
+		return x.Reload
+	}
+	return false
+}
+
 // StorageName names a saved storage state (storage_save, storage_delete):
 // ^[a-z][a-z0-9_-]{0,63}$. Saved states are kept in the fleet per owner
 // (the caller's label of OpenSessionRequest.owner), sealed with the
@@ -3502,7 +3729,7 @@ type StorageName struct {
 
 func (x *StorageName) Reset() {
 	*x = StorageName{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3514,7 +3741,7 @@ func (x *StorageName) String() string {
 func (*StorageName) ProtoMessage() {}
 
 func (x *StorageName) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3527,7 +3754,7 @@ func (x *StorageName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageName.ProtoReflect.Descriptor instead.
 func (*StorageName) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{41}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StorageName) GetName() string {
@@ -3561,7 +3788,7 @@ type StorageTransferRequest struct {
 
 func (x *StorageTransferRequest) Reset() {
 	*x = StorageTransferRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3573,7 +3800,7 @@ func (x *StorageTransferRequest) String() string {
 func (*StorageTransferRequest) ProtoMessage() {}
 
 func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3586,7 +3813,7 @@ func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageTransferRequest.ProtoReflect.Descriptor instead.
 func (*StorageTransferRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{42}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StorageTransferRequest) GetOp() string {
@@ -3631,7 +3858,7 @@ type StorageTransferResponse struct {
 
 func (x *StorageTransferResponse) Reset() {
 	*x = StorageTransferResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +3870,7 @@ func (x *StorageTransferResponse) String() string {
 func (*StorageTransferResponse) ProtoMessage() {}
 
 func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +3883,7 @@ func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageTransferResponse.ProtoReflect.Descriptor instead.
 func (*StorageTransferResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StorageTransferResponse) GetStateJson() []byte {
@@ -3688,7 +3915,7 @@ type Pdf struct {
 
 func (x *Pdf) Reset() {
 	*x = Pdf{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3700,7 +3927,7 @@ func (x *Pdf) String() string {
 func (*Pdf) ProtoMessage() {}
 
 func (x *Pdf) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3713,7 +3940,7 @@ func (x *Pdf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pdf.ProtoReflect.Descriptor instead.
 func (*Pdf) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Pdf) GetLandscape() bool {
@@ -3756,7 +3983,7 @@ type HandleDialog struct {
 
 func (x *HandleDialog) Reset() {
 	*x = HandleDialog{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3768,7 +3995,7 @@ func (x *HandleDialog) String() string {
 func (*HandleDialog) ProtoMessage() {}
 
 func (x *HandleDialog) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3781,7 +4008,7 @@ func (x *HandleDialog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleDialog.ProtoReflect.Descriptor instead.
 func (*HandleDialog) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *HandleDialog) GetAccept() bool {
@@ -3809,7 +4036,7 @@ type UploadFile struct {
 
 func (x *UploadFile) Reset() {
 	*x = UploadFile{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3821,7 +4048,7 @@ func (x *UploadFile) String() string {
 func (*UploadFile) ProtoMessage() {}
 
 func (x *UploadFile) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3834,7 +4061,7 @@ func (x *UploadFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFile.ProtoReflect.Descriptor instead.
 func (*UploadFile) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UploadFile) GetElement() *Element {
@@ -3870,7 +4097,7 @@ type UploadFileItem struct {
 
 func (x *UploadFileItem) Reset() {
 	*x = UploadFileItem{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3882,7 +4109,7 @@ func (x *UploadFileItem) String() string {
 func (*UploadFileItem) ProtoMessage() {}
 
 func (x *UploadFileItem) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3895,7 +4122,7 @@ func (x *UploadFileItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFileItem.ProtoReflect.Descriptor instead.
 func (*UploadFileItem) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UploadFileItem) GetName() string {
@@ -3937,7 +4164,7 @@ type DownloadGet struct {
 
 func (x *DownloadGet) Reset() {
 	*x = DownloadGet{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3949,7 +4176,7 @@ func (x *DownloadGet) String() string {
 func (*DownloadGet) ProtoMessage() {}
 
 func (x *DownloadGet) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3962,7 +4189,7 @@ func (x *DownloadGet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadGet.ProtoReflect.Descriptor instead.
 func (*DownloadGet) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DownloadGet) GetId() string {
@@ -3987,7 +4214,7 @@ type SetIdentity struct {
 
 func (x *SetIdentity) Reset() {
 	*x = SetIdentity{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3999,7 +4226,7 @@ func (x *SetIdentity) String() string {
 func (*SetIdentity) ProtoMessage() {}
 
 func (x *SetIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4012,7 +4239,7 @@ func (x *SetIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
 func (*SetIdentity) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SetIdentity) GetPubkey() string {
@@ -4033,7 +4260,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4045,7 +4272,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4058,7 +4285,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Image) GetMimeType() string {
@@ -4088,7 +4315,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4100,7 +4327,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4113,7 +4340,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Resource) GetName() string {
@@ -4152,7 +4379,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4164,7 +4391,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4177,7 +4404,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{52}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -4252,7 +4479,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4264,7 +4491,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4277,7 +4504,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{53}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -4339,7 +4566,7 @@ type HTTPToolRequest struct {
 
 func (x *HTTPToolRequest) Reset() {
 	*x = HTTPToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4351,7 +4578,7 @@ func (x *HTTPToolRequest) String() string {
 func (*HTTPToolRequest) ProtoMessage() {}
 
 func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4364,7 +4591,7 @@ func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
 func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{54}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *HTTPToolRequest) GetTool() string {
@@ -4443,7 +4670,7 @@ type HTTPToolResponse struct {
 
 func (x *HTTPToolResponse) Reset() {
 	*x = HTTPToolResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4455,7 +4682,7 @@ func (x *HTTPToolResponse) String() string {
 func (*HTTPToolResponse) ProtoMessage() {}
 
 func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4468,7 +4695,7 @@ func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
 func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{55}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *HTTPToolResponse) GetStatusCode() int32 {
@@ -4531,7 +4758,7 @@ type RestoreSessionRequest struct {
 
 func (x *RestoreSessionRequest) Reset() {
 	*x = RestoreSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4543,7 +4770,7 @@ func (x *RestoreSessionRequest) String() string {
 func (*RestoreSessionRequest) ProtoMessage() {}
 
 func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4556,7 +4783,7 @@ func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{56}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RestoreSessionRequest) GetOldSessionId() string {
@@ -4610,7 +4837,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4622,7 +4849,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4635,7 +4862,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{57}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *WorkerLoad) GetWorkerId() string {
@@ -4812,7 +5039,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xd7\x1a\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xac\x1e\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
@@ -4876,7 +5103,13 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\vupload_file\x183 \x01(\v2 .sovereign.browser.v1.UploadFileH\x00R\n" +
 	"uploadFile\x12C\n" +
 	"\rdownload_list\x184 \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\fdownloadList\x12F\n" +
-	"\fdownload_get\x185 \x01(\v2!.sovereign.browser.v1.DownloadGetH\x00R\vdownloadGetB\x06\n" +
+	"\fdownload_get\x185 \x01(\v2!.sovereign.browser.v1.DownloadGetH\x00R\vdownloadGet\x12U\n" +
+	"\x11performance_start\x18Q \x01(\v2&.sovereign.browser.v1.PerformanceStartH\x00R\x10performanceStart\x12I\n" +
+	"\x10performance_stop\x18R \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0fperformanceStop\x12O\n" +
+	"\x13performance_metrics\x18S \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x12performanceMetrics\x12C\n" +
+	"\rheap_snapshot\x18T \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\fheapSnapshot\x12R\n" +
+	"\x10screencast_start\x18U \x01(\v2%.sovereign.browser.v1.ScreencastStartH\x00R\x0fscreencastStart\x12G\n" +
+	"\x0fscreencast_stop\x18V \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0escreencastStopB\x06\n" +
 	"\x04toolB\f\n" +
 	"\n" +
 	"_settle_ms\"\xaf\x01\n" +
@@ -4912,7 +5145,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\vGeolocation\x12\x1a\n" +
 	"\blatitude\x18\x01 \x01(\x01R\blatitude\x12\x1c\n" +
 	"\tlongitude\x18\x02 \x01(\x01R\tlongitude\x12\x1a\n" +
-	"\baccuracy\x18\x03 \x01(\x01R\baccuracy\"\xcb\x02\n" +
+	"\baccuracy\x18\x03 \x01(\x01R\baccuracy\"\xa2\x03\n" +
 	"\aEmulate\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12\x1d\n" +
 	"\n" +
@@ -4923,9 +5156,19 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\fcolor_scheme\x18\x06 \x01(\tR\vcolorScheme\x12%\n" +
 	"\x0ereduced_motion\x18\a \x01(\tR\rreducedMotion\x12\x1d\n" +
 	"\aoffline\x18\b \x01(\bH\x00R\aoffline\x88\x01\x01\x12\x1b\n" +
-	"\treset_all\x18\t \x01(\bR\bresetAllB\n" +
+	"\treset_all\x18\t \x01(\bR\bresetAll\x12\x14\n" +
+	"\x05media\x18\n" +
+	" \x01(\tR\x05media\x12#\n" +
+	"\rforced_colors\x18\v \x01(\tR\fforcedColors\x12\x1a\n" +
+	"\bcontrast\x18\f \x01(\tR\bcontrastB\n" +
 	"\n" +
-	"\b_offline\"!\n" +
+	"\b_offline\"J\n" +
+	"\x0fScreencastStart\x12\x1d\n" +
+	"\n" +
+	"max_frames\x18\x01 \x01(\x05R\tmaxFrames\x12\x18\n" +
+	"\aquality\x18\x02 \x01(\x05R\aquality\"*\n" +
+	"\x10PerformanceStart\x12\x16\n" +
+	"\x06reload\x18\x01 \x01(\bR\x06reload\"!\n" +
 	"\vStorageName\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"q\n" +
 	"\x16StorageTransferRequest\x12\x0e\n" +
@@ -5037,7 +5280,7 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(SnapshotAfter)(0),              // 0: sovereign.browser.v1.SnapshotAfter
 	(DialogMode)(0),                 // 1: sovereign.browser.v1.DialogMode
@@ -5082,24 +5325,26 @@ var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*Resize)(nil),                  // 40: sovereign.browser.v1.Resize
 	(*Geolocation)(nil),             // 41: sovereign.browser.v1.Geolocation
 	(*Emulate)(nil),                 // 42: sovereign.browser.v1.Emulate
-	(*StorageName)(nil),             // 43: sovereign.browser.v1.StorageName
-	(*StorageTransferRequest)(nil),  // 44: sovereign.browser.v1.StorageTransferRequest
-	(*StorageTransferResponse)(nil), // 45: sovereign.browser.v1.StorageTransferResponse
-	(*Pdf)(nil),                     // 46: sovereign.browser.v1.Pdf
-	(*HandleDialog)(nil),            // 47: sovereign.browser.v1.HandleDialog
-	(*UploadFile)(nil),              // 48: sovereign.browser.v1.UploadFile
-	(*UploadFileItem)(nil),          // 49: sovereign.browser.v1.UploadFileItem
-	(*DownloadGet)(nil),             // 50: sovereign.browser.v1.DownloadGet
-	(*SetIdentity)(nil),             // 51: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                   // 52: sovereign.browser.v1.Image
-	(*Resource)(nil),                // 53: sovereign.browser.v1.Resource
-	(*Content)(nil),                 // 54: sovereign.browser.v1.Content
-	(*ToolResult)(nil),              // 55: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),         // 56: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),        // 57: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil),   // 58: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),              // 59: sovereign.browser.v1.WorkerLoad
-	nil,                             // 60: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(*ScreencastStart)(nil),         // 43: sovereign.browser.v1.ScreencastStart
+	(*PerformanceStart)(nil),        // 44: sovereign.browser.v1.PerformanceStart
+	(*StorageName)(nil),             // 45: sovereign.browser.v1.StorageName
+	(*StorageTransferRequest)(nil),  // 46: sovereign.browser.v1.StorageTransferRequest
+	(*StorageTransferResponse)(nil), // 47: sovereign.browser.v1.StorageTransferResponse
+	(*Pdf)(nil),                     // 48: sovereign.browser.v1.Pdf
+	(*HandleDialog)(nil),            // 49: sovereign.browser.v1.HandleDialog
+	(*UploadFile)(nil),              // 50: sovereign.browser.v1.UploadFile
+	(*UploadFileItem)(nil),          // 51: sovereign.browser.v1.UploadFileItem
+	(*DownloadGet)(nil),             // 52: sovereign.browser.v1.DownloadGet
+	(*SetIdentity)(nil),             // 53: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                   // 54: sovereign.browser.v1.Image
+	(*Resource)(nil),                // 55: sovereign.browser.v1.Resource
+	(*Content)(nil),                 // 56: sovereign.browser.v1.Content
+	(*ToolResult)(nil),              // 57: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),         // 58: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),        // 59: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil),   // 60: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),              // 61: sovereign.browser.v1.WorkerLoad
+	nil,                             // 62: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	4,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -5147,7 +5392,7 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	23, // 42: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
 	32, // 43: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
 	12, // 44: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	51, // 45: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	53, // 45: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
 	25, // 46: sovereign.browser.v1.ToolRequest.select_option:type_name -> sovereign.browser.v1.SelectOption
 	26, // 47: sovereign.browser.v1.ToolRequest.check:type_name -> sovereign.browser.v1.Check
 	28, // 48: sovereign.browser.v1.ToolRequest.fill_form:type_name -> sovereign.browser.v1.FillForm
@@ -5161,32 +5406,38 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	39, // 56: sovereign.browser.v1.ToolRequest.network_request:type_name -> sovereign.browser.v1.NetworkRequestBody
 	40, // 57: sovereign.browser.v1.ToolRequest.resize:type_name -> sovereign.browser.v1.Resize
 	42, // 58: sovereign.browser.v1.ToolRequest.emulate:type_name -> sovereign.browser.v1.Emulate
-	46, // 59: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
-	43, // 60: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
+	48, // 59: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
+	45, // 60: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
 	12, // 61: sovereign.browser.v1.ToolRequest.storage_list:type_name -> sovereign.browser.v1.NoArgs
-	43, // 62: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
-	47, // 63: sovereign.browser.v1.ToolRequest.handle_dialog:type_name -> sovereign.browser.v1.HandleDialog
-	48, // 64: sovereign.browser.v1.ToolRequest.upload_file:type_name -> sovereign.browser.v1.UploadFile
+	45, // 62: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
+	49, // 63: sovereign.browser.v1.ToolRequest.handle_dialog:type_name -> sovereign.browser.v1.HandleDialog
+	50, // 64: sovereign.browser.v1.ToolRequest.upload_file:type_name -> sovereign.browser.v1.UploadFile
 	12, // 65: sovereign.browser.v1.ToolRequest.download_list:type_name -> sovereign.browser.v1.NoArgs
-	50, // 66: sovereign.browser.v1.ToolRequest.download_get:type_name -> sovereign.browser.v1.DownloadGet
-	11, // 67: sovereign.browser.v1.Drop.element:type_name -> sovereign.browser.v1.Element
-	49, // 68: sovereign.browser.v1.Drop.files:type_name -> sovereign.browser.v1.UploadFileItem
-	35, // 69: sovereign.browser.v1.Drop.data:type_name -> sovereign.browser.v1.DropItem
-	11, // 70: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
-	41, // 71: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
-	11, // 72: sovereign.browser.v1.UploadFile.element:type_name -> sovereign.browser.v1.Element
-	49, // 73: sovereign.browser.v1.UploadFile.files:type_name -> sovereign.browser.v1.UploadFileItem
-	52, // 74: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	53, // 75: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
-	54, // 76: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	60, // 77: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	4,  // 78: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	4,  // 79: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	80, // [80:80] is the sub-list for method output_type
-	80, // [80:80] is the sub-list for method input_type
-	80, // [80:80] is the sub-list for extension type_name
-	80, // [80:80] is the sub-list for extension extendee
-	0,  // [0:80] is the sub-list for field type_name
+	52, // 66: sovereign.browser.v1.ToolRequest.download_get:type_name -> sovereign.browser.v1.DownloadGet
+	44, // 67: sovereign.browser.v1.ToolRequest.performance_start:type_name -> sovereign.browser.v1.PerformanceStart
+	12, // 68: sovereign.browser.v1.ToolRequest.performance_stop:type_name -> sovereign.browser.v1.NoArgs
+	12, // 69: sovereign.browser.v1.ToolRequest.performance_metrics:type_name -> sovereign.browser.v1.NoArgs
+	12, // 70: sovereign.browser.v1.ToolRequest.heap_snapshot:type_name -> sovereign.browser.v1.NoArgs
+	43, // 71: sovereign.browser.v1.ToolRequest.screencast_start:type_name -> sovereign.browser.v1.ScreencastStart
+	12, // 72: sovereign.browser.v1.ToolRequest.screencast_stop:type_name -> sovereign.browser.v1.NoArgs
+	11, // 73: sovereign.browser.v1.Drop.element:type_name -> sovereign.browser.v1.Element
+	51, // 74: sovereign.browser.v1.Drop.files:type_name -> sovereign.browser.v1.UploadFileItem
+	35, // 75: sovereign.browser.v1.Drop.data:type_name -> sovereign.browser.v1.DropItem
+	11, // 76: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
+	41, // 77: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
+	11, // 78: sovereign.browser.v1.UploadFile.element:type_name -> sovereign.browser.v1.Element
+	51, // 79: sovereign.browser.v1.UploadFile.files:type_name -> sovereign.browser.v1.UploadFileItem
+	54, // 80: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	55, // 81: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
+	56, // 82: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	62, // 83: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	4,  // 84: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	4,  // 85: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	86, // [86:86] is the sub-list for method output_type
+	86, // [86:86] is the sub-list for method input_type
+	86, // [86:86] is the sub-list for extension type_name
+	86, // [86:86] is the sub-list for extension extendee
+	0,  // [0:86] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -5249,10 +5500,16 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_UploadFile)(nil),
 		(*ToolRequest_DownloadList)(nil),
 		(*ToolRequest_DownloadGet)(nil),
+		(*ToolRequest_PerformanceStart)(nil),
+		(*ToolRequest_PerformanceStop)(nil),
+		(*ToolRequest_PerformanceMetrics)(nil),
+		(*ToolRequest_HeapSnapshot)(nil),
+		(*ToolRequest_ScreencastStart)(nil),
+		(*ToolRequest_ScreencastStop)(nil),
 	}
 	file_sovereign_browser_v1_browser_proto_msgTypes[40].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[45].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[52].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[47].OneofWrappers = []any{}
+	file_sovereign_browser_v1_browser_proto_msgTypes[54].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Resource)(nil),
@@ -5263,7 +5520,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   59,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

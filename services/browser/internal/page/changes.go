@@ -57,6 +57,8 @@ func changesPage(req *browserv1.ToolRequest) bool {
 		*browserv1.ToolRequest_Mouse, *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate,
 		*browserv1.ToolRequest_HandleDialog, *browserv1.ToolRequest_UploadFile, *browserv1.ToolRequest_Drop:
 		return true
+	case *browserv1.ToolRequest_PerformanceStart:
+		return req.GetPerformanceStart().GetReload()
 	}
 	return false
 }
@@ -67,6 +69,8 @@ func navigates(req *browserv1.ToolRequest) bool {
 	switch req.GetTool().(type) {
 	case *browserv1.ToolRequest_Open, *browserv1.ToolRequest_Back, *browserv1.ToolRequest_Forward, *browserv1.ToolRequest_Reload:
 		return true
+	case *browserv1.ToolRequest_PerformanceStart:
+		return req.GetPerformanceStart().GetReload()
 	}
 	return false
 }

@@ -89,8 +89,8 @@
 // # Settling and the change report
 //
 // open, back, forward, reload, click, press, fill, type, select_option,
-// check, fill_form, drag, mouse, resize, emulate, handle_dialog and
-// upload_file settle
+// check, fill_form, drag, mouse, resize, emulate, handle_dialog,
+// upload_file, drop and performance_start with reload settle
 // (settle.go): a navigation they started commits and loads, then the page
 // must be quiet (no request in flight, no DOM mutation for 50 ms) when
 // anything happened after the action (a page that changed during the
@@ -161,6 +161,31 @@
 // [Emulation] whole (emulate.go: viewport, device, user agent, locale,
 // time zone, position, media features, offline); the session keeps one
 // for all its tabs, so resize and emulate are session tools.
+//
+// # Performance and memory
+//
+// performance_start starts a Chromium trace of the tab (perf.go: the
+// categories of DevTools' Performance panel, returned as a stream), and
+// with reload reloads the page in the same call, so the trace holds its
+// load; one recording per tab. performance_stop ends it and reads the
+// stream (at most Options.MaxProfileReadBytes). Chromium traces the whole
+// browser, other sessions' tabs included, so only the events of the tab's
+// frames and renderer processes (and the browser's that name nothing
+// else) are kept; they go through the analysis (perftrace.go: navigation timing, LCP and its
+// element, CLS in session windows, long tasks and total blocking time,
+// main-thread self time by category, render-blocking and slowest
+// requests) and into a gzipped trace.json.gz, attached when it fits
+// Options.MaxProfileFileBytes. heap_snapshot (heap.go) collects V8's
+// snapshot chunks (at most MaxProfileReadBytes, else TOO_LARGE), sums
+// self sizes by constructor and attaches heap.heapsnapshot.gz. The worker
+// scrubs secrets from both files as it does from text. performance_metrics
+// (perfmetrics.go) reads the Web Vitals in the isolated world (buffered
+// PerformanceObservers) and Chromium's Performance.getMetrics, whose
+// counters run from the tab's first call. screencast_start
+// (screencast.go) starts Page.startScreencast and a goroutine that keeps
+// the JPEG frames (at most max_frames and MaxProfileFileBytes; a frame it
+// does not keep is not acknowledged, so Chromium pauses) until
+// screencast_stop, which returns them in screencast.zip with frames.json.
 //
 // # Closed tabs
 //

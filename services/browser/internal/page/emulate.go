@@ -38,7 +38,12 @@ type Emulation struct {
 	Geolocation   *Geolocation `json:"geolocation,omitempty"`
 	ColorScheme   string       `json:"color_scheme,omitempty"`
 	ReducedMotion string       `json:"reduced_motion,omitempty"`
-	Offline       bool         `json:"offline,omitempty"`
+	// Media is the CSS media type (screen, print); ForcedColors and
+	// Contrast the forced-colors and prefers-contrast media features.
+	Media        string `json:"media,omitempty"`
+	ForcedColors string `json:"forced_colors,omitempty"`
+	Contrast     string `json:"contrast,omitempty"`
+	Offline      bool   `json:"offline,omitempty"`
 }
 
 // Geolocation is an emulated position.
@@ -177,6 +182,25 @@ func (e Emulation) Merge(req *browserv1.Emulate) (Emulation, error) {
 		}
 		e.ReducedMotion = m
 	}
+	for _, f := range []struct {
+		name, value string
+		allowed     []string
+		dst         *string
+	}{
+		{"media", req.GetMedia(), []string{"screen", "print"}, &e.Media},
+		{"forced_colors", req.GetForcedColors(), []string{"active", "none"}, &e.ForcedColors},
+		{"contrast", req.GetContrast(), []string{"more", "less", "no-preference"}, &e.Contrast},
+	} {
+		v := strings.ToLower(strings.TrimSpace(f.value))
+		if v == "" {
+			continue
+		}
+		if !slices.Contains(f.allowed, v) {
+			last := len(f.allowed) - 1
+			return e, badArg("%s must be %s or %s, not %q", f.name, strings.Join(f.allowed[:last], ", "), f.allowed[last], clipTo(v, 100))
+		}
+		*f.dst = v
+	}
 	if req.Offline != nil {
 		e.Offline = req.GetOffline()
 	}
@@ -205,7 +229,8 @@ func (e Emulation) Summary() string {
 	if e.Device == "" && e.UserAgent != "" {
 		parts = append(parts, "user agent "+clipTo(e.UserAgent, 80))
 	}
-	for _, kv := range [][2]string{{"locale", e.Locale}, {"timezone", e.Timezone}, {"color scheme", e.ColorScheme}, {"reduced motion", e.ReducedMotion}} {
+	for _, kv := range [][2]string{{"locale", e.Locale}, {"timezone", e.Timezone}, {"color scheme", e.ColorScheme}, {"reduced motion", e.ReducedMotion},
+		{"media", e.Media}, {"forced colors", e.ForcedColors}, {"contrast", e.Contrast}} {
 		if kv[1] != "" {
 			parts = append(parts, kv[0]+" "+kv[1])
 		}
@@ -337,14 +362,15 @@ func (t *Tab) emulate(ctx context.Context, e Emulation) error {
 	if err != nil {
 		return fmt.Errorf("set the geolocation: %w", err)
 	}
-	var features []*emulation.MediaFeature
-	if e.ColorScheme != "" {
-		features = append(features, &emulation.MediaFeature{Name: "prefers-color-scheme", Value: e.ColorScheme})
+	// Every feature, "" for the browser's own: a feature left out keeps
+	// an earlier value (forced-colors does).
+	features := []*emulation.MediaFeature{
+		{Name: "prefers-color-scheme", Value: e.ColorScheme},
+		{Name: "prefers-reduced-motion", Value: e.ReducedMotion},
+		{Name: "forced-colors", Value: e.ForcedColors},
+		{Name: "prefers-contrast", Value: e.Contrast},
 	}
-	if e.ReducedMotion != "" {
-		features = append(features, &emulation.MediaFeature{Name: "prefers-reduced-motion", Value: e.ReducedMotion})
-	}
-	if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: features}); err != nil {
+	if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Media: e.Media, Features: features}); err != nil {
 		return fmt.Errorf("set the media features: %w", err)
 	}
 	cond := &network.Conditions{Offline: e.Offline, DownloadThroughput: -1, UploadThroughput: -1}

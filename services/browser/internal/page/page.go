@@ -45,11 +45,24 @@ type Options struct {
 	// Dialogs returns the session's dialog mode when a dialog opens (nil
 	// or unspecified: ask; see dialog.go).
 	Dialogs func() browserv1.DialogMode
+	// MaxProfileFileBytes caps the gzipped file performance_stop and
+	// heap_snapshot attach (0: DefaultMaxProfileFileBytes);
+	// MaxProfileReadBytes how much of a trace or heap snapshot the tab
+	// reads (0: DefaultMaxProfileReadBytes). The worker fills them from its
+	// flags.
+	MaxProfileFileBytes int
+	MaxProfileReadBytes int
 }
 
 func (o Options) consoleBuffer() int { return orDefault(o.ConsoleBuffer, DefaultConsoleBuffer) }
 func (o Options) networkBuffer() int { return orDefault(o.NetworkBuffer, DefaultNetworkBuffer) }
 func (o Options) maxPDFBytes() int   { return orDefault(o.MaxPDFBytes, DefaultMaxPDFBytes) }
+func (o Options) maxProfileFileBytes() int {
+	return orDefault(o.MaxProfileFileBytes, DefaultMaxProfileFileBytes)
+}
+func (o Options) maxProfileReadBytes() int {
+	return orDefault(o.MaxProfileReadBytes, DefaultMaxProfileReadBytes)
+}
 
 func orDefault(n, def int) int {
 	if n > 0 {
@@ -107,6 +120,16 @@ type Tab struct {
 	// emu is the tab's emulation (emulate.go). Only the holder of sem
 	// uses it.
 	emu Emulation
+	// perf is the running performance recording (perf.go), or nil. Only
+	// the holder of sem uses it.
+	perf *perfRecording
+	// metricsOn says that performance_metrics enabled the Performance
+	// domain, whose counters run from then on. Only the holder of sem
+	// uses it.
+	metricsOn bool
+	// cast is the running screencast (screencast.go), or nil. Only the
+	// holder of sem uses the field; the recording has its own lock.
+	cast *screencast
 
 	// mu guards the fields below, which the event listener also writes.
 	mu        sync.Mutex
@@ -402,6 +425,18 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 		return t.networkRequest(ctx, x.NetworkRequest)
 	case *browserv1.ToolRequest_Pdf:
 		return t.pdf(ctx, x.Pdf)
+	case *browserv1.ToolRequest_PerformanceStart:
+		return t.performanceStart(ctx, x.PerformanceStart)
+	case *browserv1.ToolRequest_PerformanceStop:
+		return t.performanceStop(ctx)
+	case *browserv1.ToolRequest_PerformanceMetrics:
+		return t.performanceMetrics(ctx)
+	case *browserv1.ToolRequest_HeapSnapshot:
+		return t.heapSnapshot(ctx)
+	case *browserv1.ToolRequest_ScreencastStart:
+		return t.screencastStart(ctx, x.ScreencastStart)
+	case *browserv1.ToolRequest_ScreencastStop:
+		return t.screencastStop(ctx)
 	case *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate:
 		return t.emulateTool(ctx, req) // the session keeps the emulation for its other tabs
 	case *browserv1.ToolRequest_HandleDialog:

@@ -215,9 +215,10 @@ func fillTool(set func(*browserv1.ToolRequest, *browserv1.Fill)) func(Args) (*br
 
 // tools is the catalog: the identity tools (login.go), then the browser
 // tools, the form, pointer and reading tools (forms.go), the developer
-// tools (devtools.go), the dialog, file and download tools (files.go),
-// then the agent tools (agent.go), then the system tools (system.go).
-var tools = slices.Concat(identityTools, browserTools, formTools, devtoolsTools, storageTools, filesTools, agentTools, systemTools)
+// tools (devtools.go), the performance and memory tools (perf.go), the
+// dialog, file and download tools (files.go), then the agent tools
+// (agent.go), then the system tools (system.go).
+var tools = slices.Concat(identityTools, browserTools, formTools, devtoolsTools, perfTools, storageTools, filesTools, agentTools, systemTools)
 
 var browserTools = withSettle([]Tool{
 	// Navigation.

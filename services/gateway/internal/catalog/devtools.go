@@ -96,7 +96,7 @@ var devtoolsTools = []Tool{
 		Name: "emulate", Title: "Emulate device and environment",
 		Description: "Make every tab of the browser session (and tabs opened later) present itself as a device or " +
 			"environment: a phone or tablet (viewport, pixel ratio, mobile, touch, user agent), a user agent, locale, " +
-			"time zone, position, color scheme, reduced motion, offline. What a call leaves out stays as an earlier " +
+			"time zone, position, color scheme, reduced motion, print media, forced colors, contrast, offline. What a call leaves out stays as an earlier " +
 			"call set it; reset returns to the browser's own first. Some pages read these only when they load: reload " +
 			"after emulating. tab_list shows what is emulated." + settleDoc,
 		params: append([]Param{
@@ -107,6 +107,9 @@ var devtoolsTools = []Tool{
 			{Name: "geolocation", Type: String, Description: "Position as latitude,longitude or latitude,longitude,accuracy in metres, e.g. 52.52,13.40"},
 			{Name: "color_scheme", Type: String, Enum: []string{"light", "dark", "no-preference"}, Description: "prefers-color-scheme"},
 			{Name: "reduced_motion", Type: String, Enum: []string{"reduce", "no-preference"}, Description: "prefers-reduced-motion"},
+			{Name: "media", Type: String, Enum: []string{"screen", "print"}, Description: "CSS media type: print shows the page's print styles"},
+			{Name: "forced_colors", Type: String, Enum: []string{"active", "none"}, Description: "forced-colors (Windows high contrast mode)"},
+			{Name: "contrast", Type: String, Enum: []string{"more", "less", "no-preference"}, Description: "prefers-contrast"},
 			{Name: "offline", Type: Boolean, Description: "Cut the pages off the network (true) or reconnect them (false)"},
 			{Name: "reset", Type: Boolean, Default: false, Description: "Clear all emulation before applying the rest of this call"},
 		}, settleParams...),
@@ -182,7 +185,8 @@ func storageNameParam(what string) Param {
 // buildEmulate builds an emulate request; at least one change is needed.
 func buildEmulate(a Args) (*browserv1.ToolRequest, error) {
 	e := &browserv1.Emulate{Device: strings.TrimSpace(a.str("device")), UserAgent: a.str("user_agent"), Locale: a.str("locale"),
-		Timezone: a.str("timezone"), ColorScheme: a.str("color_scheme"), ReducedMotion: a.str("reduced_motion"), ResetAll: a.boolean("reset")}
+		Timezone: a.str("timezone"), ColorScheme: a.str("color_scheme"), ReducedMotion: a.str("reduced_motion"), ResetAll: a.boolean("reset"),
+		Media: a.str("media"), ForcedColors: a.str("forced_colors"), Contrast: a.str("contrast")}
 	if off, ok := a["offline"].(bool); ok {
 		e.Offline = &off
 	}
@@ -194,8 +198,9 @@ func buildEmulate(a Args) (*browserv1.ToolRequest, error) {
 		e.Geolocation = geo
 	}
 	if e.Device == "" && e.UserAgent == "" && e.Locale == "" && e.Timezone == "" && e.ColorScheme == "" && e.ReducedMotion == "" &&
-		e.Offline == nil && e.Geolocation == nil && !e.ResetAll {
-		return nil, &ArgError{Msg: "say what to emulate: device, user_agent, locale, timezone, geolocation, color_scheme, reduced_motion, offline or reset"}
+		e.Media == "" && e.ForcedColors == "" && e.Contrast == "" && e.Offline == nil && e.Geolocation == nil && !e.ResetAll {
+		return nil, &ArgError{Msg: "say what to emulate: device, user_agent, locale, timezone, geolocation, color_scheme, " +
+			"reduced_motion, media, forced_colors, contrast, offline or reset"}
 	}
 	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Emulate{Emulate: e}}, nil
 }

@@ -9,10 +9,12 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 )
 
-// TestDevtoolsParse: the developer tools' arguments become their requests,
-// and bad ones are refused naming the argument.
+// TestDevtoolsParse: the developer, performance and memory tools'
+// arguments become their requests, and bad ones are refused naming the
+// argument.
 func TestDevtoolsParse(t *testing.T) {
 	off := false
+	noSettle := int32(0)
 	for _, tc := range []struct {
 		tool string
 		args map[string]any
@@ -31,6 +33,20 @@ func TestDevtoolsParse(t *testing.T) {
 				Geolocation: &browserv1.Geolocation{Latitude: 52.5, Longitude: 13.4}, Offline: &off}}}},
 		{"pdf", map[string]any{"format": "A4", "landscape": true},
 			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Pdf{Pdf: &browserv1.Pdf{Format: "A4", Landscape: true}}}},
+		{"emulate", map[string]any{"media": "print", "forced_colors": "active", "contrast": "less"},
+			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Emulate{Emulate: &browserv1.Emulate{Media: "print", ForcedColors: "active", Contrast: "less"}}}},
+		{"performance_start", map[string]any{"reload": true, "settle_ms": float64(0)},
+			&browserv1.ToolRequest{SettleMs: &noSettle, Tool: &browserv1.ToolRequest_PerformanceStart{PerformanceStart: &browserv1.PerformanceStart{Reload: true}}}},
+		{"performance_stop", map[string]any{},
+			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStop{PerformanceStop: &browserv1.NoArgs{}}}},
+		{"performance_metrics", map[string]any{},
+			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceMetrics{PerformanceMetrics: &browserv1.NoArgs{}}}},
+		{"screencast_start", map[string]any{"max_frames": float64(50), "quality": float64(80)},
+			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_ScreencastStart{ScreencastStart: &browserv1.ScreencastStart{MaxFrames: 50, Quality: 80}}}},
+		{"screencast_stop", map[string]any{},
+			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_ScreencastStop{ScreencastStop: &browserv1.NoArgs{}}}},
+		{"heap_snapshot", map[string]any{},
+			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_HeapSnapshot{HeapSnapshot: &browserv1.NoArgs{}}}},
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
 			tool, _ := Lookup(tc.tool)
@@ -56,6 +72,12 @@ func TestDevtoolsParse(t *testing.T) {
 		{"emulate", map[string]any{"geolocation": "here,there"}, "must be numbers"},
 		{"emulate", map[string]any{"geolocation": "95,10"}, "latitude must be -90 to 90"},
 		{"pdf", map[string]any{"format": "B7"}, `"format"`},
+		{"emulate", map[string]any{"media": "tv"}, `"media"`},
+		{"emulate", map[string]any{"contrast": "high"}, `"contrast"`},
+		{"emulate", map[string]any{"forced_colors": "on"}, `"forced_colors"`},
+		{"performance_start", map[string]any{"reload": "yes"}, `"reload"`},
+		{"screencast_start", map[string]any{"max_frames": float64(1001)}, `"max_frames"`},
+		{"screencast_start", map[string]any{"quality": float64(0)}, `"quality"`},
 	} {
 		t.Run(tc.tool+" bad", func(t *testing.T) {
 			tool, _ := Lookup(tc.tool)

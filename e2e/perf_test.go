@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sovereign-fleet/sovereign/e2e/harness"
+	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
+)
+
+// perfSite serves a page with a long task and a layout shift, and one
+// that keeps 3000 objects of a named class.
+func perfSite(t *testing.T) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><title>perf</title><h1 id="hero">Performance</h1><p>text</p><script>
+			setTimeout(() => {
+				const s = performance.now(); while (performance.now() - s < 120) {}
+				const d = document.createElement("div"); d.style.height = "200px"; d.textContent = "banner";
+				document.body.prepend(d);
+			}, 50);
+		</script>`)
+	})
+	mux.HandleFunc("/heap", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><title>heap</title><script>
+			class RetainedRecord { constructor(i) { this.i = i; this.tags = ["a" + i, "b" + i]; } }
+			window.records = Array.from({length: 3000}, (_, i) => new RetainedRecord(i));
+		</script>`)
+	})
+	mux.HandleFunc("/anim", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><title>anim</title><h1 id="n">0</h1><script>
+			let i = 0; setInterval(() => { document.getElementById("n").textContent = ++i; }, 30);
+		</script>`)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// mcpContent is the content of an MCP tool result, files included.
+type mcpContent struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Resource struct {
+		URI      string `json:"uri"`
+		MIMEType string `json:"mimeType"`
+		Blob     string `json:"blob"`
+	} `json:"resource"`
+}
+
+// callFile calls a tool that attaches a file and returns its result's
+// text parts, joined, its last part (the file) and the file's bytes.
+func callFile(t *testing.T, ctx context.Context, c *harness.MCPClient, name string, args map[string]any) (string, mcpContent, []byte) {
+	t.Helper()
+	r, err := c.Post(ctx, "tools/call", map[string]any{"name": name, "arguments": args}, false)
+	if err != nil || r.Msg == nil || r.Msg.Error != nil {
+		t.Fatalf("%s: %v %+v", name, err, r)
+	}
+	var res struct {
+		Content []mcpContent `json:"content"`
+		IsError bool         `json:"isError"`
+	}
+	if err := json.Unmarshal(r.Msg.Result, &res); err != nil || res.IsError || len(res.Content) < 2 {
+		t.Fatalf("%s result %.2000s: %v", name, r.Msg.Result, err)
+	}
+	var texts []string
+	for _, p := range res.Content {
+		if p.Type == "text" {
+			texts = append(texts, p.Text)
+		}
+	}
+	part := res.Content[len(res.Content)-1]
+	data, err := base64.StdEncoding.DecodeString(part.Resource.Blob)
+	if err != nil {
+		t.Fatalf("%s file: %v", name, err)
+	}
+	return strings.Join(texts, "\n"), part, data
+}
+
+// gunzipJSON unpacks a gzipped JSON file into v.
+func gunzipJSON(t *testing.T, what string, data []byte, v any) {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("%s is not JSON: %v", what, err)
+	}
+}
+
+// TestPerf drives the performance and memory tools through an MCP client
+// against the real gateway and a worker: performance_start with reload
+// and performance_stop (insights and the trace file), their misuse,
+// performance_metrics, heap_snapshot (the named class and the file),
+// screencast_start/stop (a ZIP of frames), emulate's media features, and
+// the audit trail's records of them.
+func TestPerf(t *testing.T) {
+	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 2})
+	site := perfSite(t)
+	ctx := callCtx(t, 3*time.Minute)
+	if _, err := f.StartHistory(ctx, filepath.Join(f.Dir, "history"), ""); err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now().UnixNano()
+	c := initClient(t, ctx, f.Gateways[0].MCP)
+
+	t.Run("performance", func(t *testing.T) {
+		text(t, ctx, c, "open", map[string]any{"url": site})
+		res, err := c.Tool(ctx, "performance_stop", nil)
+		if err == nil || !strings.Contains(res.Text(), "no performance recording is running") {
+			t.Errorf("performance_stop without a start = %v %q", err, res.Text())
+		}
+		if got := text(t, ctx, c, "performance_start", map[string]any{"reload": true}); !strings.Contains(got, "Recording a performance trace of "+site) {
+			t.Errorf("performance_start = %q", got)
+		}
+		res, err = c.Tool(ctx, "performance_start", nil)
+		if err == nil || !strings.Contains(res.Text(), "already running") {
+			t.Errorf("performance_start twice = %v %q", err, res.Text())
+		}
+		eventuallyText(t, ctx, c, "get_text", map[string]any{"selector": "body"}, "banner")
+		got, part, data := callFile(t, ctx, c, "performance_stop", nil)
+		for _, want := range []string{"Navigation to " + site, "FCP", "- LCP:", "- CLS: ", "long tasks (over 50 ms): ", "; longest: ", "main thread: ", "attached as trace.json.gz"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("performance_stop = %q, want %q in it", got, want)
+			}
+		}
+		var trace struct {
+			TraceEvents []json.RawMessage `json:"traceEvents"`
+		}
+		gunzipJSON(t, "trace.json.gz", data, &trace)
+		if part.Type != "resource" || part.Resource.MIMEType != "application/gzip" || !strings.HasSuffix(part.Resource.URI, "trace.json.gz") || len(trace.TraceEvents) < 100 {
+			t.Errorf("trace part = %s %s %s with %d events, want an embedded gzipped trace", part.Type, part.Resource.URI, part.Resource.MIMEType, len(trace.TraceEvents))
+		}
+		if got := text(t, ctx, c, "performance_metrics", nil); !strings.Contains(got, "Performance metrics of "+site) || !strings.Contains(got, "the LCP element is <h1#hero>") {
+			t.Errorf("performance_metrics = %q", got)
+		}
+	})
+
+	t.Run("heap_snapshot", func(t *testing.T) {
+		text(t, ctx, c, "open", map[string]any{"url": site + "/heap"})
+		got, part, data := callFile(t, ctx, c, "heap_snapshot", nil)
+		if !strings.Contains(got, "Heap snapshot of "+site+"/heap") || !strings.Contains(got, "- RetainedRecord: ") || !strings.Contains(got, " in 3000 objects") {
+			t.Errorf("heap_snapshot = %q, want RetainedRecord with 3000 objects", got)
+		}
+		var snap struct {
+			Snapshot struct {
+				NodeCount int `json:"node_count"`
+			} `json:"snapshot"`
+		}
+		gunzipJSON(t, "heap.heapsnapshot.gz", data, &snap)
+		if !strings.HasSuffix(part.Resource.URI, "heap.heapsnapshot.gz") || snap.Snapshot.NodeCount < 3000 {
+			t.Errorf("heap part = %s with %d nodes, want heap.heapsnapshot.gz", part.Resource.URI, snap.Snapshot.NodeCount)
+		}
+	})
+
+	t.Run("screencast", func(t *testing.T) {
+		text(t, ctx, c, "open", map[string]any{"url": site + "/anim"})
+		text(t, ctx, c, "screencast_start", map[string]any{"max_frames": 20})
+		time.Sleep(300 * time.Millisecond) // let the page draw (no assertion on time)
+		got, part, data := callFile(t, ctx, c, "screencast_stop", nil)
+		zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+		if err != nil || !strings.Contains(got, "attached as screencast.zip") || !strings.HasSuffix(part.Resource.URI, "screencast.zip") {
+			t.Fatalf("screencast_stop = %q, %s: %v", got, part.Resource.URI, err)
+		}
+		if n := len(zr.File); n < 3 || zr.File[0].Name != "frame-0001.jpg" || zr.File[n-1].Name != "frames.json" {
+			t.Errorf("screencast.zip holds %d files, want frames and frames.json", n)
+		}
+	})
+
+	t.Run("emulate media", func(t *testing.T) {
+		got := text(t, ctx, c, "emulate", map[string]any{"media": "print", "forced_colors": "active", "contrast": "more"})
+		if !strings.Contains(got, "media print, forced colors active, contrast more") {
+			t.Errorf("emulate = %q", got)
+		}
+		probe := `["print", "(forced-colors: active)", "(prefers-contrast: more)"].map(q => matchMedia(q).matches).join(" ")`
+		if got := text(t, ctx, c, "eval", map[string]any{"script": probe}); !strings.Contains(got, "true true true") {
+			t.Errorf("the page sees %q, want print, forced colors and more contrast", got)
+		}
+		res, err := c.Tool(ctx, "emulate", map[string]any{"contrast": "high"})
+		if err == nil || !strings.Contains(res.Text(), "contrast") {
+			t.Errorf("emulate contrast high = %v %q", err, res.Text())
+		}
+	})
+
+	t.Run("audit", func(t *testing.T) {
+		for end := time.Now().Add(30 * time.Second); ; {
+			all, err := f.AuditAll(ctx, &historyv1.AuditQuery{SinceUnixNano: since})
+			if err != nil {
+				t.Fatalf("audit query: %v", err)
+			}
+			var recs []string
+			for _, r := range all {
+				recs = append(recs, r.String())
+			}
+			joined := strings.Join(recs, "\n")
+			if strings.Contains(joined, "performance_start") && strings.Contains(joined, "performance_stop") && strings.Contains(joined, "heap_snapshot") {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("the audit trail never recorded performance_start, performance_stop and heap_snapshot: %d records", len(recs))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+}

@@ -1,0 +1,262 @@
+package page
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/dom"
+	cdpio "github.com/chromedp/cdproto/io"
+	"github.com/chromedp/cdproto/tracing"
+	"github.com/chromedp/chromedp"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+)
+
+// Limits of the profiling tools (performance_stop, heap_snapshot).
+const (
+	// DefaultMaxProfileFileBytes caps the file a profile attaches (the
+	// gzipped trace or heap snapshot) when Options.MaxProfileFileBytes is 0:
+	// a larger one is left out, and the result says so.
+	DefaultMaxProfileFileBytes = 20 << 20
+	// DefaultMaxProfileReadBytes caps how much of a trace or heap snapshot
+	// the worker reads (uncompressed) when Options.MaxProfileReadBytes is
+	// 0: a trace is analysed up to there, a heap snapshot is refused.
+	DefaultMaxProfileReadBytes = 128 << 20
+)
+
+// traceCategories are the categories of DevTools' Performance panel,
+// without screenshots and the high-resolution sampler (they make the
+// trace large and the summary does not use them).
+var traceCategories = []string{
+	"blink.console", "blink.user_timing", "devtools.timeline", "disabled-by-default-devtools.timeline",
+	"disabled-by-default-devtools.timeline.frame", "disabled-by-default-devtools.timeline.stack",
+	"disabled-by-default-v8.cpu_profiler", "disabled-by-default-lighthouse", "latencyInfo", "loading", "v8.execute", "v8",
+}
+
+// perfRecording is a trace the tab records between performance_start and
+// performance_stop. Only the holder of Tab.sem uses it.
+type perfRecording struct {
+	started time.Time
+	url     string
+	reload  bool
+}
+
+// performanceStart starts a trace of the tab (and reloads the page with
+// reload, so the trace holds its load).
+func (t *Tab) performanceStart(ctx context.Context, req *browserv1.PerformanceStart) (*browserv1.ToolResult, error) {
+	if p := t.perf; p != nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
+			"a performance recording of this tab is already running (started %s ago): call performance_stop first", time.Since(p.started).Round(time.Second))
+	}
+	u, _ := t.currentURL(ctx)
+	_, err := chromedp.Call(ctx, tracing.Start, tracing.StartParams{
+		TransferMode: tracing.StartTransferModeReturnAsStream, StreamFormat: tracing.StreamFormatJSON,
+		// The browser holds no more than the worker would read: a
+		// recording left running stops there instead of growing.
+		TraceConfig: &tracing.TraceConfig{RecordMode: tracing.TraceConfigRecordModeRecordUntilFull,
+			TraceBufferSizeInKb: float64(t.opts.maxProfileReadBytes() >> 10),
+			IncludedCategories:  traceCategories, ExcludedCategories: []string{"*"}},
+	})
+	if err != nil {
+		if strings.Contains(err.Error(), "already") {
+			return nil, bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "the browser is already tracing this tab (another client?): %s", clipText(err.Error()))
+		}
+		return nil, fmt.Errorf("start tracing: %w", err)
+	}
+	t.perf = &perfRecording{started: time.Now(), url: u, reload: req.GetReload()}
+	msg := fmt.Sprintf("Recording a performance trace of %s; call performance_stop to end it and read the insights.", clipTo(u, maxURL))
+	if !req.GetReload() {
+		return textResult("%s", msg), nil
+	}
+	res, err := t.reload(ctx)
+	if err != nil {
+		t.discardTrace(ctx)
+		return nil, err
+	}
+	res.Content = append([]*browserv1.Content{textContent(msg)}, res.Content...)
+	return res, nil
+}
+
+// discardTrace ends a recording whose start failed.
+func (t *Tab) discardTrace(ctx context.Context) {
+	t.perf = nil
+	if h, _, err := t.endTrace(ctx); err == nil {
+		_, _ = chromedp.Call(ctx, cdpio.Close, cdpio.CloseParams{Handle: h})
+	}
+}
+
+// performanceStop ends the recording and answers with its insights and
+// the trace, gzipped, as trace.json.gz.
+func (t *Tab) performanceStop(ctx context.Context) (*browserv1.ToolResult, error) {
+	p := t.perf
+	if p == nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
+			"no performance recording is running in this tab: start one with performance_start (a recording belongs to the tab it started in)")
+	}
+	t.perf = nil
+	stream, lost, err := t.endTrace(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _, _ = chromedp.Call(ctx, cdpio.Close, cdpio.CloseParams{Handle: stream}) }()
+
+	file := &cappedBuffer{max: t.opts.maxProfileFileBytes()}
+	zw := gzip.NewWriter(file)
+	in := &cdpStream{ctx: ctx, handle: stream, max: int64(t.opts.maxProfileReadBytes())}
+	sum, cut, err := analyzeTrace(in, zw)
+	if err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("compress the trace: %w", err)
+	}
+	if sum.lcpNode > 0 {
+		sum.LCPElement = t.describeBackendNode(ctx, sum.lcpNode)
+	}
+
+	now, _ := t.currentURL(ctx)
+	var b strings.Builder
+	fmt.Fprintf(&b, "Performance trace of %s, %s recorded", clipTo(now, maxURL), time.Since(p.started).Round(100*time.Millisecond))
+	if p.reload {
+		b.WriteString(" (from a reload)")
+	}
+	fmt.Fprintf(&b, ", %d events of this tab (of %d the browser recorded).\n", sum.Kept, sum.Events)
+	if now != p.url {
+		fmt.Fprintf(&b, "Note: the tab navigated during the recording (it started at %s).\n", clipTo(p.url, maxURL))
+	}
+	b.WriteString(sum.text())
+	if lost {
+		b.WriteString("\nNote: the browser's trace buffer filled up (the worker's --max-profile-read-mb), so the recording stopped early: record a shorter span.")
+	}
+	if cut {
+		fmt.Fprintf(&b, "\nNote: the trace is longer than the %d bytes the worker reads (--max-profile-read-mb): the insights cover its start only; record a shorter span.", in.max)
+	}
+	attach := !file.over && !cut
+	if attach {
+		fmt.Fprintf(&b, "\nThe tab's trace (%d bytes gzipped) is attached as trace.json.gz: Chrome DevTools' Performance panel loads it.", file.Len())
+	} else if !cut {
+		fmt.Fprintf(&b, "\nThe trace file is not attached: gzipped it is larger than the limit of %d bytes (--max-profile-file-mb); record a shorter span.", file.max)
+	} else {
+		b.WriteString("\nThe trace file is not attached: the worker did not read it whole.")
+	}
+	res := textResult("%s", b.String())
+	if attach {
+		res.Content = append(res.Content, resourcePart("trace.json.gz", "application/gzip", file.Bytes()))
+	}
+	setStructured(res, "performance", sum)
+	return res, nil
+}
+
+// endTrace ends the tab's trace and returns the stream that holds it, and
+// whether the browser's buffer filled up (events were lost).
+func (t *Tab) endTrace(ctx context.Context) (stream cdpio.StreamHandle, lost bool, err error) {
+	ectx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := chromedp.Events(ectx, tracing.TracingComplete) // subscribed before End
+	if _, err := chromedp.Call(ctx, tracing.End, cdp.Empty{}); err != nil {
+		if strings.Contains(strings.ToLower(err.Error()), "not started") {
+			return "", false, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
+				"the browser has no trace of this tab running (the tab was replaced or its renderer restarted): start a new recording with performance_start")
+		}
+		return "", false, fmt.Errorf("stop tracing: %w", err)
+	}
+	for ev, err := range done {
+		if err != nil {
+			return "", false, fmt.Errorf("wait for the trace: %w", err)
+		}
+		if ev.Stream == "" {
+			return "", false, fmt.Errorf("the browser returned no trace stream")
+		}
+		return ev.Stream, ev.DataLossOccurred, nil
+	}
+	return "", false, fmt.Errorf("the tab closed before the trace was complete")
+}
+
+// describeBackendNode names a DOM node in a few characters
+// (tag#id.class), or "" when it is gone.
+func (t *Tab) describeBackendNode(ctx context.Context, id int64) string {
+	n, err := chromedp.Call(ctx, dom.DescribeNode, dom.DescribeNodeParams{BackendNodeID: cdp.BackendNodeID(id)})
+	if err != nil || n.Node == nil {
+		return ""
+	}
+	desc := strings.ToLower(n.Node.LocalName)
+	if desc == "" {
+		desc = strings.ToLower(n.Node.NodeName)
+	}
+	for i := 0; i+1 < len(n.Node.Attributes); i += 2 {
+		switch n.Node.Attributes[i] {
+		case "id":
+			desc += "#" + n.Node.Attributes[i+1]
+		case "class":
+			if f := strings.Fields(n.Node.Attributes[i+1]); len(f) > 0 {
+				desc += "." + strings.Join(f, ".")
+			}
+		}
+	}
+	return clipTo("<"+desc+">", 120)
+}
+
+// resourcePart is a file part of a result.
+func resourcePart(name, mime string, data []byte) *browserv1.Content {
+	return &browserv1.Content{Part: &browserv1.Content_Resource{Resource: &browserv1.Resource{Name: name, MimeType: mime, Data: data}}}
+}
+
+// cdpStream reads a DevTools IO stream, at most max bytes: past them it
+// fails with errTraceCut.
+type cdpStream struct {
+	ctx    context.Context
+	handle cdpio.StreamHandle
+	max, n int64
+	buf    []byte
+	eof    bool
+}
+
+func (s *cdpStream) Read(p []byte) (int, error) {
+	for len(s.buf) == 0 {
+		if s.eof {
+			return 0, io.EOF
+		}
+		if s.n >= s.max {
+			return 0, errTraceCut
+		}
+		r, err := chromedp.Call(s.ctx, cdpio.Read, cdpio.ReadParams{Handle: s.handle, Size: 1 << 20})
+		if err != nil {
+			return 0, fmt.Errorf("read the trace stream: %w", err)
+		}
+		s.buf, s.eof = r.Data, r.EOF
+	}
+	n := copy(p, s.buf[:min(int64(len(s.buf)), s.max-s.n)])
+	s.buf = s.buf[n:]
+	s.n += int64(n)
+	if s.n >= s.max {
+		s.buf = nil
+	}
+	return n, nil
+}
+
+// cappedBuffer keeps what is written to it up to max bytes; past them it
+// drops everything and says so (over).
+type cappedBuffer struct {
+	bytes.Buffer
+	max  int
+	over bool
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if b.over || b.Len()+len(p) > b.max {
+		if !b.over {
+			b.over = true
+			b.Reset()
+		}
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
+}

@@ -1,0 +1,289 @@
+package page
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+)
+
+func perfStartReq(reload bool) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStart{PerformanceStart: &browserv1.PerformanceStart{Reload: reload}}}
+}
+
+func perfStopReq() *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStop{PerformanceStop: &browserv1.NoArgs{}}}
+}
+
+func heapReq() *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_HeapSnapshot{HeapSnapshot: &browserv1.NoArgs{}}}
+}
+
+// perfServer serves a page with a render-blocking stylesheet that comes
+// late, a long task and a layout shift after the first paint.
+func perfServer(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/slow.css":
+			time.Sleep(150 * time.Millisecond)
+			w.Header().Set("Content-Type", "text/css")
+			_, _ = w.Write([]byte("body { margin: 0 }"))
+		case "/":
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = w.Write([]byte(`<!doctype html><title>perf</title><link rel="stylesheet" href="/slow.css">
+<h1 id="hero" class="big title" style="font-size:64px">Performance page</h1>
+<div id="box" style="height:50px;background:#ccc">box</div>
+<p>Some text that moves when the banner comes in.</p>
+<script>
+setTimeout(() => {
+  const start = performance.now();
+  while (performance.now() - start < 200) {} // a long task
+  const banner = document.createElement("div");
+  banner.style.height = "300px";
+  banner.textContent = "banner";
+  document.body.insertBefore(banner, document.body.firstChild); // a layout shift
+}, 100);
+</script>`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// gunzip returns the gzipped data unpacked.
+func gunzip(tb testing.TB, data []byte) []byte {
+	tb.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		tb.Fatalf("gunzip: %v", err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		tb.Fatalf("gunzip: %v", err)
+	}
+	return out
+}
+
+// TestPerformance: a recording from a reload finds the page's timings,
+// its long task, its layout shift and its render-blocking stylesheet,
+// and attaches the trace; starting twice and stopping without a start are
+// errors that say what to do.
+func TestPerformance(t *testing.T) {
+	srv := perfServer(t)
+	tab := newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+
+	_, err := call(t, tab, perfStopReq())
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "no performance recording", "performance_start")
+
+	start := must(t, tab, perfStartReq(true))
+	if s := text(start); !strings.Contains(s, "Recording a performance trace of "+srv.URL) || !strings.Contains(s, "Reloaded") {
+		t.Errorf("performance_start reload = %q, want the recording and the reload", s)
+	}
+	_, err = call(t, tab, perfStartReq(false))
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "already running", "performance_stop")
+
+	eventually(t, "the banner", func() bool { return evalString(t, tab, `document.body.innerText.includes("banner")`) == "true" })
+	time.Sleep(300 * time.Millisecond) // let the shift be reported (no assertion on time)
+	res := must(t, tab, perfStopReq())
+	s := text(res)
+	for _, want := range []string{"Performance trace of " + srv.URL, "(from a reload)", "Navigation to " + srv.URL, "TTFB", "FCP",
+		"DOMContentLoaded", "load", "- LCP:", "<h1#hero.big.title>", "long tasks (over 50 ms): ", "; longest: ", "main thread: ", "scripting",
+		"render-blocking:", srv.URL + "/slow.css", "slowest:", "attached as trace.json.gz"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("performance_stop = %q, want %q in it", s, want)
+		}
+	}
+	var got struct {
+		Performance traceSummary `json:"performance"`
+	}
+	structured(t, res, &got)
+	p := got.Performance
+	if p.CLS <= 0 || p.Shifts < 1 || p.LongTasks < 1 || p.Longest[0].DurationMS < 150 || p.FCP <= 0 || p.LCP < p.FCP || p.Load < p.DCL {
+		t.Errorf("performance = %+v, want CLS > 0, a long task of 150 ms or more (a busy machine may add more), FCP <= LCP, DCL <= load", p)
+	}
+	if len(res.GetContent()) != 2 {
+		t.Fatalf("performance_stop has %d parts, want text and the trace", len(res.GetContent()))
+	}
+	r := res.GetContent()[1].GetResource()
+	var trace struct {
+		TraceEvents []json.RawMessage `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(gunzip(t, r.GetData()), &trace); err != nil || r.GetName() != "trace.json.gz" || len(trace.TraceEvents) != p.Kept || p.Kept < 100 || p.Kept > p.Events {
+		t.Errorf("trace %s: %d events (%v), want trace.json.gz with the %d events of the tab", r.GetName(), len(trace.TraceEvents), err, p.Kept)
+	}
+
+	// Again, without a reload, and stopped twice.
+	must(t, tab, perfStartReq(false))
+	evalString(t, tab, `const s = performance.now(); while (performance.now() - s < 80) {}; "ok"`)
+	if s := text(must(t, tab, perfStopReq())); !strings.Contains(s, "No page load in the recording") || !strings.Contains(s, "; longest: ") {
+		t.Errorf("performance_stop without a reload = %q, want no page load and the long task", s)
+	}
+	_, err = call(t, tab, perfStopReq())
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "no performance recording")
+}
+
+// TestPerformanceNavigated: a tab that navigates away during a recording
+// gets a note, and the insights are of the last navigation.
+func TestPerformanceNavigated(t *testing.T) {
+	srv := serve(t, map[string]string{"/": "<title>a</title><p>a", "/b": "<title>b</title><p>b"})
+	tab := newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+	must(t, tab, perfStartReq(false))
+	must(t, tab, openReq(srv.URL+"/b"))
+	s := text(must(t, tab, perfStopReq()))
+	if !strings.Contains(s, "the tab navigated during the recording (it started at "+srv.URL) || !strings.Contains(s, "Navigation to "+srv.URL+"/b") {
+		t.Errorf("performance_stop = %q, want a note on the navigation and the insights of /b", s)
+	}
+}
+
+// TestPerformanceOtherTabs: the browser traces every tab, but what another
+// browser context (another session) loads during a recording is neither
+// in the insights nor in the file.
+func TestPerformanceOtherTabs(t *testing.T) {
+	srv := serve(t, map[string]string{"/": "<title>a</title><p>a", "/other-session-7f3a": "<title>b</title><script>fetch('/other-fetch-91c2')</script>"})
+	tab, other := newTab(t, Options{}), newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+	must(t, other, openReq("about:blank"))
+	must(t, tab, perfStartReq(true))
+	must(t, other, openReq(srv.URL+"/other-session-7f3a"))
+	evalString(t, other, `fetch("/other-fetch-91c2").then(() => 1)`)
+	res := must(t, tab, perfStopReq())
+	raw := gunzip(t, res.GetContent()[1].GetResource().GetData())
+	for _, marker := range []string{"other-session-7f3a", "other-fetch-91c2"} {
+		if strings.Contains(text(res), marker) || bytes.Contains(raw, []byte(marker)) {
+			t.Errorf("the trace of one tab holds %s, which another browser context loaded", marker)
+			for _, l := range bytes.Split(raw, []byte("\n")) {
+				if bytes.Contains(l, []byte(marker)) {
+					t.Logf("%.600s", l)
+				}
+			}
+		}
+	}
+	if !bytes.Contains(raw, []byte(srv.URL+"/")) || !strings.Contains(text(res), "Navigation to "+srv.URL) {
+		t.Errorf("the trace lost the tab's own navigation: %s", text(res))
+	}
+}
+
+// TestPerformanceLimits: a trace larger than the file cap is analysed but
+// not attached; one larger than the read cap is analysed up to there; the
+// browser's trace buffer is as large as the read cap, and says when it
+// filled up.
+func TestPerformanceLimits(t *testing.T) {
+	srv := serve(t, map[string]string{"/": "<title>a</title><p>a"})
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want []string
+	}{
+		{"file", Options{MaxProfileFileBytes: 100}, []string{"not attached", "limit of 100 bytes (--max-profile-file-mb)"}},
+		{"read", Options{MaxProfileReadBytes: 2000}, []string{"longer than the 2000 bytes the worker reads (--max-profile-read-mb)", "not attached"}},
+		{"browser buffer", Options{MaxProfileReadBytes: 64 << 10}, []string{"the browser's trace buffer filled up (the worker's --max-profile-read-mb)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tab := newTab(t, tc.opts)
+			must(t, tab, openReq(srv.URL))
+			must(t, tab, perfStartReq(true))
+			res := must(t, tab, perfStopReq())
+			for _, want := range tc.want {
+				if !strings.Contains(text(res), want) {
+					t.Errorf("performance_stop = %q, want %q in it", text(res), want)
+				}
+			}
+			if len(res.GetContent()) != 1 {
+				t.Errorf("performance_stop has %d parts, want the text only", len(res.GetContent()))
+			}
+		})
+	}
+}
+
+const heapPage = `<!doctype html><title>heap</title><script>
+class LeakyWidget { constructor(i) { this.id = i; this.payload = new Array(64).fill(i); } }
+window.kept = [];
+for (let i = 0; i < 5000; i++) window.kept.push(new LeakyWidget(i));
+</script><p>heap`
+
+// TestHeapSnapshot: the snapshot names the class the page made 5000 of,
+// with its count, and attaches the snapshot; past the read cap it is
+// TOO_LARGE, past the file cap the file is left out.
+func TestHeapSnapshot(t *testing.T) {
+	srv := serve(t, map[string]string{"/": heapPage})
+	tab := newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+	res := must(t, tab, heapReq())
+	s := text(res)
+	if !strings.Contains(s, "Heap snapshot of "+srv.URL) || !strings.Contains(s, "- LeakyWidget: ") || !strings.Contains(s, " in 5000 objects") ||
+		!strings.Contains(s, "attached as heap.heapsnapshot.gz") {
+		t.Errorf("heap_snapshot = %q, want LeakyWidget with 5000 objects and the file", s)
+	}
+	var got struct {
+		Heap heapSummary `json:"heap"`
+	}
+	structured(t, res, &got)
+	if got.Heap.Nodes < 5000 || got.Heap.TotalBytes <= 0 || len(got.Heap.Top) != heapTopShown {
+		t.Errorf("heap = %+v, want the nodes, the total and the top %d", got.Heap, heapTopShown)
+	}
+	r := res.GetContent()[1].GetResource()
+	if raw := gunzip(t, r.GetData()); r.GetName() != "heap.heapsnapshot.gz" || !bytes.HasPrefix(raw, []byte(`{"snapshot":`)) {
+		t.Errorf("heap snapshot file %s = %.30q, want a .heapsnapshot", r.GetName(), raw)
+	}
+
+	small := newTab(t, Options{MaxProfileReadBytes: 10000})
+	must(t, small, openReq(srv.URL))
+	_, err := call(t, small, heapReq())
+	wantErr(t, err, commonv1.ErrorCode_TOO_LARGE, "limit of 10000 bytes", "--max-profile-read-mb")
+
+	noFile := newTab(t, Options{MaxProfileFileBytes: 1000})
+	must(t, noFile, openReq(srv.URL))
+	res = must(t, noFile, heapReq())
+	if !strings.Contains(text(res), "not attached") || len(res.GetContent()) != 1 {
+		t.Errorf("heap_snapshot with a 1000-byte file cap = %q (%d parts), want the summary without the file", text(res), len(res.GetContent()))
+	}
+}
+
+// TestPerformanceMetrics: the runtime state and the page's Web Vitals
+// (its LCP element and layout shift included) without a trace; the
+// counters from the second call on.
+func TestPerformanceMetrics(t *testing.T) {
+	srv := perfServer(t)
+	tab := newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+	metrics := &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceMetrics{PerformanceMetrics: &browserv1.NoArgs{}}}
+	if s := text(must(t, tab, metrics)); !strings.Contains(s, "counters start now") {
+		t.Errorf("performance_metrics first = %q, want a note that the counters start now", s)
+	}
+	var res *browserv1.ToolResult
+	eventually(t, "the layout shift", func() bool {
+		res = must(t, tab, metrics)
+		return strings.Contains(text(res), "(layout shifts without input: 1)")
+	})
+	s := text(res)
+	for _, want := range []string{"Performance metrics of " + srv.URL, "TTFB", "FCP", "LCP", "the LCP element is <h1#hero.big.title>",
+		"DOM nodes ", "JS heap used "} {
+		if !strings.Contains(s, want) {
+			t.Errorf("performance_metrics = %q, want %q in it", s, want)
+		}
+	}
+	var got struct {
+		Vitals  webVitals          `json:"web_vitals"`
+		Metrics map[string]float64 `json:"metrics"`
+	}
+	structured(t, res, &got)
+	if got.Vitals.CLS <= 0 || got.Vitals.Shifts != 1 || got.Metrics["Nodes"] < 5 {
+		t.Errorf("structured = %+v, want the layout shift and the node count", got)
+	}
+	evalString(t, tab, `for (let i = 0; i < 20; i++) { document.body.append(document.createElement("p")); document.body.offsetHeight; } 1`)
+	if s := text(must(t, tab, metrics)); !strings.Contains(s, "since the first performance_metrics call in this tab: layouts ") || strings.Contains(s, "layouts 0,") {
+		t.Errorf("performance_metrics again = %q, want the layouts the script forced", s)
+	}
+}

@@ -1,0 +1,164 @@
+package page
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/performance"
+	"github.com/chromedp/chromedp"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+)
+
+// webVitalsFn reads the page's Web Vitals in the isolated world: the
+// navigation and paint entries, and LCP and layout shifts from buffered
+// PerformanceObservers (they are not in getEntriesByType). An observer
+// with nothing buffered never calls back, so each waits at most 200 ms.
+const webVitalsFn = `async function() {
+	const buffered = type => new Promise(done => {
+		let list = [];
+		try {
+			const o = new PerformanceObserver(l => { list = list.concat(l.getEntries()); });
+			o.observe({type, buffered: true});
+			setTimeout(() => { o.disconnect(); done(list); }, 200);
+		} catch (e) { done([]); }
+	});
+	const [lcps, shifts] = await Promise.all([buffered("largest-contentful-paint"), buffered("layout-shift")]);
+	const nav = performance.getEntriesByType("navigation")[0];
+	const fcp = performance.getEntriesByName("first-contentful-paint")[0];
+	const out = {};
+	if (nav) {
+		out.ttfb_ms = nav.responseStart;
+		out.dom_content_loaded_ms = nav.domContentLoadedEventEnd;
+		out.load_ms = nav.loadEventEnd;
+	}
+	if (fcp) out.fcp_ms = fcp.startTime;
+	const lcp = lcps[lcps.length - 1];
+	if (lcp) {
+		out.lcp_ms = lcp.startTime;
+		const el = lcp.element;
+		if (el) {
+			let d = el.localName + (el.id ? "#" + el.id : "");
+			if (typeof el.className === "string" && el.className.trim()) d += "." + el.className.trim().split(/\s+/).join(".");
+			out.lcp_element = "<" + d.slice(0, 118) + ">";
+		}
+	}
+	// CLS: the largest session window (1 s gap, 5 s at most).
+	let cls = 0, win = 0, start = 0, last = 0, n = 0;
+	for (const s of shifts) {
+		if (s.hadRecentInput) continue;
+		if (n++ === 0 || s.startTime - last > 1000 || s.startTime - start > 5000) { win = 0; start = s.startTime; }
+		win += s.value; last = s.startTime; cls = Math.max(cls, win);
+	}
+	out.cls = Math.round(cls * 10000) / 10000;
+	out.layout_shifts = n;
+	return out;
+}`
+
+// webVitals is what webVitalsFn returns.
+type webVitals struct {
+	TTFB       float64 `json:"ttfb_ms,omitempty"`
+	FCP        float64 `json:"fcp_ms,omitempty"`
+	DCL        float64 `json:"dom_content_loaded_ms,omitempty"`
+	Load       float64 `json:"load_ms,omitempty"`
+	LCP        float64 `json:"lcp_ms,omitempty"`
+	LCPElement string  `json:"lcp_element,omitempty"`
+	CLS        float64 `json:"cls"`
+	Shifts     int     `json:"layout_shifts"`
+}
+
+// runtimeMetric is a Performance.getMetrics value the tool shows, with
+// its label; durations are seconds, sizes bytes.
+type runtimeMetric struct{ name, label, unit string }
+
+// stateMetrics are what the page holds now; counterMetrics count from
+// when the tab enabled the Performance domain (its first
+// performance_metrics call), so the first call leaves them out.
+var (
+	stateMetrics = []runtimeMetric{
+		{"Nodes", "DOM nodes", ""}, {"Documents", "documents", ""}, {"Frames", "frames", ""},
+		{"JSEventListeners", "event listeners", ""}, {"JSHeapUsedSize", "JS heap used", "bytes"},
+		{"JSHeapTotalSize", "JS heap total", "bytes"},
+	}
+	counterMetrics = []runtimeMetric{
+		{"LayoutCount", "layouts", ""}, {"RecalcStyleCount", "style recalcs", ""}, {"LayoutDuration", "layout time", "s"},
+		{"RecalcStyleDuration", "style time", "s"}, {"ScriptDuration", "script time", "s"}, {"TaskDuration", "task time", "s"},
+	}
+)
+
+// formatMetrics returns the metrics of list that values has, as text, and
+// adds them to shown.
+func formatMetrics(list []runtimeMetric, values, shown map[string]float64) string {
+	var parts []string
+	for _, r := range list {
+		x, ok := values[r.name]
+		if !ok {
+			continue
+		}
+		shown[r.name] = x
+		switch r.unit {
+		case "bytes":
+			parts = append(parts, fmt.Sprintf("%s %s", r.label, fmtBytes(int64(x))))
+		case "s":
+			parts = append(parts, fmt.Sprintf("%s %s", r.label, fmtMS(roundMS(x*1000))))
+		default:
+			parts = append(parts, fmt.Sprintf("%s %d", r.label, int64(x)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// performanceMetrics is the performance_metrics tool: Chromium's runtime
+// counters and the page's Web Vitals, without a trace.
+func (t *Tab) performanceMetrics(ctx context.Context) (*browserv1.ToolResult, error) {
+	counting := t.metricsOn
+	if !counting {
+		if _, err := chromedp.Call(ctx, performance.Enable, performance.EnableParams{}); err != nil {
+			return nil, fmt.Errorf("enable performance metrics: %w", err)
+		}
+		t.metricsOn = true
+	}
+	m, err := chromedp.Call(ctx, performance.GetMetrics, cdp.Empty{})
+	if err != nil {
+		return nil, fmt.Errorf("read performance metrics: %w", err)
+	}
+	var v webVitals
+	if err := t.callWorld(ctx, t.main(), webVitalsFn, &v); err != nil {
+		return nil, fmt.Errorf("read the web vitals: %w", err)
+	}
+	v.LCPElement = clipTo(v.LCPElement, 120)
+	values := map[string]float64{}
+	for _, x := range m.Metrics {
+		values[x.Name] = x.Value
+	}
+	shown := map[string]float64{}
+	state := formatMetrics(stateMetrics, values, shown)
+	u, _ := t.currentURL(ctx)
+	var b strings.Builder
+	fmt.Fprintf(&b, "Performance metrics of %s:\n- web vitals:", clipTo(u, maxURL))
+	for _, m := range []struct {
+		name string
+		v    float64
+	}{{"TTFB", v.TTFB}, {"FCP", v.FCP}, {"DOMContentLoaded", v.DCL}, {"load", v.Load}, {"LCP", v.LCP}} {
+		if m.v > 0 {
+			fmt.Fprintf(&b, " %s %s,", m.name, fmtMS(roundMS(m.v)))
+		}
+	}
+	fmt.Fprintf(&b, " CLS %g (layout shifts without input: %d)", v.CLS, v.Shifts)
+	if v.LCPElement != "" {
+		fmt.Fprintf(&b, "; the LCP element is %s", v.LCPElement)
+	}
+	fmt.Fprintf(&b, "\n- runtime: %s", state)
+	if counting {
+		fmt.Fprintf(&b, "\n- since the first performance_metrics call in this tab: %s", formatMetrics(counterMetrics, values, shown))
+	} else {
+		b.WriteString("\n- layout, style and script counters start now: call performance_metrics again after acting on the page to see them")
+	}
+	b.WriteString("\n(For long tasks, main-thread time and slow requests, record a trace with performance_start and performance_stop.)")
+	res := textResult("%s", b.String())
+	setStructured(res, "web_vitals", v)
+	setStructured(res, "metrics", shown)
+	return res, nil
+}

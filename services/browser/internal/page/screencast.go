@@ -1,0 +1,200 @@
+package page
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+)
+
+// Screencast limits: max_frames is 1-MaxScreencastFrames (0:
+// DefaultScreencastFrames); the frames kept are also bounded by
+// Options.MaxProfileFileBytes, as the ZIP that holds them is.
+const (
+	DefaultScreencastFrames  = 300
+	MaxScreencastFrames      = 1000
+	defaultScreencastQuality = 60
+	screencastMaxSide        = 1280 // frames are scaled to fit this box
+)
+
+// screencast is a recording of the frames a tab draws (Page.startScreencast)
+// between screencast_start and screencast_stop. A goroutine started by
+// screencast_start keeps the frames and ends at screencast_stop or with the
+// tab. There is no video encoder at hand, so the frames go back as JPEG
+// files in a ZIP with their times.
+type screencast struct {
+	started   time.Time
+	maxFrames int
+	maxBytes  int
+	stop      context.CancelFunc
+	done      chan struct{}
+
+	mu     sync.Mutex
+	frames []castFrame
+	bytes  int
+	full   string // which limit stopped the recording, "" while it runs
+}
+
+type castFrame struct {
+	at   time.Duration
+	data []byte
+}
+
+// add keeps a frame unless a limit is reached; it reports whether it did
+// (a frame not kept is not acknowledged, so Chromium sends no more).
+func (c *screencast) add(data []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.full != "":
+		return false
+	case len(c.frames) >= c.maxFrames:
+		c.full = fmt.Sprintf("it stopped keeping frames at max_frames=%d", c.maxFrames)
+		return false
+	case c.bytes+len(data) > c.maxBytes:
+		c.full = fmt.Sprintf("it stopped keeping frames at %d bytes, the limit of the file (the worker's --max-profile-file-mb)", c.maxBytes)
+		return false
+	}
+	c.frames = append(c.frames, castFrame{at: time.Since(c.started), data: data})
+	c.bytes += len(data)
+	return true
+}
+
+// screencastStart starts recording the tab's frames.
+func (t *Tab) screencastStart(ctx context.Context, req *browserv1.ScreencastStart) (*browserv1.ToolResult, error) {
+	if t.cast != nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
+			"a screencast of this tab is already running (started %s ago): call screencast_stop first", time.Since(t.cast.started).Round(time.Second))
+	}
+	frames := int(req.GetMaxFrames())
+	if frames == 0 {
+		frames = DefaultScreencastFrames
+	}
+	if frames < 1 || frames > MaxScreencastFrames {
+		return nil, badArg("max_frames must be 1-%d, not %d", MaxScreencastFrames, frames)
+	}
+	quality := int64(req.GetQuality())
+	if quality == 0 {
+		quality = defaultScreencastQuality
+	}
+	if quality < 1 || quality > 100 {
+		return nil, badArg("quality must be 1-100, not %d", quality)
+	}
+	cctx, cancel := context.WithCancel(t.ctx)
+	c := &screencast{started: time.Now(), maxFrames: frames, maxBytes: t.opts.maxProfileFileBytes(), stop: cancel, done: make(chan struct{})}
+	events := chromedp.Events(cctx, page.ScreencastFrame) // subscribed before the start
+	_, err := chromedp.Call(ctx, page.StartScreencast, page.StartScreencastParams{Format: page.StartScreencastFormatJpeg,
+		Quality: &quality, MaxWidth: screencastMaxSide, MaxHeight: screencastMaxSide, EveryNthFrame: 1})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("start the screencast: %w", err)
+	}
+	go func() {
+		defer close(c.done)
+		for ev, err := range events {
+			if err != nil {
+				return
+			}
+			if c.add(ev.Data) {
+				_, _ = chromedp.Call(cctx, page.ScreencastFrameAck, page.ScreencastFrameAckParams{SessionID: ev.SessionID})
+			}
+		}
+	}()
+	t.cast = c
+	u, _ := t.currentURL(ctx)
+	return textResult("Recording the frames of %s (at most %d; the page draws a frame only when it changes); call screencast_stop to get them.",
+		clipTo(u, maxURL), frames), nil
+}
+
+// screencastStop ends the recording and answers with its frames, as
+// screencast.zip: frame-0001.jpg, … and frames.json with each one's time.
+func (t *Tab) screencastStop(ctx context.Context) (*browserv1.ToolResult, error) {
+	c := t.cast
+	if c == nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
+			"no screencast is running in this tab: start one with screencast_start (a screencast belongs to the tab it started in)")
+	}
+	t.cast = nil
+	_, _ = chromedp.Call(ctx, page.StopScreencast, cdp.Empty{})
+	c.stop()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	elapsed := time.Since(c.started)
+	c.mu.Lock()
+	frames, full := c.frames, c.full
+	c.mu.Unlock()
+	u, _ := t.currentURL(ctx)
+	msg := fmt.Sprintf("Screencast of %s: %d frames over %s", clipTo(u, maxURL), len(frames), elapsed.Round(100*time.Millisecond))
+	if full != "" {
+		msg += "; " + full
+	}
+	if len(frames) == 0 {
+		return textResult("%s (the page drew nothing new).", msg), nil
+	}
+	data, index, err := zipFrames(frames)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > c.maxBytes {
+		return textResult("%s. The ZIP (%d bytes) is not attached: it is larger than the limit of %d bytes (the worker's --max-profile-file-mb); record a shorter span or fewer frames.",
+			msg, len(data), c.maxBytes), nil
+	}
+	res := textResult("%s. They are attached as screencast.zip: JPEG frames (frame-0001.jpg, …) and frames.json with each frame's time in ms from the start.", msg)
+	res.Content = append(res.Content, resourcePart("screencast.zip", "application/zip", data))
+	setStructured(res, "screencast", map[string]any{"frames": index, "bytes": len(data), "limited": full})
+	return res, nil
+}
+
+// castIndex is one entry of frames.json.
+type castIndex struct {
+	File string `json:"file"`
+	MS   int64  `json:"ms"`
+}
+
+// zipFrames packs the frames (stored: JPEG does not compress further)
+// with frames.json.
+func zipFrames(frames []castFrame) ([]byte, []castIndex, error) {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	index := make([]castIndex, len(frames))
+	for i, f := range frames {
+		index[i] = castIndex{File: fmt.Sprintf("frame-%04d.jpg", i+1), MS: f.at.Milliseconds()}
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: index[i].File, Method: zip.Store})
+		if err == nil {
+			_, err = w.Write(f.data)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("pack the frames: %w", err)
+		}
+	}
+	manifest, err := json.MarshalIndent(index, "", " ")
+	var w io.Writer
+	if err == nil {
+		w, err = zw.Create("frames.json")
+	}
+	if err == nil {
+		_, err = w.Write(manifest)
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("pack the frames: %w", err)
+	}
+	return buf.Bytes(), index, nil
+}

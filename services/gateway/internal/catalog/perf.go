@@ -1,0 +1,84 @@
+package catalog
+
+import (
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+)
+
+// The performance and memory tools: a Chromium trace of the active tab
+// read back as insights, the page's metrics, V8's heap snapshot summed up
+// by constructor and a screencast. The worker does the work (internal/page
+// perf.go, perftrace.go, perfmetrics.go, heap.go, screencast.go).
+var perfTools = []Tool{
+	{
+		Name: "performance_start", Title: "Start performance trace",
+		Description: "Start recording a performance trace (Chromium's, as DevTools' Performance panel records it) of the " +
+			"active tab; with reload, reload the page first so the trace holds its load. Act on the page, then call " +
+			"performance_stop for the insights. One recording per tab at a time; it belongs to the tab it started in." + settleDoc,
+		params: append([]Param{
+			{Name: "reload", Type: Boolean, Default: false, Description: "Reload the page once the recording runs, to measure its load"},
+		}, settleParams...),
+		build: settling(func(a Args) (*browserv1.ToolRequest, error) {
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStart{PerformanceStart: &browserv1.PerformanceStart{
+				Reload: a.boolean("reload")}}}, nil
+		}),
+	},
+	{
+		Name: "performance_stop", Title: "Stop performance trace", ReadOnly: true,
+		Description: "Stop the performance recording of the active tab and return its insights: navigation timing (TTFB, " +
+			"FCP, DOMContentLoaded, load), LCP and its element, CLS, long tasks and total blocking time, main-thread " +
+			"time by category (scripting, style & layout, paint, …), the render-blocking and the slowest requests. " +
+			"The trace is attached as trace.json.gz (gzipped trace events: DevTools' Performance panel loads it) " +
+			"unless it is larger than the worker's limit (20 MiB gzipped by default), which the result then says.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
+			r.Tool = &browserv1.ToolRequest_PerformanceStop{PerformanceStop: n}
+		}),
+	},
+	{
+		Name: "performance_metrics", Title: "Performance metrics", ReadOnly: true,
+		Description: "Read the active tab's performance without a trace: the page's Web Vitals (TTFB, FCP, " +
+			"DOMContentLoaded, load, LCP and its element, CLS) and Chromium's runtime state (DOM nodes, documents, " +
+			"frames, event listeners, JS heap); from the second call in a tab on, also the layouts, style recalcs and " +
+			"layout, style, script and task time since the first.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
+			r.Tool = &browserv1.ToolRequest_PerformanceMetrics{PerformanceMetrics: n}
+		}),
+	},
+	{
+		Name: "heap_snapshot", Title: "Heap snapshot", ReadOnly: true,
+		Description: "Take a heap snapshot of the active tab's page (V8 collects garbage first) and sum it up: total size, " +
+			"object count and the 15 constructors that hold the most memory (self size) with their object counts; compare " +
+			"two snapshots to find a leak. The snapshot is attached as heap.heapsnapshot.gz (gunzip it for DevTools' " +
+			"Memory panel) unless it is larger than the worker's limit; a page whose snapshot is larger than the worker " +
+			"reads (128 MiB by default) is an error.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
+			r.Tool = &browserv1.ToolRequest_HeapSnapshot{HeapSnapshot: n}
+		}),
+	},
+	{
+		Name: "screencast_start", Title: "Start screencast",
+		Description: "Start recording the frames the active tab's page draws (JPEG, scaled to fit 1280x1280; the page " +
+			"draws a frame only when it changes), to see an animation, a transition or what a sequence of actions did. " +
+			"Act on the page, then call screencast_stop. One screencast per tab at a time.",
+		params: []Param{
+			{Name: "max_frames", Type: Integer, Min: bound(1), Max: bound(1000), Description: "Most frames to keep (default 300); the recording stops keeping frames there"},
+			{Name: "quality", Type: Integer, Min: bound(1), Max: bound(100), Description: "JPEG quality (default 60)"},
+		},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			frames, _ := a.integer("max_frames")
+			quality, _ := a.integer("quality")
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_ScreencastStart{ScreencastStart: &browserv1.ScreencastStart{
+				MaxFrames: int32(frames), Quality: int32(quality)}}}, nil
+		},
+	},
+	{
+		Name: "screencast_stop", Title: "Stop screencast", ReadOnly: true,
+		Description: "Stop the screencast of the active tab and return its frames as screencast.zip: JPEG files " +
+			"(frame-0001.jpg, …) and frames.json with each frame's time in ms from the start. A ZIP of frames, not a " +
+			"video: the worker has no video encoder, and separate frames keep every one whole with its time. The " +
+			"frames kept are bounded by max_frames and by the worker's file limit (20 MiB by default); the result " +
+			"says which stopped the recording.",
+		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
+			r.Tool = &browserv1.ToolRequest_ScreencastStop{ScreencastStop: n}
+		}),
+	},
+}
