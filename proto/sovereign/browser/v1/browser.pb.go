@@ -3493,7 +3493,11 @@ type Emulate struct {
 	// forced-colors: active or none.
 	ForcedColors string `protobuf:"bytes,11,opt,name=forced_colors,json=forcedColors,proto3" json:"forced_colors,omitempty"`
 	// prefers-contrast: more, less or no-preference.
-	Contrast      string `protobuf:"bytes,12,opt,name=contrast,proto3" json:"contrast,omitempty"`
+	Contrast string `protobuf:"bytes,12,opt,name=contrast,proto3" json:"contrast,omitempty"`
+	// Network throttling: slow-3g, fast-3g, slow-4g, fast-4g or none.
+	Network string `protobuf:"bytes,13,opt,name=network,proto3" json:"network,omitempty"`
+	// CPU slowdown factor, 1 (none) to 20; 0 keeps the current one.
+	CpuThrottling float64 `protobuf:"fixed64,14,opt,name=cpu_throttling,json=cpuThrottling,proto3" json:"cpu_throttling,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3610,6 +3614,20 @@ func (x *Emulate) GetContrast() string {
 		return x.Contrast
 	}
 	return ""
+}
+
+func (x *Emulate) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *Emulate) GetCpuThrottling() float64 {
+	if x != nil {
+		return x.CpuThrottling
+	}
+	return 0
 }
 
 // ScreencastStart starts recording the frames the active tab draws;
@@ -5145,7 +5163,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\vGeolocation\x12\x1a\n" +
 	"\blatitude\x18\x01 \x01(\x01R\blatitude\x12\x1c\n" +
 	"\tlongitude\x18\x02 \x01(\x01R\tlongitude\x12\x1a\n" +
-	"\baccuracy\x18\x03 \x01(\x01R\baccuracy\"\xa2\x03\n" +
+	"\baccuracy\x18\x03 \x01(\x01R\baccuracy\"\xe3\x03\n" +
 	"\aEmulate\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12\x1d\n" +
 	"\n" +
@@ -5160,7 +5178,9 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x05media\x18\n" +
 	" \x01(\tR\x05media\x12#\n" +
 	"\rforced_colors\x18\v \x01(\tR\fforcedColors\x12\x1a\n" +
-	"\bcontrast\x18\f \x01(\tR\bcontrastB\n" +
+	"\bcontrast\x18\f \x01(\tR\bcontrast\x12\x18\n" +
+	"\anetwork\x18\r \x01(\tR\anetwork\x12%\n" +
+	"\x0ecpu_throttling\x18\x0e \x01(\x01R\rcpuThrottlingB\n" +
 	"\n" +
 	"\b_offline\"J\n" +
 	"\x0fScreencastStart\x12\x1d\n" +

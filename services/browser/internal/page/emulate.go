@@ -44,7 +44,33 @@ type Emulation struct {
 	ForcedColors string `json:"forced_colors,omitempty"`
 	Contrast     string `json:"contrast,omitempty"`
 	Offline      bool   `json:"offline,omitempty"`
+	// Network is a throttling preset (networkPresets); CPU the CPU
+	// slowdown factor (0 or 1: none).
+	Network string  `json:"network,omitempty"`
+	CPU     float64 `json:"cpu_throttling,omitempty"`
 }
+
+// netPreset is a network throttling preset: added latency and throughput
+// in bytes per second, close to Chrome DevTools' presets of the same
+// names.
+type netPreset struct {
+	latency          float64 // ms
+	download, upload float64
+}
+
+// networkPresets are the network throttling presets emulate knows.
+var networkPresets = map[string]netPreset{
+	"slow-3g": {2000, 50_000, 50_000},
+	"fast-3g": {562.5, 180_000, 84_375},
+	"slow-4g": {150, 450_000, 337_500},
+	"fast-4g": {40, 1_012_500, 1_012_500},
+}
+
+// NetworkPresets lists the names of the network presets, for the catalog.
+func NetworkPresets() []string { return []string{"slow-3g", "fast-3g", "slow-4g", "fast-4g", "none"} }
+
+// MaxCPUThrottling bounds emulate's cpu_throttling.
+const MaxCPUThrottling = 20
 
 // Geolocation is an emulated position.
 type Geolocation struct {
@@ -204,6 +230,24 @@ func (e Emulation) Merge(req *browserv1.Emulate) (Emulation, error) {
 	if req.Offline != nil {
 		e.Offline = req.GetOffline()
 	}
+	if n := strings.ToLower(strings.TrimSpace(req.GetNetwork())); n != "" {
+		if _, ok := networkPresets[n]; !ok && n != "none" {
+			return e, badArg("network must be one of %s, not %q", strings.Join(NetworkPresets(), ", "), clipTo(n, 100))
+		}
+		e.Network = n
+		if n == "none" {
+			e.Network = ""
+		}
+	}
+	if c := req.GetCpuThrottling(); c != 0 {
+		if c < 1 || c > MaxCPUThrottling {
+			return e, badArg("cpu_throttling must be 1 (none) to %d, not %g", MaxCPUThrottling, c)
+		}
+		e.CPU = c
+		if c == 1 {
+			e.CPU = 0
+		}
+	}
 	return e, nil
 }
 
@@ -240,6 +284,12 @@ func (e Emulation) Summary() string {
 	}
 	if e.Offline {
 		parts = append(parts, "offline")
+	}
+	if e.Network != "" {
+		parts = append(parts, "network "+e.Network)
+	}
+	if e.CPU > 1 {
+		parts = append(parts, fmt.Sprintf("CPU %gx slower", e.CPU))
 	}
 	if len(parts) == 0 {
 		return "nothing emulated"
@@ -374,6 +424,9 @@ func (t *Tab) emulate(ctx context.Context, e Emulation) error {
 		return fmt.Errorf("set the media features: %w", err)
 	}
 	cond := &network.Conditions{Offline: e.Offline, DownloadThroughput: -1, UploadThroughput: -1}
+	if p, ok := networkPresets[e.Network]; ok && !e.Offline {
+		cond.Latency, cond.DownloadThroughput, cond.UploadThroughput = p.latency, p.download, p.upload
+	}
 	if _, err := chromedp.Call(ctx, network.EmulateNetworkConditionsByRule, network.EmulateNetworkConditionsByRuleParams{
 		MatchedNetworkConditions: []*network.Conditions{cond}}); err != nil {
 		return fmt.Errorf("set the network conditions: %w", err)
@@ -381,6 +434,9 @@ func (t *Tab) emulate(ctx context.Context, e Emulation) error {
 	if _, err := chromedp.Call(ctx, network.OverrideNetworkState, network.OverrideNetworkStateParams{
 		Offline: e.Offline, DownloadThroughput: -1, UploadThroughput: -1}); err != nil {
 		return fmt.Errorf("set navigator.onLine: %w", err)
+	}
+	if _, err := chromedp.Call(ctx, emulation.SetCPUThrottlingRate, emulation.SetCPUThrottlingRateParams{Rate: max(e.CPU, 1)}); err != nil {
+		return fmt.Errorf("set the CPU throttling: %w", err)
 	}
 	return nil
 }

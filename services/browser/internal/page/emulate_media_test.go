@@ -1,6 +1,7 @@
 package page
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -56,4 +57,32 @@ func TestEmulateMedia(t *testing.T) {
 			wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, tc.want)
 		})
 	}
+}
+
+// TestEmulateThrottling: network adds a preset's latency to the page's
+// requests (and none takes it away), cpu_throttling is kept and said in
+// the summary, and bad values say what is accepted.
+func TestEmulateThrottling(t *testing.T) {
+	srv := serve(t, map[string]string{"/": `<!doctype html><title>net</title>`, "/data": `ok`})
+	tab := newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+	const fetchMS = `(async () => { const t0 = performance.now(); await (await fetch('/data?' + Math.random())).text(); return Math.round(performance.now() - t0); })()`
+	res := must(t, tab, emulateReq(&browserv1.Emulate{Network: "fast-3g", CpuThrottling: 4}))
+	if s := text(res); !strings.HasPrefix(s, "Emulating: network fast-3g, CPU 4x slower") {
+		t.Errorf("emulate = %q, want the summary", s)
+	}
+	if ms, _ := strconv.Atoi(evalString(t, tab, fetchMS)); ms < 500 {
+		t.Errorf("a fetch on fast-3g took %d ms, want at least its 562 ms of latency", ms)
+	}
+	res = must(t, tab, emulateReq(&browserv1.Emulate{Network: "none", CpuThrottling: 1}))
+	if s := text(res); !strings.HasPrefix(s, "Emulating: nothing emulated") && !strings.Contains(s, "nothing emulated") {
+		t.Errorf("emulate network none, cpu 1 = %q, want nothing emulated", s)
+	}
+	if ms, _ := strconv.Atoi(evalString(t, tab, fetchMS)); ms >= 500 {
+		t.Errorf("a fetch after network none took %d ms, want no added latency", ms)
+	}
+	_, err := call(t, tab, emulateReq(&browserv1.Emulate{Network: "2g"}))
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "network must be one of slow-3g, fast-3g, slow-4g, fast-4g, none")
+	_, err = call(t, tab, emulateReq(&browserv1.Emulate{CpuThrottling: 50}))
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "cpu_throttling must be 1 (none) to 20")
 }

@@ -96,7 +96,8 @@ var devtoolsTools = []Tool{
 		Name: "emulate", Title: "Emulate device and environment",
 		Description: "Make every tab of the browser session (and tabs opened later) present itself as a device or " +
 			"environment: a phone or tablet (viewport, pixel ratio, mobile, touch, user agent), a user agent, locale, " +
-			"time zone, position, color scheme, reduced motion, print media, forced colors, contrast, offline. What a call leaves out stays as an earlier " +
+			"time zone, position, color scheme, reduced motion, print media, forced colors, contrast, offline, a slow network " +
+			"or a slow CPU. What a call leaves out stays as an earlier " +
 			"call set it; reset returns to the browser's own first. Some pages read these only when they load: reload " +
 			"after emulating. tab_list shows what is emulated." + settleDoc,
 		params: append([]Param{
@@ -111,6 +112,9 @@ var devtoolsTools = []Tool{
 			{Name: "forced_colors", Type: String, Enum: []string{"active", "none"}, Description: "forced-colors (Windows high contrast mode)"},
 			{Name: "contrast", Type: String, Enum: []string{"more", "less", "no-preference"}, Description: "prefers-contrast"},
 			{Name: "offline", Type: Boolean, Description: "Cut the pages off the network (true) or reconnect them (false)"},
+			{Name: "network", Type: String, Enum: []string{"slow-3g", "fast-3g", "slow-4g", "fast-4g", "none"},
+				Description: "Throttle the network like Chrome DevTools' presets (added latency, lower throughput); none stops throttling"},
+			{Name: "cpu_throttling", Type: Number, Description: "Slow the pages' CPU down by this factor, 1 (none) to 20"},
 			{Name: "reset", Type: Boolean, Default: false, Description: "Clear all emulation before applying the rest of this call"},
 		}, settleParams...),
 		build: settling(buildEmulate),
@@ -186,7 +190,13 @@ func storageNameParam(what string) Param {
 func buildEmulate(a Args) (*browserv1.ToolRequest, error) {
 	e := &browserv1.Emulate{Device: strings.TrimSpace(a.str("device")), UserAgent: a.str("user_agent"), Locale: a.str("locale"),
 		Timezone: a.str("timezone"), ColorScheme: a.str("color_scheme"), ReducedMotion: a.str("reduced_motion"), ResetAll: a.boolean("reset"),
-		Media: a.str("media"), ForcedColors: a.str("forced_colors"), Contrast: a.str("contrast")}
+		Media: a.str("media"), ForcedColors: a.str("forced_colors"), Contrast: a.str("contrast"), Network: a.str("network")}
+	if c, ok := a["cpu_throttling"].(float64); ok {
+		if c < 1 || c > 20 {
+			return nil, argErr("cpu_throttling", "must be 1 (none) to 20, got %g", c)
+		}
+		e.CpuThrottling = c
+	}
 	if off, ok := a["offline"].(bool); ok {
 		e.Offline = &off
 	}
@@ -198,9 +208,10 @@ func buildEmulate(a Args) (*browserv1.ToolRequest, error) {
 		e.Geolocation = geo
 	}
 	if e.Device == "" && e.UserAgent == "" && e.Locale == "" && e.Timezone == "" && e.ColorScheme == "" && e.ReducedMotion == "" &&
-		e.Media == "" && e.ForcedColors == "" && e.Contrast == "" && e.Offline == nil && e.Geolocation == nil && !e.ResetAll {
+		e.Media == "" && e.ForcedColors == "" && e.Contrast == "" && e.Offline == nil && e.Geolocation == nil && !e.ResetAll &&
+		e.Network == "" && e.CpuThrottling == 0 {
 		return nil, &ArgError{Msg: "say what to emulate: device, user_agent, locale, timezone, geolocation, color_scheme, " +
-			"reduced_motion, media, forced_colors, contrast, offline or reset"}
+			"reduced_motion, media, forced_colors, contrast, offline, network, cpu_throttling or reset"}
 	}
 	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Emulate{Emulate: e}}, nil
 }
