@@ -3498,6 +3498,10 @@ type Emulate struct {
 	Network string `protobuf:"bytes,13,opt,name=network,proto3" json:"network,omitempty"`
 	// CPU slowdown factor, 1 (none) to 20; 0 keeps the current one.
 	CpuThrottling float64 `protobuf:"fixed64,14,opt,name=cpu_throttling,json=cpuThrottling,proto3" json:"cpu_throttling,omitempty"`
+	// Extra HTTP headers of every request, replacing the earlier ones when
+	// set_headers is true (an empty list clears them).
+	Headers       []*Header `protobuf:"bytes,15,rep,name=headers,proto3" json:"headers,omitempty"`
+	SetHeaders    bool      `protobuf:"varint,16,opt,name=set_headers,json=setHeaders,proto3" json:"set_headers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3630,6 +3634,73 @@ func (x *Emulate) GetCpuThrottling() float64 {
 	return 0
 }
 
+func (x *Emulate) GetHeaders() []*Header {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *Emulate) GetSetHeaders() bool {
+	if x != nil {
+		return x.SetHeaders
+	}
+	return false
+}
+
+// Header is one HTTP header.
+type Header struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Header) Reset() {
+	*x = Header{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Header) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Header) ProtoMessage() {}
+
+func (x *Header) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Header.ProtoReflect.Descriptor instead.
+func (*Header) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *Header) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Header) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // ScreencastStart starts recording the frames the active tab draws;
 // screencast_stop returns them.
 type ScreencastStart struct {
@@ -3644,7 +3715,7 @@ type ScreencastStart struct {
 
 func (x *ScreencastStart) Reset() {
 	*x = ScreencastStart{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3656,7 +3727,7 @@ func (x *ScreencastStart) String() string {
 func (*ScreencastStart) ProtoMessage() {}
 
 func (x *ScreencastStart) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[41]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3669,7 +3740,7 @@ func (x *ScreencastStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScreencastStart.ProtoReflect.Descriptor instead.
 func (*ScreencastStart) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{41}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ScreencastStart) GetMaxFrames() int32 {
@@ -3698,7 +3769,7 @@ type PerformanceStart struct {
 
 func (x *PerformanceStart) Reset() {
 	*x = PerformanceStart{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3710,7 +3781,7 @@ func (x *PerformanceStart) String() string {
 func (*PerformanceStart) ProtoMessage() {}
 
 func (x *PerformanceStart) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3723,7 +3794,7 @@ func (x *PerformanceStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PerformanceStart.ProtoReflect.Descriptor instead.
 func (*PerformanceStart) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{42}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PerformanceStart) GetReload() bool {
@@ -3747,7 +3818,7 @@ type StorageName struct {
 
 func (x *StorageName) Reset() {
 	*x = StorageName{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3759,7 +3830,7 @@ func (x *StorageName) String() string {
 func (*StorageName) ProtoMessage() {}
 
 func (x *StorageName) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3772,7 +3843,7 @@ func (x *StorageName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageName.ProtoReflect.Descriptor instead.
 func (*StorageName) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StorageName) GetName() string {
@@ -3806,7 +3877,7 @@ type StorageTransferRequest struct {
 
 func (x *StorageTransferRequest) Reset() {
 	*x = StorageTransferRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3818,7 +3889,7 @@ func (x *StorageTransferRequest) String() string {
 func (*StorageTransferRequest) ProtoMessage() {}
 
 func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3831,7 +3902,7 @@ func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageTransferRequest.ProtoReflect.Descriptor instead.
 func (*StorageTransferRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StorageTransferRequest) GetOp() string {
@@ -3876,7 +3947,7 @@ type StorageTransferResponse struct {
 
 func (x *StorageTransferResponse) Reset() {
 	*x = StorageTransferResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3888,7 +3959,7 @@ func (x *StorageTransferResponse) String() string {
 func (*StorageTransferResponse) ProtoMessage() {}
 
 func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3901,7 +3972,7 @@ func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageTransferResponse.ProtoReflect.Descriptor instead.
 func (*StorageTransferResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StorageTransferResponse) GetStateJson() []byte {
@@ -3933,7 +4004,7 @@ type Pdf struct {
 
 func (x *Pdf) Reset() {
 	*x = Pdf{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3945,7 +4016,7 @@ func (x *Pdf) String() string {
 func (*Pdf) ProtoMessage() {}
 
 func (x *Pdf) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3958,7 +4029,7 @@ func (x *Pdf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pdf.ProtoReflect.Descriptor instead.
 func (*Pdf) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Pdf) GetLandscape() bool {
@@ -4001,7 +4072,7 @@ type HandleDialog struct {
 
 func (x *HandleDialog) Reset() {
 	*x = HandleDialog{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4013,7 +4084,7 @@ func (x *HandleDialog) String() string {
 func (*HandleDialog) ProtoMessage() {}
 
 func (x *HandleDialog) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4026,7 +4097,7 @@ func (x *HandleDialog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleDialog.ProtoReflect.Descriptor instead.
 func (*HandleDialog) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HandleDialog) GetAccept() bool {
@@ -4054,7 +4125,7 @@ type UploadFile struct {
 
 func (x *UploadFile) Reset() {
 	*x = UploadFile{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4137,7 @@ func (x *UploadFile) String() string {
 func (*UploadFile) ProtoMessage() {}
 
 func (x *UploadFile) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4150,7 @@ func (x *UploadFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFile.ProtoReflect.Descriptor instead.
 func (*UploadFile) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UploadFile) GetElement() *Element {
@@ -4115,7 +4186,7 @@ type UploadFileItem struct {
 
 func (x *UploadFileItem) Reset() {
 	*x = UploadFileItem{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4127,7 +4198,7 @@ func (x *UploadFileItem) String() string {
 func (*UploadFileItem) ProtoMessage() {}
 
 func (x *UploadFileItem) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4140,7 +4211,7 @@ func (x *UploadFileItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFileItem.ProtoReflect.Descriptor instead.
 func (*UploadFileItem) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UploadFileItem) GetName() string {
@@ -4182,7 +4253,7 @@ type DownloadGet struct {
 
 func (x *DownloadGet) Reset() {
 	*x = DownloadGet{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4194,7 +4265,7 @@ func (x *DownloadGet) String() string {
 func (*DownloadGet) ProtoMessage() {}
 
 func (x *DownloadGet) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4207,7 +4278,7 @@ func (x *DownloadGet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadGet.ProtoReflect.Descriptor instead.
 func (*DownloadGet) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DownloadGet) GetId() string {
@@ -4232,7 +4303,7 @@ type SetIdentity struct {
 
 func (x *SetIdentity) Reset() {
 	*x = SetIdentity{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4244,7 +4315,7 @@ func (x *SetIdentity) String() string {
 func (*SetIdentity) ProtoMessage() {}
 
 func (x *SetIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4257,7 +4328,7 @@ func (x *SetIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
 func (*SetIdentity) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SetIdentity) GetPubkey() string {
@@ -4278,7 +4349,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4290,7 +4361,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4303,7 +4374,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{52}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Image) GetMimeType() string {
@@ -4333,7 +4404,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4345,7 +4416,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4358,7 +4429,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{53}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Resource) GetName() string {
@@ -4397,7 +4468,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4409,7 +4480,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4422,7 +4493,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{54}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -4497,7 +4568,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4509,7 +4580,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4522,7 +4593,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{55}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -4584,7 +4655,7 @@ type HTTPToolRequest struct {
 
 func (x *HTTPToolRequest) Reset() {
 	*x = HTTPToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4596,7 +4667,7 @@ func (x *HTTPToolRequest) String() string {
 func (*HTTPToolRequest) ProtoMessage() {}
 
 func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4609,7 +4680,7 @@ func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
 func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{56}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *HTTPToolRequest) GetTool() string {
@@ -4688,7 +4759,7 @@ type HTTPToolResponse struct {
 
 func (x *HTTPToolResponse) Reset() {
 	*x = HTTPToolResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4700,7 +4771,7 @@ func (x *HTTPToolResponse) String() string {
 func (*HTTPToolResponse) ProtoMessage() {}
 
 func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4713,7 +4784,7 @@ func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
 func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{57}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *HTTPToolResponse) GetStatusCode() int32 {
@@ -4776,7 +4847,7 @@ type RestoreSessionRequest struct {
 
 func (x *RestoreSessionRequest) Reset() {
 	*x = RestoreSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[58]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4788,7 +4859,7 @@ func (x *RestoreSessionRequest) String() string {
 func (*RestoreSessionRequest) ProtoMessage() {}
 
 func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[58]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4801,7 +4872,7 @@ func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{58}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RestoreSessionRequest) GetOldSessionId() string {
@@ -4855,7 +4926,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[59]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4867,7 +4938,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[59]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4880,7 +4951,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{59}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *WorkerLoad) GetWorkerId() string {
@@ -5163,7 +5234,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\vGeolocation\x12\x1a\n" +
 	"\blatitude\x18\x01 \x01(\x01R\blatitude\x12\x1c\n" +
 	"\tlongitude\x18\x02 \x01(\x01R\tlongitude\x12\x1a\n" +
-	"\baccuracy\x18\x03 \x01(\x01R\baccuracy\"\xe3\x03\n" +
+	"\baccuracy\x18\x03 \x01(\x01R\baccuracy\"\xbc\x04\n" +
 	"\aEmulate\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12\x1d\n" +
 	"\n" +
@@ -5180,9 +5251,15 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\rforced_colors\x18\v \x01(\tR\fforcedColors\x12\x1a\n" +
 	"\bcontrast\x18\f \x01(\tR\bcontrast\x12\x18\n" +
 	"\anetwork\x18\r \x01(\tR\anetwork\x12%\n" +
-	"\x0ecpu_throttling\x18\x0e \x01(\x01R\rcpuThrottlingB\n" +
+	"\x0ecpu_throttling\x18\x0e \x01(\x01R\rcpuThrottling\x126\n" +
+	"\aheaders\x18\x0f \x03(\v2\x1c.sovereign.browser.v1.HeaderR\aheaders\x12\x1f\n" +
+	"\vset_headers\x18\x10 \x01(\bR\n" +
+	"setHeadersB\n" +
 	"\n" +
-	"\b_offline\"J\n" +
+	"\b_offline\"2\n" +
+	"\x06Header\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"J\n" +
 	"\x0fScreencastStart\x12\x1d\n" +
 	"\n" +
 	"max_frames\x18\x01 \x01(\x05R\tmaxFrames\x12\x18\n" +
@@ -5300,7 +5377,7 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(SnapshotAfter)(0),              // 0: sovereign.browser.v1.SnapshotAfter
 	(DialogMode)(0),                 // 1: sovereign.browser.v1.DialogMode
@@ -5345,26 +5422,27 @@ var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*Resize)(nil),                  // 40: sovereign.browser.v1.Resize
 	(*Geolocation)(nil),             // 41: sovereign.browser.v1.Geolocation
 	(*Emulate)(nil),                 // 42: sovereign.browser.v1.Emulate
-	(*ScreencastStart)(nil),         // 43: sovereign.browser.v1.ScreencastStart
-	(*PerformanceStart)(nil),        // 44: sovereign.browser.v1.PerformanceStart
-	(*StorageName)(nil),             // 45: sovereign.browser.v1.StorageName
-	(*StorageTransferRequest)(nil),  // 46: sovereign.browser.v1.StorageTransferRequest
-	(*StorageTransferResponse)(nil), // 47: sovereign.browser.v1.StorageTransferResponse
-	(*Pdf)(nil),                     // 48: sovereign.browser.v1.Pdf
-	(*HandleDialog)(nil),            // 49: sovereign.browser.v1.HandleDialog
-	(*UploadFile)(nil),              // 50: sovereign.browser.v1.UploadFile
-	(*UploadFileItem)(nil),          // 51: sovereign.browser.v1.UploadFileItem
-	(*DownloadGet)(nil),             // 52: sovereign.browser.v1.DownloadGet
-	(*SetIdentity)(nil),             // 53: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                   // 54: sovereign.browser.v1.Image
-	(*Resource)(nil),                // 55: sovereign.browser.v1.Resource
-	(*Content)(nil),                 // 56: sovereign.browser.v1.Content
-	(*ToolResult)(nil),              // 57: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),         // 58: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),        // 59: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil),   // 60: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),              // 61: sovereign.browser.v1.WorkerLoad
-	nil,                             // 62: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(*Header)(nil),                  // 43: sovereign.browser.v1.Header
+	(*ScreencastStart)(nil),         // 44: sovereign.browser.v1.ScreencastStart
+	(*PerformanceStart)(nil),        // 45: sovereign.browser.v1.PerformanceStart
+	(*StorageName)(nil),             // 46: sovereign.browser.v1.StorageName
+	(*StorageTransferRequest)(nil),  // 47: sovereign.browser.v1.StorageTransferRequest
+	(*StorageTransferResponse)(nil), // 48: sovereign.browser.v1.StorageTransferResponse
+	(*Pdf)(nil),                     // 49: sovereign.browser.v1.Pdf
+	(*HandleDialog)(nil),            // 50: sovereign.browser.v1.HandleDialog
+	(*UploadFile)(nil),              // 51: sovereign.browser.v1.UploadFile
+	(*UploadFileItem)(nil),          // 52: sovereign.browser.v1.UploadFileItem
+	(*DownloadGet)(nil),             // 53: sovereign.browser.v1.DownloadGet
+	(*SetIdentity)(nil),             // 54: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                   // 55: sovereign.browser.v1.Image
+	(*Resource)(nil),                // 56: sovereign.browser.v1.Resource
+	(*Content)(nil),                 // 57: sovereign.browser.v1.Content
+	(*ToolResult)(nil),              // 58: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),         // 59: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),        // 60: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil),   // 61: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),              // 62: sovereign.browser.v1.WorkerLoad
+	nil,                             // 63: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	4,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -5412,7 +5490,7 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	23, // 42: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
 	32, // 43: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
 	12, // 44: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	53, // 45: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	54, // 45: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
 	25, // 46: sovereign.browser.v1.ToolRequest.select_option:type_name -> sovereign.browser.v1.SelectOption
 	26, // 47: sovereign.browser.v1.ToolRequest.check:type_name -> sovereign.browser.v1.Check
 	28, // 48: sovereign.browser.v1.ToolRequest.fill_form:type_name -> sovereign.browser.v1.FillForm
@@ -5426,38 +5504,39 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	39, // 56: sovereign.browser.v1.ToolRequest.network_request:type_name -> sovereign.browser.v1.NetworkRequestBody
 	40, // 57: sovereign.browser.v1.ToolRequest.resize:type_name -> sovereign.browser.v1.Resize
 	42, // 58: sovereign.browser.v1.ToolRequest.emulate:type_name -> sovereign.browser.v1.Emulate
-	48, // 59: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
-	45, // 60: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
+	49, // 59: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
+	46, // 60: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
 	12, // 61: sovereign.browser.v1.ToolRequest.storage_list:type_name -> sovereign.browser.v1.NoArgs
-	45, // 62: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
-	49, // 63: sovereign.browser.v1.ToolRequest.handle_dialog:type_name -> sovereign.browser.v1.HandleDialog
-	50, // 64: sovereign.browser.v1.ToolRequest.upload_file:type_name -> sovereign.browser.v1.UploadFile
+	46, // 62: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
+	50, // 63: sovereign.browser.v1.ToolRequest.handle_dialog:type_name -> sovereign.browser.v1.HandleDialog
+	51, // 64: sovereign.browser.v1.ToolRequest.upload_file:type_name -> sovereign.browser.v1.UploadFile
 	12, // 65: sovereign.browser.v1.ToolRequest.download_list:type_name -> sovereign.browser.v1.NoArgs
-	52, // 66: sovereign.browser.v1.ToolRequest.download_get:type_name -> sovereign.browser.v1.DownloadGet
-	44, // 67: sovereign.browser.v1.ToolRequest.performance_start:type_name -> sovereign.browser.v1.PerformanceStart
+	53, // 66: sovereign.browser.v1.ToolRequest.download_get:type_name -> sovereign.browser.v1.DownloadGet
+	45, // 67: sovereign.browser.v1.ToolRequest.performance_start:type_name -> sovereign.browser.v1.PerformanceStart
 	12, // 68: sovereign.browser.v1.ToolRequest.performance_stop:type_name -> sovereign.browser.v1.NoArgs
 	12, // 69: sovereign.browser.v1.ToolRequest.performance_metrics:type_name -> sovereign.browser.v1.NoArgs
 	12, // 70: sovereign.browser.v1.ToolRequest.heap_snapshot:type_name -> sovereign.browser.v1.NoArgs
-	43, // 71: sovereign.browser.v1.ToolRequest.screencast_start:type_name -> sovereign.browser.v1.ScreencastStart
+	44, // 71: sovereign.browser.v1.ToolRequest.screencast_start:type_name -> sovereign.browser.v1.ScreencastStart
 	12, // 72: sovereign.browser.v1.ToolRequest.screencast_stop:type_name -> sovereign.browser.v1.NoArgs
 	11, // 73: sovereign.browser.v1.Drop.element:type_name -> sovereign.browser.v1.Element
-	51, // 74: sovereign.browser.v1.Drop.files:type_name -> sovereign.browser.v1.UploadFileItem
+	52, // 74: sovereign.browser.v1.Drop.files:type_name -> sovereign.browser.v1.UploadFileItem
 	35, // 75: sovereign.browser.v1.Drop.data:type_name -> sovereign.browser.v1.DropItem
 	11, // 76: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
 	41, // 77: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
-	11, // 78: sovereign.browser.v1.UploadFile.element:type_name -> sovereign.browser.v1.Element
-	51, // 79: sovereign.browser.v1.UploadFile.files:type_name -> sovereign.browser.v1.UploadFileItem
-	54, // 80: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	55, // 81: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
-	56, // 82: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	62, // 83: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	4,  // 84: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	4,  // 85: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	86, // [86:86] is the sub-list for method output_type
-	86, // [86:86] is the sub-list for method input_type
-	86, // [86:86] is the sub-list for extension type_name
-	86, // [86:86] is the sub-list for extension extendee
-	0,  // [0:86] is the sub-list for field type_name
+	43, // 78: sovereign.browser.v1.Emulate.headers:type_name -> sovereign.browser.v1.Header
+	11, // 79: sovereign.browser.v1.UploadFile.element:type_name -> sovereign.browser.v1.Element
+	52, // 80: sovereign.browser.v1.UploadFile.files:type_name -> sovereign.browser.v1.UploadFileItem
+	55, // 81: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	56, // 82: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
+	57, // 83: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	63, // 84: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	4,  // 85: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	4,  // 86: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	87, // [87:87] is the sub-list for method output_type
+	87, // [87:87] is the sub-list for method input_type
+	87, // [87:87] is the sub-list for extension type_name
+	87, // [87:87] is the sub-list for extension extendee
+	0,  // [0:87] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -5528,8 +5607,8 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_ScreencastStop)(nil),
 	}
 	file_sovereign_browser_v1_browser_proto_msgTypes[40].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[47].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[54].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[48].OneofWrappers = []any{}
+	file_sovereign_browser_v1_browser_proto_msgTypes[55].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Resource)(nil),
@@ -5540,7 +5619,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   61,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -48,6 +48,59 @@ type Emulation struct {
 	// slowdown factor (0 or 1: none).
 	Network string  `json:"network,omitempty"`
 	CPU     float64 `json:"cpu_throttling,omitempty"`
+	// Headers are the extra HTTP headers of every request, as
+	// "Name: value" lines sorted by name (a string keeps Emulation
+	// comparable). Summaries name them, never show their values.
+	Headers string `json:"headers,omitempty"`
+}
+
+// Limits of emulate's headers.
+const (
+	MaxHeaders     = 20
+	maxHeaderValue = 4096
+)
+
+// headerName matches an HTTP header name (RFC 9110 token).
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
+
+// headerLines checks headers and returns them as Emulation.Headers.
+func headerLines(hs []*browserv1.Header) (string, error) {
+	if len(hs) > MaxHeaders {
+		return "", badArg("headers lists %d headers; at most %d", len(hs), MaxHeaders)
+	}
+	lines := make([]string, 0, len(hs))
+	seen := map[string]bool{}
+	for _, h := range hs {
+		name, value := strings.TrimSpace(h.GetName()), h.GetValue()
+		switch low := strings.ToLower(name); {
+		case !headerName.MatchString(name):
+			return "", badArg("%q is not an HTTP header name (letters, digits and !#$%%&'*+.^_`|~-)", clipTo(name, 100))
+		case strings.ContainsAny(value, "\r\n\x00") || len(value) > maxHeaderValue:
+			return "", badArg("the value of header %s must be one line of at most %d characters", name, maxHeaderValue)
+		case strings.Contains(value, "{{"):
+			return "", badArg("the value of header %s holds a placeholder; emulate takes no {{secrets.NAME}} (the value is kept with the session)", name)
+		case low == "host" || low == "cookie" || low == "content-length":
+			return "", badArg("header %s is set by the browser; emulate cannot set it (use storage for cookies)", name)
+		case seen[low]:
+			return "", badArg("header %s is listed twice", name)
+		default:
+			seen[low] = true
+			lines = append(lines, name+": "+value)
+		}
+	}
+	slices.SortFunc(lines, func(a, b string) int { return strings.Compare(strings.ToLower(a), strings.ToLower(b)) })
+	return strings.Join(lines, "\n"), nil
+}
+
+// headerMap returns Emulation.Headers for Network.setExtraHTTPHeaders.
+func headerMap(lines string) network.Headers {
+	m := network.Headers{}
+	for l := range strings.SplitSeq(lines, "\n") {
+		if name, value, ok := strings.Cut(l, ": "); ok {
+			m[name] = value
+		}
+	}
+	return m
 }
 
 // netPreset is a network throttling preset: added latency and throughput
@@ -239,6 +292,13 @@ func (e Emulation) Merge(req *browserv1.Emulate) (Emulation, error) {
 			e.Network = ""
 		}
 	}
+	if req.GetSetHeaders() {
+		h, err := headerLines(req.GetHeaders())
+		if err != nil {
+			return e, err
+		}
+		e.Headers = h
+	}
 	if c := req.GetCpuThrottling(); c != 0 {
 		if c < 1 || c > MaxCPUThrottling {
 			return e, badArg("cpu_throttling must be 1 (none) to %d, not %g", MaxCPUThrottling, c)
@@ -290,6 +350,14 @@ func (e Emulation) Summary() string {
 	}
 	if e.CPU > 1 {
 		parts = append(parts, fmt.Sprintf("CPU %gx slower", e.CPU))
+	}
+	if e.Headers != "" {
+		var names []string
+		for l := range strings.SplitSeq(e.Headers, "\n") {
+			name, _, _ := strings.Cut(l, ": ")
+			names = append(names, name)
+		}
+		parts = append(parts, "extra headers "+strings.Join(names, ", ")+" (values not shown)")
 	}
 	if len(parts) == 0 {
 		return "nothing emulated"
@@ -434,6 +502,9 @@ func (t *Tab) emulate(ctx context.Context, e Emulation) error {
 	if _, err := chromedp.Call(ctx, network.OverrideNetworkState, network.OverrideNetworkStateParams{
 		Offline: e.Offline, DownloadThroughput: -1, UploadThroughput: -1}); err != nil {
 		return fmt.Errorf("set navigator.onLine: %w", err)
+	}
+	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: headerMap(e.Headers)}); err != nil {
+		return fmt.Errorf("set the extra HTTP headers: %w", err)
 	}
 	if _, err := chromedp.Call(ctx, emulation.SetCPUThrottlingRate, emulation.SetCPUThrottlingRateParams{Rate: max(e.CPU, 1)}); err != nil {
 		return fmt.Errorf("set the CPU throttling: %w", err)

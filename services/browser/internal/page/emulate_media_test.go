@@ -1,6 +1,9 @@
 package page
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,4 +88,40 @@ func TestEmulateThrottling(t *testing.T) {
 	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "network must be one of slow-3g, fast-3g, slow-4g, fast-4g, none")
 	_, err = call(t, tab, emulateReq(&browserv1.Emulate{CpuThrottling: 50}))
 	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "cpu_throttling must be 1 (none) to 20")
+}
+
+// TestEmulateHeaders: extra headers reach the page's requests, the
+// summary names them without their values, an empty list clears them,
+// and bad headers are refused, naming the problem.
+func TestEmulateHeaders(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "<title>h</title><p id=h>%s</p>", r.Header.Get("X-Test-Run"))
+	}))
+	t.Cleanup(srv.Close)
+	tab := newTab(t, Options{})
+	res := must(t, tab, emulateReq(&browserv1.Emulate{SetHeaders: true, Headers: []*browserv1.Header{{Name: "X-Test-Run", Value: "run-42"}}}))
+	if s := text(res); !strings.Contains(s, "extra headers X-Test-Run (values not shown)") || strings.Contains(s, "run-42") {
+		t.Errorf("emulate headers = %q", s)
+	}
+	must(t, tab, openReq(srv.URL))
+	if got := text(must(t, tab, textReq(sel("#h")))); got != "run-42" {
+		t.Errorf("the server saw X-Test-Run %q", got)
+	}
+	must(t, tab, emulateReq(&browserv1.Emulate{SetHeaders: true}))
+	must(t, tab, reloadReq)
+	if got := text(must(t, tab, textReq(sel("#h")))); got != "" {
+		t.Errorf("after clearing, the server saw X-Test-Run %q", got)
+	}
+	for _, tt := range []struct {
+		h    *browserv1.Header
+		want string
+	}{
+		{&browserv1.Header{Name: "Bad Name", Value: "x"}, "is not an HTTP header name"},
+		{&browserv1.Header{Name: "X-A", Value: "a\r\nInjected: 1"}, "must be one line"},
+		{&browserv1.Header{Name: "Cookie", Value: "a=1"}, "is set by the browser"},
+		{&browserv1.Header{Name: "Authorization", Value: "Bearer {{secrets.TOKEN}}"}, "holds a placeholder"},
+	} {
+		_, err := call(t, tab, emulateReq(&browserv1.Emulate{SetHeaders: true, Headers: []*browserv1.Header{tt.h}}))
+		wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, tt.want)
+	}
 }

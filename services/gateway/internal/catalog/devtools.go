@@ -115,6 +115,11 @@ var devtoolsTools = []Tool{
 			{Name: "network", Type: String, Enum: []string{"slow-3g", "fast-3g", "slow-4g", "fast-4g", "none"},
 				Description: "Throttle the network like Chrome DevTools' presets (added latency, lower throughput); none stops throttling"},
 			{Name: "cpu_throttling", Type: Number, Description: "Slow the pages' CPU down by this factor, 1 (none) to 20"},
+			{Name: "headers", Type: Array, MaxItems: 20, Items: &Param{Type: Object, Fields: []Param{
+				{Name: "name", Type: String, Required: true, Description: "Header name, e.g. X-Test-Run"},
+				{Name: "value", Type: String, Required: true, Description: "Header value (one line)"},
+			}}, Description: "Extra HTTP headers for every request of the session's pages, replacing earlier ones ([] clears them); " +
+				"results and tab_list name them but never show their values"},
 			{Name: "reset", Type: Boolean, Default: false, Description: "Clear all emulation before applying the rest of this call"},
 		}, settleParams...),
 		build: settling(buildEmulate),
@@ -191,6 +196,13 @@ func buildEmulate(a Args) (*browserv1.ToolRequest, error) {
 	e := &browserv1.Emulate{Device: strings.TrimSpace(a.str("device")), UserAgent: a.str("user_agent"), Locale: a.str("locale"),
 		Timezone: a.str("timezone"), ColorScheme: a.str("color_scheme"), ReducedMotion: a.str("reduced_motion"), ResetAll: a.boolean("reset"),
 		Media: a.str("media"), ForcedColors: a.str("forced_colors"), Contrast: a.str("contrast"), Network: a.str("network")}
+	if list, ok := a["headers"].([]any); ok {
+		e.SetHeaders = true
+		for _, raw := range list {
+			h, _ := raw.(Args)
+			e.Headers = append(e.Headers, &browserv1.Header{Name: h.str("name"), Value: h.str("value")})
+		}
+	}
 	if c, ok := a["cpu_throttling"].(float64); ok {
 		if c < 1 || c > 20 {
 			return nil, argErr("cpu_throttling", "must be 1 (none) to 20, got %g", c)
@@ -209,9 +221,9 @@ func buildEmulate(a Args) (*browserv1.ToolRequest, error) {
 	}
 	if e.Device == "" && e.UserAgent == "" && e.Locale == "" && e.Timezone == "" && e.ColorScheme == "" && e.ReducedMotion == "" &&
 		e.Media == "" && e.ForcedColors == "" && e.Contrast == "" && e.Offline == nil && e.Geolocation == nil && !e.ResetAll &&
-		e.Network == "" && e.CpuThrottling == 0 {
+		e.Network == "" && e.CpuThrottling == 0 && !e.SetHeaders {
 		return nil, &ArgError{Msg: "say what to emulate: device, user_agent, locale, timezone, geolocation, color_scheme, " +
-			"reduced_motion, media, forced_colors, contrast, offline, network, cpu_throttling or reset"}
+			"reduced_motion, media, forced_colors, contrast, offline, network, cpu_throttling, headers or reset"}
 	}
 	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Emulate{Emulate: e}}, nil
 }
