@@ -223,3 +223,39 @@ func TestCloseFlushesRunningCalls(t *testing.T) {
 		t.Errorf("records %s, %s: want open then wait", recs[0].GetTool(), recs[1].GetTool())
 	}
 }
+
+// With --tools a gateway lists only the groups and tools named (core
+// always), calls to the others are unknown tools, and a bad --tools is a
+// start error naming the flag.
+func TestToolSelection(t *testing.T) {
+	url := startGateway(t, startNATS(t, ""), gateway.Config{SystemConfig: gateway.SystemConfig{Tools: "forms,console_messages"}})
+	c := modernClient(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, tool := range list.Tools {
+		listed[tool.Name] = true
+	}
+	for _, name := range []string{"open", "snapshot", "click", "check", "fill_form", "console_messages"} {
+		if !listed[name] {
+			t.Errorf("tools/list with --tools forms,console_messages lacks %s", name)
+		}
+	}
+	for _, name := range []string{"pdf", "network_requests", "performance_start", "login", "upload_file"} {
+		if listed[name] {
+			t.Errorf("tools/list with --tools forms,console_messages has %s", name)
+		}
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "pdf"
+	if res, err := c.CallTool(ctx, req); err == nil && !res.IsError {
+		t.Errorf("a call to a tool left out by --tools succeeded")
+	}
+	if err := (gateway.Config{SystemConfig: gateway.SystemConfig{Tools: "core,fast"}}).Validate(); err == nil || !strings.Contains(err.Error(), "--tools") {
+		t.Errorf("Validate with --tools core,fast = %v, want an error naming --tools", err)
+	}
+}

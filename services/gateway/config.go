@@ -148,9 +148,12 @@ type AgentConfig struct {
 
 // SystemConfig is the system tools' (system.go): SystemTools is off (""),
 // agent or on; Workspace is their directory (DefaultWorkspace when "").
+// Tools is which catalog tools the gateway lists (--tools: "all" or ""
+// for all, else groups and tool names; catalog.ParseSelection).
 type SystemConfig struct {
 	SystemTools string
 	Workspace   string
+	Tools       string
 }
 
 // ExtendConfig is the tools operators deploy (extend.go, httptools.go).

@@ -243,11 +243,15 @@ func (g *Gateway) openAudit(context.Context) error {
 // registerCatalog registers the built-in tools of the catalog but the
 // system tools (setupSystem registers those when they are on).
 func (g *Gateway) registerCatalog() {
+	sel, _ := catalog.ParseSelection(g.cfg.Tools) // Validate checked it
+	if sel != nil {
+		g.log.Info("listing only some tools (--tools)", "tools", g.cfg.Tools, "listed", len(sel))
+	}
 	var entries []dispatch.Entry
 	for _, t := range catalog.Tools() {
 		e := dispatch.Entry{Kind: dispatch.Browser, Tool: mcpTool(t), AgentSchema: t.AgentInputSchema()}
 		switch {
-		case t.System:
+		case t.System, !sel.Has(t.Name):
 			continue
 		case t.StartsRuns():
 			e.Kind, e.Handler = dispatch.Run, g.runTaskHandler(t) // agent.go

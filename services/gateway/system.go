@@ -49,6 +49,9 @@ func registerSystemFlags(fs *flag.FlagSet, errs *[]error, cfg *Config) {
 			"and, for shell_exec, run any command as this process's user: off, agent (agent runs only) or on (MCP clients too) [SOVEREIGN_SYSTEM_TOOLS]")
 	fs.StringVar(&cfg.Workspace, "workspace", config.Env("SOVEREIGN_WORKSPACE", DefaultWorkspace),
 		"directory the system tools work in (created 0700 when missing); the file tools cannot leave it [SOVEREIGN_WORKSPACE]")
+	fs.StringVar(&cfg.Tools, "tools", config.Env("SOVEREIGN_TOOLS", "all"),
+		"the tools MCP clients see: all, or tool groups ("+strings.Join(catalog.GroupNames(), ", ")+") and tool names, comma-separated, "+
+			"each removable with a leading - (e.g. core,forms,files or all,-perf); core is always in. Fewer tools, less of the model's context [SOVEREIGN_TOOLS]")
 }
 
 // systemMode is the configured mode, normalized ("" is off).
@@ -66,6 +69,9 @@ func (c Config) validateSystem(bad func(flag, format string, a ...any)) {
 	case SystemToolsOff, SystemToolsAgent, SystemToolsOn:
 	default:
 		bad("system-tools", "%q must be off, agent or on", c.SystemTools)
+	}
+	if _, err := catalog.ParseSelection(c.Tools); err != nil {
+		bad("tools", "%v", err)
 	}
 	if c.Workspace != "" && strings.TrimSpace(c.Workspace) == "" { // "" is DefaultWorkspace
 		bad("workspace", "%q is blank: name a directory", c.Workspace)

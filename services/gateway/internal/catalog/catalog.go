@@ -128,10 +128,9 @@ func Wait(req *browserv1.ToolRequest) int64 {
 
 var sessionParam = Param{
 	Name: SessionParam, Type: String,
-	Description: "Browser session handle (sov_…) returned by an earlier call. Omit it to open a new browser " +
-		"session: its handle comes back in the result; pass it in every later call to keep using the same " +
-		"pages. Clients with an MCP session (Mcp-Session-Id) may omit it: their MCP session has its own " +
-		"browser session. A session idle for long (10 minutes by default) is closed by its worker.",
+	// The server's instructions and docs/tools.md say more; this text is
+	// in every browser tool's schema, so it stays short.
+	Description: "Browser session handle (sov_…) from an earlier result; omit it to use your MCP session's own, or to open a new one",
 }
 
 func bound(n int64) *int64 { return &n }
@@ -139,9 +138,9 @@ func bound(n int64) *int64 { return &n }
 // elementParams are the arguments of every tool that acts on one element.
 func elementParams(what string) []Param {
 	return []Param{
-		{Name: "ref", Type: String, Description: "Element ref from the latest snapshot, e.g. e5 (a leading @ is accepted: @e5)" + what},
+		{Name: "ref", Type: String, Description: "Element ref from the latest snapshot, e.g. e5" + what},
 		{Name: "target", Type: String, Description: "Alias of ref"},
-		{Name: "selector", Type: String, Description: "CSS selector, used when there is no ref (e.g. #login or button[type=submit])"},
+		{Name: "selector", Type: String, Description: "CSS selector, when there is no ref"},
 	}
 }
 
@@ -604,16 +603,13 @@ var (
 )
 
 // settleDoc ends the description of every acting tool.
-const settleDoc = " It returns once the page has settled (see Settling), with a few lines on what changed " +
-	"(URL, title, new tabs, dialogs, console errors), only when something did."
+const settleDoc = " Returns once the page has settled, with a line on each thing that changed (URL, title, tabs, dialogs, errors)."
 
 var settleParams = []Param{
-	{Name: "settle_ms", Type: Integer, Min: bound(0), Max: bound(60000), Description: "Longest wait, in milliseconds, " +
-		"for the page to settle after the action (default 3000; 0 returns as soon as the action and a navigation it " +
-		"started are done). A page that has not settled by then is not an error: the result says what is pending."},
+	{Name: "settle_ms", Type: Integer, Min: bound(0), Max: bound(60000), Description: "Longest wait in ms for the page to " +
+		"settle (default 3000; 0: do not wait); an unsettled page is not an error"},
 	{Name: "snapshot", Type: String, Enum: []string{"false", "true", "diff"}, AcceptBool: true, Default: "false",
-		Description: "Also return the interactive snapshot of the settled page: true (or \"true\") for the whole " +
-			"snapshot, \"diff\" for only the lines that changed since the last snapshot of this tab (+ added, - removed, ~ changed)."},
+		Description: "Also return the settled page's snapshot: true, or \"diff\" for the lines changed since the last one"},
 }
 
 func maxCharsParam(def int64) Param {

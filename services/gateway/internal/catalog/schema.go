@@ -72,8 +72,10 @@ func (p Param) schema() []byte {
 		b.WriteByte(',')
 		writeProperties(&b, p.Fields)
 	}
-	b.WriteString(`,"description":`)
-	writeJSON(&b, p.Description)
+	if p.Description != "" {
+		b.WriteString(`,"description":`)
+		writeJSON(&b, p.Description)
+	}
 	b.WriteByte('}')
 	return b.Bytes()
 }
