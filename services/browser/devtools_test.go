@@ -2,6 +2,7 @@ package browser_test
 
 import (
 	"context"
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"net/http"
@@ -235,7 +236,11 @@ func TestDevtoolsScrubbed(t *testing.T) {
 	f := httpFleet(t)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, `<!doctype html><title>leaky</title><script>console.log("key is %s"); fetch("/api?k=%s")</script>`, httpSecret, httpSecret)
+		fmt.Fprintf(w, `<!doctype html><title>leaky</title><script>console.log("key is %s"); fetch("/api?k=%s"); fetch("/bin")</script>`, httpSecret, httpSecret)
+	})
+	mux.HandleFunc("/bin", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		fmt.Fprintf(w, "\xff\xfe\x00%s\x00\x01", httpSecret) // not UTF-8: returned as base64
 	})
 	mux.HandleFunc("/api", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"echo": %q}`, r.URL.Query().Get("k"))
@@ -266,6 +271,26 @@ func TestDevtoolsScrubbed(t *testing.T) {
 		t.Errorf("network_request = %q, want the placeholder", body)
 	}
 	noSecret(t, "network_request", body)
+	// A binary body is returned in base64, where the scrubbing of the
+	// result's text could not find the secret: it is scrubbed before.
+	var bin string
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(bin, "/bin Fetch → 200"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("network_requests never showed /bin: %q", bin)
+		}
+		bin = f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_NetworkRequests{NetworkRequests: &browserv1.NetworkRequests{Filter: "/bin"}}})
+	}
+	id = strings.Fields(bin[strings.Index(bin, "\nr")+1:])[0]
+	body = f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_NetworkRequest{NetworkRequest: &browserv1.NetworkRequestBody{Id: id}}})
+	enc := body[strings.LastIndex(body, "\n")+1:]
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil || !strings.Contains(body, "base64") {
+		t.Fatalf("network_request of a binary body = %q (%v), want base64", body, err)
+	}
+	noSecret(t, "network_request of a binary body, decoded", string(raw))
+	if !strings.Contains(string(raw), "{{secrets.API_KEY}}") {
+		t.Errorf("the decoded binary body %q lacks the placeholder", raw)
+	}
 }
 
 // TestDevtoolsConfig: the developer tools' limits have defaults and
@@ -386,5 +411,35 @@ func TestStorageTransfer(t *testing.T) {
 			_, err := f.transfer(tc.req)
 			wantCode(t, tc.name, err, tc.code, tc.want)
 		})
+	}
+}
+
+// TestEmulateHeadersHidden: the values of emulate's extra headers reach
+// neither the result (text or structured) nor tab_list.
+func TestEmulateHeadersHidden(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{MaxSessions: 1, WarmSessions: -1})
+	ts := site(t)
+	s := f.mustOpen()
+	f.mustCall(s, openReq(ts.URL))
+	res, err := f.call(s, emulateReq(&browserv1.Emulate{SetHeaders: true, Headers: []*browserv1.Header{{Name: "Authorization", Value: "Bearer SUPERSECRET123"}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := f.call(s, tabListReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, r := range map[string]*browserv1.ToolResult{"emulate": res, "tab_list": list} {
+		all := r.GetStructuredJson()
+		for _, c := range r.GetContent() {
+			all += c.GetText()
+		}
+		if strings.Contains(all, "SUPERSECRET123") {
+			t.Errorf("%s shows the header's value: %s", what, all)
+		}
+		if !strings.Contains(all, "Authorization") {
+			t.Errorf("%s does not name the header: %s", what, all)
+		}
 	}
 }

@@ -46,7 +46,7 @@ func (s *session) emulate(ctx context.Context, req *browserv1.ToolRequest) (*bro
 		}
 	}
 	page.AppendText(res, "- every tab of this session has it, and so will new ones (tab_list shows it)")
-	b, err := json.Marshal(map[string]any{"emulation": next})
+	b, err := json.Marshal(map[string]any{"emulation": next.Shown()})
 	if err != nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "encode result: %v", err)
 	}

@@ -421,7 +421,7 @@ func (s *session) tabList(ctx context.Context, opts page.Options) (*browserv1.To
 	out := map[string]any{"tabs": infos, "active": s.active}
 	if !s.emu.IsZero() {
 		fmt.Fprintf(&b, "emulation: %s\n", s.emu.Summary())
-		out["emulation"] = s.emu
+		out["emulation"] = s.emu.Shown()
 	}
 	return result(strings.TrimRight(b.String(), "\n"), out)
 }

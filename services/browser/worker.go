@@ -630,9 +630,15 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 }
 
 func (w *Worker) pageOptions() page.Options {
-	return page.Options{AllowedSchemes: w.cfg.AllowedSchemes, ConsoleBuffer: w.cfg.ConsoleBuffer,
+	o := page.Options{AllowedSchemes: w.cfg.AllowedSchemes, ConsoleBuffer: w.cfg.ConsoleBuffer,
 		NetworkBuffer: w.cfg.NetworkBuffer, MaxPDFBytes: w.cfg.MaxPDFBytes,
 		MaxProfileFileBytes: w.cfg.MaxProfileFileBytes, MaxProfileReadBytes: w.cfg.MaxProfileReadBytes}
+	if w.secrets != nil {
+		// Bytes a tool returns encoded (base64) cannot be scrubbed after:
+		// the page package scrubs them before (secrets.go scrubs text).
+		o.ScrubBytes = func(b []byte) []byte { return []byte(w.secrets.Scrub(string(b))) }
+	}
+	return o
 }
 
 // get returns the session or the error that explains why there is none.

@@ -311,6 +311,21 @@ func (e Emulation) Merge(req *browserv1.Emulate) (Emulation, error) {
 	return e, nil
 }
 
+// Shown is e as results may show it: the extra headers' values hidden
+// (they are often credentials; the sealed checkpoint keeps them).
+func (e Emulation) Shown() Emulation {
+	if e.Headers == "" {
+		return e
+	}
+	var lines []string
+	for l := range strings.SplitSeq(e.Headers, "\n") {
+		name, _, _ := strings.Cut(l, ": ")
+		lines = append(lines, name+": (hidden)")
+	}
+	e.Headers = strings.Join(lines, "\n")
+	return e
+}
+
 // IsZero reports whether e emulates nothing.
 func (e Emulation) IsZero() bool { return e == Emulation{} }
 

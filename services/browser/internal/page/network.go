@@ -346,6 +346,9 @@ func (t *Tab) networkRequest(ctx context.Context, req *browserv1.NetworkRequestB
 	if isText {
 		text = strings.ToValidUTF8(text, "") // a cut may split a character
 	} else {
+		if t.opts.ScrubBytes != nil {
+			body = t.opts.ScrubBytes(body)
+		}
 		text, encoding = base64.StdEncoding.EncodeToString(body), "base64"
 	}
 	head := fmt.Sprintf("%s body of %s %s %s (%d bytes, %s", part, id, found.Method, found.URL, total, encoding)

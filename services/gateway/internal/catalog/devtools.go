@@ -191,6 +191,31 @@ func storageNameParam(what string) Param {
 		Description: what + ": a lowercase letter, then up to 63 lowercase letters, digits, - or _ (e.g. github-login)"}
 }
 
+// HeadersParam is emulate's extra HTTP headers: their values are kept out
+// of every record (HideSecrets).
+const HeadersParam = "headers"
+
+// hideHeaderValues returns emulate's headers with every value hidden,
+// their names kept.
+func hideHeaderValues(v any, hidden string) any {
+	list, ok := v.([]any)
+	if !ok {
+		return hidden
+	}
+	out := make([]any, len(list))
+	for i, raw := range list {
+		var name any
+		switch h := raw.(type) {
+		case map[string]any:
+			name = h["name"]
+		case Args:
+			name = h["name"]
+		}
+		out[i] = map[string]any{"name": name, "value": hidden}
+	}
+	return out
+}
+
 // buildEmulate builds an emulate request; at least one change is needed.
 func buildEmulate(a Args) (*browserv1.ToolRequest, error) {
 	e := &browserv1.Emulate{Device: strings.TrimSpace(a.str("device")), UserAgent: a.str("user_agent"), Locale: a.str("locale"),

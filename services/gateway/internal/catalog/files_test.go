@@ -105,3 +105,11 @@ func TestParseDrop(t *testing.T) {
 		}
 	}
 }
+
+func TestHideHeaderValues(t *testing.T) {
+	args := map[string]any{"headers": []any{Args{"name": "Authorization", "value": "Bearer SUPERSECRET123"}}}
+	b, _ := json.Marshal(HideSecrets(args, "[hidden]"))
+	if got := string(b); strings.Contains(got, "SUPERSECRET123") || !strings.Contains(got, "Authorization") {
+		t.Errorf("HideSecrets = %s, want the header named and its value hidden", got)
+	}
+}

@@ -71,6 +71,9 @@ func HideSecrets(args map[string]any, hidden string) map[string]any {
 	if v, ok := args[FilesParam]; ok {
 		set(FilesParam, summarizeFiles(v)) // files.go: contents never reach the trail
 	}
+	if v, ok := args[HeadersParam]; ok {
+		set(HeadersParam, hideHeaderValues(v, hidden)) // emulate's extra headers: often credentials
+	}
 	if out == nil {
 		return args
 	}
