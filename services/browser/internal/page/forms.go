@@ -185,7 +185,8 @@ func (t *Tab) checkField(ctx context.Context, el *browserv1.Element, want bool, 
 		return "", bad("is a %s, not a checkbox, radio or switch; check works on inputs of type checkbox or radio and on role=checkbox, switch or radio elements", s.Role)
 	case s.Error != "":
 		return "", bad("cannot be checked (%s)", clipText(s.Error))
-	case s.Checked == want:
+	case s.Checked == want && !s.Mixed:
+		// A mixed (aria-checked="mixed") toggle is neither: it gets the click.
 		return fmt.Sprintf("%s is already %s; nothing done", desc, stateWord(want)), nil
 	case !want && strings.HasSuffix(s.Kind, "radio"):
 		return "", bad("is a radio button: it cannot be unchecked by itself; check another option of its group")
@@ -260,6 +261,7 @@ func (t *Tab) fillForm(ctx context.Context, f *browserv1.FillForm) (*browserv1.T
 	var lines []string
 	secret := false
 	for i, fd := range fields {
+		t.call.did = formProgress(i, len(fields)) // said instead of the result if a field's handler opens a dialog
 		line, isSecret, err := t.formField(ctx, fd)
 		if err != nil {
 			return nil, formFieldError(err, i, len(fields))
@@ -272,6 +274,25 @@ func (t *Tab) fillForm(ctx context.Context, f *browserv1.FillForm) (*browserv1.T
 		sensitive(res)
 	}
 	return res, err
+}
+
+// formProgress says how far fill_form got when field i (from 0) of n
+// raised a dialog.
+func formProgress(i, n int) string {
+	msg := fmt.Sprintf("fill_form: the page opened a dialog while field %d of %d was filled", i+1, n)
+	switch {
+	case i == 1:
+		msg += "; field 1 was done before it"
+	case i > 1:
+		msg += fmt.Sprintf("; fields 1-%d were done before it", i)
+	}
+	switch left := n - i - 1; {
+	case left == 1:
+		msg += fmt.Sprintf("; field %d was not filled", n)
+	case left > 1:
+		msg += fmt.Sprintf("; fields %d-%d were not filled", i+2, n)
+	}
+	return msg
 }
 
 // checkFormField says what is wrong with a field of fill_form before any

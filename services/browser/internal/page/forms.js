@@ -38,7 +38,7 @@
       const want = this.norm(v).toLowerCase();
       const o = opts.find((o) => o.value === v) || opts.find((o) => this.labelOf(o).toLowerCase() === want);
       if (!o) missing.push(v);
-      else if (o.disabled) disabled.push(v);
+      else if (o.matches(':disabled')) disabled.push(v); // in a disabled optgroup too
       else chosen.add(o);
     }
     if (missing.length) return { error: 'option', desc, missing, options: labels, total: opts.length };
@@ -47,7 +47,7 @@
     if (el.multiple) {
       for (const o of opts) o.selected = chosen.has(o);
     } else if (chosen.size) {
-      el.value = [...chosen][0].value;
+      [...chosen][0].selected = true; // not el.value: options may share a value
     }
     const changed = opts.map((o) => o.selected).join() !== before;
     if (changed) {

@@ -290,3 +290,28 @@ func TestFormToolsInFrame(t *testing.T) {
 		t.Errorf("eval on an element in a frame = %s", got)
 	}
 }
+
+// TestFormEdgeCases: an option in a disabled optgroup is refused like a
+// disabled option; a single select picks the option chosen even when
+// options share a value; check clicks a mixed toggle whatever the state
+// asked; wait_for url takes a part of a URL with a query.
+func TestFormEdgeCases(t *testing.T) {
+	srv := serve(t, map[string]string{"/": `<!doctype html><title>edge</title>
+<select id=g aria-label="Group"><option>A</option><optgroup label=Old disabled><option value=x>X</option></optgroup></select>
+<select id=dup aria-label="Dup"><option value="">Choose…</option><option value="">Other</option><option value=b>B</option></select>
+<div id=mixed role=checkbox aria-checked=mixed tabindex=0 onclick="this.setAttribute('aria-checked', 'false')">Mixed</div>
+<a id=next href="/r?page=2">next</a>`, "/r": `<title>r</title>`})
+	tab := newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+	_, err := call(t, tab, selectReq(sel("#g"), "X"))
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "disabled")
+	must(t, tab, selectReq(sel("#dup"), "Other"))
+	if got := evalString(t, tab, `document.getElementById('dup').selectedIndex`); got != "1" {
+		t.Errorf("select_option Other (a value it shares with Choose…) selected index %s, want 1", got)
+	}
+	if got := text(must(t, tab, checkReq(sel("#mixed"), false))); strings.Contains(got, "nothing done") || !strings.Contains(got, "Unchecked") {
+		t.Errorf("check false on a mixed toggle = %q, want it clicked", got)
+	}
+	must(t, tab, clickReq(sel("#next")))
+	must(t, tab, waitForCond(&browserv1.WaitFor{Url: "/r?page=2", TimeoutMs: 2000}))
+}

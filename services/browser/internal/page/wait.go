@@ -194,7 +194,9 @@ func (t *Tab) textCond(text string, want bool) *waitCond {
 }
 
 // urlCond waits for the page's address to contain pattern, or to match it
-// as a glob when it has * or ? (* stays within a path segment, ** does not).
+// as a glob when it has a * (* stays within a path segment, ** does not; ?
+// matches one character). A pattern with ? but no * is a part of a URL
+// too (a query: /r?page=2), so either way of matching will do.
 func (t *Tab) urlCond(pattern string) (*waitCond, error) {
 	match := func(u string) bool { return strings.Contains(u, pattern) }
 	if strings.ContainsAny(pattern, "*?") {
@@ -202,7 +204,11 @@ func (t *Tab) urlCond(pattern string) (*waitCond, error) {
 		if err != nil {
 			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "wait_for: url glob %q is not valid: %v", pattern, err)
 		}
-		match = re.MatchString
+		if strings.Contains(pattern, "*") {
+			match = re.MatchString
+		} else {
+			match = func(u string) bool { return strings.Contains(u, pattern) || re.MatchString(u) }
+		}
 	}
 	var last string
 	return &waitCond{
