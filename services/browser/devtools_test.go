@@ -443,3 +443,32 @@ func TestEmulateHeadersHidden(t *testing.T) {
 		}
 	}
 }
+
+// TestEmulateBackgroundDialog: emulate does not wait on a tab whose page
+// a dialog froze: that tab gets the emulation once the dialog is answered.
+func TestEmulateBackgroundDialog(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{MaxSessions: 1, WarmSessions: -1})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ask" {
+			fmt.Fprint(w, `<!doctype html><title>ask</title><script>setTimeout(() => { document.title = 'answered ' + confirm('Go on?'); }, 50)</script>`)
+			return
+		}
+		fmt.Fprint(w, `<!doctype html><title>plain</title>`)
+	}))
+	t.Cleanup(ts.Close)
+	s := f.mustOpen()
+	f.mustCall(s, openReq(ts.URL+"/"))
+	f.mustCall(s, tabNewReq(ts.URL+"/ask"))
+	time.Sleep(300 * time.Millisecond) // the confirm opens and waits (ask mode)
+	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabSwitch{TabSwitch: &browserv1.TabIndex{Index: 0}}})
+	start := time.Now()
+	if _, err := f.call(s, emulateReq(&browserv1.Emulate{Timezone: "Europe/Berlin"})); err != nil {
+		t.Fatalf("emulate with a dialog open in another tab: %v (after %s)", err, time.Since(start).Round(time.Millisecond))
+	}
+	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabSwitch{TabSwitch: &browserv1.TabIndex{Index: 1}}})
+	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_HandleDialog{HandleDialog: &browserv1.HandleDialog{Accept: true}}})
+	if got := f.mustCall(s, evalReq(`Intl.DateTimeFormat().resolvedOptions().timeZone`)); got != `"Europe/Berlin"` {
+		t.Errorf("after its dialog was answered the tab sees time zone %s, want the session's emulation", got)
+	}
+}

@@ -395,6 +395,12 @@ func (t *Tab) Emulate(ctx context.Context, e Emulation) error {
 	if t.Closed() {
 		return closedError("emulate")
 	}
+	if t.openDialogNow() != nil {
+		// A page frozen by a dialog would not answer until the deadline:
+		// its next tool applies e, once the dialog is answered.
+		t.emuLater = &e
+		return nil
+	}
 	rctx, cancel := t.runCtx(ctx)
 	defer cancel()
 	if err := t.init(rctx); err != nil {

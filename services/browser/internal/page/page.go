@@ -124,6 +124,9 @@ type Tab struct {
 	// emu is the tab's emulation (emulate.go). Only the holder of sem
 	// uses it.
 	emu Emulation
+	// emuLater is an emulation Emulate could not apply while a dialog
+	// froze the page (nil for none): the next tool applies it.
+	emuLater *Emulation
 	// perf is the running performance recording (perf.go), or nil. Only
 	// the holder of sem uses it.
 	perf *perfRecording
@@ -316,6 +319,11 @@ func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string
 		return nil, dialogError(tool, d)
 	}
 	t.madeObjects = false
+	if e := t.emuLater; e != nil && t.openDialogNow() == nil {
+		if err := t.emulate(rctx, *e); err == nil {
+			t.emu, t.emuLater = *e, nil
+		}
+	}
 	t.beginCall(req)
 	t.call.files = files
 	dctx, stopDialogs := t.watchDialogs(rctx, req)
