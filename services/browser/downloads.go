@@ -191,8 +191,15 @@ func (s *session) onDownloadEvent(ev any) {
 		if len(s.dl.byGUID) >= 4*maxDownloads {
 			s.dl.pruneLocked(time.Now().Add(-time.Minute))
 		}
-		s.dl.byGUID[ev.GUID] = &download{guid: ev.GUID, url: ev.URL, name: ev.SuggestedFilename, frame: ev.FrameID,
+		d := &download{guid: ev.GUID, url: ev.URL, name: ev.SuggestedFilename, frame: ev.FrameID,
 			began: time.Now(), done: make(chan struct{})}
+		s.dl.byGUID[ev.GUID] = d
+		if s.betweenCalls(ev.FrameID) {
+			// No call runs to claim it (a page that downloads on a timer):
+			// it would fill the worker's disk unseen and uncounted.
+			d.cancelRequested = true
+			go s.cancelDownload(ev.GUID)
+		}
 	case *cdpbrowser.EventDownloadProgress:
 		d := s.dl.byGUID[ev.GUID]
 		if d == nil || d.state == cdpbrowser.DownloadProgressStateCompleted || d.state == cdpbrowser.DownloadProgressStateCanceled {
@@ -208,6 +215,19 @@ func (s *session) onDownloadEvent(ev any) {
 			d.path = ev.FilePath
 			close(d.done)
 		}
+	}
+}
+
+// betweenCalls reports whether no call runs in the session and frame is
+// one of its tabs'. It takes the session's lock only when it is free, so
+// the event listener never waits on a call.
+func (s *session) betweenCalls(frame cdp.FrameID) bool {
+	select {
+	case s.lock <- struct{}{}:
+		defer func() { <-s.lock }()
+		return s.ownsFrame(frame)
+	default:
+		return false
 	}
 }
 
@@ -276,14 +296,27 @@ func (s *session) collectDownloads(ctx context.Context, start time.Time, res *br
 	}
 	var mine []*download
 	s.dl.mu.Lock()
+	var over []string
 	for _, d := range s.dl.byGUID {
-		if d.id == "" && !d.began.Before(start) && s.claims(d) && len(s.dl.list) < maxDownloads {
+		switch {
+		case d.id != "" || d.began.Before(start) || !s.claims(d):
+		case len(s.dl.list) < maxDownloads:
 			d.id = "d" + strconv.Itoa(len(s.dl.list)+1)
 			s.dl.list = append(s.dl.list, d)
 			mine = append(mine, d)
+		case !d.cancelRequested:
+			// Past the most a session lists: not kept.
+			d.cancelRequested = true
+			over = append(over, d.guid)
 		}
 	}
 	s.dl.mu.Unlock()
+	for _, g := range over {
+		s.cancelDownload(g)
+	}
+	if len(over) > 0 {
+		page.AppendText(res, fmt.Sprintf("- %d more downloads were cancelled: a session keeps at most %d", len(over), maxDownloads))
+	}
 	if len(mine) == 0 {
 		return
 	}

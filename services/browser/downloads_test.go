@@ -164,3 +164,47 @@ func TestDownloadSessionLimit(t *testing.T) {
 	_, err := f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_DownloadGet{DownloadGet: &browserv1.DownloadGet{Id: "d2"}}})
 	wantCode(t, "download_get d2", err, commonv1.ErrorCode_NOT_FOUND, "has no file")
 }
+
+// TestDownloadsBetweenCalls: a page that downloads on a timer while no
+// call runs gets its downloads cancelled: nothing would claim, count or
+// list them, and they would fill the worker's disk.
+func TestDownloadsBetweenCalls(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "dlflood", MaxSessions: 1, WarmSessions: -1, Downloads: browser.DownloadLimits{MaxBytes: 2 << 20, SessionMaxBytes: 3 << 20}})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>flood</title><p>x</p><script>
+let n = 0;
+const big = new Uint8Array(1 << 20);
+setTimeout(() => { const iv = setInterval(() => {
+  if (++n > 30) { clearInterval(iv); return; }
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(new Blob([big]));
+  a.download = 'f' + n + '.bin';
+  document.body.appendChild(a); a.click();
+}, 50); }, 1500);
+</script>`)
+	})
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	s := f.mustOpen()
+	f.mustCall(s, openReq(ts.URL+"/"))
+	time.Sleep(5 * time.Second)
+	files, _ := filepath.Glob(filepath.Join(os.TempDir(), "sovereign-session-*", "downloads", "*"))
+	var total int64
+	n := 0
+	for _, p := range files {
+		if strings.Contains(p, s.SessionId) {
+			if fi, err := os.Stat(p); err == nil {
+				total += fi.Size()
+				n++
+			}
+		}
+	}
+	if total > 2<<20 {
+		t.Errorf("%d files, %d bytes of downloads on disk for the session after a timer's downloads between calls, want them cancelled", n, total)
+	}
+	if got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_DownloadList{DownloadList: &browserv1.NoArgs{}}}); strings.Contains(got, "f1.bin") {
+		t.Errorf("download_list = %q, want none of the cancelled downloads", got)
+	}
+}
