@@ -357,6 +357,16 @@ func (s *session) finishDownload(ctx context.Context, d *download, store jetstre
 	if path == "" {
 		path = filepath.Join(s.dir, "downloads", d.guid)
 	}
+	// A download can finish before any progress event passed the limit
+	// (a fast one): the size on disk decides before the file is read.
+	if fi, err := os.Stat(path); err == nil && fi.Size() > s.dlLimits.withDefaults().MaxBytes {
+		_ = os.Remove(path)
+		s.dl.mu.Lock()
+		d.tooBig = true
+		s.dl.mu.Unlock()
+		return fmt.Sprintf("the download of %s (%s) was not kept: it is %s, past %s, the limit per download (the worker's --download-max-mb)",
+			name, d.id, sizeText(fi.Size()), sizeText(s.dlLimits.withDefaults().MaxBytes))
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("the download of %s (%s) finished, but its file cannot be read: %v", name, d.id, err)
