@@ -152,6 +152,9 @@ func TestPerf(t *testing.T) {
 		if part.Type != "resource" || part.Resource.MIMEType != "application/gzip" || !strings.HasSuffix(part.Resource.URI, "trace.json.gz") || len(trace.TraceEvents) < 100 {
 			t.Errorf("trace part = %s %s %s with %d events, want an embedded gzipped trace", part.Type, part.Resource.URI, part.Resource.MIMEType, len(trace.TraceEvents))
 		}
+		if got := text(t, ctx, c, "performance_insight", map[string]any{"insight": "long_tasks", "max_chars": 2000}); !strings.Contains(got, "long tasks (over 50 ms)") || !strings.Contains(got, "- at ") {
+			t.Errorf("performance_insight long_tasks = %q", got)
+		}
 		if got := text(t, ctx, c, "performance_metrics", nil); !strings.Contains(got, "Performance metrics of "+site) || !strings.Contains(got, "the LCP element is <h1#hero>") {
 			t.Errorf("performance_metrics = %q", got)
 		}

@@ -2038,6 +2038,7 @@ type ToolRequest struct {
 	//	*ToolRequest_HeapSnapshot
 	//	*ToolRequest_ScreencastStart
 	//	*ToolRequest_ScreencastStop
+	//	*ToolRequest_PerformanceInsight
 	Tool          isToolRequest_Tool `protobuf_oneof:"tool"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2624,6 +2625,15 @@ func (x *ToolRequest) GetScreencastStop() *NoArgs {
 	return nil
 }
 
+func (x *ToolRequest) GetPerformanceInsight() *PerformanceInsight {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_PerformanceInsight); ok {
+			return x.PerformanceInsight
+		}
+	}
+	return nil
+}
+
 type isToolRequest_Tool interface {
 	isToolRequest_Tool()
 }
@@ -2853,6 +2863,10 @@ type ToolRequest_ScreencastStop struct {
 	ScreencastStop *NoArgs `protobuf:"bytes,86,opt,name=screencast_stop,json=screencastStop,proto3,oneof"`
 }
 
+type ToolRequest_PerformanceInsight struct {
+	PerformanceInsight *PerformanceInsight `protobuf:"bytes,87,opt,name=performance_insight,json=performanceInsight,proto3,oneof"`
+}
+
 func (*ToolRequest_Open) isToolRequest_Tool() {}
 
 func (*ToolRequest_Back) isToolRequest_Tool() {}
@@ -2962,6 +2976,8 @@ func (*ToolRequest_HeapSnapshot) isToolRequest_Tool() {}
 func (*ToolRequest_ScreencastStart) isToolRequest_Tool() {}
 
 func (*ToolRequest_ScreencastStop) isToolRequest_Tool() {}
+
+func (*ToolRequest_PerformanceInsight) isToolRequest_Tool() {}
 
 // Drop drops files and data onto an element, as if dragged there from
 // outside the page (a drop zone).
@@ -3701,6 +3717,52 @@ func (x *Header) GetValue() string {
 	return ""
 }
 
+// PerformanceInsight details one insight of the tab's last
+// performance_stop: lcp, cls, long_tasks, requests or main_thread.
+type PerformanceInsight struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Insight       string                 `protobuf:"bytes,1,opt,name=insight,proto3" json:"insight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PerformanceInsight) Reset() {
+	*x = PerformanceInsight{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PerformanceInsight) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PerformanceInsight) ProtoMessage() {}
+
+func (x *PerformanceInsight) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PerformanceInsight.ProtoReflect.Descriptor instead.
+func (*PerformanceInsight) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *PerformanceInsight) GetInsight() string {
+	if x != nil {
+		return x.Insight
+	}
+	return ""
+}
+
 // ScreencastStart starts recording the frames the active tab draws;
 // screencast_stop returns them.
 type ScreencastStart struct {
@@ -3715,7 +3777,7 @@ type ScreencastStart struct {
 
 func (x *ScreencastStart) Reset() {
 	*x = ScreencastStart{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3727,7 +3789,7 @@ func (x *ScreencastStart) String() string {
 func (*ScreencastStart) ProtoMessage() {}
 
 func (x *ScreencastStart) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[42]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3740,7 +3802,7 @@ func (x *ScreencastStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScreencastStart.ProtoReflect.Descriptor instead.
 func (*ScreencastStart) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{42}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ScreencastStart) GetMaxFrames() int32 {
@@ -3769,7 +3831,7 @@ type PerformanceStart struct {
 
 func (x *PerformanceStart) Reset() {
 	*x = PerformanceStart{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3781,7 +3843,7 @@ func (x *PerformanceStart) String() string {
 func (*PerformanceStart) ProtoMessage() {}
 
 func (x *PerformanceStart) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3794,7 +3856,7 @@ func (x *PerformanceStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PerformanceStart.ProtoReflect.Descriptor instead.
 func (*PerformanceStart) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PerformanceStart) GetReload() bool {
@@ -3818,7 +3880,7 @@ type StorageName struct {
 
 func (x *StorageName) Reset() {
 	*x = StorageName{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3830,7 +3892,7 @@ func (x *StorageName) String() string {
 func (*StorageName) ProtoMessage() {}
 
 func (x *StorageName) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3843,7 +3905,7 @@ func (x *StorageName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageName.ProtoReflect.Descriptor instead.
 func (*StorageName) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StorageName) GetName() string {
@@ -3877,7 +3939,7 @@ type StorageTransferRequest struct {
 
 func (x *StorageTransferRequest) Reset() {
 	*x = StorageTransferRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3889,7 +3951,7 @@ func (x *StorageTransferRequest) String() string {
 func (*StorageTransferRequest) ProtoMessage() {}
 
 func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3902,7 +3964,7 @@ func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageTransferRequest.ProtoReflect.Descriptor instead.
 func (*StorageTransferRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StorageTransferRequest) GetOp() string {
@@ -3947,7 +4009,7 @@ type StorageTransferResponse struct {
 
 func (x *StorageTransferResponse) Reset() {
 	*x = StorageTransferResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3959,7 +4021,7 @@ func (x *StorageTransferResponse) String() string {
 func (*StorageTransferResponse) ProtoMessage() {}
 
 func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3972,7 +4034,7 @@ func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageTransferResponse.ProtoReflect.Descriptor instead.
 func (*StorageTransferResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *StorageTransferResponse) GetStateJson() []byte {
@@ -4004,7 +4066,7 @@ type Pdf struct {
 
 func (x *Pdf) Reset() {
 	*x = Pdf{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4016,7 +4078,7 @@ func (x *Pdf) String() string {
 func (*Pdf) ProtoMessage() {}
 
 func (x *Pdf) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4029,7 +4091,7 @@ func (x *Pdf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pdf.ProtoReflect.Descriptor instead.
 func (*Pdf) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Pdf) GetLandscape() bool {
@@ -4072,7 +4134,7 @@ type HandleDialog struct {
 
 func (x *HandleDialog) Reset() {
 	*x = HandleDialog{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4084,7 +4146,7 @@ func (x *HandleDialog) String() string {
 func (*HandleDialog) ProtoMessage() {}
 
 func (x *HandleDialog) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4097,7 +4159,7 @@ func (x *HandleDialog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleDialog.ProtoReflect.Descriptor instead.
 func (*HandleDialog) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HandleDialog) GetAccept() bool {
@@ -4125,7 +4187,7 @@ type UploadFile struct {
 
 func (x *UploadFile) Reset() {
 	*x = UploadFile{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4137,7 +4199,7 @@ func (x *UploadFile) String() string {
 func (*UploadFile) ProtoMessage() {}
 
 func (x *UploadFile) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4150,7 +4212,7 @@ func (x *UploadFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFile.ProtoReflect.Descriptor instead.
 func (*UploadFile) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UploadFile) GetElement() *Element {
@@ -4186,7 +4248,7 @@ type UploadFileItem struct {
 
 func (x *UploadFileItem) Reset() {
 	*x = UploadFileItem{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4198,7 +4260,7 @@ func (x *UploadFileItem) String() string {
 func (*UploadFileItem) ProtoMessage() {}
 
 func (x *UploadFileItem) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4211,7 +4273,7 @@ func (x *UploadFileItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFileItem.ProtoReflect.Descriptor instead.
 func (*UploadFileItem) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UploadFileItem) GetName() string {
@@ -4253,7 +4315,7 @@ type DownloadGet struct {
 
 func (x *DownloadGet) Reset() {
 	*x = DownloadGet{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4265,7 +4327,7 @@ func (x *DownloadGet) String() string {
 func (*DownloadGet) ProtoMessage() {}
 
 func (x *DownloadGet) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4278,7 +4340,7 @@ func (x *DownloadGet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadGet.ProtoReflect.Descriptor instead.
 func (*DownloadGet) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DownloadGet) GetId() string {
@@ -4303,7 +4365,7 @@ type SetIdentity struct {
 
 func (x *SetIdentity) Reset() {
 	*x = SetIdentity{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4315,7 +4377,7 @@ func (x *SetIdentity) String() string {
 func (*SetIdentity) ProtoMessage() {}
 
 func (x *SetIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4328,7 +4390,7 @@ func (x *SetIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
 func (*SetIdentity) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{52}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SetIdentity) GetPubkey() string {
@@ -4349,7 +4411,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4361,7 +4423,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4374,7 +4436,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{53}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Image) GetMimeType() string {
@@ -4404,7 +4466,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4416,7 +4478,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4429,7 +4491,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{54}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Resource) GetName() string {
@@ -4468,7 +4530,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4480,7 +4542,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4493,7 +4555,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{55}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -4568,7 +4630,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4580,7 +4642,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4593,7 +4655,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{56}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -4655,7 +4717,7 @@ type HTTPToolRequest struct {
 
 func (x *HTTPToolRequest) Reset() {
 	*x = HTTPToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4667,7 +4729,7 @@ func (x *HTTPToolRequest) String() string {
 func (*HTTPToolRequest) ProtoMessage() {}
 
 func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4680,7 +4742,7 @@ func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
 func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{57}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *HTTPToolRequest) GetTool() string {
@@ -4759,7 +4821,7 @@ type HTTPToolResponse struct {
 
 func (x *HTTPToolResponse) Reset() {
 	*x = HTTPToolResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[58]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4771,7 +4833,7 @@ func (x *HTTPToolResponse) String() string {
 func (*HTTPToolResponse) ProtoMessage() {}
 
 func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[58]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4784,7 +4846,7 @@ func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
 func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{58}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *HTTPToolResponse) GetStatusCode() int32 {
@@ -4847,7 +4909,7 @@ type RestoreSessionRequest struct {
 
 func (x *RestoreSessionRequest) Reset() {
 	*x = RestoreSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[59]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4859,7 +4921,7 @@ func (x *RestoreSessionRequest) String() string {
 func (*RestoreSessionRequest) ProtoMessage() {}
 
 func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[59]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4872,7 +4934,7 @@ func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{59}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RestoreSessionRequest) GetOldSessionId() string {
@@ -4926,7 +4988,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[60]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4938,7 +5000,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[60]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4951,7 +5013,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{60}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *WorkerLoad) GetWorkerId() string {
@@ -5128,7 +5190,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xac\x1e\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\x89\x1f\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
@@ -5198,7 +5260,8 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x13performance_metrics\x18S \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x12performanceMetrics\x12C\n" +
 	"\rheap_snapshot\x18T \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\fheapSnapshot\x12R\n" +
 	"\x10screencast_start\x18U \x01(\v2%.sovereign.browser.v1.ScreencastStartH\x00R\x0fscreencastStart\x12G\n" +
-	"\x0fscreencast_stop\x18V \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0escreencastStopB\x06\n" +
+	"\x0fscreencast_stop\x18V \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0escreencastStop\x12[\n" +
+	"\x13performance_insight\x18W \x01(\v2(.sovereign.browser.v1.PerformanceInsightH\x00R\x12performanceInsightB\x06\n" +
 	"\x04toolB\f\n" +
 	"\n" +
 	"_settle_ms\"\xaf\x01\n" +
@@ -5259,7 +5322,9 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\b_offline\"2\n" +
 	"\x06Header\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"J\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\".\n" +
+	"\x12PerformanceInsight\x12\x18\n" +
+	"\ainsight\x18\x01 \x01(\tR\ainsight\"J\n" +
 	"\x0fScreencastStart\x12\x1d\n" +
 	"\n" +
 	"max_frames\x18\x01 \x01(\x05R\tmaxFrames\x12\x18\n" +
@@ -5377,7 +5442,7 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(SnapshotAfter)(0),              // 0: sovereign.browser.v1.SnapshotAfter
 	(DialogMode)(0),                 // 1: sovereign.browser.v1.DialogMode
@@ -5423,26 +5488,27 @@ var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*Geolocation)(nil),             // 41: sovereign.browser.v1.Geolocation
 	(*Emulate)(nil),                 // 42: sovereign.browser.v1.Emulate
 	(*Header)(nil),                  // 43: sovereign.browser.v1.Header
-	(*ScreencastStart)(nil),         // 44: sovereign.browser.v1.ScreencastStart
-	(*PerformanceStart)(nil),        // 45: sovereign.browser.v1.PerformanceStart
-	(*StorageName)(nil),             // 46: sovereign.browser.v1.StorageName
-	(*StorageTransferRequest)(nil),  // 47: sovereign.browser.v1.StorageTransferRequest
-	(*StorageTransferResponse)(nil), // 48: sovereign.browser.v1.StorageTransferResponse
-	(*Pdf)(nil),                     // 49: sovereign.browser.v1.Pdf
-	(*HandleDialog)(nil),            // 50: sovereign.browser.v1.HandleDialog
-	(*UploadFile)(nil),              // 51: sovereign.browser.v1.UploadFile
-	(*UploadFileItem)(nil),          // 52: sovereign.browser.v1.UploadFileItem
-	(*DownloadGet)(nil),             // 53: sovereign.browser.v1.DownloadGet
-	(*SetIdentity)(nil),             // 54: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                   // 55: sovereign.browser.v1.Image
-	(*Resource)(nil),                // 56: sovereign.browser.v1.Resource
-	(*Content)(nil),                 // 57: sovereign.browser.v1.Content
-	(*ToolResult)(nil),              // 58: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),         // 59: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),        // 60: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil),   // 61: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),              // 62: sovereign.browser.v1.WorkerLoad
-	nil,                             // 63: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(*PerformanceInsight)(nil),      // 44: sovereign.browser.v1.PerformanceInsight
+	(*ScreencastStart)(nil),         // 45: sovereign.browser.v1.ScreencastStart
+	(*PerformanceStart)(nil),        // 46: sovereign.browser.v1.PerformanceStart
+	(*StorageName)(nil),             // 47: sovereign.browser.v1.StorageName
+	(*StorageTransferRequest)(nil),  // 48: sovereign.browser.v1.StorageTransferRequest
+	(*StorageTransferResponse)(nil), // 49: sovereign.browser.v1.StorageTransferResponse
+	(*Pdf)(nil),                     // 50: sovereign.browser.v1.Pdf
+	(*HandleDialog)(nil),            // 51: sovereign.browser.v1.HandleDialog
+	(*UploadFile)(nil),              // 52: sovereign.browser.v1.UploadFile
+	(*UploadFileItem)(nil),          // 53: sovereign.browser.v1.UploadFileItem
+	(*DownloadGet)(nil),             // 54: sovereign.browser.v1.DownloadGet
+	(*SetIdentity)(nil),             // 55: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                   // 56: sovereign.browser.v1.Image
+	(*Resource)(nil),                // 57: sovereign.browser.v1.Resource
+	(*Content)(nil),                 // 58: sovereign.browser.v1.Content
+	(*ToolResult)(nil),              // 59: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),         // 60: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),        // 61: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil),   // 62: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),              // 63: sovereign.browser.v1.WorkerLoad
+	nil,                             // 64: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	4,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -5490,7 +5556,7 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	23, // 42: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
 	32, // 43: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
 	12, // 44: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	54, // 45: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	55, // 45: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
 	25, // 46: sovereign.browser.v1.ToolRequest.select_option:type_name -> sovereign.browser.v1.SelectOption
 	26, // 47: sovereign.browser.v1.ToolRequest.check:type_name -> sovereign.browser.v1.Check
 	28, // 48: sovereign.browser.v1.ToolRequest.fill_form:type_name -> sovereign.browser.v1.FillForm
@@ -5504,39 +5570,40 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	39, // 56: sovereign.browser.v1.ToolRequest.network_request:type_name -> sovereign.browser.v1.NetworkRequestBody
 	40, // 57: sovereign.browser.v1.ToolRequest.resize:type_name -> sovereign.browser.v1.Resize
 	42, // 58: sovereign.browser.v1.ToolRequest.emulate:type_name -> sovereign.browser.v1.Emulate
-	49, // 59: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
-	46, // 60: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
+	50, // 59: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
+	47, // 60: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
 	12, // 61: sovereign.browser.v1.ToolRequest.storage_list:type_name -> sovereign.browser.v1.NoArgs
-	46, // 62: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
-	50, // 63: sovereign.browser.v1.ToolRequest.handle_dialog:type_name -> sovereign.browser.v1.HandleDialog
-	51, // 64: sovereign.browser.v1.ToolRequest.upload_file:type_name -> sovereign.browser.v1.UploadFile
+	47, // 62: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
+	51, // 63: sovereign.browser.v1.ToolRequest.handle_dialog:type_name -> sovereign.browser.v1.HandleDialog
+	52, // 64: sovereign.browser.v1.ToolRequest.upload_file:type_name -> sovereign.browser.v1.UploadFile
 	12, // 65: sovereign.browser.v1.ToolRequest.download_list:type_name -> sovereign.browser.v1.NoArgs
-	53, // 66: sovereign.browser.v1.ToolRequest.download_get:type_name -> sovereign.browser.v1.DownloadGet
-	45, // 67: sovereign.browser.v1.ToolRequest.performance_start:type_name -> sovereign.browser.v1.PerformanceStart
+	54, // 66: sovereign.browser.v1.ToolRequest.download_get:type_name -> sovereign.browser.v1.DownloadGet
+	46, // 67: sovereign.browser.v1.ToolRequest.performance_start:type_name -> sovereign.browser.v1.PerformanceStart
 	12, // 68: sovereign.browser.v1.ToolRequest.performance_stop:type_name -> sovereign.browser.v1.NoArgs
 	12, // 69: sovereign.browser.v1.ToolRequest.performance_metrics:type_name -> sovereign.browser.v1.NoArgs
 	12, // 70: sovereign.browser.v1.ToolRequest.heap_snapshot:type_name -> sovereign.browser.v1.NoArgs
-	44, // 71: sovereign.browser.v1.ToolRequest.screencast_start:type_name -> sovereign.browser.v1.ScreencastStart
+	45, // 71: sovereign.browser.v1.ToolRequest.screencast_start:type_name -> sovereign.browser.v1.ScreencastStart
 	12, // 72: sovereign.browser.v1.ToolRequest.screencast_stop:type_name -> sovereign.browser.v1.NoArgs
-	11, // 73: sovereign.browser.v1.Drop.element:type_name -> sovereign.browser.v1.Element
-	52, // 74: sovereign.browser.v1.Drop.files:type_name -> sovereign.browser.v1.UploadFileItem
-	35, // 75: sovereign.browser.v1.Drop.data:type_name -> sovereign.browser.v1.DropItem
-	11, // 76: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
-	41, // 77: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
-	43, // 78: sovereign.browser.v1.Emulate.headers:type_name -> sovereign.browser.v1.Header
-	11, // 79: sovereign.browser.v1.UploadFile.element:type_name -> sovereign.browser.v1.Element
-	52, // 80: sovereign.browser.v1.UploadFile.files:type_name -> sovereign.browser.v1.UploadFileItem
-	55, // 81: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	56, // 82: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
-	57, // 83: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	63, // 84: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	4,  // 85: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	4,  // 86: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	87, // [87:87] is the sub-list for method output_type
-	87, // [87:87] is the sub-list for method input_type
-	87, // [87:87] is the sub-list for extension type_name
-	87, // [87:87] is the sub-list for extension extendee
-	0,  // [0:87] is the sub-list for field type_name
+	44, // 73: sovereign.browser.v1.ToolRequest.performance_insight:type_name -> sovereign.browser.v1.PerformanceInsight
+	11, // 74: sovereign.browser.v1.Drop.element:type_name -> sovereign.browser.v1.Element
+	53, // 75: sovereign.browser.v1.Drop.files:type_name -> sovereign.browser.v1.UploadFileItem
+	35, // 76: sovereign.browser.v1.Drop.data:type_name -> sovereign.browser.v1.DropItem
+	11, // 77: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
+	41, // 78: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
+	43, // 79: sovereign.browser.v1.Emulate.headers:type_name -> sovereign.browser.v1.Header
+	11, // 80: sovereign.browser.v1.UploadFile.element:type_name -> sovereign.browser.v1.Element
+	53, // 81: sovereign.browser.v1.UploadFile.files:type_name -> sovereign.browser.v1.UploadFileItem
+	56, // 82: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	57, // 83: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
+	58, // 84: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	64, // 85: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	4,  // 86: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	4,  // 87: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	88, // [88:88] is the sub-list for method output_type
+	88, // [88:88] is the sub-list for method input_type
+	88, // [88:88] is the sub-list for extension type_name
+	88, // [88:88] is the sub-list for extension extendee
+	0,  // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -5605,10 +5672,11 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_HeapSnapshot)(nil),
 		(*ToolRequest_ScreencastStart)(nil),
 		(*ToolRequest_ScreencastStop)(nil),
+		(*ToolRequest_PerformanceInsight)(nil),
 	}
 	file_sovereign_browser_v1_browser_proto_msgTypes[40].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[48].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[55].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[49].OneofWrappers = []any{}
+	file_sovereign_browser_v1_browser_proto_msgTypes[56].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Resource)(nil),
@@ -5619,7 +5687,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   62,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -130,6 +130,9 @@ type Tab struct {
 	// perf is the running performance recording (perf.go), or nil. Only
 	// the holder of sem uses it.
 	perf *perfRecording
+	// lastTrace is the summary of the tab's last performance_stop, for
+	// performance_insight (nil before one).
+	lastTrace *traceSummary
 	// metricsOn says that performance_metrics enabled the Performance
 	// domain, whose counters run from then on. Only the holder of sem
 	// uses it.
@@ -453,6 +456,8 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 		return t.emulateTool(ctx, req) // the session keeps the emulation for its other tabs
 	case *browserv1.ToolRequest_HandleDialog:
 		return t.handleDialog(ctx, x.HandleDialog)
+	case *browserv1.ToolRequest_PerformanceInsight:
+		return t.performanceInsight(x.PerformanceInsight.GetInsight())
 	case *browserv1.ToolRequest_Drop:
 		return t.dropOn(ctx, x.Drop)
 	case *browserv1.ToolRequest_UploadFile:

@@ -2,10 +2,13 @@ package page
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -152,7 +155,99 @@ func (t *Tab) performanceStop(ctx context.Context) (*browserv1.ToolResult, error
 		res.Content = append(res.Content, resourcePart("trace.json.gz", "application/gzip", file.Bytes()))
 	}
 	setStructured(res, "performance", sum)
+	t.lastTrace = &sum
 	return res, nil
+}
+
+// Insights performance_insight details.
+var Insights = []string{"lcp", "cls", "long_tasks", "requests", "main_thread"}
+
+// performanceInsight details one insight of the tab's last recording:
+// every item behind the summary's figure, in time order, cut at the
+// call's character cap.
+func (t *Tab) performanceInsight(insight string) (*browserv1.ToolResult, error) {
+	s := t.lastTrace
+	if s == nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
+			"this tab has no performance recording to detail: record one with performance_start and performance_stop first")
+	}
+	var lines []string
+	add := func(format string, a ...any) { lines = append(lines, fmt.Sprintf(format, a...)) }
+	d := s.detail
+	switch strings.ToLower(strings.TrimSpace(insight)) {
+	case "lcp":
+		if s.LCP == 0 {
+			add("No largest contentful paint in the recording (record with reload to measure the load).")
+			break
+		}
+		add("LCP at %g ms: %s, %g px², element %s (TTFB %g ms, FCP %g ms).", s.LCP, s.LCPType, s.LCPSize, orNone(s.LCPElement), s.TTFB, s.FCP)
+		add("Candidates as the page painted them (the last is the LCP):")
+		for _, c := range d.candidates {
+			add("- at %g ms: %s, %g px²", c.atMS, c.kind, c.size)
+		}
+		for _, r := range d.requests {
+			if r.Type == "Image" && r.StartMS <= s.LCP {
+				add("Image loaded before it: %s (from %g ms, %g ms long)", r.URL, r.StartMS, r.DurationMS)
+			}
+		}
+	case "cls":
+		add("CLS %g (the worst window of shifts), from %d layout shifts:", s.CLS, s.Shifts)
+		for _, sh := range d.shifts {
+			note := ""
+			if sh.input {
+				note = " (after an input: not counted)"
+			}
+			add("- at %g ms: score %.4f%s", sh.atMS, sh.score, note)
+		}
+	case "long_tasks":
+		add("%d long tasks (over 50 ms) on the main thread, total blocking time %g ms:", s.LongTasks, s.TBT)
+		for _, lt := range d.longTasks {
+			add("- at %g ms: %g ms (blocking %g ms)", lt.StartMS, lt.DurationMS, roundMS(max(lt.DurationMS-50, 0)))
+		}
+	case "requests":
+		add("%d requests, in the order they were sent (start and duration in ms; ! render-blocking):", s.Requests)
+		for _, r := range d.requests {
+			status := strconv.Itoa(r.Status)
+			if r.Failed {
+				status = "failed"
+			}
+			mark := ""
+			if r.RenderBlocking {
+				mark = " !"
+			}
+			add("- %g +%g ms %s %s %s, %d B%s", r.StartMS, r.DurationMS, status, r.Type, r.URL, r.Bytes, mark)
+		}
+	case "main_thread":
+		add("Main-thread time by category (self time, ms):")
+		cats := make([]string, 0, len(s.MainThread))
+		for c := range s.MainThread {
+			cats = append(cats, c)
+		}
+		slices.SortFunc(cats, func(a, b string) int { return cmp.Compare(s.MainThread[b], s.MainThread[a]) })
+		for _, c := range cats {
+			add("- %s: %g", c, s.MainThread[c])
+		}
+	default:
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "insight %q is not one of %s", clipTo(insight, 100), strings.Join(Insights, ", "))
+	}
+	limit := t.capChars(DefaultTextChars)
+	var b strings.Builder
+	for i, l := range lines {
+		if b.Len()+len(l)+1 > limit {
+			fmt.Fprintf(&b, "[cut at max_chars=%d: %d more lines not shown; pass a larger max_chars]", limit, len(lines)-i)
+			break
+		}
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	return textResult("%s", strings.TrimRight(b.String(), "\n")), nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(unknown)"
+	}
+	return s
 }
 
 // endTrace ends the tab's trace and returns the stream that holds it, and

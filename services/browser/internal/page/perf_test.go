@@ -287,3 +287,39 @@ func TestPerformanceMetrics(t *testing.T) {
 		t.Errorf("performance_metrics again = %q, want the layouts the script forced", s)
 	}
 }
+
+func insightReq(insight string) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceInsight{PerformanceInsight: &browserv1.PerformanceInsight{Insight: insight}}}
+}
+
+// TestPerformanceInsight: each insight of the last recording is detailed
+// item by item (the page's long task, its layout shift, its blocking
+// stylesheet); without a recording, or for an unknown insight, the error
+// says what to do.
+func TestPerformanceInsight(t *testing.T) {
+	srv := perfServer(t)
+	tab := newTab(t, Options{})
+	must(t, tab, openReq(srv.URL))
+	_, err := call(t, tab, insightReq("lcp"))
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "no performance recording", "performance_start")
+	must(t, tab, perfStartReq(true))
+	eventually(t, "the banner", func() bool { return evalString(t, tab, `document.body.innerText.includes("banner")`) == "true" })
+	time.Sleep(300 * time.Millisecond)
+	must(t, tab, perfStopReq())
+	for insight, want := range map[string]string{
+		"long_tasks":  "long tasks (over 50 ms)",
+		"requests":    "/slow.css",
+		"cls":         "layout shifts:",
+		"lcp":         "LCP at",
+		"main_thread": "scripting",
+	} {
+		if got := text(must(t, tab, insightReq(insight))); !strings.Contains(got, want) {
+			t.Errorf("performance_insight %s = %q, want %q in it", insight, got, want)
+		}
+	}
+	if got := text(must(t, tab, insightReq("long_tasks"))); !strings.Contains(got, "- at ") {
+		t.Errorf("performance_insight long_tasks lists no task: %q", got)
+	}
+	_, err = call(t, tab, insightReq("fps"))
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, `insight "fps" is not one of lcp, cls, long_tasks, requests, main_thread`)
+}

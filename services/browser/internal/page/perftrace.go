@@ -122,7 +122,33 @@ type traceSummary struct {
 	// other tabs' (other sessions' too) and processes', and are left out
 	// of the analysis and the file.
 	Kept int `json:"events_kept"`
+	// detail is what performance_insight shows beyond the summary.
+	detail traceDetail
 }
+
+// traceDetail is every item behind the summary's insights (each list
+// bounded by maxInsightItems), in time order.
+type traceDetail struct {
+	longTasks  []longTask
+	requests   []traceRequest
+	shifts     []layoutShift
+	candidates []lcpCandidate
+}
+
+// layoutShift is one layout shift.
+type layoutShift struct {
+	atMS, score float64
+	input       bool // after a recent input: not counted in CLS
+}
+
+// lcpCandidate is one largest-contentful-paint candidate.
+type lcpCandidate struct {
+	atMS, size float64
+	kind       string
+}
+
+// maxInsightItems bounds each list of traceDetail.
+const maxInsightItems = 500
 
 // errTraceCut is what a reader returns when the trace is longer than the
 // worker reads.
@@ -456,10 +482,20 @@ func (c *traceCollector) summary() traceSummary {
 			s.LCP = ms(m.Ts) // the last candidate is the LCP
 			if d := m.Args.Data; d != nil {
 				s.LCPType, s.LCPSize, s.lcpNode = d.Type, d.Size, d.NodeID
+				if len(s.detail.candidates) < maxInsightItems {
+					s.detail.candidates = append(s.detail.candidates, lcpCandidate{atMS: s.LCP, size: d.Size, kind: d.Type})
+				}
 			}
 		}
 	}
 	s.CLS, s.Shifts = c.cls(origin, frame)
+	for _, ev := range c.shifts {
+		d := ev.Args.Data
+		if d == nil || ev.Ts < origin || (frame != "" && ev.Args.Frame != "" && ev.Args.Frame != frame) || len(s.detail.shifts) >= maxInsightItems {
+			continue
+		}
+		s.detail.shifts = append(s.detail.shifts, layoutShift{atMS: ms(ev.Ts), score: d.WeightedScoreDelta, input: d.HadRecentInput})
+	}
 
 	// Main thread: long tasks and time by category (self time).
 	fcpTs := origin + s.FCP*1000
@@ -476,6 +512,7 @@ func (c *traceCollector) summary() traceSummary {
 	}
 	s.TBT = roundMS(s.TBT)
 	s.LongTasks = len(long)
+	s.detail.longTasks = slices.Clone(long[:min(len(long), maxInsightItems)])
 	slices.SortFunc(long, func(a, b longTask) int { return cmp.Compare(b.DurationMS, a.DurationMS) })
 	s.Longest = long[:min(len(long), traceListShown)]
 	for cat, us := range selfTimes(evs, origin) {
@@ -497,6 +534,7 @@ func (c *traceCollector) summary() traceSummary {
 		reqs = append(reqs, r)
 	}
 	s.Requests = len(reqs)
+	s.detail.requests = slices.Clone(reqs[:min(len(reqs), maxInsightItems)])
 	for _, r := range reqs {
 		if r.RenderBlocking && len(s.Blocking) < traceListShown {
 			s.Blocking = append(s.Blocking, r)

@@ -34,6 +34,21 @@ var perfTools = []Tool{
 		}),
 	},
 	{
+		Name: "performance_insight", Title: "Performance insight", ReadOnly: true,
+		Description: "Detail one insight of the active tab's last performance_stop, every item behind its figure in time " +
+			"order: lcp (the candidates, the images loaded before it), cls (each layout shift and its score), " +
+			"long_tasks (each task over 50 ms and its blocking time), requests (each request: start, duration, " +
+			"status, type, size, render-blocking) or main_thread (time by category).",
+		params: []Param{
+			{Name: "insight", Type: String, Required: true, Enum: []string{"lcp", "cls", "long_tasks", "requests", "main_thread"}, Description: "The insight to detail"},
+			maxCharsParam(20000),
+		},
+		build: capping(func(a Args) (*browserv1.ToolRequest, error) {
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceInsight{PerformanceInsight: &browserv1.PerformanceInsight{
+				Insight: a.str("insight")}}}, nil
+		}),
+	},
+	{
 		Name: "performance_metrics", Title: "Performance metrics", ReadOnly: true,
 		Description: "Read the active tab's performance without a trace: the page's Web Vitals (TTFB, FCP, " +
 			"DOMContentLoaded, load, LCP and its element, CLS) and Chromium's runtime state (DOM nodes, documents, " +
