@@ -300,6 +300,9 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 	}
 	if navigates(req) {
 		if blocked := s.navBlocked(active.id, mark); blocked != nil {
+			if req.GetPerformanceStart() != nil {
+				active.page.DropRecording(ctx)
+			}
 			return nil, blocked
 		}
 	}

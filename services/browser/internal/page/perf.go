@@ -96,6 +96,24 @@ func (t *Tab) discardTrace(ctx context.Context) {
 	}
 }
 
+// DropRecording ends and discards the tab's performance recording, if one
+// runs. The session calls it when it refuses the performance_start that
+// began it (its reload was blocked by the URL policy): a refused call
+// leaves nothing running.
+func (t *Tab) DropRecording(ctx context.Context) {
+	select {
+	case t.sem <- struct{}{}:
+		defer func() { <-t.sem }()
+	case <-ctx.Done():
+		return
+	}
+	if t.perf != nil {
+		rctx, cancel := t.runCtx(ctx)
+		defer cancel()
+		t.discardTrace(rctx)
+	}
+}
+
 // performanceStop ends the recording and answers with its insights and
 // the trace, gzipped, as trace.json.gz.
 func (t *Tab) performanceStop(ctx context.Context) (*browserv1.ToolResult, error) {
