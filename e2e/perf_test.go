@@ -85,7 +85,14 @@ func callFile(t *testing.T, ctx context.Context, c *harness.MCPClient, name stri
 			texts = append(texts, p.Text)
 		}
 	}
+	// The first file (screencast_stop attaches a ZIP, then a GIF).
 	part := res.Content[len(res.Content)-1]
+	for _, p := range res.Content {
+		if p.Type == "resource" {
+			part = p
+			break
+		}
+	}
 	data, err := base64.StdEncoding.DecodeString(part.Resource.Blob)
 	if err != nil {
 		t.Fatalf("%s file: %v", name, err)
@@ -188,6 +195,9 @@ func TestPerf(t *testing.T) {
 		}
 		if n := len(zr.File); n < 3 || zr.File[0].Name != "frame-0001.jpg" || zr.File[n-1].Name != "frames.json" {
 			t.Errorf("screencast.zip holds %d files, want frames and frames.json", n)
+		}
+		if !strings.Contains(got, "and as screencast.gif (") {
+			t.Errorf("screencast_stop = %q, want the GIF too", got)
 		}
 	})
 

@@ -154,8 +154,18 @@ func (t *Tab) screencastStop(ctx context.Context) (*browserv1.ToolResult, error)
 		return textResult("%s. The ZIP (%d bytes) is not attached: it is larger than the limit of %d bytes (the worker's --max-profile-file-mb); record a shorter span or fewer frames.",
 			msg, len(data), c.maxBytes), nil
 	}
+	anim, err := gifFrames(frames, elapsed, c.maxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("make the screencast's GIF: %w", err)
+	}
 	res := textResult("%s. They are attached as screencast.zip: JPEG frames (frame-0001.jpg, …) and frames.json with each frame's time in ms from the start.", msg)
 	res.Content = append(res.Content, resourcePart("screencast.zip", "application/zip", data))
+	if anim != nil {
+		AppendText(res, fmt.Sprintf("- and as screencast.gif (%d bytes), an animation at most %d pixels wide in web-safe colors, each frame shown as long as the page showed it", len(anim), gifMaxWidth))
+		res.Content = append(res.Content, resourcePart("screencast.gif", "image/gif", anim))
+	} else {
+		AppendText(res, fmt.Sprintf("- no screencast.gif: as a GIF it would pass the limit of %d bytes (the worker's --max-profile-file-mb)", c.maxBytes))
+	}
 	setStructured(res, "screencast", map[string]any{"frames": index, "bytes": len(data), "limited": full})
 	return res, nil
 }

@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/json"
+	"image/gif"
 	"io"
 	"strings"
 	"testing"
@@ -93,6 +94,14 @@ func TestScreencast(t *testing.T) {
 	if r.GetName() != "screencast.zip" || r.GetMimeType() != "application/zip" || jpegs < 2 || len(index) != jpegs || index[0].File != "frame-0001.jpg" ||
 		index[len(index)-1].MS < index[0].MS {
 		t.Errorf("screencast.zip: %d JPEGs, index %v", jpegs, index)
+	}
+	if len(res.GetContent()) < 3 {
+		t.Fatalf("screencast_stop attached %d parts, want the text, the ZIP and the GIF", len(res.GetContent()))
+	}
+	g := res.GetContent()[2].GetResource()
+	anim, err := gif.DecodeAll(bytes.NewReader(g.GetData()))
+	if err != nil || g.GetName() != "screencast.gif" || g.GetMimeType() != "image/gif" || len(anim.Image) != jpegs || anim.Config.Width > gifMaxWidth {
+		t.Errorf("screencast.gif: %v, %s %s, want %d frames at most %d wide", err, g.GetName(), g.GetMimeType(), jpegs, gifMaxWidth)
 	}
 
 	must(t, tab, castStartReq(2, 30))
