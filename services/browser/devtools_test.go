@@ -479,17 +479,11 @@ func TestPerformanceStartBlocked(t *testing.T) {
 	f := newFleet(t)
 	f.worker(browser.Config{MaxSessions: 1, WarmSessions: -1})
 	ts := site(t)
-	pol := enforced(false, &browserv1.UrlRules{Tier: "global", Block: []string{"localhost"}})
-	s := f.openWith(pol)
+	call := f.openUnder(enforced(false, &browserv1.UrlRules{Tier: "global", Block: []string{"localhost"}}))
 	blocked := strings.Replace(ts.URL, "127.0.0.1", "localhost", 1)
-	call := func(req *browserv1.ToolRequest) error {
-		req.Policy = pol
-		_, err := f.call(s, req)
-		return err
-	}
-	_ = call(openReq(blocked)) // refused: the tab shows the browser's error page
-	err := call(&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStart{PerformanceStart: &browserv1.PerformanceStart{Reload: true}}})
+	_, _ = call(openReq(blocked)) // refused: the tab shows the browser's error page
+	_, err := call(&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStart{PerformanceStart: &browserv1.PerformanceStart{Reload: true}}})
 	wantCode(t, "performance_start reloading a blocked page", err, commonv1.ErrorCode_FORBIDDEN, "localhost")
-	err = call(&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStop{PerformanceStop: &browserv1.NoArgs{}}})
+	_, err = call(&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStop{PerformanceStop: &browserv1.NoArgs{}}})
 	wantCode(t, "performance_stop after a refused start", err, commonv1.ErrorCode_INVALID_ARGUMENT, "no performance recording is running")
 }

@@ -1,13 +1,11 @@
 package browser_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
@@ -44,17 +42,7 @@ document.querySelector('input').addEventListener('change', async (e) => {
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var s browserv1.OpenSessionResponse
-	policy := &browserv1.UrlPolicy{Enforced: true, Tiers: []*browserv1.UrlRules{{Tier: "global", Block: []string{"localhost"}}}}
-	if err := f.c.Request(ctx, f.c.Subject("browser", "open"), &browserv1.OpenSessionRequest{Owner: "test", Policy: policy}, &s); err != nil {
-		t.Fatal(err)
-	}
-	call := func(req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
-		req.Policy = policy
-		return f.call(&s, req)
-	}
+	call := f.openUnder(&browserv1.UrlPolicy{Enforced: true, Tiers: []*browserv1.UrlRules{{Tier: "global", Block: []string{"localhost"}}}})
 	if _, err := call(openReq(ts.URL + "/")); err != nil {
 		t.Fatal(err)
 	}

@@ -93,6 +93,17 @@ func (f *fleet) openWith(p *browserv1.UrlPolicy) *browserv1.OpenSessionResponse 
 	return &res
 }
 
+// openUnder opens a session under policy p and returns a call that sends p
+// with every request, as the gateway does.
+func (f *fleet) openUnder(p *browserv1.UrlPolicy) func(*browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+	f.t.Helper()
+	s := f.openWith(p)
+	return func(req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		req.Policy = p
+		return f.call(s, req)
+	}
+}
+
 func blockedReq() *browserv1.ToolRequest {
 	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_BlockedRequests{BlockedRequests: &browserv1.NoArgs{}}}
 }
