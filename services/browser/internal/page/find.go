@@ -11,8 +11,8 @@ import (
 
 // Finding in a snapshot (snapshot's find): the lines of the full tree that
 // hold a text, or match a regular expression, each with the elements that
-// hold it (its ancestors, so the model sees where it is) and its first
-// children, so that a model locates something on a big page without
+// hold it (its ancestors, so the model sees where it is), its first
+// children and the lines next to it in its parent, so that a model locates something on a big page without
 // reading the whole snapshot.
 const (
 	// maxFind bounds the find argument.
@@ -21,8 +21,10 @@ const (
 	// are counted.
 	maxFindMatches = 50
 	// findChildren is how many lines below a match (deeper than it) are
-	// shown with it.
+	// shown with it, findSiblings how many lines before and after it
+	// within its parent.
 	findChildren = 2
+	findSiblings = 2
 	// findMaxNodes bounds the elements a find walks (the request's
 	// deadline bounds it too).
 	findMaxNodes = 200000
@@ -61,13 +63,25 @@ func findLines(lines []string, match func(string) bool, find string) []string {
 		}
 		keep[i] = true
 		depth := indent(l)
+		parent := -1
 		for j, d := i-1, depth; j >= 0 && d > 0; j-- { // the elements that hold it
 			if dj := indent(lines[j]); dj < d {
+				if parent < 0 {
+					parent = j
+				}
 				keep[j], d = true, dj
 			}
 		}
 		for j, n := i+1, 0; j < len(lines) && n < findChildren && indent(lines[j]) > depth; j, n = j+1, n+1 {
 			keep[j] = true
+		}
+		// The lines next to it in the same parent: the checkbox of a list
+		// item whose text matched, the button beside a label.
+		if parent >= 0 {
+			pd := indent(lines[parent])
+			for j := max(parent+1, i-findSiblings); j <= min(len(lines)-1, i+findSiblings) && indent(lines[j]) > pd; j++ {
+				keep[j] = true
+			}
 		}
 	}
 	if matches == 0 {

@@ -23,6 +23,7 @@ func TestSnapshotFind(t *testing.T) {
 	for i := range 3000 {
 		fmt.Fprintf(&b, `<li><article><h2>Item %d</h2><p>A plain thing, number %d.</p><button>Buy item %d</button></article></li>`, i, i, i)
 	}
+	b.WriteString(`<li><input type=checkbox> walk dog</li>`)
 	b.WriteString(`</ul><footer><p>Shipping: free over 50 EUR</p></footer></main>`)
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": b.String()})
@@ -44,6 +45,10 @@ func TestSnapshotFind(t *testing.T) {
 
 	if got := text(must(t, tab, findReq("no such words", ""))); !strings.Contains(got, `nothing on the page matches find "no such words"`) {
 		t.Errorf("find with no match = %q", got)
+	}
+	// The control beside the text that matched comes with it.
+	if got := text(must(t, tab, findReq("walk dog", ""))); !strings.Contains(got, "- checkbox [ref=") {
+		t.Errorf("find walk dog =\n%s\nwant the checkbox of its list item too", got)
 	}
 	_, err := call(t, tab, findReq("/(unclosed/", ""))
 	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "not a valid regular expression")

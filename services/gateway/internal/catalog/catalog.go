@@ -282,7 +282,7 @@ var browserTools = withSettle([]Tool{
 			{Name: "compact", Type: Boolean, Default: true, Description: "Remove empty structural elements"},
 			{Name: "ref", Type: String, Description: "Only the subtree of this element (a ref from an earlier snapshot, e.g. e12)"},
 			{Name: "find", Type: String, Description: "Only the lines that hold this text (case-insensitive) or match /regex/, " +
-				"searched in the full tree (interactive is ignored), each with the elements that hold it and its first children; at most 50 matches are shown"},
+				"searched in the full tree (interactive is ignored), each with the elements that hold it, its first children and its neighbours; at most 50 matches are shown"},
 		},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
 			ref := strings.TrimPrefix(strings.TrimSpace(a.str("ref")), "@")
