@@ -82,7 +82,7 @@ func (a *Agent) register() error {
 			return fmt.Errorf("agent endpoint %s: %w", e.name, err)
 		}
 	}
-	return nil
+	return c.Served() // a request made once this returns is answered
 }
 
 func invalid(format string, args ...any) error {

@@ -350,6 +350,9 @@ func (w *Worker) run(ctx context.Context) error {
 	w.mu.Lock()
 	w.updateOpenLocked()
 	w.mu.Unlock()
+	if err := c.Served(); err != nil { // ready means an open finds the worker
+		return err
+	}
 	close(w.ready)
 	w.log.Info("browser worker ready", "chrome", w.exec, "max_sessions", w.cfg.MaxSessions, "idle_timeout", w.cfg.IdleTimeout.String())
 

@@ -66,7 +66,7 @@ func (g *Gateway) serveTools() error {
 		}
 	}
 	g.toolsSvc = svc // Close stops it first
-	return nil
+	return g.bus.Served()
 }
 
 // busListTools answers sov.tools.list: the registry in its order; for

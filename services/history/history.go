@@ -75,9 +75,9 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (*Service, error) {
 	}
 	// The endpoints' subscriptions reach the server before New returns (and
 	// so before /readyz says ready): a query made right after is answered.
-	if err := c.NATS().FlushTimeout(10 * time.Second); err != nil {
+	if err := c.Served(); err != nil {
 		_ = s.Close(ctx)
-		return nil, fmt.Errorf("history: register endpoints: %w", err)
+		return nil, fmt.Errorf("history: %w", err)
 	}
 	v, _ := st.SchemaVersion(ctx)
 	s.log.Info("history ready", "backend", kind, "schema_version", v, "retention", cfg.Retention.String())

@@ -53,7 +53,7 @@ func (s *Service) register() error {
 			return fmt.Errorf("signer endpoint %s: %w", e.name, err)
 		}
 	}
-	return nil
+	return c.Served() // a request made once this returns is answered
 }
 
 // login never logs r: it carries secrets. Only the method and the scope's

@@ -1,6 +1,11 @@
 package bus
 
-import "github.com/nats-io/nats.go/micro"
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+)
 
 // AddService registers a micro service named name (e.g. "sovereign-browser")
 // on c, so `nats micro ls|info|stats` shows it.
@@ -11,4 +16,14 @@ func (c *Conn) AddService(name, version, description string, meta map[string]str
 		Description: description,
 		Metadata:    meta,
 	})
+}
+
+// Served waits until the server has every subscription made on c so far
+// (endpoints added to a service are only buffered until then), so that a
+// request from another connection made after it returns finds them.
+func (c *Conn) Served() error {
+	if err := c.nc.FlushTimeout(10 * time.Second); err != nil {
+		return fmt.Errorf("register endpoints with the NATS server: %w", err)
+	}
+	return nil
 }
