@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"archive/zip"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -85,7 +84,7 @@ func callFile(t *testing.T, ctx context.Context, c *harness.MCPClient, name stri
 			texts = append(texts, p.Text)
 		}
 	}
-	// The first file (screencast_stop attaches a ZIP, then a GIF).
+	// The first file (screencast_stop attaches a movie, then a GIF).
 	part := res.Content[len(res.Content)-1]
 	for _, p := range res.Content {
 		if p.Type == "resource" {
@@ -189,12 +188,12 @@ func TestPerf(t *testing.T) {
 		text(t, ctx, c, "screencast_start", map[string]any{"max_frames": 20})
 		time.Sleep(300 * time.Millisecond) // let the page draw (no assertion on time)
 		got, part, data := callFile(t, ctx, c, "screencast_stop", nil)
-		zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
-		if err != nil || !strings.Contains(got, "attached as screencast.zip") || !strings.HasSuffix(part.Resource.URI, "screencast.zip") {
-			t.Fatalf("screencast_stop = %q, %s: %v", got, part.Resource.URI, err)
+		if !strings.Contains(got, "Attached as screencast.mov (") || !strings.HasSuffix(part.Resource.URI, "screencast.mov") || part.Resource.MIMEType != "video/quicktime" {
+			t.Fatalf("screencast_stop = %q, %s %s; want screencast.mov", got, part.Resource.URI, part.Resource.MIMEType)
 		}
-		if n := len(zr.File); n < 3 || zr.File[0].Name != "frame-0001.jpg" || zr.File[n-1].Name != "frames.json" {
-			t.Errorf("screencast.zip holds %d files, want frames and frames.json", n)
+		// A QuickTime movie: ftyp "qt  ", the JPEG frames in mdat, moov last.
+		if len(data) < 16 || string(data[4:12]) != "ftypqt  " || !bytes.Contains(data, []byte("mdat\xff\xd8")) || !bytes.Contains(data, []byte("moov")) {
+			t.Errorf("screencast.mov (%d bytes) is not a QuickTime movie of JPEG frames", len(data))
 		}
 		if !strings.Contains(got, "and as screencast.gif (") {
 			t.Errorf("screencast_stop = %q, want the GIF too", got)

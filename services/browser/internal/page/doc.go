@@ -185,7 +185,8 @@
 // (screencast.go) starts Page.startScreencast and a goroutine that keeps
 // the JPEG frames (at most max_frames and MaxProfileFileBytes; a frame it
 // does not keep is not acknowledged, so Chromium pauses) until
-// screencast_stop, which returns them in screencast.zip with frames.json.
+// screencast_stop, which returns them as a QuickTime movie
+// (screencast_mov.go) and an animated GIF (screencast_gif.go).
 //
 // # Closed tabs
 //

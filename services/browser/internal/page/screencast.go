@@ -1,12 +1,8 @@
 package page
 
 import (
-	"archive/zip"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
@@ -21,7 +17,7 @@ import (
 
 // Screencast limits: max_frames is 1-MaxScreencastFrames (0:
 // DefaultScreencastFrames); the frames kept are also bounded by
-// Options.MaxProfileFileBytes, as the ZIP that holds them is.
+// Options.MaxProfileFileBytes, as the movie that holds them is.
 const (
 	DefaultScreencastFrames  = 300
 	MaxScreencastFrames      = 1000
@@ -32,8 +28,7 @@ const (
 // screencast is a recording of the frames a tab draws (Page.startScreencast)
 // between screencast_start and screencast_stop. A goroutine started by
 // screencast_start keeps the frames and ends at screencast_stop or with the
-// tab. There is no video encoder at hand, so the frames go back as JPEG
-// files in a ZIP with their times.
+// tab.
 type screencast struct {
 	started   time.Time
 	maxFrames int
@@ -118,8 +113,8 @@ func (t *Tab) screencastStart(ctx context.Context, req *browserv1.ScreencastStar
 		clipTo(u, maxURL), frames), nil
 }
 
-// screencastStop ends the recording and answers with its frames, as
-// screencast.zip: frame-0001.jpg, … and frames.json with each one's time.
+// screencastStop ends the recording and answers with its frames as a
+// movie (screencast_mov.go) and an animated GIF (screencast_gif.go).
 func (t *Tab) screencastStop(ctx context.Context) (*browserv1.ToolResult, error) {
 	c := t.cast
 	if c == nil {
@@ -146,65 +141,31 @@ func (t *Tab) screencastStop(ctx context.Context) (*browserv1.ToolResult, error)
 	if len(frames) == 0 {
 		return textResult("%s (the page drew nothing new).", msg), nil
 	}
-	data, index, err := zipFrames(frames)
+	data, err := movFrames(frames, elapsed)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("make the screencast's movie: %w", err)
+	}
+	index := make([]int64, len(frames))
+	for i, f := range frames {
+		index[i] = f.at.Milliseconds()
 	}
 	if len(data) > c.maxBytes {
-		return textResult("%s. The ZIP (%d bytes) is not attached: it is larger than the limit of %d bytes (the worker's --max-profile-file-mb); record a shorter span or fewer frames.",
+		return textResult("%s. The movie (%d bytes) is not attached: it is larger than the limit of %d bytes (the worker's --max-profile-file-mb); record a shorter span or fewer frames.",
 			msg, len(data), c.maxBytes), nil
 	}
 	anim, err := gifFrames(frames, elapsed, c.maxBytes)
 	if err != nil {
 		return nil, fmt.Errorf("make the screencast's GIF: %w", err)
 	}
-	res := textResult("%s. They are attached as screencast.zip: JPEG frames (frame-0001.jpg, …) and frames.json with each frame's time in ms from the start.", msg)
-	res.Content = append(res.Content, resourcePart("screencast.zip", "application/zip", data))
+	res := textResult("%s. Attached as screencast.mov (%d bytes): a QuickTime movie of the frames as drawn (Motion JPEG, up to %d px, each frame shown as long as the page showed it; QuickTime, VLC, mpv and ffmpeg play it).",
+		msg, len(data), screencastMaxSide)
+	res.Content = append(res.Content, resourcePart("screencast.mov", "video/quicktime", data))
 	if anim != nil {
-		AppendText(res, fmt.Sprintf("- and as screencast.gif (%d bytes), an animation at most %d pixels wide in web-safe colors, each frame shown as long as the page showed it", len(anim), gifMaxWidth))
+		AppendText(res, fmt.Sprintf("- and as screencast.gif (%d bytes), an animation at most %d pixels wide in web-safe colors, which any image viewer plays", len(anim), gifMaxWidth))
 		res.Content = append(res.Content, resourcePart("screencast.gif", "image/gif", anim))
 	} else {
 		AppendText(res, fmt.Sprintf("- no screencast.gif: as a GIF it would pass the limit of %d bytes (the worker's --max-profile-file-mb)", c.maxBytes))
 	}
-	setStructured(res, "screencast", map[string]any{"frames": index, "bytes": len(data), "limited": full})
+	setStructured(res, "screencast", map[string]any{"frames": len(frames), "frame_ms": index, "bytes": len(data), "limited": full})
 	return res, nil
-}
-
-// castIndex is one entry of frames.json.
-type castIndex struct {
-	File string `json:"file"`
-	MS   int64  `json:"ms"`
-}
-
-// zipFrames packs the frames (stored: JPEG does not compress further)
-// with frames.json.
-func zipFrames(frames []castFrame) ([]byte, []castIndex, error) {
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	index := make([]castIndex, len(frames))
-	for i, f := range frames {
-		index[i] = castIndex{File: fmt.Sprintf("frame-%04d.jpg", i+1), MS: f.at.Milliseconds()}
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: index[i].File, Method: zip.Store})
-		if err == nil {
-			_, err = w.Write(f.data)
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("pack the frames: %w", err)
-		}
-	}
-	manifest, err := json.MarshalIndent(index, "", " ")
-	var w io.Writer
-	if err == nil {
-		w, err = zw.Create("frames.json")
-	}
-	if err == nil {
-		_, err = w.Write(manifest)
-	}
-	if err == nil {
-		err = zw.Close()
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("pack the frames: %w", err)
-	}
-	return buf.Bytes(), index, nil
 }

@@ -1,11 +1,10 @@
 package page
 
 import (
-	"archive/zip"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"image/gif"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -27,32 +26,68 @@ const castPage = `<!doctype html><title>cast</title><h1 id="n">0</h1><script>
 let i = 0; setInterval(() => { document.getElementById("n").textContent = ++i; document.body.style.background = i % 2 ? "#fee" : "#eef"; }, 30);
 </script>`
 
-// unzipFrames returns the JPEG frames and frames.json of a screencast.zip.
-func unzipFrames(tb testing.TB, data []byte) (jpegs int, index []castIndex) {
+// movAtoms walks a QuickTime movie: it returns every atom's body by its
+// path ("moov/trak/mdia/minf/stbl/stsz"); containers are walked into.
+func movAtoms(tb testing.TB, data []byte) map[string][]byte {
 	tb.Helper()
-	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		tb.Fatalf("screencast.zip: %v", err)
-	}
-	for _, f := range zr.File {
-		r, err := f.Open()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		b, _ := io.ReadAll(r)
-		_ = r.Close()
-		switch {
-		case f.Name == "frames.json":
-			if err := json.Unmarshal(b, &index); err != nil {
-				tb.Fatalf("frames.json: %v", err)
+	containers := map[string]bool{"moov": true, "trak": true, "mdia": true, "minf": true, "stbl": true, "dinf": true}
+	out := map[string][]byte{}
+	var walk func(prefix string, b []byte)
+	walk = func(prefix string, b []byte) {
+		for len(b) > 0 {
+			if len(b) < 8 {
+				tb.Fatalf("%s: %d bytes left, not an atom", prefix, len(b))
 			}
-		case strings.HasSuffix(f.Name, ".jpg") && bytes.HasPrefix(b, []byte{0xff, 0xd8}):
-			jpegs++
-		default:
-			tb.Errorf("screencast.zip holds %s (%d bytes), not a JPEG frame", f.Name, len(b))
+			size := int(binary.BigEndian.Uint32(b))
+			if size < 8 || size > len(b) {
+				tb.Fatalf("%s: atom %q of %d bytes in %d", prefix, b[4:8], size, len(b))
+			}
+			path := prefix + string(b[4:8])
+			out[path] = b[8:size]
+			if containers[string(b[4:8])] {
+				walk(path+"/", b[8:size])
+			}
+			b = b[size:]
 		}
 	}
-	return jpegs, index
+	walk("", data)
+	return out
+}
+
+// checkMovie checks that data is a QuickTime movie of frames JPEG
+// samples: each sample in stsz/stco is a whole JPEG in the file, and the
+// durations in stts add up to the movie's.
+func checkMovie(tb testing.TB, data []byte, frames int) {
+	tb.Helper()
+	a := movAtoms(tb, data)
+	for _, p := range []string{"ftyp", "mdat", "moov/mvhd", "moov/trak/tkhd", "moov/trak/mdia/mdhd", "moov/trak/mdia/minf/stbl/stsd",
+		"moov/trak/mdia/minf/stbl/stts", "moov/trak/mdia/minf/stbl/stsz", "moov/trak/mdia/minf/stbl/stco"} {
+		if a[p] == nil {
+			tb.Fatalf("movie: no %s atom", p)
+		}
+	}
+	be := binary.BigEndian.Uint32
+	if !bytes.Contains(a["moov/trak/mdia/minf/stbl/stsd"], []byte("jpeg")) {
+		tb.Errorf("movie: the samples are not described as jpeg")
+	}
+	stsz, stco, stts := a["moov/trak/mdia/minf/stbl/stsz"], a["moov/trak/mdia/minf/stbl/stco"], a["moov/trak/mdia/minf/stbl/stts"]
+	if n := int(be(stsz[8:])); n != frames || int(be(stco[4:])) != frames {
+		tb.Fatalf("movie: %d sizes and %d offsets, want %d frames", n, be(stco[4:]), frames)
+	}
+	for i := range frames {
+		off, size := int(be(stco[8+4*i:])), int(be(stsz[12+4*i:]))
+		if off+size > len(data) || !bytes.HasPrefix(data[off:], []byte{0xff, 0xd8}) || !bytes.HasSuffix(data[:off+size], []byte{0xff, 0xd9}) {
+			tb.Fatalf("movie: sample %d (%d bytes at %d) is not a whole JPEG", i, size, off)
+		}
+	}
+	var samples, total uint32
+	for e := stts[8:]; len(e) >= 8; e = e[8:] {
+		samples += be(e)
+		total += be(e) * be(e[4:])
+	}
+	if int(samples) != frames || total != be(a["moov/mvhd"][16:]) || total == 0 {
+		tb.Errorf("movie: stts has %d samples over %d ms; want %d, over the movie's %d ms", samples, total, frames, be(a["moov/mvhd"][16:]))
+	}
 }
 
 // TestScreencast: the frames of an animated page come back as JPEG files
@@ -86,17 +121,28 @@ func TestScreencast(t *testing.T) {
 	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "already running", "screencast_stop")
 	time.Sleep(400 * time.Millisecond) // let the page draw (no assertion on time)
 	res := must(t, tab, castStopReq())
-	if s := text(res); !strings.Contains(s, "Screencast of "+srv.URL) || !strings.Contains(s, "attached as screencast.zip") {
+	if s := text(res); !strings.Contains(s, "Screencast of "+srv.URL) || !strings.Contains(s, "Attached as screencast.mov") {
 		t.Fatalf("screencast_stop = %q", s)
 	}
 	r := res.GetContent()[1].GetResource()
-	jpegs, index := unzipFrames(t, r.GetData())
-	if r.GetName() != "screencast.zip" || r.GetMimeType() != "application/zip" || jpegs < 2 || len(index) != jpegs || index[0].File != "frame-0001.jpg" ||
-		index[len(index)-1].MS < index[0].MS {
-		t.Errorf("screencast.zip: %d JPEGs, index %v", jpegs, index)
+	if r.GetName() != "screencast.mov" || r.GetMimeType() != "video/quicktime" {
+		t.Fatalf("screencast_stop attached %s (%s), want screencast.mov", r.GetName(), r.GetMimeType())
 	}
+	var structured struct {
+		Screencast struct {
+			Frames  int     `json:"frames"`
+			FrameMS []int64 `json:"frame_ms"`
+		} `json:"screencast"`
+	}
+	err = json.Unmarshal([]byte(res.GetStructuredJson()), &structured)
+	meta := structured.Screencast
+	if err != nil || meta.Frames < 2 || len(meta.FrameMS) != meta.Frames {
+		t.Fatalf("structured content %s: %v; want two frames or more with their times", res.GetStructuredJson(), err)
+	}
+	checkMovie(t, r.GetData(), meta.Frames)
+	jpegs := meta.Frames
 	if len(res.GetContent()) < 3 {
-		t.Fatalf("screencast_stop attached %d parts, want the text, the ZIP and the GIF", len(res.GetContent()))
+		t.Fatalf("screencast_stop attached %d parts, want the text, the movie and the GIF", len(res.GetContent()))
 	}
 	g := res.GetContent()[2].GetResource()
 	anim, err := gif.DecodeAll(bytes.NewReader(g.GetData()))

@@ -87,11 +87,11 @@ var perfTools = []Tool{
 	},
 	{
 		Name: "screencast_stop", Title: "Stop screencast", ReadOnly: true,
-		Description: "Stop the screencast of the active tab and return its frames as screencast.zip (JPEG files " +
-			"frame-0001.jpg, … and frames.json with each frame's time in ms) and as screencast.gif, an animation any " +
-			"viewer plays (at most 640 pixels wide, web-safe colors, each frame shown as long as the page showed it; " +
-			"the worker has no video encoder). The frames kept are bounded by max_frames and by the worker's file " +
-			"limit (20 MiB by default); the result says which stopped the recording.",
+		Description: "Stop the screencast of the active tab and return it as screencast.mov, a video (QuickTime, " +
+			"Motion JPEG: the frames as drawn, each as long as the page showed it; QuickTime, VLC, mpv and ffmpeg play it), " +
+			"and as screencast.gif, an animation any image viewer plays (at most 640 pixels wide, web-safe colors). " +
+			"The frames kept are bounded by max_frames and by the worker's file limit (20 MiB by default); the result " +
+			"says which stopped the recording.",
 		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
 			r.Tool = &browserv1.ToolRequest_ScreencastStop{ScreencastStop: n}
 		}),
