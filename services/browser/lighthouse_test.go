@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,7 +46,11 @@ func lighthouseReq(mode, device, report string) *browserv1.ToolRequest {
 // lighthouseCall calls lighthouse_audit with the gateway's deadline for
 // it (its tool timeout plus catalog.LighthouseExtraMs).
 func (f *fleet) lighthouseCall(s *browserv1.OpenSessionResponse, req *browserv1.ToolRequest) (*browserv1.ToolResult, time.Duration, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	return f.lighthouseCallWithin(s, req, 90*time.Second)
+}
+
+func (f *fleet) lighthouseCallWithin(s *browserv1.OpenSessionResponse, req *browserv1.ToolRequest, d time.Duration) (*browserv1.ToolResult, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	req.SessionId = s.SessionId
 	var res browserv1.ToolResult
@@ -74,7 +79,9 @@ type lighthouseStructured struct {
 // scores and attaches the JSON report; navigation mode on a mobile device
 // keeps the session's cookie and local storage (storage is never reset)
 // and leaves the tab's viewport as it was; results are scrubbed of the
-// operator's secrets; bad arguments and non-web pages are refused.
+// operator's secrets; bad arguments and non-web pages are refused; a run
+// that outlasts the call's deadline is killed in time, and the tab keeps
+// working with its viewport.
 func TestLighthouseAudit(t *testing.T) {
 	dir := lighthouseDir(t)
 	f := newFleet(t)
@@ -88,12 +95,32 @@ func TestLighthouseAudit(t *testing.T) {
 			`<h1>Defects</h1><img src="/pixel.gif?k=%s" width="10" height="10"><button></button>`+
 			`<p>Some text for the page.</p></body></html>`, httpSecret)
 	})
-	mux.HandleFunc("/pixel.gif", func(w http.ResponseWriter, r *http.Request) {
+	pixel := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "image/gif")
 		_, _ = w.Write([]byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"))
+	}
+	mux.HandleFunc("/pixel.gif", pixel)
+	// A page that loads once; reloaded, its image never comes, so a
+	// navigation audit runs out of time.
+	release := make(chan struct{})
+	var hangs atomic.Int32
+	mux.HandleFunc("/hang", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><html lang="en"><title>hang</title><img src="/hang.gif" alt="hang">`)
+	})
+	mux.HandleFunc("/hang.gif", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if hangs.Add(1) == 1 {
+			pixel(w, r)
+			return
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
 	})
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
+	t.Cleanup(func() { close(release) })
 	s := f.mustOpen()
 
 	_, _, err := f.lighthouseCall(s, lighthouseReq("", "", ""))
@@ -190,6 +217,23 @@ func TestLighthouseAudit(t *testing.T) {
 		}
 		if after := f.mustCall(s, evalReq(`innerWidth + "x" + innerHeight + " " + navigator.userAgent.includes("Mobile")`)); after != before || !strings.Contains(before, "900x700 false") {
 			t.Errorf("after a mobile audit the tab shows %q, want %q as before", after, before)
+		}
+	})
+
+	t.Run("timeout", func(t *testing.T) {
+		f.mustCall(s, openReq(ts.URL+"/hang"))
+		f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Resize{Resize: &browserv1.Resize{Width: 900, Height: 700}}})
+		_, took, err := f.lighthouseCallWithin(s, lighthouseReq("navigation", "mobile", ""), 9*time.Second)
+		wantCode(t, "a page that never loads", err, commonv1.ErrorCode_TIMEOUT, "Lighthouse did not finish within 7s")
+		if took > 9*time.Second {
+			t.Errorf("the call took %s, past its deadline of 9s", took)
+		}
+		// The runner was killed; the tab works and keeps its viewport.
+		if got := f.mustCall(s, evalReq(`innerWidth + "x" + innerHeight`)); !strings.Contains(got, "900x700") {
+			t.Errorf("after the killed audit the tab shows %s, want 900x700", got)
+		}
+		if out, _ := exec.Command("pgrep", "-f", filepath.Join(dir, "run.mjs")).Output(); len(out) > 0 {
+			t.Errorf("a Lighthouse runner still runs after the call: pids %s", out)
 		}
 	})
 }

@@ -216,13 +216,20 @@ func (t *Tab) lighthouseRunner() (node, run string, err error) {
 }
 
 // runLighthouse runs run.mjs with req on stdin until it exits or ctx (cut
-// to LighthouseTimeout) ends, which kills it.
+// to LighthouseTimeout, and to 2 s before its deadline) ends, which kills
+// it.
 func runLighthouse(ctx context.Context, node, run string, req lighthouseRequest) (*lighthouseOutput, error) {
 	in, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
-	lctx, cancel := context.WithTimeout(ctx, LighthouseTimeout)
+	// The runner stops a little before the call's deadline, so that the
+	// result can say that Lighthouse ran out of time.
+	limit := LighthouseTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		limit = min(limit, time.Until(dl)-2*time.Second)
+	}
+	lctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(lctx, node, run)
 	cmd.Dir = filepath.Dir(run)
@@ -234,7 +241,7 @@ func runLighthouse(ctx context.Context, node, run string, req lighthouseRequest)
 	err = cmd.Run()
 	switch {
 	case lctx.Err() != nil && ctx.Err() == nil:
-		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "lighthouse_audit: Lighthouse did not finish within %s; try mode snapshot, which does not reload the page", LighthouseTimeout)
+		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "lighthouse_audit: Lighthouse did not finish within %s (the tool's limit is %s and the call's deadline); mode snapshot does not reload the page and is quicker", limit.Round(time.Second), LighthouseTimeout)
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case err != nil:
