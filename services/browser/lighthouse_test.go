@@ -81,12 +81,13 @@ type lighthouseStructured struct {
 // and leaves the tab's viewport as it was; results are scrubbed of the
 // operator's secrets; bad arguments and non-web pages are refused; a run
 // that outlasts the call's deadline is killed in time, and the tab keeps
-// working with its viewport.
+// working with its viewport; the reload of a navigation audit stays under
+// the session's URL policy.
 func TestLighthouseAudit(t *testing.T) {
 	dir := lighthouseDir(t)
 	f := newFleet(t)
 	key := storeSecret(t, f, "API_KEY", httpSecret)
-	f.worker(browser.Config{ID: "lh", MaxSessions: 1, SecretKey: key, LighthouseDir: dir})
+	f.worker(browser.Config{ID: "lh", MaxSessions: 2, SecretKey: key, LighthouseDir: dir})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// No <title>, no lang, no meta description; an image without
@@ -117,6 +118,15 @@ func TestLighthouseAudit(t *testing.T) {
 		case <-release:
 		case <-r.Context().Done():
 		}
+	})
+	// A page with an image on a host the URL policy refuses.
+	var evilHits atomic.Int32
+	mux.HandleFunc("/policed", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><html lang="en"><title>policed</title><img src="http://localhost:%s/evil.gif" alt="evil">`, r.URL.Query().Get("port"))
+	})
+	mux.HandleFunc("/evil.gif", func(w http.ResponseWriter, r *http.Request) {
+		evilHits.Add(1)
+		pixel(w, r)
 	})
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
@@ -217,6 +227,43 @@ func TestLighthouseAudit(t *testing.T) {
 		}
 		if after := f.mustCall(s, evalReq(`innerWidth + "x" + innerHeight + " " + navigator.userAgent.includes("Mobile")`)); after != before || !strings.Contains(before, "900x700 false") {
 			t.Errorf("after a mobile audit the tab shows %q, want %q as before", after, before)
+		}
+	})
+
+	t.Run("policy", func(t *testing.T) {
+		// Lighthouse reloads the page over a DevTools connection of its
+		// own; the session's URL policy still refuses what it refuses.
+		p := enforced(true, &browserv1.UrlRules{Tier: "global", Allow: []string{"127.0.0.1"}})
+		ps := f.openWith(p)
+		defer func() { _ = f.close(ps) }()
+		_, port, _ := strings.Cut(strings.TrimPrefix(ts.URL, "http://"), ":")
+		open := openReq(ts.URL + "/policed?port=" + port)
+		open.Policy = p
+		if _, err := f.call(ps, open); err != nil {
+			t.Fatal(err)
+		}
+		f.waitBlocked(ps, "/evil.gif", "Image")
+		refused := func() int {
+			_, l := f.blocked(ps)
+			n := 0
+			for _, b := range l.Blocked {
+				if strings.Contains(b.URL, "/evil.gif") {
+					n++
+				}
+			}
+			return n
+		}
+		before := refused()
+		req := lighthouseReq("navigation", "desktop", "")
+		req.Policy = p
+		if _, _, err := f.lighthouseCall(ps, req); err != nil {
+			t.Fatal(err)
+		}
+		if after := refused(); after <= before {
+			t.Errorf("the image was refused %d times before the audit's reload and %d after, want more", before, after)
+		}
+		if n := evilHits.Load(); n > 0 {
+			t.Errorf("the refused image was served %d times", n)
 		}
 	})
 
