@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -192,7 +193,8 @@ func oneOf(name, v string, allowed ...string) (string, error) {
 			return v, nil
 		}
 	}
-	return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s %q is not one of %s", name, clipTo(v, 50), strings.Join(allowed, ", "))
+	names := slices.DeleteFunc(slices.Clone(allowed), func(a string) bool { return a == "" })
+	return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s %q is not one of %s", name, clipTo(v, 50), strings.Join(names, ", "))
 }
 
 // lighthouseRunner returns the node executable and run.mjs, or an

@@ -82,3 +82,25 @@ func TestSummarizeLighthouse(t *testing.T) {
 		})
 	}
 }
+
+// TestOneOf: an argument takes its default when empty and names the
+// accepted values when wrong (never an empty one).
+func TestOneOf(t *testing.T) {
+	for _, tc := range []struct {
+		v, want, err string
+	}{
+		{"", "navigation", ""},
+		{" Snapshot ", "snapshot", ""},
+		{"pdf", "", `report "pdf" is not one of json, html`},
+	} {
+		allowed := []string{"navigation", "snapshot"}
+		name := "mode"
+		if tc.err != "" {
+			allowed, name = []string{"", "json", "html"}, "report"
+		}
+		got, err := oneOf(name, tc.v, allowed...)
+		if got != tc.want || (tc.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("oneOf(%q, %q) = %q, %v, want %q, %q", name, tc.v, got, err, tc.want, tc.err)
+		}
+	}
+}
