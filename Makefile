@@ -41,9 +41,13 @@ images: ## build the container images (docker; VERSION=…, IMAGE_REGISTRY=…)
 	done
 
 .PHONY: run
-run: ## run everything on this machine: MCP at http://127.0.0.1:8080/mcp
+run: lighthouse ## run everything on this machine: MCP at http://127.0.0.1:8080/mcp
 	@./scripts/deps.sh chromium
-	$(GO) run ./services/sovereign/cmd/sovereign up $(ARGS)
+	SOVEREIGN_LIGHTHOUSE_DIR=$${SOVEREIGN_LIGHTHOUSE_DIR-$(CURDIR)/services/browser/lighthouse} $(GO) run ./services/sovereign/cmd/sovereign up $(ARGS)
+
+.PHONY: lighthouse
+lighthouse: ## install the Lighthouse runner of lighthouse_audit (npm ci in services/browser/lighthouse; skipped, with a note, without Node.js)
+	@./scripts/deps.sh lighthouse
 
 .PHONY: test
 test: deps ## every test: unit, component, generated-code check and e2e

@@ -63,9 +63,9 @@ var images = []image{
 		entrypoint: []string{"/usr/bin/tini", "--", "/usr/local/bin/sovereign", "browser"}, expose: []string{"8091"},
 		env: map[string]string{
 			"SOVEREIGN_BROWSER_LISTEN": "0.0.0.0:8091", "SOVEREIGN_CHROME": "/usr/lib/chromium/chromium-headless-shell",
-			"HOME": "/home/sovereign", "TMPDIR": "/tmp",
+			"HOME": "/home/sovereign", "TMPDIR": "/tmp", "SOVEREIGN_LIGHTHOUSE_DIR": "/opt/sovereign/lighthouse",
 		},
-		packages: []string{"chromium", "fonts-liberation", "fonts-noto-cjk", "fonts-noto-color-emoji", "ca-certificates", "tini"},
+		packages: []string{"chromium", "fonts-liberation", "fonts-noto-cjk", "fonts-noto-color-emoji", "ca-certificates", "tini", "nodejs"},
 	},
 }
 

@@ -47,8 +47,9 @@ for w in "${want[@]}"; do
     node)
       # e2e/client-ts: the TypeScript SDK client; e2e/corpus: the
       # compatibility corpus (the todomvc package's apps) and Playwright MCP
-      # for make bench.
-      for dir in e2e/client-ts e2e/corpus; do
+      # for make bench; services/browser/lighthouse: the Lighthouse runner
+      # of lighthouse_audit, which the browser tests run.
+      for dir in e2e/client-ts e2e/corpus services/browser/lighthouse; do
         if [ -f $dir/package.json ]; then
           command -v npm >/dev/null || apt_install nodejs npm
           if [ ! -d $dir/node_modules ] || [ $dir/package-lock.json -nt $dir/node_modules ]; then
@@ -57,6 +58,19 @@ for w in "${want[@]}"; do
           fi
         fi
       done ;;
+    lighthouse)
+      # make lighthouse (and make run): the runner of lighthouse_audit.
+      # Without Node.js it only says so: the worker then answers
+      # lighthouse_audit with UNAVAILABLE, everything else works.
+      dir=services/browser/lighthouse
+      if ! command -v node >/dev/null || ! command -v npm >/dev/null \
+         || ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 18 || a === 18 && b >= 16 ? 0 : 1)'; then
+        echo "lighthouse_audit is off: it needs Node.js >= 18.16 and npm (Debian: apt-get install nodejs npm), then make lighthouse" >&2
+      elif [ ! -f $dir/node_modules/.package-lock.json ] || [ $dir/package-lock.json -nt $dir/node_modules/.package-lock.json ]; then
+        echo "installing the Lighthouse runner ($dir, npm ci)…"
+        (cd $dir && npm ci --no-audit --no-fund --loglevel=error --ignore-scripts >/dev/null) \
+          || echo "lighthouse_audit is off: npm ci failed in $dir (no registry?)" >&2
+      fi ;;
     postgres)
       # initdb, pg_ctl and postgres: Debian keeps them out of PATH, in
       # /usr/lib/postgresql/<version>/bin (installing may start a default

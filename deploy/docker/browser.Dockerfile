@@ -24,6 +24,23 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 # The data dir of the stateful images and the gateway's workspace (system
 # tools), owned by the runtime user.
 RUN mkdir -p /out/data /out/workspace && chmod 0700 /out/data /out/workspace
+# Only in this image: the Lighthouse runner of lighthouse_audit
+# (services/browser/lighthouse), Lighthouse 12.8.2 and puppeteer-core as
+# its package-lock.json pins them, fetched from the npm registry with
+# Debian's npm (pure JavaScript, no install scripts). npm trusts the CA
+# bundle go's module downloads trusted, kept before apt runs: installing
+# npm may regenerate /etc/ssl/certs (a build stage whose bundle carries a
+# local CA, as docker-offline.sh's stand-in golang image does, loses it).
+# After the shared steps above, so the binary is still built once for all
+# images.
+RUN --mount=type=cache,target=/root/.npm \
+    cp /etc/ssl/certs/ca-certificates.crt /tmp/go-ca.crt \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends nodejs npm \
+ && cp -r services/browser/lighthouse /out/lighthouse \
+ && cd /out/lighthouse \
+ && NODE_EXTRA_CA_CERTS=/tmp/go-ca.crt npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error \
+ && rm -rf /var/lib/apt/lists/*
 
 FROM debian:bookworm-slim
 ARG VERSION=dev
@@ -36,8 +53,9 @@ LABEL org.opencontainers.image.title="sovereign-browser" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${COMMIT}"
 # Chromium, fonts for Latin, CJK and emoji pages (and fontconfig to index
-# them at build time), CA certificates, and tini as PID 1 so that
-# Chromium's exited helpers are reaped.
+# them at build time), CA certificates, tini as PID 1 so that Chromium's
+# exited helpers are reaped, and Node.js (Debian 12's, >= 18.16) for the
+# Lighthouse runner.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       chromium \
@@ -48,11 +66,13 @@ RUN apt-get update \
       fontconfig \
       ca-certificates \
       tini \
+      nodejs \
  && rm -rf /var/lib/apt/lists/* \
  && fc-cache -f \
  && groupadd --gid 10001 sovereign \
  && useradd --uid 10001 --gid 10001 --home-dir /home/sovereign --create-home --shell /usr/sbin/nologin sovereign
 COPY --from=build /out/sovereign /usr/local/bin/sovereign
+COPY --from=build /out/lighthouse /opt/sovereign/lighthouse
 # Chromium's profiles go to the temp dir (/tmp) and its caches and config
 # under HOME: both may be tmpfs, so the root filesystem can be read-only.
 # The worker passes --disable-dev-shm-usage (chromedp's default), so
@@ -62,6 +82,7 @@ ENV HOME=/home/sovereign \
     XDG_CACHE_HOME=/home/sovereign/.cache \
     TMPDIR=/tmp \
     SOVEREIGN_CHROME=/usr/lib/chromium/chromium-headless-shell \
+    SOVEREIGN_LIGHTHOUSE_DIR=/opt/sovereign/lighthouse \
     SOVEREIGN_BROWSER_LISTEN=0.0.0.0:8091 \
     SOVEREIGN_LOG_FORMAT=json
 # /healthz, /readyz, /metrics (the worker talks to nothing else but NATS).

@@ -47,6 +47,7 @@ func RegisterFlags(fs *flag.FlagSet, errs *[]error) *Config {
 		"most of a trace (analysed up to there) or a heap snapshot (refused beyond it) the worker reads, uncompressed (MiB)")
 	sizeFlag(fs, errs, &cfg.MaxStorageBytes, "max-storage-kb", "SOVEREIGN_MAX_STORAGE_KB", 900, 10,
 		"largest saved storage (storage_save: cookies and local storage, sealed) in KiB")
+	fs.StringVar(&cfg.LighthouseDir, "lighthouse-dir", config.Env("SOVEREIGN_LIGHTHOUSE_DIR", ""), "directory of the Lighthouse runner lighthouse_audit runs with node (services/browser/lighthouse after `make lighthouse`); empty: lighthouse_audit answers that Lighthouse is not installed [SOVEREIGN_LIGHTHOUSE_DIR]")
 	registerFileFlags(fs, errs, cfg)     // upload limits (files.go)
 	registerDownloadFlags(fs, errs, cfg) // downloads (downloads.go)
 	fs.Func("allow-scheme", "URL scheme open may use besides http, https and about; repeat or comma-separate (e.g. data,file) [SOVEREIGN_ALLOW_SCHEMES]", func(v string) error {

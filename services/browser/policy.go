@@ -111,6 +111,8 @@ func navigates(req *browserv1.ToolRequest) bool {
 		return req.GetType().GetSubmit()
 	case *browserv1.ToolRequest_PerformanceStart:
 		return req.GetPerformanceStart().GetReload() // a reload may redirect
+	case *browserv1.ToolRequest_LighthouseAudit:
+		return !strings.EqualFold(strings.TrimSpace(req.GetLighthouseAudit().GetMode()), "snapshot") // navigation reloads
 	}
 	return false
 }

@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -122,6 +123,11 @@ type Config struct {
 	// Downloads bound downloads (downloads.go); zero fields take the
 	// defaults.
 	Downloads DownloadLimits
+	// LighthouseDir is the directory of the Lighthouse runner
+	// (services/browser/lighthouse: run.mjs, its node_modules installed by
+	// `make lighthouse`) that lighthouse_audit runs with node; empty: the
+	// tool answers UNAVAILABLE and says how to install it.
+	LighthouseDir string
 }
 
 // Worker runs one Chromium and its sessions.
@@ -218,6 +224,16 @@ func (cfg Config) Resolve() (Config, error) {
 	}
 	if cfg.CheckpointTTL < time.Second {
 		return cfg, fmt.Errorf("checkpoint ttl %s: must be at least 1s", cfg.CheckpointTTL)
+	}
+	if cfg.LighthouseDir != "" {
+		dir, err := filepath.Abs(cfg.LighthouseDir)
+		if err == nil {
+			_, err = os.Stat(filepath.Join(dir, "run.mjs"))
+		}
+		if err != nil {
+			return cfg, fmt.Errorf("lighthouse dir %q: no Lighthouse runner there (run.mjs of services/browser/lighthouse): %w", cfg.LighthouseDir, err)
+		}
+		cfg.LighthouseDir = dir
 	}
 	cfg.Downloads = cfg.Downloads.withDefaults()
 	if cfg.Downloads.MaxBytes < 0 || cfg.Downloads.TTL < 0 || cfg.Downloads.Wait < 0 || cfg.Downloads.SessionMaxBytes < 0 {
@@ -635,7 +651,8 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 func (w *Worker) pageOptions() page.Options {
 	o := page.Options{AllowedSchemes: w.cfg.AllowedSchemes, ConsoleBuffer: w.cfg.ConsoleBuffer,
 		NetworkBuffer: w.cfg.NetworkBuffer, MaxPDFBytes: w.cfg.MaxPDFBytes,
-		MaxProfileFileBytes: w.cfg.MaxProfileFileBytes, MaxProfileReadBytes: w.cfg.MaxProfileReadBytes}
+		MaxProfileFileBytes: w.cfg.MaxProfileFileBytes, MaxProfileReadBytes: w.cfg.MaxProfileReadBytes,
+		LighthouseDir: w.cfg.LighthouseDir}
 	if w.secrets != nil {
 		// Bytes a tool returns encoded (base64) cannot be scrubbed after:
 		// the page package scrubs them before (secrets.go scrubs text).

@@ -182,6 +182,12 @@ func TestCatalogReachesNoAudit(t *testing.T) {
 		}
 		name := strings.ToLower(tool.Name)
 		blob := strings.ToLower(tool.Description + " " + string(tool.RawInputSchema))
+		if name == "lighthouse_audit" {
+			// Google Lighthouse audits the page (chrome-devtools-mcp's
+			// name for it), not the audit trail.
+			name = "lighthouse"
+			blob = strings.NewReplacer("failed audits", "", "audits", "", "audit", "").Replace(blob)
+		}
 		if strings.Contains(name, "audit") || strings.Contains(name, "history") ||
 			strings.Contains(blob, "audit") || strings.Contains(blob, "sov.history") {
 			t.Errorf("tool %s reaches for the audit trail or the history service: %s", tool.Name, tool.Description)

@@ -2039,6 +2039,7 @@ type ToolRequest struct {
 	//	*ToolRequest_ScreencastStart
 	//	*ToolRequest_ScreencastStop
 	//	*ToolRequest_PerformanceInsight
+	//	*ToolRequest_LighthouseAudit
 	Tool          isToolRequest_Tool `protobuf_oneof:"tool"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2634,6 +2635,15 @@ func (x *ToolRequest) GetPerformanceInsight() *PerformanceInsight {
 	return nil
 }
 
+func (x *ToolRequest) GetLighthouseAudit() *LighthouseAudit {
+	if x != nil {
+		if x, ok := x.Tool.(*ToolRequest_LighthouseAudit); ok {
+			return x.LighthouseAudit
+		}
+	}
+	return nil
+}
+
 type isToolRequest_Tool interface {
 	isToolRequest_Tool()
 }
@@ -2839,7 +2849,7 @@ type ToolRequest_DownloadGet struct {
 }
 
 type ToolRequest_PerformanceStart struct {
-	// Performance and memory (see the messages below): 81-89.
+	// Performance, memory and audits (see the messages below): 81-89.
 	PerformanceStart *PerformanceStart `protobuf:"bytes,81,opt,name=performance_start,json=performanceStart,proto3,oneof"`
 }
 
@@ -2865,6 +2875,10 @@ type ToolRequest_ScreencastStop struct {
 
 type ToolRequest_PerformanceInsight struct {
 	PerformanceInsight *PerformanceInsight `protobuf:"bytes,87,opt,name=performance_insight,json=performanceInsight,proto3,oneof"`
+}
+
+type ToolRequest_LighthouseAudit struct {
+	LighthouseAudit *LighthouseAudit `protobuf:"bytes,88,opt,name=lighthouse_audit,json=lighthouseAudit,proto3,oneof"`
 }
 
 func (*ToolRequest_Open) isToolRequest_Tool() {}
@@ -2978,6 +2992,8 @@ func (*ToolRequest_ScreencastStart) isToolRequest_Tool() {}
 func (*ToolRequest_ScreencastStop) isToolRequest_Tool() {}
 
 func (*ToolRequest_PerformanceInsight) isToolRequest_Tool() {}
+
+func (*ToolRequest_LighthouseAudit) isToolRequest_Tool() {}
 
 // Drop drops files and data onto an element, as if dragged there from
 // outside the page (a drop zone).
@@ -3763,6 +3779,73 @@ func (x *PerformanceInsight) GetInsight() string {
 	return ""
 }
 
+// LighthouseAudit runs Google Lighthouse (accessibility, best practices,
+// SEO) on the active tab.
+type LighthouseAudit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// snapshot audits the page as it is; navigation (the default) reloads
+	// it and audits the load.
+	Mode string `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	// desktop (the default) or mobile: the form factor Lighthouse scores
+	// for, emulated during a navigation.
+	Device string `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
+	// "" for the summary only; json or html also attaches the full report.
+	Report        string `protobuf:"bytes,3,opt,name=report,proto3" json:"report,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LighthouseAudit) Reset() {
+	*x = LighthouseAudit{}
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LighthouseAudit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LighthouseAudit) ProtoMessage() {}
+
+func (x *LighthouseAudit) ProtoReflect() protoreflect.Message {
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LighthouseAudit.ProtoReflect.Descriptor instead.
+func (*LighthouseAudit) Descriptor() ([]byte, []int) {
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *LighthouseAudit) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *LighthouseAudit) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *LighthouseAudit) GetReport() string {
+	if x != nil {
+		return x.Report
+	}
+	return ""
+}
+
 // ScreencastStart starts recording the frames the active tab draws;
 // screencast_stop returns them.
 type ScreencastStart struct {
@@ -3777,7 +3860,7 @@ type ScreencastStart struct {
 
 func (x *ScreencastStart) Reset() {
 	*x = ScreencastStart{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3789,7 +3872,7 @@ func (x *ScreencastStart) String() string {
 func (*ScreencastStart) ProtoMessage() {}
 
 func (x *ScreencastStart) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[43]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3802,7 +3885,7 @@ func (x *ScreencastStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScreencastStart.ProtoReflect.Descriptor instead.
 func (*ScreencastStart) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{43}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ScreencastStart) GetMaxFrames() int32 {
@@ -3831,7 +3914,7 @@ type PerformanceStart struct {
 
 func (x *PerformanceStart) Reset() {
 	*x = PerformanceStart{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3843,7 +3926,7 @@ func (x *PerformanceStart) String() string {
 func (*PerformanceStart) ProtoMessage() {}
 
 func (x *PerformanceStart) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[44]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3856,7 +3939,7 @@ func (x *PerformanceStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PerformanceStart.ProtoReflect.Descriptor instead.
 func (*PerformanceStart) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{44}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PerformanceStart) GetReload() bool {
@@ -3880,7 +3963,7 @@ type StorageName struct {
 
 func (x *StorageName) Reset() {
 	*x = StorageName{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3892,7 +3975,7 @@ func (x *StorageName) String() string {
 func (*StorageName) ProtoMessage() {}
 
 func (x *StorageName) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[45]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3905,7 +3988,7 @@ func (x *StorageName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageName.ProtoReflect.Descriptor instead.
 func (*StorageName) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{45}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StorageName) GetName() string {
@@ -3939,7 +4022,7 @@ type StorageTransferRequest struct {
 
 func (x *StorageTransferRequest) Reset() {
 	*x = StorageTransferRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3951,7 +4034,7 @@ func (x *StorageTransferRequest) String() string {
 func (*StorageTransferRequest) ProtoMessage() {}
 
 func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[46]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3964,7 +4047,7 @@ func (x *StorageTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageTransferRequest.ProtoReflect.Descriptor instead.
 func (*StorageTransferRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{46}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *StorageTransferRequest) GetOp() string {
@@ -4009,7 +4092,7 @@ type StorageTransferResponse struct {
 
 func (x *StorageTransferResponse) Reset() {
 	*x = StorageTransferResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4021,7 +4104,7 @@ func (x *StorageTransferResponse) String() string {
 func (*StorageTransferResponse) ProtoMessage() {}
 
 func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[47]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4034,7 +4117,7 @@ func (x *StorageTransferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageTransferResponse.ProtoReflect.Descriptor instead.
 func (*StorageTransferResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{47}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StorageTransferResponse) GetStateJson() []byte {
@@ -4066,7 +4149,7 @@ type Pdf struct {
 
 func (x *Pdf) Reset() {
 	*x = Pdf{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4078,7 +4161,7 @@ func (x *Pdf) String() string {
 func (*Pdf) ProtoMessage() {}
 
 func (x *Pdf) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[48]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4091,7 +4174,7 @@ func (x *Pdf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pdf.ProtoReflect.Descriptor instead.
 func (*Pdf) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{48}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Pdf) GetLandscape() bool {
@@ -4134,7 +4217,7 @@ type HandleDialog struct {
 
 func (x *HandleDialog) Reset() {
 	*x = HandleDialog{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4146,7 +4229,7 @@ func (x *HandleDialog) String() string {
 func (*HandleDialog) ProtoMessage() {}
 
 func (x *HandleDialog) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[49]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4159,7 +4242,7 @@ func (x *HandleDialog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleDialog.ProtoReflect.Descriptor instead.
 func (*HandleDialog) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{49}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HandleDialog) GetAccept() bool {
@@ -4187,7 +4270,7 @@ type UploadFile struct {
 
 func (x *UploadFile) Reset() {
 	*x = UploadFile{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4199,7 +4282,7 @@ func (x *UploadFile) String() string {
 func (*UploadFile) ProtoMessage() {}
 
 func (x *UploadFile) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[50]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4212,7 +4295,7 @@ func (x *UploadFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFile.ProtoReflect.Descriptor instead.
 func (*UploadFile) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{50}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UploadFile) GetElement() *Element {
@@ -4248,7 +4331,7 @@ type UploadFileItem struct {
 
 func (x *UploadFileItem) Reset() {
 	*x = UploadFileItem{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4260,7 +4343,7 @@ func (x *UploadFileItem) String() string {
 func (*UploadFileItem) ProtoMessage() {}
 
 func (x *UploadFileItem) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[51]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4273,7 +4356,7 @@ func (x *UploadFileItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFileItem.ProtoReflect.Descriptor instead.
 func (*UploadFileItem) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{51}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UploadFileItem) GetName() string {
@@ -4315,7 +4398,7 @@ type DownloadGet struct {
 
 func (x *DownloadGet) Reset() {
 	*x = DownloadGet{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4327,7 +4410,7 @@ func (x *DownloadGet) String() string {
 func (*DownloadGet) ProtoMessage() {}
 
 func (x *DownloadGet) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[52]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4340,7 +4423,7 @@ func (x *DownloadGet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadGet.ProtoReflect.Descriptor instead.
 func (*DownloadGet) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{52}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DownloadGet) GetId() string {
@@ -4365,7 +4448,7 @@ type SetIdentity struct {
 
 func (x *SetIdentity) Reset() {
 	*x = SetIdentity{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4377,7 +4460,7 @@ func (x *SetIdentity) String() string {
 func (*SetIdentity) ProtoMessage() {}
 
 func (x *SetIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[53]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4390,7 +4473,7 @@ func (x *SetIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetIdentity.ProtoReflect.Descriptor instead.
 func (*SetIdentity) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{53}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SetIdentity) GetPubkey() string {
@@ -4411,7 +4494,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4423,7 +4506,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[54]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4436,7 +4519,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{54}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Image) GetMimeType() string {
@@ -4466,7 +4549,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4478,7 +4561,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[55]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4491,7 +4574,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{55}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Resource) GetName() string {
@@ -4530,7 +4613,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4542,7 +4625,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[56]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4555,7 +4638,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{56}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Content) GetPart() isContent_Part {
@@ -4630,7 +4713,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4642,7 +4725,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[57]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4655,7 +4738,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{57}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ToolResult) GetContent() []*Content {
@@ -4717,7 +4800,7 @@ type HTTPToolRequest struct {
 
 func (x *HTTPToolRequest) Reset() {
 	*x = HTTPToolRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[58]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4729,7 +4812,7 @@ func (x *HTTPToolRequest) String() string {
 func (*HTTPToolRequest) ProtoMessage() {}
 
 func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[58]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4742,7 +4825,7 @@ func (x *HTTPToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolRequest.ProtoReflect.Descriptor instead.
 func (*HTTPToolRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{58}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *HTTPToolRequest) GetTool() string {
@@ -4821,7 +4904,7 @@ type HTTPToolResponse struct {
 
 func (x *HTTPToolResponse) Reset() {
 	*x = HTTPToolResponse{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[59]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4833,7 +4916,7 @@ func (x *HTTPToolResponse) String() string {
 func (*HTTPToolResponse) ProtoMessage() {}
 
 func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[59]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4846,7 +4929,7 @@ func (x *HTTPToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPToolResponse.ProtoReflect.Descriptor instead.
 func (*HTTPToolResponse) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{59}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HTTPToolResponse) GetStatusCode() int32 {
@@ -4909,7 +4992,7 @@ type RestoreSessionRequest struct {
 
 func (x *RestoreSessionRequest) Reset() {
 	*x = RestoreSessionRequest{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[60]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4921,7 +5004,7 @@ func (x *RestoreSessionRequest) String() string {
 func (*RestoreSessionRequest) ProtoMessage() {}
 
 func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[60]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4934,7 +5017,7 @@ func (x *RestoreSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSessionRequest.ProtoReflect.Descriptor instead.
 func (*RestoreSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{60}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RestoreSessionRequest) GetOldSessionId() string {
@@ -4988,7 +5071,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[61]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5000,7 +5083,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[61]
+	mi := &file_sovereign_browser_v1_browser_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5013,7 +5096,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{61}
+	return file_sovereign_browser_v1_browser_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *WorkerLoad) GetWorkerId() string {
@@ -5190,7 +5273,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x18\n" +
 	"\aquality\x18\x02 \x01(\x05R\aquality\x12\x1b\n" +
 	"\tfull_page\x18\x03 \x01(\bR\bfullPage\x127\n" +
-	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\x89\x1f\n" +
+	"\aelement\x18\x04 \x01(\v2\x1d.sovereign.browser.v1.ElementR\aelement\"\xdd\x1f\n" +
 	"\vToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
@@ -5261,7 +5344,8 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\rheap_snapshot\x18T \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\fheapSnapshot\x12R\n" +
 	"\x10screencast_start\x18U \x01(\v2%.sovereign.browser.v1.ScreencastStartH\x00R\x0fscreencastStart\x12G\n" +
 	"\x0fscreencast_stop\x18V \x01(\v2\x1c.sovereign.browser.v1.NoArgsH\x00R\x0escreencastStop\x12[\n" +
-	"\x13performance_insight\x18W \x01(\v2(.sovereign.browser.v1.PerformanceInsightH\x00R\x12performanceInsightB\x06\n" +
+	"\x13performance_insight\x18W \x01(\v2(.sovereign.browser.v1.PerformanceInsightH\x00R\x12performanceInsight\x12R\n" +
+	"\x10lighthouse_audit\x18X \x01(\v2%.sovereign.browser.v1.LighthouseAuditH\x00R\x0flighthouseAuditB\x06\n" +
 	"\x04toolB\f\n" +
 	"\n" +
 	"_settle_ms\"\xaf\x01\n" +
@@ -5324,7 +5408,11 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\".\n" +
 	"\x12PerformanceInsight\x12\x18\n" +
-	"\ainsight\x18\x01 \x01(\tR\ainsight\"J\n" +
+	"\ainsight\x18\x01 \x01(\tR\ainsight\"U\n" +
+	"\x0fLighthouseAudit\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x16\n" +
+	"\x06device\x18\x02 \x01(\tR\x06device\x12\x16\n" +
+	"\x06report\x18\x03 \x01(\tR\x06report\"J\n" +
 	"\x0fScreencastStart\x12\x1d\n" +
 	"\n" +
 	"max_frames\x18\x01 \x01(\x05R\tmaxFrames\x12\x18\n" +
@@ -5442,7 +5530,7 @@ func file_sovereign_browser_v1_browser_proto_rawDescGZIP() []byte {
 }
 
 var file_sovereign_browser_v1_browser_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_sovereign_browser_v1_browser_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(SnapshotAfter)(0),              // 0: sovereign.browser.v1.SnapshotAfter
 	(DialogMode)(0),                 // 1: sovereign.browser.v1.DialogMode
@@ -5489,26 +5577,27 @@ var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*Emulate)(nil),                 // 42: sovereign.browser.v1.Emulate
 	(*Header)(nil),                  // 43: sovereign.browser.v1.Header
 	(*PerformanceInsight)(nil),      // 44: sovereign.browser.v1.PerformanceInsight
-	(*ScreencastStart)(nil),         // 45: sovereign.browser.v1.ScreencastStart
-	(*PerformanceStart)(nil),        // 46: sovereign.browser.v1.PerformanceStart
-	(*StorageName)(nil),             // 47: sovereign.browser.v1.StorageName
-	(*StorageTransferRequest)(nil),  // 48: sovereign.browser.v1.StorageTransferRequest
-	(*StorageTransferResponse)(nil), // 49: sovereign.browser.v1.StorageTransferResponse
-	(*Pdf)(nil),                     // 50: sovereign.browser.v1.Pdf
-	(*HandleDialog)(nil),            // 51: sovereign.browser.v1.HandleDialog
-	(*UploadFile)(nil),              // 52: sovereign.browser.v1.UploadFile
-	(*UploadFileItem)(nil),          // 53: sovereign.browser.v1.UploadFileItem
-	(*DownloadGet)(nil),             // 54: sovereign.browser.v1.DownloadGet
-	(*SetIdentity)(nil),             // 55: sovereign.browser.v1.SetIdentity
-	(*Image)(nil),                   // 56: sovereign.browser.v1.Image
-	(*Resource)(nil),                // 57: sovereign.browser.v1.Resource
-	(*Content)(nil),                 // 58: sovereign.browser.v1.Content
-	(*ToolResult)(nil),              // 59: sovereign.browser.v1.ToolResult
-	(*HTTPToolRequest)(nil),         // 60: sovereign.browser.v1.HTTPToolRequest
-	(*HTTPToolResponse)(nil),        // 61: sovereign.browser.v1.HTTPToolResponse
-	(*RestoreSessionRequest)(nil),   // 62: sovereign.browser.v1.RestoreSessionRequest
-	(*WorkerLoad)(nil),              // 63: sovereign.browser.v1.WorkerLoad
-	nil,                             // 64: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(*LighthouseAudit)(nil),         // 45: sovereign.browser.v1.LighthouseAudit
+	(*ScreencastStart)(nil),         // 46: sovereign.browser.v1.ScreencastStart
+	(*PerformanceStart)(nil),        // 47: sovereign.browser.v1.PerformanceStart
+	(*StorageName)(nil),             // 48: sovereign.browser.v1.StorageName
+	(*StorageTransferRequest)(nil),  // 49: sovereign.browser.v1.StorageTransferRequest
+	(*StorageTransferResponse)(nil), // 50: sovereign.browser.v1.StorageTransferResponse
+	(*Pdf)(nil),                     // 51: sovereign.browser.v1.Pdf
+	(*HandleDialog)(nil),            // 52: sovereign.browser.v1.HandleDialog
+	(*UploadFile)(nil),              // 53: sovereign.browser.v1.UploadFile
+	(*UploadFileItem)(nil),          // 54: sovereign.browser.v1.UploadFileItem
+	(*DownloadGet)(nil),             // 55: sovereign.browser.v1.DownloadGet
+	(*SetIdentity)(nil),             // 56: sovereign.browser.v1.SetIdentity
+	(*Image)(nil),                   // 57: sovereign.browser.v1.Image
+	(*Resource)(nil),                // 58: sovereign.browser.v1.Resource
+	(*Content)(nil),                 // 59: sovereign.browser.v1.Content
+	(*ToolResult)(nil),              // 60: sovereign.browser.v1.ToolResult
+	(*HTTPToolRequest)(nil),         // 61: sovereign.browser.v1.HTTPToolRequest
+	(*HTTPToolResponse)(nil),        // 62: sovereign.browser.v1.HTTPToolResponse
+	(*RestoreSessionRequest)(nil),   // 63: sovereign.browser.v1.RestoreSessionRequest
+	(*WorkerLoad)(nil),              // 64: sovereign.browser.v1.WorkerLoad
+	nil,                             // 65: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	4,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -5556,7 +5645,7 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	23, // 42: sovereign.browser.v1.ToolRequest.wait_for:type_name -> sovereign.browser.v1.WaitFor
 	32, // 43: sovereign.browser.v1.ToolRequest.screenshot:type_name -> sovereign.browser.v1.Screenshot
 	12, // 44: sovereign.browser.v1.ToolRequest.blocked_requests:type_name -> sovereign.browser.v1.NoArgs
-	55, // 45: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
+	56, // 45: sovereign.browser.v1.ToolRequest.set_identity:type_name -> sovereign.browser.v1.SetIdentity
 	25, // 46: sovereign.browser.v1.ToolRequest.select_option:type_name -> sovereign.browser.v1.SelectOption
 	26, // 47: sovereign.browser.v1.ToolRequest.check:type_name -> sovereign.browser.v1.Check
 	28, // 48: sovereign.browser.v1.ToolRequest.fill_form:type_name -> sovereign.browser.v1.FillForm
@@ -5570,40 +5659,41 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	39, // 56: sovereign.browser.v1.ToolRequest.network_request:type_name -> sovereign.browser.v1.NetworkRequestBody
 	40, // 57: sovereign.browser.v1.ToolRequest.resize:type_name -> sovereign.browser.v1.Resize
 	42, // 58: sovereign.browser.v1.ToolRequest.emulate:type_name -> sovereign.browser.v1.Emulate
-	50, // 59: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
-	47, // 60: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
+	51, // 59: sovereign.browser.v1.ToolRequest.pdf:type_name -> sovereign.browser.v1.Pdf
+	48, // 60: sovereign.browser.v1.ToolRequest.storage_save:type_name -> sovereign.browser.v1.StorageName
 	12, // 61: sovereign.browser.v1.ToolRequest.storage_list:type_name -> sovereign.browser.v1.NoArgs
-	47, // 62: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
-	51, // 63: sovereign.browser.v1.ToolRequest.handle_dialog:type_name -> sovereign.browser.v1.HandleDialog
-	52, // 64: sovereign.browser.v1.ToolRequest.upload_file:type_name -> sovereign.browser.v1.UploadFile
+	48, // 62: sovereign.browser.v1.ToolRequest.storage_delete:type_name -> sovereign.browser.v1.StorageName
+	52, // 63: sovereign.browser.v1.ToolRequest.handle_dialog:type_name -> sovereign.browser.v1.HandleDialog
+	53, // 64: sovereign.browser.v1.ToolRequest.upload_file:type_name -> sovereign.browser.v1.UploadFile
 	12, // 65: sovereign.browser.v1.ToolRequest.download_list:type_name -> sovereign.browser.v1.NoArgs
-	54, // 66: sovereign.browser.v1.ToolRequest.download_get:type_name -> sovereign.browser.v1.DownloadGet
-	46, // 67: sovereign.browser.v1.ToolRequest.performance_start:type_name -> sovereign.browser.v1.PerformanceStart
+	55, // 66: sovereign.browser.v1.ToolRequest.download_get:type_name -> sovereign.browser.v1.DownloadGet
+	47, // 67: sovereign.browser.v1.ToolRequest.performance_start:type_name -> sovereign.browser.v1.PerformanceStart
 	12, // 68: sovereign.browser.v1.ToolRequest.performance_stop:type_name -> sovereign.browser.v1.NoArgs
 	12, // 69: sovereign.browser.v1.ToolRequest.performance_metrics:type_name -> sovereign.browser.v1.NoArgs
 	12, // 70: sovereign.browser.v1.ToolRequest.heap_snapshot:type_name -> sovereign.browser.v1.NoArgs
-	45, // 71: sovereign.browser.v1.ToolRequest.screencast_start:type_name -> sovereign.browser.v1.ScreencastStart
+	46, // 71: sovereign.browser.v1.ToolRequest.screencast_start:type_name -> sovereign.browser.v1.ScreencastStart
 	12, // 72: sovereign.browser.v1.ToolRequest.screencast_stop:type_name -> sovereign.browser.v1.NoArgs
 	44, // 73: sovereign.browser.v1.ToolRequest.performance_insight:type_name -> sovereign.browser.v1.PerformanceInsight
-	11, // 74: sovereign.browser.v1.Drop.element:type_name -> sovereign.browser.v1.Element
-	53, // 75: sovereign.browser.v1.Drop.files:type_name -> sovereign.browser.v1.UploadFileItem
-	35, // 76: sovereign.browser.v1.Drop.data:type_name -> sovereign.browser.v1.DropItem
-	11, // 77: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
-	41, // 78: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
-	43, // 79: sovereign.browser.v1.Emulate.headers:type_name -> sovereign.browser.v1.Header
-	11, // 80: sovereign.browser.v1.UploadFile.element:type_name -> sovereign.browser.v1.Element
-	53, // 81: sovereign.browser.v1.UploadFile.files:type_name -> sovereign.browser.v1.UploadFileItem
-	56, // 82: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
-	57, // 83: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
-	58, // 84: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	64, // 85: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	4,  // 86: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	4,  // 87: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	88, // [88:88] is the sub-list for method output_type
-	88, // [88:88] is the sub-list for method input_type
-	88, // [88:88] is the sub-list for extension type_name
-	88, // [88:88] is the sub-list for extension extendee
-	0,  // [0:88] is the sub-list for field type_name
+	45, // 74: sovereign.browser.v1.ToolRequest.lighthouse_audit:type_name -> sovereign.browser.v1.LighthouseAudit
+	11, // 75: sovereign.browser.v1.Drop.element:type_name -> sovereign.browser.v1.Element
+	54, // 76: sovereign.browser.v1.Drop.files:type_name -> sovereign.browser.v1.UploadFileItem
+	35, // 77: sovereign.browser.v1.Drop.data:type_name -> sovereign.browser.v1.DropItem
+	11, // 78: sovereign.browser.v1.GetStyles.element:type_name -> sovereign.browser.v1.Element
+	41, // 79: sovereign.browser.v1.Emulate.geolocation:type_name -> sovereign.browser.v1.Geolocation
+	43, // 80: sovereign.browser.v1.Emulate.headers:type_name -> sovereign.browser.v1.Header
+	11, // 81: sovereign.browser.v1.UploadFile.element:type_name -> sovereign.browser.v1.Element
+	54, // 82: sovereign.browser.v1.UploadFile.files:type_name -> sovereign.browser.v1.UploadFileItem
+	57, // 83: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
+	58, // 84: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
+	59, // 85: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
+	65, // 86: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	4,  // 87: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	4,  // 88: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	89, // [89:89] is the sub-list for method output_type
+	89, // [89:89] is the sub-list for method input_type
+	89, // [89:89] is the sub-list for extension type_name
+	89, // [89:89] is the sub-list for extension extendee
+	0,  // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }
@@ -5673,10 +5763,11 @@ func file_sovereign_browser_v1_browser_proto_init() {
 		(*ToolRequest_ScreencastStart)(nil),
 		(*ToolRequest_ScreencastStop)(nil),
 		(*ToolRequest_PerformanceInsight)(nil),
+		(*ToolRequest_LighthouseAudit)(nil),
 	}
 	file_sovereign_browser_v1_browser_proto_msgTypes[40].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[49].OneofWrappers = []any{}
-	file_sovereign_browser_v1_browser_proto_msgTypes[56].OneofWrappers = []any{
+	file_sovereign_browser_v1_browser_proto_msgTypes[50].OneofWrappers = []any{}
+	file_sovereign_browser_v1_browser_proto_msgTypes[57].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 		(*Content_Resource)(nil),
@@ -5687,7 +5778,7 @@ func file_sovereign_browser_v1_browser_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sovereign_browser_v1_browser_proto_rawDesc), len(file_sovereign_browser_v1_browser_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   63,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/remote"
@@ -166,16 +167,18 @@ func Start(ctx context.Context, execPath string) (context.Context, context.Cance
 // user data directory and proxy).
 func StartWrapped(ctx context.Context, execPath string, sandbox Sandbox, wrap func(chromedp.Transport) chromedp.Transport, extra ...chromedp.ExecAllocatorOption) (context.Context, context.CancelFunc, error) {
 	opts := append(Options(execPath, "", sandbox), extra...)
+	devtools := new(atomic.Pointer[string])
 	if wrap != nil {
 		opts = append(opts, chromedp.WithDialer(func(ctx context.Context, wsURL string) (chromedp.Transport, error) {
 			c, err := remote.DialContext(ctx, wsURL)
 			if err != nil {
 				return nil, err
 			}
+			devtools.Store(&wsURL)
 			return wrap(c), nil
 		}))
 	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.WithValue(ctx, devToolsKey{}, devtools), opts...)
 	bctx, cancelB := chromedp.NewContext(allocCtx, chromedp.WithBrowserOption(chromedp.WithBrowserErrorf(browserErrorf)))
 	if err := chromedp.Do(bctx); err != nil {
 		cancelB()
@@ -183,6 +186,22 @@ func StartWrapped(ctx context.Context, execPath string, sandbox Sandbox, wrap fu
 		return nil, nil, fmt.Errorf("start chromium %s: %w", execPath, err)
 	}
 	return bctx, func() { cancelB(); cancelAlloc() }, nil
+}
+
+type devToolsKey struct{}
+
+// DevToolsURL returns the browser websocket address (ws://127.0.0.1:…/
+// devtools/browser/…) of the Chromium that ctx, a browser context from
+// StartWrapped or a tab context made from it, belongs to; "" when that
+// Chromium talks over a pipe (no wrap). Another DevTools client (the
+// Lighthouse runner) connects there.
+func DevToolsURL(ctx context.Context) string {
+	if p, ok := ctx.Value(devToolsKey{}).(*atomic.Pointer[string]); ok {
+		if u := p.Load(); u != nil {
+			return *u
+		}
+	}
+	return ""
 }
 
 // browserErrorf logs chromedp's browser errors, except the detach of a

@@ -188,6 +188,19 @@
 // screencast_stop, which returns them as a QuickTime movie
 // (screencast_mov.go) and an animated GIF (screencast_gif.go).
 //
+// # Lighthouse
+//
+// lighthouse_audit (lighthouse.go) runs Google Lighthouse, which is Node:
+// the tab starts `node run.mjs` from Options.LighthouseDir (the runner in
+// services/browser/lighthouse) and hands it the browser's DevTools
+// websocket (package chrome records it) and the tab's target. The runner
+// attaches to that target only, audits accessibility, best practices and
+// SEO without resetting storage, and prints the result; the tab sums it
+// up (scores, failed audits, a few flagged elements each, within
+// LighthouseChars) and applies its emulation again, which Chromium drops
+// when Lighthouse disconnects. The run is killed at LighthouseTimeout or
+// the call's deadline.
+//
 // # Closed tabs
 //
 // A tab whose target went away (the page called window.close(), or its

@@ -56,6 +56,11 @@ type Options struct {
 	// flags.
 	MaxProfileFileBytes int
 	MaxProfileReadBytes int
+	// LighthouseDir is the directory of the Lighthouse runner that
+	// lighthouse_audit runs (run.mjs and its node_modules; see
+	// lighthouse.go); "" for none: the tool answers UNAVAILABLE. The
+	// worker fills it from --lighthouse-dir.
+	LighthouseDir string
 }
 
 func (o Options) consoleBuffer() int { return orDefault(o.ConsoleBuffer, DefaultConsoleBuffer) }
@@ -458,6 +463,8 @@ func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browse
 		return t.handleDialog(ctx, x.HandleDialog)
 	case *browserv1.ToolRequest_PerformanceInsight:
 		return t.performanceInsight(x.PerformanceInsight.GetInsight())
+	case *browserv1.ToolRequest_LighthouseAudit:
+		return t.lighthouseAudit(ctx, x.LighthouseAudit)
 	case *browserv1.ToolRequest_Drop:
 		return t.dropOn(ctx, x.Drop)
 	case *browserv1.ToolRequest_UploadFile:

@@ -114,14 +114,22 @@ func Lookup(name string) (Tool, bool) {
 	return Tool{}, false
 }
 
+// LighthouseExtraMs is how much longer than other tools lighthouse_audit
+// may take: a navigation audit loads the page and runs Lighthouse's
+// gatherers, usually 3-10 s; a slow page takes longer.
+const LighthouseExtraMs = 30000
+
 // Wait returns how long req itself asks to wait in milliseconds (wait's ms,
-// wait_for's timeout), so that the caller can extend its deadline by it.
+// wait_for's timeout, lighthouse_audit's LighthouseExtraMs), so that the
+// caller can extend its deadline by it.
 func Wait(req *browserv1.ToolRequest) int64 {
 	switch {
 	case req.GetWait() != nil:
 		return int64(req.GetWait().GetMs())
 	case req.GetWaitFor() != nil:
 		return int64(req.GetWaitFor().GetTimeoutMs())
+	case req.GetLighthouseAudit() != nil:
+		return LighthouseExtraMs
 	}
 	return 0
 }

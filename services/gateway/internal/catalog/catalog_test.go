@@ -46,7 +46,7 @@ func TestToolNames(t *testing.T) {
 		"secrets_list", "sovereign__list_scripts", "sovereign__reload",
 		"select_option", "check", "fill_form", "drag", "mouse", "get_markdown",
 		"console_messages", "network_requests", "network_request", "resize", "emulate", "pdf",
-		"performance_start", "performance_stop", "performance_insight", "performance_metrics", "heap_snapshot", "screencast_start", "screencast_stop",
+		"performance_start", "performance_stop", "performance_insight", "performance_metrics", "heap_snapshot", "screencast_start", "screencast_stop", "lighthouse_audit",
 		"storage_save", "storage_list", "storage_delete",
 		"handle_dialog", "upload_file", "drop", "download_list", "download_get",
 		"run_browser_task",

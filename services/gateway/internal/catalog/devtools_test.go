@@ -47,6 +47,10 @@ func TestDevtoolsParse(t *testing.T) {
 			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_ScreencastStop{ScreencastStop: &browserv1.NoArgs{}}}},
 		{"heap_snapshot", map[string]any{},
 			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_HeapSnapshot{HeapSnapshot: &browserv1.NoArgs{}}}},
+		{"lighthouse_audit", map[string]any{},
+			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_LighthouseAudit{LighthouseAudit: &browserv1.LighthouseAudit{Mode: "navigation", Device: "desktop"}}}},
+		{"lighthouse_audit", map[string]any{"mode": "snapshot", "device": "mobile", "report": "html"},
+			&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_LighthouseAudit{LighthouseAudit: &browserv1.LighthouseAudit{Mode: "snapshot", Device: "mobile", Report: "html"}}}},
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
 			tool, _ := Lookup(tc.tool)

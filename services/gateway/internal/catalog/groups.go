@@ -21,7 +21,7 @@ var groups = []group{
 	{"forms", formTools},        // select_option, check, fill_form, drag, mouse, get_markdown
 	{"files", filesTools},       // dialogs, upload_file, drop, downloads
 	{"devtools", devtoolsTools}, // console, network, resize, emulate, pdf
-	{"perf", perfTools},         // performance traces, heap snapshots, screencasts
+	{"perf", perfTools},         // performance traces, heap snapshots, screencasts, Lighthouse
 	{"storage", storageTools},   // saved logins
 	{"identity", identityTools}, // Nostr login
 	{"agent", agentTools},       // run_browser_task and the operator's scripts

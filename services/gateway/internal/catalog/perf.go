@@ -6,8 +6,9 @@ import (
 
 // The performance and memory tools: a Chromium trace of the active tab
 // read back as insights, the page's metrics, V8's heap snapshot summed up
-// by constructor and a screencast. The worker does the work (internal/page
-// perf.go, perftrace.go, perfmetrics.go, heap.go, screencast.go).
+// by constructor, a screencast and a Google Lighthouse audit. The worker
+// does the work (internal/page perf.go, perftrace.go, perfmetrics.go,
+// heap.go, screencast.go, lighthouse.go).
 var perfTools = []Tool{
 	{
 		Name: "performance_start", Title: "Start performance trace",
@@ -95,5 +96,27 @@ var perfTools = []Tool{
 		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
 			r.Tool = &browserv1.ToolRequest_ScreencastStop{ScreencastStop: n}
 		}),
+	},
+	{
+		// Not read-only: navigation mode reloads the page (as reload and
+		// performance_start with reload, which are not either).
+		Name: "lighthouse_audit", Title: "Lighthouse audit",
+		Description: "Audit the active tab with Google Lighthouse (12.8.2, run on the worker) for accessibility, best " +
+			"practices and SEO: each category's score (0-100) and its failed audits with a few of the elements they " +
+			"flag (selector and HTML). navigation reloads the page and audits its load (refs are stale afterwards); " +
+			"snapshot audits the page as it is now, after your actions. Storage is never reset (the session stays " +
+			"logged in) and the network is not throttled; the session's emulation is restored afterwards. For " +
+			"performance use performance_start/performance_stop. report attaches the whole report (lighthouse.json " +
+			"or lighthouse.html) within the worker's file limit. Takes about 3-10 s. Workers without Node.js and the " +
+			"runner (make lighthouse) answer UNAVAILABLE.",
+		params: []Param{
+			{Name: "mode", Type: String, Enum: []string{"navigation", "snapshot"}, Default: "navigation", Description: "navigation: reload and audit the load; snapshot: audit the page as it is"},
+			{Name: "device", Type: String, Enum: []string{"desktop", "mobile"}, Default: "desktop", Description: "Form factor to score for (and to emulate during a navigation)"},
+			{Name: "report", Type: String, Enum: []string{"json", "html"}, Description: "Also attach the full report in this format"},
+		},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
+			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_LighthouseAudit{LighthouseAudit: &browserv1.LighthouseAudit{
+				Mode: a.str("mode"), Device: a.str("device"), Report: a.str("report")}}}, nil
+		},
 	},
 }

@@ -1,0 +1,339 @@
+package browser_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/browser"
+	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
+)
+
+// lighthouseDir is the runner of lighthouse_audit in this repository,
+// installed by `make lighthouse` (make test installs it too).
+func lighthouseDir(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not on PATH: lighthouse_audit needs Node.js >= 18.16 (Debian: apt-get install nodejs npm)")
+	}
+	dir, err := filepath.Abs("lighthouse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "lighthouse")); err != nil {
+		t.Fatalf("the Lighthouse runner is not installed in %s: run `make lighthouse` (%v)", dir, err)
+	}
+	return dir
+}
+
+func lighthouseReq(mode, device, report string) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_LighthouseAudit{LighthouseAudit: &browserv1.LighthouseAudit{
+		Mode: mode, Device: device, Report: report}}}
+}
+
+// lighthouseCall calls lighthouse_audit with the gateway's deadline for
+// it (its tool timeout plus catalog.LighthouseExtraMs).
+func (f *fleet) lighthouseCall(s *browserv1.OpenSessionResponse, req *browserv1.ToolRequest) (*browserv1.ToolResult, time.Duration, error) {
+	return f.lighthouseCallWithin(s, req, 90*time.Second)
+}
+
+func (f *fleet) lighthouseCallWithin(s *browserv1.OpenSessionResponse, req *browserv1.ToolRequest, d time.Duration) (*browserv1.ToolResult, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	req.SessionId = s.SessionId
+	var res browserv1.ToolResult
+	start := time.Now()
+	err := f.c.Request(ctx, f.c.Subject("browser", "w", s.WorkerId, "call"), req, &res)
+	return &res, time.Since(start), err
+}
+
+// lighthouseStructured is the structured part of a lighthouse_audit result.
+type lighthouseStructured struct {
+	Lighthouse struct {
+		Version string         `json:"version"`
+		Mode    string         `json:"mode"`
+		Device  string         `json:"device"`
+		Scores  map[string]int `json:"scores"`
+		Failed  []struct {
+			ID    string   `json:"id"`
+			Items []string `json:"items"`
+		} `json:"failed"`
+	} `json:"lighthouse"`
+}
+
+// TestLighthouseAudit runs real Lighthouse (the runner of
+// services/browser/lighthouse, with node) on a page with known
+// accessibility and SEO defects: snapshot mode names them with low
+// scores and attaches the JSON report; navigation mode on a mobile device
+// keeps the session's cookie and local storage (storage is never reset)
+// and leaves the tab's viewport as it was; results are scrubbed of the
+// operator's secrets; bad arguments and non-web pages are refused; a run
+// that outlasts the call's deadline is killed in time, and the tab keeps
+// working with its viewport; the reload of a navigation audit stays under
+// the session's URL policy.
+func TestLighthouseAudit(t *testing.T) {
+	dir := lighthouseDir(t)
+	f := newFleet(t)
+	key := storeSecret(t, f, "API_KEY", httpSecret)
+	f.worker(browser.Config{ID: "lh", MaxSessions: 2, SecretKey: key, LighthouseDir: dir})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// No <title>, no lang, no meta description; an image without
+		// alt, a button without a name.
+		fmt.Fprintf(w, `<!doctype html><html><head><meta name="viewport" content="width=device-width"></head><body>`+
+			`<h1>Defects</h1><img src="/pixel.gif?k=%s" width="10" height="10"><button></button>`+
+			`<p>Some text for the page.</p></body></html>`, httpSecret)
+	})
+	pixel := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "image/gif")
+		_, _ = w.Write([]byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"))
+	}
+	mux.HandleFunc("/pixel.gif", pixel)
+	// A page that loads once; reloaded, its image never comes, so a
+	// navigation audit runs out of time.
+	release := make(chan struct{})
+	var hangs atomic.Int32
+	mux.HandleFunc("/hang", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><html lang="en"><title>hang</title><img src="/hang.gif" alt="hang">`)
+	})
+	mux.HandleFunc("/hang.gif", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if hangs.Add(1) == 1 {
+			pixel(w, r)
+			return
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	// A page with an image on a host the URL policy refuses.
+	var evilHits atomic.Int32
+	mux.HandleFunc("/policed", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><html lang="en"><title>policed</title><img src="http://localhost:%s/evil.gif" alt="evil">`, r.URL.Query().Get("port"))
+	})
+	mux.HandleFunc("/evil.gif", func(w http.ResponseWriter, r *http.Request) {
+		evilHits.Add(1)
+		pixel(w, r)
+	})
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { close(release) })
+	s := f.mustOpen()
+
+	_, _, err := f.lighthouseCall(s, lighthouseReq("", "", ""))
+	wantCode(t, "on about:blank", err, commonv1.ErrorCode_INVALID_ARGUMENT, "open an http(s) page first")
+	f.mustCall(s, openReq(ts.URL+"/"))
+	_, _, err = f.lighthouseCall(s, lighthouseReq("timespan", "", ""))
+	wantCode(t, "mode timespan", err, commonv1.ErrorCode_INVALID_ARGUMENT, `mode "timespan" is not one of navigation, snapshot`)
+	_, _, err = f.lighthouseCall(s, lighthouseReq("", "tablet", ""))
+	wantCode(t, "device tablet", err, commonv1.ErrorCode_INVALID_ARGUMENT, `device "tablet" is not one of desktop, mobile`)
+
+	t.Run("snapshot", func(t *testing.T) {
+		res, took, err := f.lighthouseCall(s, lighthouseReq("snapshot", "desktop", "json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := res.GetContent()[0].GetText()
+		t.Logf("snapshot audit: %s, text %d chars, structured %d bytes", took.Round(10*time.Millisecond), len(text), len(res.GetStructuredJson()))
+		for _, want := range []string{"Lighthouse 12.8.2, snapshot mode, desktop", "image-alt", "button-name", "meta-description", "document-title", "html-has-lang"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("text lacks %q:\n%s", want, text)
+			}
+		}
+		if len(text) > 8000 {
+			t.Errorf("text is %d characters, more than the cap of 8000", len(text))
+		}
+		var st lighthouseStructured
+		if err := json.Unmarshal([]byte(res.GetStructuredJson()), &st); err != nil {
+			t.Fatal(err)
+		}
+		sc := st.Lighthouse.Scores
+		if st.Lighthouse.Version != "12.8.2" || sc["accessibility"] < 0 || sc["accessibility"] >= 90 || sc["seo"] < 0 || sc["seo"] >= 90 {
+			t.Errorf("structured = %+v, want Lighthouse 12.8.2 and accessibility and seo scores 0-89", st.Lighthouse)
+		}
+		if _, ok := sc["best-practices"]; !ok {
+			t.Errorf("scores %v lack best-practices", sc)
+		}
+		var imgItems []string
+		for _, a := range st.Lighthouse.Failed {
+			if a.ID == "image-alt" {
+				imgItems = a.Items
+			}
+		}
+		if len(imgItems) == 0 || !strings.Contains(imgItems[0], "<img") {
+			t.Errorf("image-alt items = %q, want the img element", imgItems)
+		}
+		var report []byte
+		for _, c := range res.GetContent() {
+			if r := c.GetResource(); r != nil && r.GetName() == "lighthouse.json" && r.GetMimeType() == "application/json" {
+				report = r.GetData()
+			}
+		}
+		var lhr struct {
+			LighthouseVersion string                     `json:"lighthouseVersion"`
+			Audits            map[string]json.RawMessage `json:"audits"`
+		}
+		if err := json.Unmarshal(report, &lhr); err != nil || lhr.LighthouseVersion != "12.8.2" || lhr.Audits["image-alt"] == nil {
+			t.Errorf("lighthouse.json (%d bytes): version %q, %d audits, %v", len(report), lhr.LighthouseVersion, len(lhr.Audits), err)
+		}
+		t.Logf("lighthouse.json: %d bytes", len(report))
+		noSecret(t, "text", text)
+		noSecret(t, "structured", res.GetStructuredJson())
+		noSecret(t, "lighthouse.json", string(report))
+	})
+
+	t.Run("navigation", func(t *testing.T) {
+		f.mustCall(s, evalReq(`document.cookie = "sid=kept; max-age=3600"; localStorage.setItem("k", "v"); 1`))
+		// The session's own emulation, which the mobile audit must leave.
+		f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Resize{Resize: &browserv1.Resize{Width: 900, Height: 700}}})
+		before := f.mustCall(s, evalReq(`innerWidth + "x" + innerHeight + " " + navigator.userAgent.includes("Mobile")`))
+		res, took, err := f.lighthouseCall(s, lighthouseReq("navigation", "mobile", "html"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := res.GetContent()[0].GetText()
+		t.Logf("navigation audit: %s, text %d chars", took.Round(10*time.Millisecond), len(text))
+		for _, want := range []string{"navigation mode, mobile", "image-alt", "meta-description", "take a new snapshot"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("text lacks %q:\n%s", want, text)
+			}
+		}
+		var html []byte
+		for _, c := range res.GetContent() {
+			if r := c.GetResource(); r != nil && r.GetName() == "lighthouse.html" && r.GetMimeType() == "text/html" {
+				html = r.GetData()
+			}
+		}
+		if !strings.Contains(string(html), "<html") || !strings.Contains(string(html), "Lighthouse") {
+			t.Errorf("lighthouse.html: %d bytes, not a Lighthouse report", len(html))
+		}
+		t.Logf("lighthouse.html: %d bytes", len(html))
+		noSecret(t, "lighthouse.html", string(html))
+		if got := f.mustCall(s, evalReq(`document.cookie + " " + localStorage.getItem("k")`)); !strings.Contains(got, "sid=kept") || !strings.Contains(got, " v") {
+			t.Errorf("after the navigation audit, cookie and local storage = %q, want sid=kept and v (storage must not be reset)", got)
+		}
+		if after := f.mustCall(s, evalReq(`innerWidth + "x" + innerHeight + " " + navigator.userAgent.includes("Mobile")`)); after != before || !strings.Contains(before, "900x700 false") {
+			t.Errorf("after a mobile audit the tab shows %q, want %q as before", after, before)
+		}
+	})
+
+	t.Run("policy", func(t *testing.T) {
+		// Lighthouse reloads the page over a DevTools connection of its
+		// own; the session's URL policy still refuses what it refuses.
+		p := enforced(true, &browserv1.UrlRules{Tier: "global", Allow: []string{"127.0.0.1"}})
+		ps := f.openWith(p)
+		defer func() { _ = f.close(ps) }()
+		_, port, _ := strings.Cut(strings.TrimPrefix(ts.URL, "http://"), ":")
+		open := openReq(ts.URL + "/policed?port=" + port)
+		open.Policy = p
+		if _, err := f.call(ps, open); err != nil {
+			t.Fatal(err)
+		}
+		f.waitBlocked(ps, "/evil.gif", "Image")
+		refused := func() int {
+			_, l := f.blocked(ps)
+			n := 0
+			for _, b := range l.Blocked {
+				if strings.Contains(b.URL, "/evil.gif") {
+					n++
+				}
+			}
+			return n
+		}
+		before := refused()
+		req := lighthouseReq("navigation", "desktop", "")
+		req.Policy = p
+		if _, _, err := f.lighthouseCall(ps, req); err != nil {
+			t.Fatal(err)
+		}
+		if after := refused(); after <= before {
+			t.Errorf("the image was refused %d times before the audit's reload and %d after, want more", before, after)
+		}
+		if n := evilHits.Load(); n > 0 {
+			t.Errorf("the refused image was served %d times", n)
+		}
+	})
+
+	t.Run("timeout", func(t *testing.T) {
+		f.mustCall(s, openReq(ts.URL+"/hang"))
+		f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Resize{Resize: &browserv1.Resize{Width: 900, Height: 700}}})
+		_, took, err := f.lighthouseCallWithin(s, lighthouseReq("navigation", "mobile", ""), 9*time.Second)
+		wantCode(t, "a page that never loads", err, commonv1.ErrorCode_TIMEOUT, "Lighthouse did not finish within 7s")
+		if took > 9*time.Second {
+			t.Errorf("the call took %s, past its deadline of 9s", took)
+		}
+		// The runner was killed; the tab works and keeps its viewport.
+		if got := f.mustCall(s, evalReq(`innerWidth + "x" + innerHeight`)); !strings.Contains(got, "900x700") {
+			t.Errorf("after the killed audit the tab shows %s, want 900x700", got)
+		}
+		if out, _ := exec.Command("pgrep", "-f", filepath.Join(dir, "run.mjs")).Output(); len(out) > 0 {
+			t.Errorf("a Lighthouse runner still runs after the call: pids %s", out)
+		}
+	})
+}
+
+// TestLighthouseUnavailable: a worker without --lighthouse-dir answers
+// lighthouse_audit with UNAVAILABLE, saying how to install Lighthouse;
+// a --lighthouse-dir without the runner is refused at start.
+func TestLighthouseUnavailable(t *testing.T) {
+	if _, err := (browser.Config{ID: "x", LighthouseDir: t.TempDir()}).Resolve(); err == nil || !strings.Contains(err.Error(), "no Lighthouse runner there") {
+		t.Errorf("Resolve with an empty lighthouse dir = %v, want an error naming it", err)
+	}
+	var errs []error
+	fs := flag.NewFlagSet("browser", flag.ContinueOnError)
+	cfg := browser.RegisterFlags(fs, &errs)
+	if err := fs.Parse([]string{"--lighthouse-dir", "lighthouse"}); err != nil || len(errs) > 0 {
+		t.Fatal(err, errs)
+	}
+	if cfg.LighthouseDir != "lighthouse" {
+		t.Errorf("--lighthouse-dir = %q", cfg.LighthouseDir)
+	}
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "nolh", MaxSessions: 1})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>x</title>`)
+	}))
+	t.Cleanup(ts.Close)
+	s := f.mustOpen()
+	f.mustCall(s, openReq(ts.URL))
+	_, _, err := f.lighthouseCall(s, lighthouseReq("snapshot", "", ""))
+	wantCode(t, "without --lighthouse-dir", err, commonv1.ErrorCode_UNAVAILABLE, "Lighthouse is not installed on this worker")
+	wantCode(t, "without --lighthouse-dir", err, commonv1.ErrorCode_UNAVAILABLE, "make lighthouse")
+}
+
+// storeSecret puts an operator secret into the fleet's store and returns
+// the key that reads it.
+func storeSecret(t *testing.T, f *fleet, name, value string) *secrets.Key {
+	t.Helper()
+	keyText, err := secrets.GenerateKeyText()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := secrets.ParseKey(keyText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store, err := secrets.Open(ctx, f.c.NATS(), f.c.Prefix(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Set(ctx, name, []byte(value)); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
