@@ -286,7 +286,7 @@ func TestLighthouseAudit(t *testing.T) {
 }
 
 // TestLighthouseUnavailable: a worker without --lighthouse-dir answers
-// lighthouse_audit with UNAVAILABLE, saying how to install Lighthouse;
+// lighthouse_audit with FAILED_PRECONDITION, saying how to install Lighthouse;
 // a --lighthouse-dir without the runner is refused at start.
 func TestLighthouseUnavailable(t *testing.T) {
 	if _, err := (browser.Config{ID: "x", LighthouseDir: t.TempDir()}).Resolve(); err == nil || !strings.Contains(err.Error(), "no Lighthouse runner there") {
@@ -310,8 +310,8 @@ func TestLighthouseUnavailable(t *testing.T) {
 	s := f.mustOpen()
 	f.mustCall(s, openReq(ts.URL))
 	_, _, err := f.lighthouseCall(s, lighthouseReq("snapshot", "", ""))
-	wantCode(t, "without --lighthouse-dir", err, commonv1.ErrorCode_UNAVAILABLE, "Lighthouse is not installed on this worker")
-	wantCode(t, "without --lighthouse-dir", err, commonv1.ErrorCode_UNAVAILABLE, "make lighthouse")
+	wantCode(t, "without --lighthouse-dir", err, commonv1.ErrorCode_FAILED_PRECONDITION, "Lighthouse is not installed on this worker")
+	wantCode(t, "without --lighthouse-dir", err, commonv1.ErrorCode_FAILED_PRECONDITION, "make lighthouse")
 }
 
 // storeSecret puts an operator secret into the fleet's store and returns

@@ -393,6 +393,11 @@ func (g *Gateway) errorText(ctx context.Context, t catalog.Tool, err error) stri
 		return "no browser capacity: " + msg
 	case commonv1.ErrorCode_DIALOG_OPEN:
 		return msg // names the tool and the dialog
+	case commonv1.ErrorCode_FAILED_PRECONDITION:
+		if strings.HasPrefix(msg, t.Name) {
+			return msg
+		}
+		return t.Name + ": " + msg
 	}
 	g.log.ErrorContext(ctx, "tool call failed", "tool", t.Name, "err", err)
 	return fmt.Sprintf("%s: internal error: %s", t.Name, msg)

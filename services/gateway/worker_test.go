@@ -303,6 +303,20 @@ func TestFleet(t *testing.T) {
 			t.Errorf("worker holds %d sessions, want 1 (the handle's)", n)
 		}
 	})
+
+	// A tool this worker cannot run (Lighthouse is not installed on it):
+	// the model reads why, and the session is kept, not taken for lost.
+	t.Run("a tool the worker lacks", func(t *testing.T) {
+		c := legacyClient(t, a, nil)
+		mustOK(t, callTool(t, c, "open", map[string]any{"url": site}), "open")
+		res := callTool(t, c, "lighthouse_audit", map[string]any{"mode": "snapshot"})
+		if got := text(res); !res.IsError || !strings.HasPrefix(got, "lighthouse_audit: Lighthouse is not installed on this worker") || !strings.Contains(got, "make lighthouse") {
+			t.Errorf("lighthouse_audit on a worker without it = %v %q", res.IsError, got)
+		}
+		if got := mustOK(t, callTool(t, c, "get_url", nil), "get_url"); !strings.Contains(got, site) {
+			t.Errorf("get_url after it = %q, want the same session on %s", got, site)
+		}
+	})
 }
 
 func waitSessions(t *testing.T, c *bus.Conn, worker string, want int) {

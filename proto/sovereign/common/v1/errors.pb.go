@@ -54,6 +54,11 @@ const (
 	ErrorCode_TOO_LARGE ErrorCode = 11
 	// A bug or an unexpected failure; the message says what.
 	ErrorCode_INTERNAL ErrorCode = 12
+	// The service answered, but cannot do this here and now: a tool whose
+	// software this worker lacks (Lighthouse without Node), or a state that
+	// forbids it (a trace another client runs). Unlike UNAVAILABLE, it says
+	// nothing about the session, which is fine.
+	ErrorCode_FAILED_PRECONDITION ErrorCode = 13
 	// A dialog (confirm, prompt, beforeunload) is open in the tab and waits
 	// for handle_dialog; the message names it.
 	ErrorCode_DIALOG_OPEN ErrorCode = 50
@@ -75,6 +80,7 @@ var (
 		10: "UNAVAILABLE",
 		11: "TOO_LARGE",
 		12: "INTERNAL",
+		13: "FAILED_PRECONDITION",
 		50: "DIALOG_OPEN",
 	}
 	ErrorCode_value = map[string]int32{
@@ -91,6 +97,7 @@ var (
 		"UNAVAILABLE":            10,
 		"TOO_LARGE":              11,
 		"INTERNAL":               12,
+		"FAILED_PRECONDITION":    13,
 		"DIALOG_OPEN":            50,
 	}
 )
@@ -126,7 +133,7 @@ var File_sovereign_common_v1_errors_proto protoreflect.FileDescriptor
 
 const file_sovereign_common_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	" sovereign/common/v1/errors.proto\x12\x13sovereign.common.v1*\x8a\x02\n" +
+	" sovereign/common/v1/errors.proto\x12\x13sovereign.common.v1*\xa3\x02\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\x01\x12\r\n" +
@@ -141,7 +148,8 @@ const file_sovereign_common_v1_errors_proto_rawDesc = "" +
 	"\vUNAVAILABLE\x10\n" +
 	"\x12\r\n" +
 	"\tTOO_LARGE\x10\v\x12\f\n" +
-	"\bINTERNAL\x10\f\x12\x0f\n" +
+	"\bINTERNAL\x10\f\x12\x17\n" +
+	"\x13FAILED_PRECONDITION\x10\r\x12\x0f\n" +
 	"\vDIALOG_OPEN\x102BIZGgithub.com/sovereign-fleet/sovereign/proto/sovereign/common/v1;commonv1b\x06proto3"
 
 var (

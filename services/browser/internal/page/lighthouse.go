@@ -123,7 +123,7 @@ func (t *Tab) lighthouseAudit(ctx context.Context, req *browserv1.LighthouseAudi
 	ws := chrome.DevToolsURL(t.ctx)
 	c := chromedp.FromContext(t.ctx)
 	if ws == "" || c == nil || c.Target == nil {
-		return nil, bus.Errorf(commonv1.ErrorCode_UNAVAILABLE,
+		return nil, bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION,
 			"lighthouse_audit: this tab's Chromium has no DevTools websocket for Lighthouse to connect to (it was started over a pipe)")
 	}
 	u, err := t.currentURL(ctx)
@@ -198,20 +198,20 @@ func oneOf(name, v string, allowed ...string) (string, error) {
 }
 
 // lighthouseRunner returns the node executable and run.mjs, or an
-// UNAVAILABLE error that says what this worker lacks.
+// FAILED_PRECONDITION error that says what this worker lacks.
 func (t *Tab) lighthouseRunner() (node, run string, err error) {
 	dir := t.opts.LighthouseDir
 	if dir == "" {
-		return "", "", bus.Errorf(commonv1.ErrorCode_UNAVAILABLE,
+		return "", "", bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION,
 			"lighthouse_audit: Lighthouse is not installed on this worker (it runs without --lighthouse-dir); %s", installHint)
 	}
 	node, err = exec.LookPath("node")
 	if err != nil {
-		return "", "", bus.Errorf(commonv1.ErrorCode_UNAVAILABLE,
+		return "", "", bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION,
 			"lighthouse_audit: Node.js (node) is not on this worker's PATH, so Lighthouse cannot run; install Node.js >= 18.16 (Debian: apt-get install nodejs npm), then %s", installHint)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "lighthouse", "package.json")); err != nil {
-		return "", "", bus.Errorf(commonv1.ErrorCode_UNAVAILABLE,
+		return "", "", bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION,
 			"lighthouse_audit: the Lighthouse runner in %s has no node_modules/lighthouse; %s", dir, installHint)
 	}
 	return node, filepath.Join(dir, "run.mjs"), nil

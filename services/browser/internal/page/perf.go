@@ -70,7 +70,7 @@ func (t *Tab) performanceStart(ctx context.Context, req *browserv1.PerformanceSt
 	})
 	if err != nil {
 		if strings.Contains(err.Error(), "already") {
-			return nil, bus.Errorf(commonv1.ErrorCode_UNAVAILABLE, "the browser is already tracing this tab (another client?): %s", clipText(err.Error()))
+			return nil, bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION, "the browser is already tracing this tab (another client?): %s", clipText(err.Error()))
 		}
 		return nil, fmt.Errorf("start tracing: %w", err)
 	}
