@@ -59,6 +59,7 @@ type fleetSpec struct {
 	gateways    int
 	maxSessions int
 	gatewayArgs []string // extra flags of every gateway
+	workerArgs  []string // extra flags of every worker
 }
 
 // startFleet starts nats-server, the workers (w1, w2, …, concurrently) and
@@ -83,7 +84,7 @@ func startFleet(t *testing.T, spec fleetSpec) *harness.Fleet {
 	errs := make(chan error, spec.workers)
 	for i := range spec.workers {
 		go func() {
-			_, err := f.StartWorker(ctx, fmt.Sprintf("w%d", i+1), spec.maxSessions)
+			_, err := f.StartWorker(ctx, fmt.Sprintf("w%d", i+1), spec.maxSessions, spec.workerArgs...)
 			errs <- err
 		}()
 	}

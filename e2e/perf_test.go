@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,6 +41,11 @@ func perfSite(t *testing.T) string {
 			class RetainedRecord { constructor(i) { this.i = i; this.tags = ["a" + i, "b" + i]; } }
 			window.records = Array.from({length: 3000}, (_, i) => new RetainedRecord(i));
 		</script>`)
+	})
+	mux.HandleFunc("/lighthouse", func(w http.ResponseWriter, r *http.Request) {
+		// No meta description; an image without alt.
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><html lang="en"><title>audit me</title><h1>Audit</h1><img src="data:image/gif;base64,R0lGODlhAQABAAAAACw=" width="10" height="10"><p>text</p></html>`)
 	})
 	mux.HandleFunc("/anim", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -119,10 +125,18 @@ func gunzipJSON(t *testing.T, what string, data []byte, v any) {
 // against the real gateway and a worker: performance_start with reload
 // and performance_stop (insights and the trace file), their misuse,
 // performance_metrics, heap_snapshot (the named class and the file),
-// screencast_start/stop (a ZIP of frames), emulate's media features, and
-// the audit trail's records of them.
+// screencast_start/stop (a movie and a GIF), lighthouse_audit (real
+// Lighthouse on the worker), emulate's media features, and the audit
+// trail's records of them.
 func TestPerf(t *testing.T) {
-	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 2})
+	lighthouse, err := filepath.Abs("../services/browser/lighthouse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(lighthouse, "node_modules", "lighthouse")); err != nil {
+		t.Fatalf("the Lighthouse runner is not installed: run `make lighthouse` (%v)", err)
+	}
+	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 2, workerArgs: []string{"--lighthouse-dir", lighthouse}})
 	site := perfSite(t)
 	ctx := callCtx(t, 3*time.Minute)
 	if _, err := f.StartHistory(ctx, filepath.Join(f.Dir, "history"), ""); err != nil {
@@ -197,6 +211,25 @@ func TestPerf(t *testing.T) {
 		}
 		if !strings.Contains(got, "and as screencast.gif (") {
 			t.Errorf("screencast_stop = %q, want the GIF too", got)
+		}
+	})
+
+	t.Run("lighthouse_audit", func(t *testing.T) {
+		text(t, ctx, c, "open", map[string]any{"url": site + "/lighthouse"})
+		got, part, data := callFile(t, ctx, c, "lighthouse_audit", map[string]any{"mode": "snapshot", "report": "json"})
+		for _, want := range []string{"Lighthouse 12.8.2, snapshot mode", "Accessibility ", "image-alt", "meta-description"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("lighthouse_audit = %q, want %q in it", got, want)
+			}
+		}
+		var lhr struct {
+			LighthouseVersion string `json:"lighthouseVersion"`
+			Categories        map[string]struct {
+				Score float64 `json:"score"`
+			} `json:"categories"`
+		}
+		if err := json.Unmarshal(data, &lhr); err != nil || !strings.HasSuffix(part.Resource.URI, "lighthouse.json") || lhr.LighthouseVersion != "12.8.2" || len(lhr.Categories) != 3 {
+			t.Errorf("report %s: %v, version %q, %d categories; want lighthouse.json of 12.8.2 with 3 categories", part.Resource.URI, err, lhr.LighthouseVersion, len(lhr.Categories))
 		}
 	})
 
