@@ -94,6 +94,14 @@ func TestCompose(t *testing.T) {
 	lat := d.browse(ctx, clients, 20)
 	t.Logf("latency of one eval call through compose (%d calls): %s", len(lat), summarize(lat))
 
+	// The browser image carries Node and the Lighthouse runner: on the
+	// blank page, lighthouse_audit gets past them to the page check (a
+	// worker without them would say "not installed"; the workers reach no
+	// web page here to audit).
+	if res, err := clients[0].Tool(ctx, "lighthouse_audit", map[string]any{"mode": "snapshot"}); res == nil || !strings.Contains(res.Text(), "lighthouse_audit audits web pages") {
+		t.Errorf("lighthouse_audit in the browser image = %v, want the web-page check (Node and the runner present)", err)
+	}
+
 	// One call's trace, with the gateway's and a worker's spans.
 	call := newTracedCall("get_url", "header", 0)
 	tc := mcpClient(t, ctx, token)
