@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"image"
 	"image/gif"
+	"image/jpeg"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +170,32 @@ func TestScreencast(t *testing.T) {
 	res = must(t, small, castStopReq())
 	if s := text(res); !strings.Contains(s, "at 3000 bytes, the limit of the file (the worker's --max-profile-file-mb)") {
 		t.Errorf("screencast_stop with a 3000-byte cap = %q", s)
+	}
+}
+
+// TestScreencastMovieFitsItsLimit: frames are kept while the movie that
+// holds them fits the file limit, so a recording the byte limit stopped is
+// still attached (the frames alone filling the limit made a movie a few
+// hundred bytes over it, which was then left out).
+func TestScreencastMovieFitsItsLimit(t *testing.T) {
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, image.NewRGBA(image.Rect(0, 0, 64, 48)), nil); err != nil {
+		t.Fatal(err)
+	}
+	frame := append(buf.Bytes(), make([]byte, 4000)...) // padding after EOI
+	for _, limit := range []int{10 * len(frame), 10*len(frame) + 500, 50 * len(frame)} {
+		c := &screencast{started: time.Now(), maxFrames: 1000, maxBytes: limit}
+		for c.add(bytes.Clone(frame)) {
+		}
+		mov, err := movFrames(c.frames, time.Since(c.started))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(mov) > limit {
+			t.Errorf("limit %d: %d frames kept, a movie of %d bytes: past the limit, so screencast_stop leaves it out", limit, len(c.frames), len(mov))
+		}
+		if bound := movSize(len(c.frames), len(c.frames)*len(frame)); len(mov) > bound {
+			t.Errorf("movie of %d bytes, more than movSize's bound %d", len(mov), bound)
+		}
 	}
 }
