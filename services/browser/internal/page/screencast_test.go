@@ -121,7 +121,13 @@ func TestScreencast(t *testing.T) {
 	}
 	_, err = call(t, tab, castStartReq(0, 0))
 	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "already running", "screencast_stop")
-	time.Sleep(400 * time.Millisecond) // let the page draw (no assertion on time)
+	// Let the page draw two frames or more: a fixed sleep was a guess at
+	// how fast Chromium sends them, which a loaded machine can miss.
+	eventually(t, "two frames", func() bool {
+		tab.cast.mu.Lock()
+		defer tab.cast.mu.Unlock()
+		return len(tab.cast.frames) >= 2
+	})
 	res := must(t, tab, castStopReq())
 	if s := text(res); !strings.Contains(s, "Screencast of "+srv.URL) || !strings.Contains(s, "Attached as screencast.mov") {
 		t.Fatalf("screencast_stop = %q", s)
@@ -166,7 +172,11 @@ func TestScreencast(t *testing.T) {
 	small := newTab(t, Options{MaxProfileFileBytes: 3000})
 	must(t, small, openReq(srv.URL))
 	must(t, small, castStartReq(0, 100))
-	time.Sleep(300 * time.Millisecond)
+	eventually(t, "the file limit", func() bool {
+		small.cast.mu.Lock()
+		defer small.cast.mu.Unlock()
+		return small.cast.full != ""
+	})
 	res = must(t, small, castStopReq())
 	if s := text(res); !strings.Contains(s, "at 3000 bytes, the limit of the file (the worker's --max-profile-file-mb)") {
 		t.Errorf("screencast_stop with a 3000-byte cap = %q", s)
