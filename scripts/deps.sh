@@ -61,7 +61,7 @@ for w in "${want[@]}"; do
     lighthouse)
       # make lighthouse (and make run): the runner of lighthouse_audit.
       # Without Node.js it only says so: the worker then answers
-      # lighthouse_audit with UNAVAILABLE, everything else works.
+      # lighthouse_audit with FAILED_PRECONDITION, everything else works.
       dir=services/browser/lighthouse
       if ! command -v node >/dev/null || ! command -v npm >/dev/null \
          || ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 18 || a === 18 && b >= 16 ? 0 : 1)'; then

@@ -126,7 +126,7 @@ type Config struct {
 	// LighthouseDir is the directory of the Lighthouse runner
 	// (services/browser/lighthouse: run.mjs, its node_modules installed by
 	// `make lighthouse`) that lighthouse_audit runs with node; empty: the
-	// tool answers UNAVAILABLE and says how to install it.
+	// tool answers FAILED_PRECONDITION and says how to install it.
 	LighthouseDir string
 }
 

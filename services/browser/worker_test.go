@@ -54,6 +54,13 @@ func (f *fleet) worker(cfg browser.Config) *browser.Worker {
 			f.t.Errorf("worker %s: %v", w.ID(), err)
 		}
 	})
+	// Ready: every endpoint (the open queue group's too, subscribed after
+	// ping's) is at the server, so an open sent next finds the worker.
+	select {
+	case <-w.Ready():
+	case <-time.After(30 * time.Second):
+		f.t.Fatalf("worker %s not ready after 30s", w.ID())
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var pong browserv1.PingResponse

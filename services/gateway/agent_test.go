@@ -55,6 +55,9 @@ func startFakeAgent(t *testing.T, srv *natsrv.Server) *fakeAgent {
 			t.Fatal(err)
 		}
 	}
+	if err := c.Served(); err != nil { // a start sent next from the gateway finds it
+		t.Fatal(err)
+	}
 	return a
 }
 

@@ -594,10 +594,15 @@ func startStandInSigner(t *testing.T, srv *natsrv.Server) *standIn {
 			return nil, err
 		}
 		if strings.Contains(r.GetBunkerUrl(), "secret=slow") {
-			// Gives up just before the deadline, as a signer whose own
-			// copy of it runs out first does.
+			// Gives up shortly before the deadline, as a signer whose own
+			// copy of it runs out first does: within the 250 ms before it
+			// that the gateway takes for its own deadline
+			// (signerErrorText), as early as that allows. 100 ms before
+			// it was too close: on a loaded machine the answer reached the
+			// gateway after its deadline, which took the signer for stuck
+			// and logged the session out (1 run in 5).
 			deadline, _ := ctx.Deadline()
-			time.Sleep(time.Until(deadline) - 100*time.Millisecond)
+			time.Sleep(time.Until(deadline) - 230*time.Millisecond)
 			return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "login (nip46): the bunker did not answer in time")
 		}
 		if strings.Contains(r.GetBunkerUrl(), "secret=stuck") {

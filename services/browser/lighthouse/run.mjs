@@ -20,9 +20,28 @@
 
 import {snapshot, navigation, generateReport} from 'lighthouse';
 import * as constants from 'lighthouse/core/config/constants.js';
+import {Fetcher} from 'lighthouse/core/gather/fetcher.js';
 import puppeteer from 'puppeteer-core';
 
 const categories = ['accessibility', 'best-practices', 'seo'];
+
+// Lighthouse fetches robots.txt and the source maps a page names with
+// Network.loadNetworkResource: the browser loads them outside the page,
+// where the worker's URL policy guard (Fetch interception on the tab) does
+// not see them, so a page could make the worker load any URL (an internal
+// host, a cloud metadata address) and read part of it in the report. Fetch
+// them from inside the page instead, as the page itself would: the guard
+// sees the request (and each redirect) and refuses what the session's
+// policy refuses; CORS applies. A refused or failed fetch is a status
+// without content, which Lighthouse reports as a failed fetch.
+Fetcher.prototype.fetchResource = async function (url, options = {timeout: 2_000}) {
+  const expression = `fetch(${JSON.stringify(url)}, {credentials: 'include', cache: 'no-store'})` +
+    '.then(async r => ({status: r.status, content: r.ok ? await r.text() : null}))' +
+    '.catch(() => ({status: null, content: null}))';
+  const call = this.session.sendCommand('Runtime.evaluate', {expression, awaitPromise: true, returnByValue: true})
+    .then(r => (r.result && r.result.value) || {status: null, content: null});
+  return this._wrapWithTimeout(call, options.timeout);
+};
 
 async function readStdin() {
   const chunks = [];

@@ -160,6 +160,15 @@ func (q *Queue) Submit(ctx context.Context, r Request) (Request, error) {
 func (q *Queue) Ask(ctx context.Context, r Request, elicit Elicitor) (Request, error) {
 	r, err := q.Submit(ctx, r)
 	if err != nil {
+		if ctx.Err() != nil && r.ID != "" {
+			// Cancelled while the write was in flight: it may have been
+			// stored all the same (the console saw it) with nobody left to
+			// wait for it. Deny it, as Wait does a request whose call went
+			// away, rather than leave it pending until its deadline.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_, _ = q.finish(fctx, r.ID, Denied, ByCancelled)
+		}
 		return r, err
 	}
 	return q.Wait(ctx, r, elicit)

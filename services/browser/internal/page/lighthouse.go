@@ -38,6 +38,9 @@ const (
 	// lighthouseItems is how many flagged elements (or other items) a
 	// failed audit shows.
 	lighthouseItems = 3
+	// lighthouseNotes is what the text keeps for the cut's marker and the
+	// report's note.
+	lighthouseNotes = 300
 )
 
 // installHint says how to give a worker Lighthouse.
@@ -235,6 +238,7 @@ func runLighthouse(ctx context.Context, node, run string, req lighthouseRequest)
 	defer cancel()
 	cmd := exec.CommandContext(lctx, node, run)
 	cmd.Dir = filepath.Dir(run)
+	cmd.Env = lighthouseEnv() // not the worker's: its secret key, NATS and LLM credentials
 	cmd.Stdin = bytes.NewReader(in)
 	stdout := &cappedBuffer{max: maxLighthouseOutput}
 	stderr := &tailBuffer{max: 4 << 10}
@@ -260,6 +264,21 @@ func runLighthouse(ctx context.Context, node, run string, req lighthouseRequest)
 		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "lighthouse_audit: the runner printed no Lighthouse result: %s", clipTo(lastLines(stderr.String(), 6), 1500))
 	}
 	return &out, nil
+}
+
+// lighthouseEnv is the environment of the runner: only what Node.js and
+// Lighthouse use from the worker's. The rest of it (SOVEREIGN_SECRET_KEY,
+// which opens every operator secret; with `sovereign up` the LLM API key
+// and the other services' settings too) stays out of the npm packages'
+// reach.
+func lighthouseEnv() []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TZ", "NODE_EXTRA_CA_CERTS"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // summarizeLighthouse returns the result's text (at most LighthouseChars
@@ -297,6 +316,16 @@ func summarizeLighthouse(r *lhr, mode, device string, took time.Duration) (strin
 	} else {
 		fmt.Fprintf(&b, "%d failed audits (score 0-99; id, title, flagged items):\n", len(failed))
 	}
+	// What follows the failed audits, and the cut's marker and the report's
+	// note (lighthouseAudit), must fit too.
+	var tail string
+	if n := len(r.RunWarnings); n > 0 {
+		tail += fmt.Sprintf("Lighthouse warned: %s\n", clipTo(oneLine(r.RunWarnings[0]), 300))
+	}
+	if mode == "navigation" {
+		tail += "The page was reloaded: take a new snapshot before using refs.\n"
+	}
+	budget := LighthouseChars - lighthouseNotes - len(tail)
 	cat := ""
 	for i, f := range failed {
 		var e strings.Builder
@@ -318,18 +347,13 @@ func summarizeLighthouse(r *lhr, mode, device string, took time.Duration) (strin
 		if f.More > 0 {
 			fmt.Fprintf(&e, "    (… and %d more)\n", f.More)
 		}
-		if b.Len()+e.Len() > LighthouseChars-200 {
+		if b.Len()+e.Len() > budget {
 			fmt.Fprintf(&b, "(… %d more failed audits cut at %d characters: report \"json\" attaches them all.)\n", len(failed)-i, LighthouseChars)
 			break
 		}
 		b.WriteString(e.String())
 	}
-	if n := len(r.RunWarnings); n > 0 {
-		fmt.Fprintf(&b, "Lighthouse warned: %s\n", clipTo(oneLine(r.RunWarnings[0]), 300))
-	}
-	if mode == "navigation" {
-		b.WriteString("The page was reloaded: take a new snapshot before using refs.\n")
-	}
+	b.WriteString(tail)
 	return strings.TrimRight(b.String(), "\n"), scores, failed
 }
 

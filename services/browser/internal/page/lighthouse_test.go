@@ -1,8 +1,11 @@
 package page
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +105,65 @@ func TestOneOf(t *testing.T) {
 		if got != tc.want || (tc.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("oneOf(%q, %q) = %q, %v, want %q, %q", name, tc.v, got, err, tc.want, tc.err)
 		}
+	}
+}
+
+// TestSummarizeLighthouseCap: whatever the failed audits, the warning and
+// the mode, the text stays within LighthouseChars (the cut left 200
+// characters for what follows it, which can be longer: the cut's marker, a
+// 300-character warning, the navigation note).
+func TestSummarizeLighthouseCap(t *testing.T) {
+	longest := 0
+	for pad := 0; pad < 400; pad += 7 {
+		raw := map[string]any{
+			"lighthouseVersion": "12.8.2", "finalDisplayedUrl": "https://example.test/" + strings.Repeat("p", 400),
+			"runWarnings": []any{strings.Repeat("The page loaded too slowly to finish within the time limit. ", 10)},
+		}
+		refs := []any{}
+		audits := map[string]any{}
+		for i := range 40 {
+			id := fmt.Sprintf("audit-%03d", i)
+			refs = append(refs, map[string]any{"id": id})
+			items := []any{}
+			for j := range 4 {
+				items = append(items, map[string]any{"node": map[string]any{"type": "node",
+					"selector": strings.Repeat("div > ", 10+pad%20) + fmt.Sprint(j), "snippet": "<div>" + strings.Repeat("x", 50+pad) + "</div>"}})
+			}
+			audits[id] = map[string]any{"title": strings.Repeat("T", 100+pad%50), "score": 0, "displayValue": strings.Repeat("v", pad%120), "details": map[string]any{"items": items}}
+		}
+		raw["categories"] = map[string]any{"accessibility": map[string]any{"title": "Accessibility", "score": 0.1, "auditRefs": refs}}
+		raw["audits"] = audits
+		b, _ := json.Marshal(raw)
+		var r lhr
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		text, _, _ := summarizeLighthouse(&r, "navigation", "mobile", time.Second)
+		longest = max(longest, len([]rune(text)))
+	}
+	if longest > LighthouseChars {
+		t.Errorf("the text reaches %d characters, more than LighthouseChars (%d)", longest, LighthouseChars)
+	}
+}
+
+// TestLighthouseRunnerEnv: the runner (Node.js and the npm packages of
+// Lighthouse) does not get the worker's environment, which holds the
+// operator's secret key.
+func TestLighthouseRunnerEnv(t *testing.T) {
+	t.Setenv("SOVEREIGN_SECRET_KEY", "c2VjcmV0LWtleS1vZi10aGUtb3BlcmF0b3ItMzJieXRlcw==")
+	dir := t.TempDir()
+	run := filepath.Join(dir, "run.sh")
+	script := "cat >/dev/null; printf '{\"lhr\": {\"env\": \"%s\"}}' \"$(env | tr '\\n\"' '  ')\"\n"
+	if err := os.WriteFile(run, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := runLighthouse(ctx, "/bin/sh", run, lighthouseRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env := string(out.LHR); strings.Contains(env, "SOVEREIGN_SECRET_KEY") || !strings.Contains(env, "PATH=") {
+		t.Errorf("the runner's environment: %s; want PATH and no SOVEREIGN_SECRET_KEY", env)
 	}
 }

@@ -120,7 +120,10 @@ func TestOpenStillLoading(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) })
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	// open stops waiting for the load a tenth of the deadline before it (at
+	// most 1 s) to read the page: 150 ms of a 1.5 s deadline was too little
+	// for that read on a loaded 2-core machine (TIMEOUT in CI-like runs).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	res, err := tab.Do(ctx, openReq(srv.URL))
 	if err != nil {

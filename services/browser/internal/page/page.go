@@ -58,7 +58,7 @@ type Options struct {
 	MaxProfileReadBytes int
 	// LighthouseDir is the directory of the Lighthouse runner that
 	// lighthouse_audit runs (run.mjs and its node_modules; see
-	// lighthouse.go); "" for none: the tool answers UNAVAILABLE. The
+	// lighthouse.go); "" for none: the tool answers FAILED_PRECONDITION. The
 	// worker fills it from --lighthouse-dir.
 	LighthouseDir string
 }

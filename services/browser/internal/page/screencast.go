@@ -58,7 +58,7 @@ func (c *screencast) add(data []byte) bool {
 	case len(c.frames) >= c.maxFrames:
 		c.full = fmt.Sprintf("it stopped keeping frames at max_frames=%d", c.maxFrames)
 		return false
-	case c.bytes+len(data) > c.maxBytes:
+	case movSize(len(c.frames)+1, c.bytes+len(data)) > c.maxBytes: // the movie, not only its frames, must fit
 		c.full = fmt.Sprintf("it stopped keeping frames at %d bytes, the limit of the file (the worker's --max-profile-file-mb)", c.maxBytes)
 		return false
 	}

@@ -16,6 +16,18 @@ import (
 // worker. Times are in milliseconds (movTimescale).
 const movTimescale = 1000
 
+// movHeader bounds the bytes of a movie besides its frames' data: the
+// atoms (ftyp, the mdat header, moov, about 620 bytes) and, per frame, at
+// most movPerFrame bytes of tables (its stsz size, stco offset and an stts
+// run).
+const (
+	movHeader   = 1024
+	movPerFrame = 16
+)
+
+// movSize bounds the size of the movie of n frames of data bytes in all.
+func movSize(n, data int) int { return movHeader + movPerFrame*n + data }
+
 // movFrames packs frames into a QuickTime movie; end is when the
 // recording stopped (the last frame lasts until then). The movie starts at
 // the first frame.

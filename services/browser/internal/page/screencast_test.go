@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"image"
 	"image/gif"
+	"image/jpeg"
 	"strings"
 	"testing"
 	"time"
@@ -119,7 +121,13 @@ func TestScreencast(t *testing.T) {
 	}
 	_, err = call(t, tab, castStartReq(0, 0))
 	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "already running", "screencast_stop")
-	time.Sleep(400 * time.Millisecond) // let the page draw (no assertion on time)
+	// Let the page draw two frames or more: a fixed sleep was a guess at
+	// how fast Chromium sends them, which a loaded machine can miss.
+	eventually(t, "two frames", func() bool {
+		tab.cast.mu.Lock()
+		defer tab.cast.mu.Unlock()
+		return len(tab.cast.frames) >= 2
+	})
 	res := must(t, tab, castStopReq())
 	if s := text(res); !strings.Contains(s, "Screencast of "+srv.URL) || !strings.Contains(s, "Attached as screencast.mov") {
 		t.Fatalf("screencast_stop = %q", s)
@@ -164,9 +172,40 @@ func TestScreencast(t *testing.T) {
 	small := newTab(t, Options{MaxProfileFileBytes: 3000})
 	must(t, small, openReq(srv.URL))
 	must(t, small, castStartReq(0, 100))
-	time.Sleep(300 * time.Millisecond)
+	eventually(t, "the file limit", func() bool {
+		small.cast.mu.Lock()
+		defer small.cast.mu.Unlock()
+		return small.cast.full != ""
+	})
 	res = must(t, small, castStopReq())
 	if s := text(res); !strings.Contains(s, "at 3000 bytes, the limit of the file (the worker's --max-profile-file-mb)") {
 		t.Errorf("screencast_stop with a 3000-byte cap = %q", s)
+	}
+}
+
+// TestScreencastMovieFitsItsLimit: frames are kept while the movie that
+// holds them fits the file limit, so a recording the byte limit stopped is
+// still attached (the frames alone filling the limit made a movie a few
+// hundred bytes over it, which was then left out).
+func TestScreencastMovieFitsItsLimit(t *testing.T) {
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, image.NewRGBA(image.Rect(0, 0, 64, 48)), nil); err != nil {
+		t.Fatal(err)
+	}
+	frame := append(buf.Bytes(), make([]byte, 4000)...) // padding after EOI
+	for _, limit := range []int{10 * len(frame), 10*len(frame) + 500, 50 * len(frame)} {
+		c := &screencast{started: time.Now(), maxFrames: 1000, maxBytes: limit}
+		for c.add(bytes.Clone(frame)) {
+		}
+		mov, err := movFrames(c.frames, time.Since(c.started))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(mov) > limit {
+			t.Errorf("limit %d: %d frames kept, a movie of %d bytes: past the limit, so screencast_stop leaves it out", limit, len(c.frames), len(mov))
+		}
+		if bound := movSize(len(c.frames), len(c.frames)*len(frame)); len(mov) > bound {
+			t.Errorf("movie of %d bytes, more than movSize's bound %d", len(mov), bound)
+		}
 	}
 }

@@ -108,7 +108,7 @@ var perfTools = []Tool{
 			"logged in) and the network is not throttled; the session's emulation is restored afterwards. For " +
 			"performance use performance_start/performance_stop. report attaches the whole report (lighthouse.json " +
 			"or lighthouse.html) within the worker's file limit. Takes about 3-10 s. Workers without Node.js and the " +
-			"runner (make lighthouse) answer UNAVAILABLE.",
+			"runner (make lighthouse) answer FAILED_PRECONDITION, saying how to install it.",
 		params: []Param{
 			{Name: "mode", Type: String, Enum: []string{"navigation", "snapshot"}, Default: "navigation", Description: "navigation: reload and audit the load; snapshot: audit the page as it is"},
 			{Name: "device", Type: String, Enum: []string{"desktop", "mobile"}, Default: "desktop", Description: "Form factor to score for (and to emulate during a navigation)"},
