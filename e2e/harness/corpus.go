@@ -28,13 +28,16 @@ import (
 // Director are missing), dijon, knockoutjs_require and typescript-backbone
 // (their version has no filters), stapes, stapes_require and yui (they
 // store a new todo but do not show it in this Chromium, whatever drives
-// it).
+// it), and sammyjs: now and then its start route runs twice, which binds
+// the list's click handlers twice, so a checkbox click toggles its todo
+// twice and leaves it active (6 runs in 200 here, each with two click
+// handlers on #todo-list; the app's own race, whoever clicks).
 var CorpusApps = []string{
 	"agilityjs", "ampersand", "angularjs", "angularjs-perf", "angularjs_require", "atmajs",
 	"backbone", "backbone_marionette", "backbone_require", "canjs", "canjs_require",
 	"emberjs", "enyo_backbone", "epitome", "exoskeleton", "knockback",
 	"knockoutjs", "mithril", "puremvc", "ractive", "react", "react-backbone",
-	"sammyjs", "somajs", "somajs_require", "spine", "thorax",
+	"somajs", "somajs_require", "spine", "thorax",
 	"troopjs_require", "typescript-angular", "vanillajs", "vue",
 }
 
