@@ -87,7 +87,7 @@ func TestLighthouseAudit(t *testing.T) {
 	dir := lighthouseDir(t)
 	f := newFleet(t)
 	key := storeSecret(t, f, "API_KEY", httpSecret)
-	f.worker(browser.Config{ID: "lh", MaxSessions: 2, SecretKey: key, LighthouseDir: dir})
+	f.worker(browser.Config{ID: "lh", MaxSessions: 3, SecretKey: key, LighthouseDir: dir})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// No <title>, no lang, no meta description; an image without
@@ -268,9 +268,31 @@ func TestLighthouseAudit(t *testing.T) {
 	})
 
 	t.Run("timeout", func(t *testing.T) {
+		other := f.mustOpen()
+		f.mustCall(other, openReq(ts.URL+"/"))
 		f.mustCall(s, openReq(ts.URL+"/hang"))
 		f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Resize{Resize: &browserv1.Resize{Width: 900, Height: 700}}})
-		_, took, err := f.lighthouseCallWithin(s, lighthouseReq("navigation", "mobile", ""), 9*time.Second)
+		type outcome struct {
+			took time.Duration
+			err  error
+		}
+		done := make(chan outcome, 1)
+		go func() {
+			_, took, err := f.lighthouseCallWithin(s, lighthouseReq("navigation", "mobile", ""), 9*time.Second)
+			done <- outcome{took, err}
+		}()
+		// While it runs, another session's audit on this worker waits for
+		// it (one at a time), here until its own deadline.
+		runner := filepath.Join(dir, "run.mjs")
+		for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if out, _ := exec.Command("pgrep", "-f", runner).Output(); len(out) > 0 {
+				break
+			}
+		}
+		_, _, err := f.lighthouseCallWithin(other, lighthouseReq("snapshot", "", ""), 3500*time.Millisecond)
+		wantCode(t, "while another session's audit runs", err, commonv1.ErrorCode_TIMEOUT, "another Lighthouse audit ran on this browser worker")
+		o := <-done
+		took, err := o.took, o.err
 		// The runner's limit is the time left when the worker starts it, less
 		// 2 s: about 7 s, 6 s when the call took a while to get there.
 		wantCode(t, "a page that never loads", err, commonv1.ErrorCode_TIMEOUT, "Lighthouse did not finish within ")

@@ -138,8 +138,22 @@ func (t *Tab) lighthouseAudit(ctx context.Context, req *browserv1.LighthouseAudi
 			"lighthouse_audit audits web pages: the tab shows %s; open an http(s) page first", clipTo(u, maxURL))
 	}
 	lreq := lighthouseRequest{WSEndpoint: ws, TargetID: string(c.Target.TargetID), Mode: mode, Device: device, URL: u, Report: report}
-	if info, err := chromedp.CallBrowser(ctx, target.GetTargetInfo, target.GetTargetInfoParams{TargetID: c.Target.TargetID}); err == nil {
-		lreq.BrowserContextID = string(info.TargetInfo.BrowserContextID)
+	// The runner attaches only to targets of this browser context: without
+	// it, its filter would let in every session's tabs.
+	info, err := chromedp.CallBrowser(ctx, target.GetTargetInfo, target.GetTargetInfoParams{TargetID: c.Target.TargetID})
+	if err != nil || info.TargetInfo == nil || info.TargetInfo.BrowserContextID == "" {
+		return nil, fmt.Errorf("lighthouse_audit: read the tab's browser context: %v", err)
+	}
+	lreq.BrowserContextID = string(info.TargetInfo.BrowserContextID)
+	if slot := t.opts.LighthouseSlot; slot != nil {
+		waitStart := time.Now()
+		select {
+		case slot <- struct{}{}:
+			defer func() { <-slot }()
+		case <-ctx.Done():
+			return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT,
+				"lighthouse_audit: another Lighthouse audit ran on this browser worker for the whole %s this call could wait (one runs at a time per worker); retry", time.Since(waitStart).Round(time.Second))
+		}
 	}
 	start := time.Now()
 	out, runErr := runLighthouse(ctx, node, run, lreq)
@@ -234,6 +248,9 @@ func runLighthouse(ctx context.Context, node, run string, req lighthouseRequest)
 	if dl, ok := ctx.Deadline(); ok {
 		limit = min(limit, time.Until(dl)-2*time.Second)
 	}
+	if limit < time.Second {
+		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "lighthouse_audit: too little of the call's time was left to run Lighthouse (%s)", max(limit+2*time.Second, 0).Round(100*time.Millisecond))
+	}
 	lctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(lctx, node, run)
@@ -246,6 +263,8 @@ func runLighthouse(ctx context.Context, node, run string, req lighthouseRequest)
 	cmd.WaitDelay = 2 * time.Second
 	err = cmd.Run()
 	switch {
+	case err == nil && !stdout.over:
+		// Finished, even if its limit ran out just after.
 	case lctx.Err() != nil && ctx.Err() == nil:
 		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "lighthouse_audit: Lighthouse did not finish within %s (the tool's limit is %s and the call's deadline); mode snapshot does not reload the page and is quicker", limit.Round(time.Second), LighthouseTimeout)
 	case ctx.Err() != nil:

@@ -61,6 +61,11 @@ type Options struct {
 	// lighthouse.go); "" for none: the tool answers FAILED_PRECONDITION. The
 	// worker fills it from --lighthouse-dir.
 	LighthouseDir string
+	// LighthouseSlot, shared by the worker's tabs, bounds the Lighthouse
+	// runs at once to its capacity (each runner is a Node process of about
+	// 250 MB that takes a core); an audit waits for a slot within its
+	// call's deadline. nil: no bound.
+	LighthouseSlot chan struct{}
 }
 
 func (o Options) consoleBuffer() int { return orDefault(o.ConsoleBuffer, DefaultConsoleBuffer) }
