@@ -103,13 +103,15 @@ func TestReclaimAtCapacity(t *testing.T) {
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 2)
-	url := startGateway(t, srv, gateway.Config{SessionsConfig: gateway.SessionsConfig{ReclaimGrace: time.Second}})
+	// The grace leaves room for a slow open on a loaded machine: the last
+	// check needs the third session, just opened, still within it.
+	url := startGateway(t, srv, gateway.Config{SessionsConfig: gateway.SessionsConfig{ReclaimGrace: 2500 * time.Millisecond}})
 	site := titleSite(t)
 	first, second := legacyClient(t, url, nil), legacyClient(t, url, nil)
 	callTool(t, first, "open", map[string]any{"url": site})
-	time.Sleep(1500 * time.Millisecond) // first is now the longest idle
+	time.Sleep(3 * time.Second) // first is now the longest idle
 	callTool(t, second, "open", map[string]any{"url": site})
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(3 * time.Second)
 	third := legacyClient(t, url, nil)
 	if res := callTool(t, third, "open", map[string]any{"url": site}); res.IsError {
 		t.Fatalf("a new session on a full fleet: %s, want the idle one reclaimed", text(res))
