@@ -146,13 +146,21 @@ func (t *Tab) lighthouseAudit(ctx context.Context, req *browserv1.LighthouseAudi
 	}
 	lreq.BrowserContextID = string(info.TargetInfo.BrowserContextID)
 	if slot := t.opts.LighthouseSlot; slot != nil {
+		// Wait no longer than the runner could run (2 s before the call's
+		// deadline), so that the answer reaches the caller in time.
+		wctx, cancel := context.WithCancel(ctx)
+		if dl, ok := ctx.Deadline(); ok {
+			wctx, cancel = context.WithDeadline(ctx, dl.Add(-lighthouseMargin))
+		}
 		waitStart := time.Now()
 		select {
 		case slot <- struct{}{}:
+			cancel()
 			defer func() { <-slot }()
-		case <-ctx.Done():
+		case <-wctx.Done():
+			cancel()
 			return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT,
-				"lighthouse_audit: another Lighthouse audit ran on this browser worker for the whole %s this call could wait (one runs at a time per worker); retry", time.Since(waitStart).Round(time.Second))
+				"lighthouse_audit: another Lighthouse audit ran on this browser worker for the whole %s this call could wait (one runs at a time per worker); retry", time.Since(waitStart).Round(100*time.Millisecond))
 		}
 	}
 	start := time.Now()
@@ -234,6 +242,11 @@ func (t *Tab) lighthouseRunner() (node, run string, err error) {
 	return node, filepath.Join(dir, "run.mjs"), nil
 }
 
+// lighthouseMargin is the part of the call's time kept for the answer:
+// the runner stops, and a wait for the worker's slot ends, that long
+// before the call's deadline.
+const lighthouseMargin = 2 * time.Second
+
 // runLighthouse runs run.mjs with req on stdin until it exits or ctx (cut
 // to LighthouseTimeout, and to 2 s before its deadline) ends, which kills
 // it.
@@ -246,10 +259,10 @@ func runLighthouse(ctx context.Context, node, run string, req lighthouseRequest)
 	// result can say that Lighthouse ran out of time.
 	limit := LighthouseTimeout
 	if dl, ok := ctx.Deadline(); ok {
-		limit = min(limit, time.Until(dl)-2*time.Second)
+		limit = min(limit, time.Until(dl)-lighthouseMargin)
 	}
 	if limit < time.Second {
-		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "lighthouse_audit: too little of the call's time was left to run Lighthouse (%s)", max(limit+2*time.Second, 0).Round(100*time.Millisecond))
+		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "lighthouse_audit: too little of the call's time was left to run Lighthouse (%s)", max(limit+lighthouseMargin, 0).Round(100*time.Millisecond))
 	}
 	lctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
