@@ -292,12 +292,15 @@ func (b *nostrBridge) called(t *guard.Target, ev bindingCalled) {
 			b.refuse(nt, ec, ev.Payload)
 			return
 		}
-		defer func() {
+		// The slot is free before the page sees the answer: a call the
+		// page makes once its promise settled must find it free.
+		release := sync.OnceFunc(func() {
 			b.mu.Lock()
 			b.inflight--
 			b.mu.Unlock()
-		}()
-		b.serve(nt, ec, top, ev.Payload)
+		})
+		defer release()
+		b.serve(nt, ec, top, ev.Payload, release)
 	}()
 }
 
@@ -328,18 +331,21 @@ func (b *nostrBridge) refuse(nt *nostrTarget, ec execContext, payload string) {
 	b.settle(nt, ec, &req, nil, errTooMany)
 }
 
-// serve runs one call and settles its promise in the calling document.
-func (b *nostrBridge) serve(nt *nostrTarget, ec execContext, top, payload string) {
+// serve runs one call and settles its promise in the calling document,
+// calling release (which frees its slot among the calls in flight) first.
+func (b *nostrBridge) serve(nt *nostrTarget, ec execContext, top, payload string, release func()) {
 	var req nostrjs.Request
 	if err := json.Unmarshal([]byte(payload), &req); err != nil {
 		b.log.Debug("window.nostr: a call that does not parse", "session", b.scope, "origin", ec.origin)
 		return
 	}
 	if len(payload) > nostrjs.MaxRequest {
+		release()
 		b.settle(nt, ec, &req, nil, nostrErrorf("%s is too large: %d bytes, the limit is %d", req.Method, len(payload), nostrjs.MaxRequest))
 		return
 	}
 	if b.identity() == "" {
+		release()
 		b.settle(nt, ec, &req, nil, errLoggedOut)
 		return
 	}
@@ -361,6 +367,7 @@ func (b *nostrBridge) serve(nt *nostrTarget, ec execContext, top, payload string
 		attrs = append(attrs, "outcome", "ok")
 	}
 	b.log.Info("window.nostr", attrs...)
+	release()
 	b.settle(nt, ec, &req, value, err)
 }
 
