@@ -193,12 +193,12 @@ func (t *Tab) lighthouseAudit(ctx context.Context, req *browserv1.LighthouseAudi
 		if report == "html" {
 			name, mime, data = "lighthouse.html", "text/html", []byte(out.HTML)
 		}
+		if t.opts.ScrubBytes != nil {
+			data = t.opts.ScrubBytes(data) // first: a secret's placeholder may be longer than the secret
+		}
 		if max := t.opts.maxProfileFileBytes(); len(data) > max {
 			appendText(res, fmt.Sprintf("The %s report (%d bytes) is larger than the worker's file limit of %d bytes (--max-profile-file-mb): left out.", report, len(data), max))
 		} else {
-			if t.opts.ScrubBytes != nil {
-				data = t.opts.ScrubBytes(data)
-			}
 			appendText(res, fmt.Sprintf("The full report is attached as %s (%d bytes).", name, len(data)))
 			res.Content = append(res.Content, resourcePart(name, mime, data))
 		}
