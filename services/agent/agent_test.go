@@ -441,7 +441,7 @@ func TestStartRefusals(t *testing.T) {
 		t.Errorf("second start with the same id: %v", err)
 	}
 	// History down: a new chat cannot be made.
-	_ = e.hist.svc.Stop()
+	e.hist.down(t)
 	if err := e.startErr(&agentv1.StartRunRequest{Message: "hi", Caller: testCaller}); !bus.Is(err, commonv1.ErrorCode_UNAVAILABLE) || !strings.Contains(err.Error(), "chat history is not reachable") {
 		t.Errorf("start without history: %v", err)
 	}
@@ -480,7 +480,7 @@ func TestHistoryFollowUp(t *testing.T) {
 	}
 
 	// History going away mid-chat ends a run with a clear error.
-	_ = e.hist.svc.Stop()
+	e.hist.down(t)
 	e.llm.Script(llmtest.Reply("x"))
 	var run agentv1.Run
 	err := e.c.Request(context.Background(), e.c.Subject("agent", "run", "start"),

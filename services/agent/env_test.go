@@ -301,6 +301,17 @@ type memHistory struct {
 	msgs  map[string][]*historyv1.ChatMessage
 	next  int64
 	svc   micro.Service
+	conn  *bus.Conn
+}
+
+// down stops the chat store; once it returns, no request reaches it (the
+// unsubscriptions are at the server).
+func (h *memHistory) down(t *testing.T) {
+	t.Helper()
+	_ = h.svc.Stop()
+	if err := h.conn.Served(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func startHistory(t *testing.T, c *bus.Conn) *memHistory {
@@ -309,7 +320,7 @@ func startHistory(t *testing.T, c *bus.Conn) *memHistory {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.svc = svc
+	h.svc, h.conn = svc, c
 	t.Cleanup(func() { _ = svc.Stop() })
 	g := svc.AddGroup(c.Subject("history", "chat"))
 	create := func(_ context.Context, r *historyv1.CreateChatSessionRequest) (*historyv1.ChatSession, error) {
