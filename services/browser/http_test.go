@@ -88,10 +88,10 @@ func newEchoServer(t *testing.T) *echoServer {
 	return e
 }
 
-// httpFleet is a worker with a secret key and the secret API_KEY.
-func httpFleet(t *testing.T) *fleet {
+// storeSecret puts an operator secret into the fleet's store and returns
+// the key that reads it.
+func storeSecret(t *testing.T, f *fleet, name, value string) *secrets.Key {
 	t.Helper()
-	f := newFleet(t)
 	keyText, err := secrets.GenerateKeyText()
 	if err != nil {
 		t.Fatal(err)
@@ -106,9 +106,17 @@ func httpFleet(t *testing.T) *fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Set(ctx, "API_KEY", []byte(httpSecret)); err != nil {
+	if err := store.Set(ctx, name, []byte(value)); err != nil {
 		t.Fatal(err)
 	}
+	return key
+}
+
+// httpFleet is a worker with a secret key and the secret API_KEY.
+func httpFleet(t *testing.T) *fleet {
+	t.Helper()
+	f := newFleet(t)
+	key := storeSecret(t, f, "API_KEY", httpSecret)
 	f.worker(browser.Config{ID: "hw", MaxSessions: 1, SecretKey: key})
 	return f
 }

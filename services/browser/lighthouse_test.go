@@ -18,7 +18,6 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser"
-	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
 // lighthouseDir is the runner of lighthouse_audit in this repository,
@@ -336,28 +335,4 @@ func TestLighthouseUnavailable(t *testing.T) {
 	_, _, err := f.lighthouseCall(s, lighthouseReq("snapshot", "", ""))
 	wantCode(t, "without --lighthouse-dir", err, commonv1.ErrorCode_FAILED_PRECONDITION, "Lighthouse is not installed on this worker")
 	wantCode(t, "without --lighthouse-dir", err, commonv1.ErrorCode_FAILED_PRECONDITION, "make lighthouse")
-}
-
-// storeSecret puts an operator secret into the fleet's store and returns
-// the key that reads it.
-func storeSecret(t *testing.T, f *fleet, name, value string) *secrets.Key {
-	t.Helper()
-	keyText, err := secrets.GenerateKeyText()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := secrets.ParseKey(keyText)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	store, err := secrets.Open(ctx, f.c.NATS(), f.c.Prefix(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Set(ctx, name, []byte(value)); err != nil {
-		t.Fatal(err)
-	}
-	return key
 }
