@@ -85,18 +85,10 @@ func (l DownloadLimits) withDefaults() DownloadLimits {
 
 // registerDownloadFlags adds the download limits' flags.
 func registerDownloadFlags(fs *flag.FlagSet, errs *[]error, cfg *Config) {
-	fs.Func("download-max-mb", "largest download a session keeps, in MiB; a bigger one is cancelled (default 20) [SOVEREIGN_DOWNLOAD_MAX_MB]", func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		cfg.Downloads.MaxBytes = n << 20
-		return err
-	})
-	cfg.Downloads.MaxBytes = int64(config.MustInt(errs, "SOVEREIGN_DOWNLOAD_MAX_MB", DefaultDownloadMaxBytes>>20)) << 20
-	fs.Func("download-session-max-mb", "most MiB of downloads one session keeps; a download past it is not kept (default 100) [SOVEREIGN_DOWNLOAD_SESSION_MAX_MB]", func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		cfg.Downloads.SessionMaxBytes = n << 20
-		return err
-	})
-	cfg.Downloads.SessionMaxBytes = int64(config.MustInt(errs, "SOVEREIGN_DOWNLOAD_SESSION_MAX_MB", DefaultDownloadSession>>20)) << 20
+	sizeFlag(fs, errs, &cfg.Downloads.MaxBytes, "download-max-mb", "SOVEREIGN_DOWNLOAD_MAX_MB", DefaultDownloadMaxBytes>>20, 20,
+		"largest download a session keeps, in MiB; a bigger one is cancelled")
+	sizeFlag(fs, errs, &cfg.Downloads.SessionMaxBytes, "download-session-max-mb", "SOVEREIGN_DOWNLOAD_SESSION_MAX_MB", DefaultDownloadSession>>20, 20,
+		"most MiB of downloads one session keeps; a download past it is not kept")
 	fs.DurationVar(&cfg.Downloads.TTL, "download-ttl", config.MustDuration(errs, "SOVEREIGN_DOWNLOAD_TTL", DefaultDownloadTTL),
 		"how long the fleet's object store keeps a session's downloads [SOVEREIGN_DOWNLOAD_TTL]")
 	fs.DurationVar(&cfg.Downloads.Wait, "download-wait", config.MustDuration(errs, "SOVEREIGN_DOWNLOAD_WAIT", DefaultDownloadWait),

@@ -72,20 +72,12 @@ func (l FileLimits) validate() error {
 
 // registerFileFlags adds the upload limits' flags.
 func registerFileFlags(fs *flag.FlagSet, errs *[]error, cfg *Config) {
-	fs.Func("upload-max-file-mb", "largest file upload_file sets on a file input, in MiB, given or fetched by URL (default 10) [SOVEREIGN_UPLOAD_MAX_FILE_MB]", func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		cfg.Files.MaxFileBytes = n << 20
-		return err
-	})
-	cfg.Files.MaxFileBytes = int64(config.MustInt(errs, "SOVEREIGN_UPLOAD_MAX_FILE_MB", DefaultUploadMaxFileBytes>>20)) << 20
+	sizeFlag(fs, errs, &cfg.Files.MaxFileBytes, "upload-max-file-mb", "SOVEREIGN_UPLOAD_MAX_FILE_MB", DefaultUploadMaxFileBytes>>20, 20,
+		"largest file upload_file sets on a file input, in MiB, given or fetched by URL")
 	fs.IntVar(&cfg.Files.MaxFiles, "upload-max-files", config.MustInt(errs, "SOVEREIGN_UPLOAD_MAX_FILES", DefaultUploadMaxFiles),
 		"most files one upload_file call sets [SOVEREIGN_UPLOAD_MAX_FILES]")
-	fs.Func("upload-max-total-mb", "most MiB one upload_file call sets, all files together (default 25) [SOVEREIGN_UPLOAD_MAX_TOTAL_MB]", func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		cfg.Files.MaxTotalBytes = n << 20
-		return err
-	})
-	cfg.Files.MaxTotalBytes = int64(config.MustInt(errs, "SOVEREIGN_UPLOAD_MAX_TOTAL_MB", DefaultUploadMaxTotalBytes>>20)) << 20
+	sizeFlag(fs, errs, &cfg.Files.MaxTotalBytes, "upload-max-total-mb", "SOVEREIGN_UPLOAD_MAX_TOTAL_MB", DefaultUploadMaxTotalBytes>>20, 20,
+		"most MiB one upload_file call sets, all files together")
 }
 
 // fileDir returns the session's temporary directory, made on first use.

@@ -77,14 +77,14 @@ func RegisterStandaloneFlags(fs *flag.FlagSet, cfg *Config) {
 
 // sizeFlag adds a size flag counted in units of 1<<shift bytes (MiB: 20,
 // KiB: 10) with its environment fallback, and sets *dst in bytes.
-func sizeFlag(fs *flag.FlagSet, errs *[]error, dst *int, name, env string, def, shift int, usage string) {
-	*dst = config.MustInt(errs, env, def) << shift
+func sizeFlag[T int | int64](fs *flag.FlagSet, errs *[]error, dst *T, name, env string, def, shift int, usage string) {
+	*dst = T(config.MustInt(errs, env, def)) << shift
 	fs.Func(name, fmt.Sprintf("%s; default %d [%s]", usage, def, env), func(v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil {
 			return err
 		}
-		*dst = n << shift
+		*dst = T(n) << shift
 		return nil
 	})
 }
