@@ -56,15 +56,21 @@ func (o *ownChrome) close() {
 	})
 }
 
-// removeAll removes dir, retrying a little: Chromium's child processes can
-// still write into it for a moment after the browser exits.
+// removeAll removes dir, retrying for up to 10 s: Chromium's child
+// processes (network and storage services) can still write into it for a
+// while after the browser exits, longer on a loaded machine.
 func removeAll(dir string) {
 	var err error
-	for i := 0; i < 20; i++ {
+	wait := 20 * time.Millisecond
+	for deadline := time.Now().Add(10 * time.Second); ; {
 		if err = os.RemoveAll(dir); err == nil {
 			return
 		}
-		time.Sleep(50 * time.Millisecond)
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 500*time.Millisecond)
 	}
 	slog.Default().Warn("remove a session's profile copy", "dir", dir, "err", err)
 }
