@@ -23,6 +23,9 @@ const (
 	MaxScreencastFrames      = 1000
 	defaultScreencastQuality = 60
 	screencastMaxSide        = 1280 // frames are scaled to fit this box
+	// replyOverhead is room kept in a reply for its text, structured
+	// content and protobuf framing besides the attached files.
+	replyOverhead = 256 << 10
 )
 
 // screencast is a recording of the frames a tab draws (Page.startScreencast)
@@ -65,6 +68,14 @@ func (c *screencast) add(data []byte) bool {
 	c.frames = append(c.frames, castFrame{at: time.Since(c.started), data: data})
 	c.bytes += len(data)
 	return true
+}
+
+// gifLimit is the largest GIF a screencast_stop reply can carry beside a
+// movie of movie bytes: both travel in one reply, which the bus bounds, so
+// the GIF gets what the movie leaves of it (with room for the text and
+// framing), up to the file limit.
+func gifLimit(fileMax, movie int) int {
+	return min(fileMax, bus.MaxReply-movie-replyOverhead)
 }
 
 // screencastStart starts recording the tab's frames.
@@ -153,7 +164,8 @@ func (t *Tab) screencastStop(ctx context.Context) (*browserv1.ToolResult, error)
 		return textResult("%s. The movie (%d bytes) is not attached: it is larger than the limit of %d bytes (the worker's --max-profile-file-mb); record a shorter span or fewer frames.",
 			msg, len(data), c.maxBytes), nil
 	}
-	anim, err := gifFrames(frames, elapsed, c.maxBytes)
+	gifMax := gifLimit(c.maxBytes, len(data))
+	anim, err := gifFrames(frames, elapsed, gifMax)
 	if err != nil {
 		return nil, fmt.Errorf("make the screencast's GIF: %w", err)
 	}
@@ -164,7 +176,7 @@ func (t *Tab) screencastStop(ctx context.Context) (*browserv1.ToolResult, error)
 		AppendText(res, fmt.Sprintf("- and as screencast.gif (%d bytes), an animation at most %d pixels wide in web-safe colors, which any image viewer plays", len(anim), gifMaxWidth))
 		res.Content = append(res.Content, resourcePart("screencast.gif", "image/gif", anim))
 	} else {
-		AppendText(res, fmt.Sprintf("- no screencast.gif: as a GIF it would pass the limit of %d bytes (the worker's --max-profile-file-mb)", c.maxBytes))
+		AppendText(res, fmt.Sprintf("- no screencast.gif: as a GIF it would pass %d bytes (the file limit, the worker's --max-profile-file-mb, or what the movie leaves of a %d-byte reply)", gifMax, bus.MaxReply))
 	}
 	setStructured(res, "screencast", map[string]any{"frames": len(frames), "frame_ms": index, "bytes": len(data), "limited": full})
 	return res, nil

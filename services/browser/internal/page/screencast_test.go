@@ -13,6 +13,7 @@ import (
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 )
 
 func castStartReq(frames, quality int32) *browserv1.ToolRequest {
@@ -207,5 +208,25 @@ func TestScreencastMovieFitsItsLimit(t *testing.T) {
 		if bound := movSize(len(c.frames), len(c.frames)*len(frame)); len(mov) > bound {
 			t.Errorf("movie of %d bytes, more than movSize's bound %d", len(mov), bound)
 		}
+	}
+}
+
+// TestScreencastReplyFitsTheBus: at the largest file limit the worker
+// accepts (half a bus reply), a movie that fills it leaves the GIF only
+// what still fits in one reply, so screencast_stop never answers "reply
+// too large" and loses the recording.
+func TestScreencastReplyFitsTheBus(t *testing.T) {
+	fileMax := bus.MaxReply / 2
+	for _, movie := range []int{0, 1 << 20, fileMax - 1, fileMax} {
+		g := gifLimit(fileMax, movie)
+		if g > fileMax || g <= 0 {
+			t.Errorf("movie %d: GIF limit %d; want 1-%d", movie, g, fileMax)
+		}
+		if movie+g+replyOverhead > bus.MaxReply {
+			t.Errorf("movie %d + GIF %d + %d for the rest = %d bytes, past the bus's %d", movie, g, replyOverhead, movie+g+replyOverhead, bus.MaxReply)
+		}
+	}
+	if g := gifLimit(10<<20, 1<<20); g != 10<<20 {
+		t.Errorf("a small movie under a 10 MiB limit leaves the GIF %d bytes; want the whole limit", g)
 	}
 }
