@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -282,11 +283,13 @@ func TestLighthouseAudit(t *testing.T) {
 		}()
 		// While it runs, another session's audit on this worker waits for
 		// it (one at a time), here until its own deadline.
-		runner := filepath.Join(dir, "run.mjs")
-		for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			if out, _ := exec.Command("pgrep", "-f", runner).Output(); len(out) > 0 {
-				break
-			}
+		// Runners are children of this process (the worker runs in it);
+		// another test binary may run its own at the same time.
+		runners := func() string {
+			out, _ := exec.Command("pgrep", "-a", "-P", strconv.Itoa(os.Getpid()), "-f", filepath.Join(dir, "run.mjs")).Output()
+			return strings.TrimSpace(string(out))
+		}
+		for end := time.Now().Add(8 * time.Second); time.Now().Before(end) && runners() == ""; time.Sleep(50 * time.Millisecond) {
 		}
 		_, _, err := f.lighthouseCallWithin(other, lighthouseReq("snapshot", "", ""), 3500*time.Millisecond)
 		wantCode(t, "while another session's audit runs", err, commonv1.ErrorCode_TIMEOUT, "another Lighthouse audit ran on this browser worker")
@@ -302,8 +305,8 @@ func TestLighthouseAudit(t *testing.T) {
 		if got := f.mustCall(s, evalReq(`innerWidth + "x" + innerHeight`)); !strings.Contains(got, "900x700") {
 			t.Errorf("after the killed audit the tab shows %s, want 900x700", got)
 		}
-		if out, _ := exec.Command("pgrep", "-f", filepath.Join(dir, "run.mjs")).Output(); len(out) > 0 {
-			t.Errorf("a Lighthouse runner still runs after the call: pids %s", out)
+		if r := runners(); r != "" {
+			t.Errorf("a Lighthouse runner still runs after the call: %s", r)
 		}
 	})
 }

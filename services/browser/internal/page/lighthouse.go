@@ -166,12 +166,7 @@ func (t *Tab) lighthouseAudit(ctx context.Context, req *browserv1.LighthouseAudi
 	start := time.Now()
 	out, runErr := runLighthouse(ctx, node, run, lreq)
 	took := time.Since(start)
-	// A navigation emulates Lighthouse's device, and Chromium clears every
-	// override when Lighthouse disconnects: the session's own emulation
-	// (or none) comes back, even after a failed run.
-	ectx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
-	_ = t.emulate(ectx, t.emu)
-	cancel()
+	t.restoreEmulation(ctx)
 	if runErr != nil {
 		return nil, runErr
 	}
@@ -246,6 +241,41 @@ func (t *Tab) lighthouseRunner() (node, run string, err error) {
 // the runner stops, and a wait for the worker's slot ends, that long
 // before the call's deadline.
 const lighthouseMargin = 2 * time.Second
+
+// restoreEmulation puts the session's own emulation (or none) back after
+// Lighthouse, even after a failed run: a navigation emulates Lighthouse's
+// device, and Chromium clears the viewport override when Lighthouse's
+// DevTools connection closes. Chromium notices that close a moment after
+// the runner exited (later on a loaded machine), possibly after the first
+// restore, so a viewport the page does not show is set again, for up to
+// 2 s and until half a second before the call's deadline.
+func (t *Tab) restoreEmulation(call context.Context) {
+	ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
+	defer cancel()
+	_ = t.emulate(ctx, t.emu)
+	if t.emu.Width <= 0 {
+		return // the cleared viewport is the session's own
+	}
+	end := time.Now().Add(2 * time.Second)
+	if dl, ok := call.Deadline(); ok && dl.Add(-500*time.Millisecond).Before(end) {
+		end = dl.Add(-500 * time.Millisecond)
+	}
+	want := fmt.Sprintf("%dx%d", t.emu.Width, t.emu.Height)
+	for wait := 100 * time.Millisecond; time.Now().Add(wait).Before(end); wait = min(2*wait, 500*time.Millisecond) {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return
+		}
+		var got string
+		if err := t.callWorld(ctx, t.main(), `function() { return innerWidth + "x" + innerHeight; }`, &got); err != nil {
+			continue
+		}
+		if got != want {
+			_ = t.emulate(ctx, t.emu)
+		}
+	}
+}
 
 // runLighthouse runs run.mjs with req on stdin until it exits or ctx (cut
 // to LighthouseTimeout, and to 2 s before its deadline) ends, which kills
