@@ -2,11 +2,13 @@ package harness
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Memory is the memory of a process tree, from /proc.
@@ -44,6 +46,48 @@ func TreeMemory(pid int) (Memory, error) {
 		m.PSS += pss
 	}
 	return m, nil
+}
+
+// CPUTime is the user and system CPU time process pid has used so far.
+func CPUTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("CPU time of process %d: %w", pid, err)
+	}
+	// Fields after the command (which may hold spaces) start after ")".
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("CPU time of process %d: short /proc stat", pid)
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	const hz = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / hz, nil
+}
+
+// TreeCPU sums the CPU time of pid and the descendants it has now (a
+// child that exited counts only once its parent reaped it).
+func TreeCPU(pid int) (time.Duration, error) {
+	children, err := childMap()
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		queue = append(queue, children[p]...)
+		d, err := CPUTime(p)
+		if err != nil {
+			if p == pid {
+				return 0, err
+			}
+			continue // exited meanwhile
+		}
+		sum += d
+	}
+	return sum, nil
 }
 
 // childMap maps each pid to its children's pids.

@@ -21,6 +21,7 @@ type directBrowser struct {
 	browser context.Context
 	cancel  func()
 	flags   []string // the flags copied from the worker's Chromium
+	pid     int      // its browser process
 }
 
 // startDirect starts Chromium with the executable and flags of the worker's
@@ -54,7 +55,11 @@ func startDirect(ctx context.Context, worker *harness.Chromium) (*directBrowser,
 		cancelAlloc()
 		return nil, fmt.Errorf("start the direct Chromium: %w", err)
 	}
-	return &directBrowser{browser: bctx, cancel: func() { cancelB(); cancelAlloc() }, flags: flags}, nil
+	pid := 0
+	if p := chromedp.FromContext(bctx).Browser.Process(); p != nil {
+		pid = p.Pid
+	}
+	return &directBrowser{browser: bctx, cancel: func() { cancelB(); cancelAlloc() }, flags: flags, pid: pid}, nil
 }
 
 func (d *directBrowser) close() { d.cancel() }

@@ -54,7 +54,7 @@ func main() {
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "bound of the whole run")
 	flag.BoolVar(&cfg.verbose, "v", false, "stream the output of the fleet's processes to stderr")
 	flag.IntVar(&cfg.warm, "warm-sessions", 8, "the workers' --warm-sessions (warm browser contexts each keeps ready); 0: the workers' default, min(2, --max-sessions)")
-	flag.StringVar(&cfg.only, "only", "", "sessions: measure only the session figures (first tool call of new sessions, placement spread), skipping the rest")
+	flag.StringVar(&cfg.only, "only", "", "sessions: measure only the session figures (first tool call of new sessions, placement spread); throughput: only the scenario throughput and its CPU split; skipping the rest")
 	flag.StringVar(&cfg.corpus, "corpus", "on", "the compatibility corpus side by side with Playwright MCP: on, off or only (skip the other measurements)")
 	flag.Parse()
 	if cfg.corpus != "on" && cfg.corpus != "off" && cfg.corpus != "only" {
@@ -161,6 +161,26 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	defer direct.close()
 
 	r := &report{cfg: cfg, desc: desc, chrome: chrome.Exe, flags: direct.flags}
+	// The throughput runs split their CPU time per op over the processes.
+	client := cpuPart{name: "the client (this process: the MCP clients, or chromedp)", pid: os.Getpid()}
+	chainCPU := []cpuPart{client}
+	if cfg.mode == "fleet" {
+		chainCPU = append(chainCPU, cpuPart{name: "gateway", pid: gw.PID()},
+			cpuPart{name: "nats-server", pid: f.NATS.PID()}, cpuPart{name: "worker (its Go process)", pid: worker.PID()})
+	} else {
+		chainCPU = append(chainCPU, cpuPart{name: "sovereign up (gateway, NATS, worker)", pid: gw.PID()})
+	}
+	chromeCPU := "Chromium (all its processes)"
+	chainCPU = append(chainCPU, cpuPart{name: chromeCPU, pid: chrome.PID, tree: true})
+	directCPU := []cpuPart{client, {name: chromeCPU, pid: direct.pid, tree: true}}
+	if cfg.only == "throughput" {
+		logf("scenario throughput (%s per run)…", cfg.duration)
+		if err := measureThroughput(ctx, cfg, gw.MCP, site.URL, direct, chainCPU, directCPU, r); err != nil {
+			return err
+		}
+		r.printThroughput(out)
+		return nil
+	}
 	if cfg.only == "sessions" {
 		logf("first tool call of new sessions, 1 and 8 at once…")
 		if err := measureFirstCall(ctx, gw.MCP, site.URL, r); err != nil {
@@ -202,7 +222,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		return err
 	}
 	logf("scenario throughput (%s per run)…", cfg.duration)
-	if err := measureThroughput(ctx, cfg, gw.MCP, site.URL, direct, r); err != nil {
+	if err := measureThroughput(ctx, cfg, gw.MCP, site.URL, direct, chainCPU, directCPU, r); err != nil {
 		return err
 	}
 	logf("the TypeScript SDK client side by side with Playwright MCP (%s per run)…", cfg.duration)

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,14 +161,44 @@ func measureTools(ctx context.Context, cfg config, url, site string, d *directBr
 type throughputRow struct {
 	clients       int
 	chain, direct float64 // ops/s
+	// CPU time per op of each part of the chain and of the direct side.
+	chainCPU, directCPU []cpuShare
+}
+
+// cpuPart is a process, or a process and its descendants, whose CPU time
+// a throughput run splits per op.
+type cpuPart struct {
+	name string
+	pid  int
+	tree bool
+}
+
+func (p cpuPart) read() (time.Duration, error) {
+	if p.tree {
+		return harness.TreeCPU(p.pid)
+	}
+	return harness.CPUTime(p.pid)
+}
+
+type cpuShare struct {
+	name  string
+	perOp time.Duration
 }
 
 // loop runs the scenario (snapshot, click, fill, get_text) in k workers
-// until d has passed and returns the ops per second.
-func loop(ctx context.Context, k int, d time.Duration, steps func(i int) []func() error) (float64, error) {
+// until d has passed and returns the ops per second and the CPU time each
+// of parts spent per op.
+func loop(ctx context.Context, k int, d time.Duration, parts []cpuPart, steps func(i int) []func() error) (float64, []cpuShare, error) {
 	var ops atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, k)
+	before := make([]time.Duration, len(parts))
+	for i, p := range parts {
+		var err error
+		if before[i], err = p.read(); err != nil {
+			return 0, nil, err
+		}
+	}
 	start := time.Now()
 	deadline := start.Add(d)
 	for i := range k {
@@ -193,16 +219,25 @@ func loop(ctx context.Context, k int, d time.Duration, steps func(i int) []func(
 	elapsed := time.Since(start)
 	for _, err := range errs {
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
 	if ctx.Err() != nil {
-		return 0, errTimeout
+		return 0, nil, errTimeout
 	}
-	return float64(ops.Load()) / elapsed.Seconds(), nil
+	n := max(ops.Load(), 1)
+	shares := make([]cpuShare, len(parts))
+	for i, p := range parts {
+		after, err := p.read()
+		if err != nil {
+			return 0, nil, err
+		}
+		shares[i] = cpuShare{p.name, (after - before[i]) / time.Duration(n)}
+	}
+	return float64(n) / elapsed.Seconds(), shares, nil
 }
 
-func measureThroughput(ctx context.Context, cfg config, url, site string, d *directBrowser, r *report) error {
+func measureThroughput(ctx context.Context, cfg config, url, site string, d *directBrowser, chainCPU, directCPU []cpuPart, r *report) error {
 	for _, k := range []int{1, cfg.clients} {
 		row := throughputRow{clients: k}
 		clients := make([]*chainClient, k)
@@ -215,7 +250,7 @@ func measureThroughput(ctx context.Context, cfg config, url, site string, d *dir
 			clients[i] = c
 		}
 		var err error
-		row.chain, err = loop(ctx, k, cfg.duration, func(i int) []func() error {
+		row.chain, row.chainCPU, err = loop(ctx, k, cfg.duration, chainCPU, func(i int) []func() error {
 			c := clients[i]
 			return []func() error{
 				func() error { return c.snapshot(ctx) },
@@ -236,7 +271,7 @@ func measureThroughput(ctx context.Context, cfg config, url, site string, d *dir
 			defer tab.close()
 			tabs[i] = tab
 		}
-		row.direct, err = loop(ctx, k, cfg.duration, func(i int) []func() error {
+		row.direct, row.directCPU, err = loop(ctx, k, cfg.duration, directCPU, func(i int) []func() error {
 			t := tabs[i]
 			return []func() error{
 				func() error { _, err := t.snapshot(); return err },
@@ -412,7 +447,7 @@ func measureBreakdown(ctx context.Context, cfg config, f *harness.Fleet, url, si
 	if _, err := c.CallTool(octx, "open", map[string]any{"url": site + "/form"}); err != nil {
 		return err
 	}
-	before, err := cpuTime(f.Gateways[len(f.Gateways)-1].PID())
+	before, err := harness.CPUTime(f.Gateways[len(f.Gateways)-1].PID())
 	if err != nil {
 		return err
 	}
@@ -421,27 +456,10 @@ func measureBreakdown(ctx context.Context, cfg config, f *harness.Fleet, url, si
 			return err
 		}
 	}
-	after, err := cpuTime(f.Gateways[len(f.Gateways)-1].PID())
+	after, err := harness.CPUTime(f.Gateways[len(f.Gateways)-1].PID())
 	if err != nil {
 		return err
 	}
 	r.cpuPerCall = (after - before) / time.Duration(cfg.n)
 	return nil
-}
-
-// cpuTime is the user and system CPU time process pid has used so far.
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("CPU time of process %d: %w", pid, err)
-	}
-	// Fields after the command (which may hold spaces) start after ")".
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("CPU time of process %d: short /proc stat", pid)
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	const hz = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / hz, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -98,23 +99,7 @@ func (r *report) print(out io.Writer) {
 	fmt.Fprintf(out, "  CPU time of %s per get_title through MCP: %s (mean of %d calls; CPU time, unlike latency, hardly moves with the machine's load)\n",
 		who, ms(r.cpuPerCall), cfg.n)
 
-	fmt.Fprintln(out)
-	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "scenario throughput (%s each)\tchain ops/s\tdirect ops/s\tchain/direct\ttarget\t\n", cfg.duration)
-	for _, t := range r.throughput {
-		ratio := t.chain / t.direct
-		target := ""
-		if t.clients == cfg.clients && t.clients > 1 {
-			target = fmt.Sprintf("≥ %.0f%%: %s", targetThroughput*100, verdict(ratio >= targetThroughput))
-		}
-		who := "1 client / 1 tab"
-		if t.clients > 1 {
-			who = fmt.Sprintf("%d clients / %d tabs", t.clients, t.clients)
-		}
-		fmt.Fprintf(w, "%s\t%.1f\t%.1f\t%.0f%%\t%s\t\n", who, t.chain, t.direct, ratio*100, target)
-	}
-	w.Flush()
-	fmt.Fprintln(out, "  one op = one tool call of the loop snapshot → click → fill → get_text on the form page")
+	r.printThroughput(out)
 	r.printPeer(out)
 	r.printStarts(out)
 
@@ -144,4 +129,53 @@ func (r *report) print(out io.Writer) {
 	r.printRestore(out)
 	fmt.Fprintf(out, "\nflags of both Chromiums: %s\n", strings.Join(r.flags, " "))
 	fmt.Fprintf(out, "bench ran %s\n", r.elapsed.Round(time.Second))
+}
+
+// printThroughput prints the scenario throughput, then where the CPU went
+// per op in the run with the most clients.
+func (r *report) printThroughput(out io.Writer) {
+	cfg := r.cfg
+	fmt.Fprintln(out)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "scenario throughput (%s each)\tchain ops/s\tdirect ops/s\tchain/direct\ttarget\t\n", cfg.duration)
+	for _, t := range r.throughput {
+		ratio := t.chain / t.direct
+		target := ""
+		if t.clients == cfg.clients && t.clients > 1 {
+			target = fmt.Sprintf("≥ %.0f%%: %s", targetThroughput*100, verdict(ratio >= targetThroughput))
+		}
+		who := "1 client / 1 tab"
+		if t.clients > 1 {
+			who = fmt.Sprintf("%d clients / %d tabs", t.clients, t.clients)
+		}
+		fmt.Fprintf(w, "%s\t%.1f\t%.1f\t%.0f%%\t%s\t\n", who, t.chain, t.direct, ratio*100, target)
+	}
+	w.Flush()
+	fmt.Fprintln(out, "  one op = one tool call of the loop snapshot → click → fill → get_text on the form page")
+	if len(r.throughput) == 0 {
+		return
+	}
+	t := r.throughput[len(r.throughput)-1]
+	fmt.Fprintln(out)
+	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "CPU time per op, %d clients\tchain\tdirect\t\n", t.clients)
+	direct := map[string]time.Duration{}
+	for _, c := range t.directCPU {
+		direct[c.name] = c.perOp
+	}
+	var sumChain, sumDirect time.Duration
+	for _, c := range t.chainCPU {
+		d, ok := direct[c.name]
+		ds := "-"
+		if ok {
+			ds = ms(d)
+			sumDirect += d
+		}
+		sumChain += c.perOp
+		fmt.Fprintf(w, "%s\t%s\t%s\t\n", c.name, ms(c.perOp), ds)
+	}
+	fmt.Fprintf(w, "total\t%s\t%s\t\n", ms(sumChain), ms(sumDirect))
+	w.Flush()
+	fmt.Fprintf(out, "  from /proc (user + system, 10 ms ticks) over each run; %d CPUs give %.0f ops/s at most at the chain's total\n",
+		runtime.NumCPU(), float64(runtime.NumCPU())*float64(time.Second)/float64(max(sumChain, 1)))
 }
