@@ -314,6 +314,67 @@ func TestCancelReachesServer(t *testing.T) {
 	}
 }
 
+// TestCancelBeforeHandler: a cancel that reaches the server before the
+// handler of its request has started (they come on different
+// subscriptions, so a loaded machine may take them in either order) still
+// stops that handler.
+func TestCancelBeforeHandler(t *testing.T) {
+	c := start(t)
+	svc, err := c.AddService("early", "0.0.1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	stopped := make(chan error, 1)
+	_ = svc.AddEndpoint("slow", bus.Handle(c, func(ctx context.Context, req *browserv1.NoArgs) (*browserv1.NoArgs, error) {
+		<-ctx.Done()
+		stopped <- ctx.Err()
+		return nil, ctx.Err()
+	}), endpointSubject("sov.early.slow"))
+	reply := c.NATS().NewInbox()
+	if err := c.NATS().Publish(c.Subject("cancel"), []byte(reply)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.NATS().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Once a later cancel is back, the server has delivered the first one
+	// to c too: it comes before the request (the test fails the same
+	// either way if the product is wrong; this makes the order likely).
+	seen := make(chan struct{})
+	sub, err := c.NATS().Subscribe(c.Subject("cancel"), func(m *nats.Msg) {
+		if string(m.Data) == "marker" {
+			close(seen)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.NATS().Publish(c.Subject("cancel"), []byte("marker")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the marker cancel did not arrive")
+	}
+	msg := nats.NewMsg("sov.early.slow")
+	msg.Reply = reply
+	msg.Header.Set(bus.HeaderTimeout, "60000")
+	if err := c.NATS().PublishMsg(msg); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-stopped:
+		if err != context.Canceled {
+			t.Fatalf("handler context ended with %v, want Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler kept running: the cancel that came first was lost")
+	}
+}
+
 // TestDisconnected: a request waiting when the connection to NATS goes
 // away fails at once, with ErrDisconnected in its chain, and so does a new
 // one; neither waits for its deadline.
