@@ -165,7 +165,7 @@ func TestTracePropagation(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = tp.ForceFlush(context.Background())
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for len(rec.Ended()) < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -205,7 +205,7 @@ func TestTracePropagation(t *testing.T) {
 		}
 	}
 	// The observer's copy of the request arrives on its own goroutine.
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		mu.Lock()
 		_, ok := seen["traceparent"]
 		h := seen
@@ -237,7 +237,7 @@ func TestTraceOfFailure(t *testing.T) {
 	if bus.CodeOf(err) != commonv1.ErrorCode_NOT_FOUND {
 		t.Fatalf("Request = %v, want NOT_FOUND", err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for len(rec.Ended()) < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
