@@ -425,7 +425,9 @@ func TestHangingHostAbandoned(t *testing.T) {
 		<-block // ignores its context
 		return "late", false, nil
 	})
-	s := load(t, Options{Limits: Limits{Call: 200 * time.Millisecond, Grace: 200 * time.Millisecond}}, "hang",
+	// The budget leaves the call time to reach the host on a loaded
+	// machine (stopped before it, the interpreter would stop in time).
+	s := load(t, Options{Limits: Limits{Call: 2 * time.Second, Grace: 200 * time.Millisecond}}, "hang",
 		`function describe(){ return {name: "wait"} } function wait(){ return tools.snapshot() }`)
 	before := Abandoned()
 	res, isErr, err := s.Call(context.Background(), "hang__wait", nil, host)
