@@ -152,8 +152,9 @@ func readPid(t *testing.T, w *Workspace, name string) int {
 func TestExecTimeoutKillsGroup(t *testing.T) {
 	w, _ := newWorkspace(t)
 	// The shell waits for a background child that holds stdout: both must
-	// die, and Exec must not wait for the child's pipe.
-	r, err := w.Exec(context.Background(), "sleep 300 & echo $! > child.pid; echo started; wait", 300*time.Millisecond)
+	// die, and Exec must not wait for the child's pipe. The timeout leaves
+	// the shell time to start and write on a loaded machine.
+	r, err := w.Exec(context.Background(), "sleep 300 & echo $! > child.pid; echo started; wait", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
