@@ -185,10 +185,11 @@ func TestExecCancel(t *testing.T) {
 		defer close(done)
 		r, err = w.Exec(ctx, "echo $$ > sh.pid; sleep 300 & echo $! > child.pid; wait", time.Minute)
 	}()
-	// Cancel once the command runs.
+	// Cancel once the command runs: once the shell has written the
+	// child's pid (the file exists a moment before it holds the line).
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(w.Dir(), "child.pid")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(w.Dir(), "child.pid")); err == nil && strings.HasSuffix(string(b), "\n") {
 			break
 		}
 		if time.Now().After(deadline) {
