@@ -147,7 +147,10 @@ func TestOpenQueue(t *testing.T) {
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 1)
 	g, url := startGatewayG(t, srv, gateway.Config{SessionsConfig: gateway.SessionsConfig{
-		ReclaimGrace: time.Hour, OpenQueue: 2, OpenQueueTimeout: 3 * time.Second}})
+		// The queue timeout runs from when the first call queues, across
+		// the steps below until the holder frees its session: 10 s leaves
+		// room for a loaded machine (3 s might have run out first).
+		ReclaimGrace: time.Hour, OpenQueue: 2, OpenQueueTimeout: 10 * time.Second}})
 	site := titleSite(t)
 	holder := legacyClient(t, url, nil)
 	callTool(t, holder, "open", map[string]any{"url": site})
