@@ -41,6 +41,11 @@ func TestIdleRelease(t *testing.T) {
 	callTool(t, streaming, "open", map[string]any{"url": site})
 
 	time.Sleep(5 * time.Second) // well past the idle timeout and a few keeper rounds
+	// The keeper has given the quiet session back (on a loaded machine it
+	// may run late): its record is the third, after the two opens.
+	if rec := auditRecords(t, srv, 3)[2]; rec.GetTool() != "session.release" {
+		t.Fatalf("third audit record = %s, want the quiet session's session.release", rec.GetTool())
+	}
 	got := text(callTool(t, quiet, "get_url", nil))
 	if !strings.HasSuffix(got, "\nabout:blank") || !strings.Contains(got, "new browser session: the previous one was given back, unused for") {
 		t.Errorf("the quiet client's call after the idle timeout = %q, want a fresh session (about:blank) and a note saying why", got)
