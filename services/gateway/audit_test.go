@@ -215,7 +215,13 @@ func TestCloseFlushesRunningCalls(t *testing.T) {
 		}
 		done <- res
 	}()
-	time.Sleep(500 * time.Millisecond) // the wait runs on the worker now
+	// The wait runs now (a fixed sleep here was not always enough on a
+	// loaded machine: Close came first and the call was refused).
+	for deadline := time.Now().Add(15 * time.Second); gateway.RunningCalls(g) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the wait call did not start within 15 s")
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := g.Close(ctx); err != nil {

@@ -212,7 +212,6 @@ func (g *Gateway) serveAdmin(ctx context.Context) (stop func(context.Context) er
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	url := "http://" + connectAddr(ln.Addr()) + "/"
-	g.admin.addr.Store(&url)
 	// Reached where it is published (a container's port on the host) or
 	// where it listens.
 	reach, loopback := url, false
@@ -230,6 +229,9 @@ func (g *Gateway) serveAdmin(ctx context.Context) (stop func(context.Context) er
 		g.log.Warn("the operator console listens beyond loopback: anyone who reaches it can try the admin token; prefer 127.0.0.1 and an SSH tunnel",
 			"addr", ln.Addr().String(), "published", g.cfg.AdminPublished)
 	}
+	// AdminURL says the console serves only once that is logged: a caller
+	// waiting for it then finds the log lines too.
+	g.admin.addr.Store(&url)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	return func(sctx context.Context) error {

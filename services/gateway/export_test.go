@@ -7,3 +7,6 @@ func StoreOf(g *Gateway) *state.Store { return g.store }
 
 // OpenQueueLen is how many calls wait in a gateway's open queue.
 func OpenQueueLen(g *Gateway) int { return g.openq.Len() }
+
+// RunningCalls is how many tool calls a gateway is running now.
+func RunningCalls(g *Gateway) int { return g.tools.Running() }

@@ -41,6 +41,11 @@ func TestIdleRelease(t *testing.T) {
 	callTool(t, streaming, "open", map[string]any{"url": site})
 
 	time.Sleep(5 * time.Second) // well past the idle timeout and a few keeper rounds
+	// The keeper has given the quiet session back (on a loaded machine it
+	// may run late): its record is the third, after the two opens.
+	if rec := auditRecords(t, srv, 3)[2]; rec.GetTool() != "session.release" {
+		t.Fatalf("third audit record = %s, want the quiet session's session.release", rec.GetTool())
+	}
 	got := text(callTool(t, quiet, "get_url", nil))
 	if !strings.HasSuffix(got, "\nabout:blank") || !strings.Contains(got, "new browser session: the previous one was given back, unused for") {
 		t.Errorf("the quiet client's call after the idle timeout = %q, want a fresh session (about:blank) and a note saying why", got)
@@ -127,6 +132,42 @@ func TestReclaimAtCapacity(t *testing.T) {
 	}
 }
 
+// TestReclaimSparesRunningCall: a session whose call is still running is
+// in use, however long ago the call started: a full fleet does not take
+// it back for another caller past the grace period.
+func TestReclaimSparesRunningCall(t *testing.T) {
+	needChromium(t)
+	srv := startNATS(t, "")
+	startWorker(t, srv, "w1", 1)
+	g, url := startGatewayG(t, srv, gateway.Config{SessionsConfig: gateway.SessionsConfig{ReclaimGrace: time.Second}})
+	busy := legacyClient(t, url, nil)
+	callTool(t, busy, "open", map[string]any{"url": titleSite(t)})
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = "wait", map[string]any{"ms": 6000}
+		res, err := busy.CallTool(ctx, req)
+		if err != nil {
+			res = mcp.NewToolResultError(err.Error())
+		}
+		done <- res
+	}()
+	for deadline := time.Now().Add(15 * time.Second); gateway.RunningCalls(g) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the wait call did not start within 15 s")
+		}
+	}
+	time.Sleep(2 * time.Second) // past the grace since the wait started
+	if res := callTool(t, legacyClient(t, url, nil), "get_url", nil); !res.IsError || !strings.Contains(text(res), "no browser capacity") {
+		t.Errorf("a new session while the only one runs a call = %q, want no capacity (not the running session reclaimed)", text(res))
+	}
+	if res := <-done; res.IsError {
+		t.Errorf("the wait on the session another caller wanted = %q, want it finished", text(res))
+	}
+}
+
 func TestSessionLimitsConfig(t *testing.T) {
 	cfg := gateway.Config{SessionsConfig: gateway.SessionsConfig{MCPIdleTimeout: time.Millisecond, SessionsPerCaller: -1, ReclaimGrace: -time.Second}}
 	err := cfg.Validate()
@@ -147,7 +188,10 @@ func TestOpenQueue(t *testing.T) {
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 1)
 	g, url := startGatewayG(t, srv, gateway.Config{SessionsConfig: gateway.SessionsConfig{
-		ReclaimGrace: time.Hour, OpenQueue: 2, OpenQueueTimeout: 3 * time.Second}})
+		// The queue timeout runs from when the first call queues, across
+		// the steps below until the holder frees its session: 10 s leaves
+		// room for a loaded machine (3 s might have run out first).
+		ReclaimGrace: time.Hour, OpenQueue: 2, OpenQueueTimeout: 10 * time.Second}})
 	site := titleSite(t)
 	holder := legacyClient(t, url, nil)
 	callTool(t, holder, "open", map[string]any{"url": site})

@@ -66,6 +66,11 @@ func (g *Gateway) browserHandler(t catalog.Tool) dispatch.Handler {
 		if err != nil {
 			return dispatch.ErrorText(g.errorText(ctx, t, err))
 		}
+		// The session is in use while its call runs, not idle from the
+		// call's start: a long call (a wait, an audit) is neither given
+		// back by the keeper nor reclaimed for another caller
+		// (reclaim.go).
+		defer g.usage.stream(state.KeyOf(b.kind, b.id))()
 		if msg := g.loginRefusal(ctx, t, b.sessionID); msg != "" { // --require-login (login.go)
 			return b.result(dispatch.Denied(msg))
 		}

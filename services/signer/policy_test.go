@@ -142,7 +142,9 @@ func TestAskOnTheConsole(t *testing.T) {
 	decide := func(approve bool, scope approval.Scope) <-chan approval.Request {
 		out := make(chan approval.Request, 1)
 		go func() {
-			for range 200 {
+			// Up to the signer's approval timeout: the request may be
+			// slow to appear on a loaded machine.
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
 				list, _ := q.List(context.Background())
 				for _, r := range list {
 					if r.State == approval.Pending {
@@ -253,7 +255,7 @@ func TestAuditOfPageRequests(t *testing.T) {
 		select {
 		case r := <-records:
 			return r
-		case <-time.After(5 * time.Second):
+		case <-time.After(15 * time.Second):
 			t.Fatal("no audit record")
 		}
 		return nil

@@ -57,17 +57,19 @@ func TestPublisherBuffersThenDrops(t *testing.T) {
 	if err := js.DeleteStream(ctx, Stream); err != nil {
 		t.Fatal(err)
 	}
+	// Publish must not block: records beyond the buffer are dropped at
+	// once, not waited for. (No "took < 2 s" here: on a loaded machine
+	// 1000 non-blocking calls can take that long; a blocking Publish
+	// would wait out the publisher's retries and never drop.)
 	start := time.Now()
 	for range 1000 {
 		p.Publish(Record{Tool: "get_title", Outcome: historyv1.Outcome_OUTCOME_OK})
 	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("1000 publishes took %s: Publish must not block", took)
-	}
+	t.Logf("1000 publishes took %s", time.Since(start))
 	if p.Dropped() < 900 {
-		t.Errorf("dropped %d of 1000 with a buffer of 10", p.Dropped())
+		t.Errorf("dropped %d of 1000 with a buffer of 10: Publish must not block", p.Dropped())
 	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	// The publisher re-creates the stream and delivers what it held.
 	if err := p.Close(cctx); err != nil && !strings.Contains(err.Error(), "not accepted") {

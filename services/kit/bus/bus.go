@@ -72,6 +72,7 @@ type Conn struct {
 
 	cancelMu  sync.Mutex
 	cancels   map[string]context.CancelFunc // running handlers by reply subject
+	early     map[string]time.Time          // cancels that came before any handler here, by reply subject
 	cancelSub *nats.Subscription
 
 	// down is closed while the connection to NATS is lost (and replaced
@@ -116,9 +117,16 @@ func New(nc *nats.Conn, prefix string) (*Conn, error) {
 	// A caller that gives up says so on <prefix>.cancel with its reply
 	// subject; the handler serving it (on whichever connection) stops.
 	c.cancels = make(map[string]context.CancelFunc)
+	c.early = make(map[string]time.Time)
 	c.cancelSub, err = nc.Subscribe(c.Subject("cancel"), func(m *nats.Msg) {
 		c.cancelMu.Lock()
 		cancel := c.cancels[string(m.Data)]
+		if cancel == nil {
+			// The request and its cancel arrive on different
+			// subscriptions: the cancel may come before the handler has
+			// started. Kept a while, so that it still stops that handler.
+			c.rememberEarly(string(m.Data))
+		}
 		c.cancelMu.Unlock()
 		if cancel != nil {
 			cancel()
@@ -175,12 +183,42 @@ func (c *Conn) track(reply string, cancel context.CancelFunc) func() {
 	}
 	c.cancelMu.Lock()
 	c.cancels[reply] = cancel
+	_, early := c.early[reply]
+	delete(c.early, reply)
 	c.cancelMu.Unlock()
+	if early {
+		cancel()
+	}
 	return func() {
 		c.cancelMu.Lock()
 		delete(c.cancels, reply)
 		c.cancelMu.Unlock()
 	}
+}
+
+// Early cancels are kept earlyCancelTTL, at most maxEarlyCancels of them:
+// every connection hears every caller's cancels, most of them for handlers
+// elsewhere.
+const (
+	earlyCancelTTL  = time.Minute
+	maxEarlyCancels = 4096
+)
+
+// rememberEarly keeps a cancel for reply, which no handler here serves
+// (yet). c.cancelMu is held.
+func (c *Conn) rememberEarly(reply string) {
+	now := time.Now()
+	if len(c.early) >= maxEarlyCancels/2 {
+		for r, at := range c.early {
+			if now.Sub(at) > earlyCancelTTL {
+				delete(c.early, r)
+			}
+		}
+	}
+	if len(c.early) >= maxEarlyCancels {
+		return
+	}
+	c.early[reply] = now
 }
 
 // NATS returns the underlying connection.

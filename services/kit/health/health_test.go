@@ -83,7 +83,7 @@ func TestServe(t *testing.T) {
 
 	srv.Stop()
 	stopped = true
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		code, body := get("/readyz")
 		if code == 503 && strings.Contains(body, `"nats":"NATS connection is`) {
@@ -96,7 +96,7 @@ func TestServe(t *testing.T) {
 	}
 
 	cancel()
-	deadline = time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(15 * time.Second)
 	for {
 		if _, err := http.Get(base + "/healthz"); err != nil {
 			break // closed with its context

@@ -17,23 +17,26 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
 
-func freePort(t *testing.T) int {
+// freePorts returns n distinct free ports: their listeners are all held
+// until the last is picked, so the kernel cannot hand out one twice.
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // startCluster runs three clustered JetStream servers on loopback.
 func startCluster(t *testing.T) []*server.Server {
 	t.Helper()
-	routes := make([]int, 3)
-	for i := range routes {
-		routes[i] = freePort(t)
-	}
+	routes := freePorts(t, 3)
 	var urls []*url.URL
 	for _, p := range routes {
 		urls = append(urls, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})

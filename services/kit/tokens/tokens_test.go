@@ -45,10 +45,11 @@ func create(t *testing.T, s *tokens.Store, spec tokens.Spec) (string, tokens.Tok
 	return plain, tok
 }
 
-// eventually retries f until it returns nil or 5 s pass.
+// eventually retries f until it returns nil or 20 s pass (a store that
+// lost its watch retries with a backoff of up to 5 s).
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		err := f()
 		if err == nil {

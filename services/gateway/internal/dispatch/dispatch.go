@@ -346,6 +346,13 @@ func (r *Registry) leave() {
 	r.runMu.Unlock()
 }
 
+// Running is how many calls are in Dispatch now.
+func (r *Registry) Running() int {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	return r.running
+}
+
 // Drain waits until no call is running, or ctx ends: a stopping gateway
 // stops taking calls, drains, and only then flushes its audit records, so
 // that the calls it finished are all recorded.

@@ -273,9 +273,9 @@ func TestTraceOfToolCall(t *testing.T) {
 }
 
 // waitSpan returns the first span ended after the first from that match
-// accepts, waiting up to two seconds for it.
+// accepts, waiting up to ten seconds for it.
 func waitSpan(rec *tracetest.SpanRecorder, from int, match func(sdktrace.ReadOnlySpan) bool) sdktrace.ReadOnlySpan {
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		for _, s := range rec.Ended()[from:] {
 			if match(s) {

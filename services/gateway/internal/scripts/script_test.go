@@ -405,10 +405,14 @@ function caught(){ for (;;) { try { while (true) {} } catch (e) {} } }`)
 		t.Fatalf("after the loop: %q", res)
 	}
 
-	// The caller's context ends the call too.
+	// The caller's context ends the call too (under a budget it cannot
+	// reach first on a loaded machine).
+	patient := load(t, Options{Limits: Limits{Call: 30 * time.Second}}, "spin", `
+function describe(){ return {name: "forever"} }
+function forever(){ for (;;) {} }`)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
-	res, isErr, err := s.Call(ctx, "spin__forever", nil, nil)
+	res, isErr, err := patient.Call(ctx, "spin__forever", nil, nil)
 	if err != nil || !isErr || !strings.Contains(res, "stopped: the caller gave up (context canceled)") {
 		t.Fatalf("cancelled = %q, %v, %v", res, isErr, err)
 	}
@@ -421,7 +425,9 @@ func TestHangingHostAbandoned(t *testing.T) {
 		<-block // ignores its context
 		return "late", false, nil
 	})
-	s := load(t, Options{Limits: Limits{Call: 200 * time.Millisecond, Grace: 200 * time.Millisecond}}, "hang",
+	// The budget leaves the call time to reach the host on a loaded
+	// machine (stopped before it, the interpreter would stop in time).
+	s := load(t, Options{Limits: Limits{Call: 2 * time.Second, Grace: 200 * time.Millisecond}}, "hang",
 		`function describe(){ return {name: "wait"} } function wait(){ return tools.snapshot() }`)
 	before := Abandoned()
 	res, isErr, err := s.Call(context.Background(), "hang__wait", nil, host)
@@ -597,7 +603,10 @@ func BenchmarkCall(b *testing.B) {
 // (getters, proxies, toJSON) are read under the budgets: an error or a
 // stop, never a hang or a crash of the gateway.
 func TestHostileValues(t *testing.T) {
+	// The values that loop meet a short budget; the others get a long one,
+	// so that a loaded machine cannot stop them before their error.
 	o := Options{Limits: Limits{Load: 300 * time.Millisecond, Call: 300 * time.Millisecond}}
+	roomy := Options{Limits: Limits{Load: 30 * time.Second, Call: 30 * time.Second}}
 	for _, tc := range []struct{ name, src, want string }{
 		{"getter loops", `function describe(){ return {get name(){ for(;;){} }} }`, "describe(): stopped: over its time budget of 300ms"},
 		{"getter throws", `function describe(){ return {get name(){ throw new Error("no name for you") }} }`, "describe(): no name for you"},
@@ -609,14 +618,18 @@ func TestHostileValues(t *testing.T) {
 		{"global getter throws", `Object.defineProperty(globalThis, "describe", {get(){ throw new Error("gotcha") }})`, "describe(): gotcha"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := o.Load("evil", []byte(tc.src))
+			opts := roomy
+			if strings.Contains(tc.want, "time budget") {
+				opts = o
+			}
+			_, err := opts.Load("evil", []byte(tc.src))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Load = %v, want %q", err, tc.want)
 			}
 		})
 	}
 
-	s := load(t, o, "evil", `
+	src := `
 function describe(){ return [{name: "json_loops"}, {name: "json_throws"}, {name: "lost"}, {name: "bad_throw"}] }
 function bad_throw(){ throw {get message(){ for(;;){} }} }
 function json_loops(){ return {toJSON(){ for(;;){} }} }
@@ -626,14 +639,20 @@ Object.defineProperty(globalThis, "lost", {configurable: true, get(){
   try { tools.call("probe", {}) } catch (e) { if (/while the script loads/.test(e.message)) return function () {} }
   throw new Error("where did it go");
 }});
-`)
-	for tool, want := range map[string]string{
-		"evil__json_loops":  "evil__json_loops: stopped: over its time budget of 300ms",
-		"evil__json_throws": "evil__json_throws: not today",
-		"evil__lost":        "evil__lost: where did it go",
-		"evil__bad_throw":   "evil__bad_throw: stopped: over its time budget of 300ms",
+`
+	short := load(t, Options{Limits: Limits{Load: roomy.Limits.Load, Call: o.Limits.Call}}, "evil", src)
+	long := load(t, roomy, "evil", src)
+	for tool, tc := range map[string]struct {
+		s    *Script
+		want string
+	}{
+		"evil__json_loops":  {short, "evil__json_loops: stopped: over its time budget of 300ms"},
+		"evil__json_throws": {long, "evil__json_throws: not today"},
+		"evil__lost":        {long, "evil__lost: where did it go"},
+		"evil__bad_throw":   {short, "evil__bad_throw: stopped: over its time budget of 300ms"},
 	} {
-		res, isErr, err := s.Call(context.Background(), tool, nil, &recordingHost{})
+		want := tc.want
+		res, isErr, err := tc.s.Call(context.Background(), tool, nil, &recordingHost{})
 		if err != nil || !isErr || !strings.HasPrefix(res, want) {
 			t.Errorf("%s = %q, %v, %v; want %q", tool, res, isErr, err, want)
 		}

@@ -131,7 +131,7 @@ func TestMirror(t *testing.T) {
 	if _, err := a.Modify(ctx, MCP, id, func(r *Record) bool { r.Terminated = true; return true }); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		got, err := b.Get(ctx, MCP, id)
 		if err != nil {
@@ -185,7 +185,7 @@ func TestNATSRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv2.Stop)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !nc.IsConnected() {
 		if time.Now().After(deadline) {
 			t.Fatal("client did not reconnect")
@@ -292,7 +292,7 @@ func TestPingAfterNATSRestart(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := a.Ping(ctx); err != nil {
 		t.Fatalf("Ping right after the reconnect: %v", err)

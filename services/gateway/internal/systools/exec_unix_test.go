@@ -152,8 +152,9 @@ func readPid(t *testing.T, w *Workspace, name string) int {
 func TestExecTimeoutKillsGroup(t *testing.T) {
 	w, _ := newWorkspace(t)
 	// The shell waits for a background child that holds stdout: both must
-	// die, and Exec must not wait for the child's pipe.
-	r, err := w.Exec(context.Background(), "sleep 300 & echo $! > child.pid; echo started; wait", 300*time.Millisecond)
+	// die, and Exec must not wait for the child's pipe. The timeout leaves
+	// the shell time to start and write on a loaded machine.
+	r, err := w.Exec(context.Background(), "sleep 300 & echo $! > child.pid; echo started; wait", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,10 +185,11 @@ func TestExecCancel(t *testing.T) {
 		defer close(done)
 		r, err = w.Exec(ctx, "echo $$ > sh.pid; sleep 300 & echo $! > child.pid; wait", time.Minute)
 	}()
-	// Cancel once the command runs.
+	// Cancel once the command runs: once the shell has written the
+	// child's pid (the file exists a moment before it holds the line).
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(w.Dir(), "child.pid")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(w.Dir(), "child.pid")); err == nil && strings.HasSuffix(string(b), "\n") {
 			break
 		}
 		if time.Now().After(deadline) {
