@@ -215,7 +215,10 @@ func TestCapacity(t *testing.T) {
 	if err := f.close(first); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	// Rejoining is a subscription, and the open that finds small starts a
+	// browser context there: 20 s, as other waits on Chromium here (5 s
+	// is little for that on a loaded machine).
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		s, err := f.open()
 		if err == nil {
