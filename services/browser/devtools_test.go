@@ -460,7 +460,19 @@ func TestEmulateBackgroundDialog(t *testing.T) {
 	s := f.mustOpen()
 	f.mustCall(s, openReq(ts.URL+"/"))
 	f.mustCall(s, tabNewReq(ts.URL+"/ask"))
-	time.Sleep(300 * time.Millisecond) // the confirm opens and waits (ask mode)
+	// The confirm opens and waits (ask mode): wait until the tab says so
+	// (a fixed 300 ms could end before its timer ran on a loaded machine,
+	// and the emulate below would then meet no dialog, or one opening
+	// under it).
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, err := f.call(s, evalReq("1"))
+		if err != nil && strings.Contains(err.Error(), "confirm dialog is open") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the confirm did not open in the new tab within 20 s (eval: %v)", err)
+		}
+	}
 	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabSwitch{TabSwitch: &browserv1.TabIndex{Index: 0}}})
 	start := time.Now()
 	if _, err := f.call(s, emulateReq(&browserv1.Emulate{Timezone: "Europe/Berlin"})); err != nil {

@@ -137,6 +137,7 @@ type download struct {
 // them; the session claims those a frame of its own tabs began.
 type downloads struct {
 	mu     sync.Mutex
+	dir    string // where the browser saves the session's downloads
 	byGUID map[string]*download
 	list   []*download // claimed, in order
 	kept   int64       // bytes of the downloads kept
@@ -153,7 +154,7 @@ func (s *session) enableDownloads(ctx context.Context) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("make the downloads directory: %w", err)
 	}
-	s.dl.byGUID = map[string]*download{}
+	s.dl.byGUID, s.dl.dir = map[string]*download{}, dir
 	lctx, cancel := context.WithCancel(s.browser)
 	context.AfterFunc(s.ctx, cancel)
 	if err := chromedp.ListenBrowser(lctx, s.onDownloadEvent); err != nil {
@@ -206,6 +207,12 @@ func (s *session) onDownloadEvent(ev any) {
 		if ev.State != cdpbrowser.DownloadProgressStateInProgress {
 			d.path = ev.FilePath
 			close(d.done)
+			if d.state == cdpbrowser.DownloadProgressStateCompleted && d.cancelRequested && d.id == "" {
+				// Its cancel came too late (a small or local download,
+				// as from a blob, finishes within a moment): nothing
+				// will claim, count or list it, so its file goes.
+				s.dl.removeLocked(d)
+			}
 		}
 	}
 }
@@ -221,6 +228,17 @@ func (s *session) betweenCalls(frame cdp.FrameID) bool {
 	default:
 		return false
 	}
+}
+
+// removeLocked removes the file of a finished download that is not kept.
+// It does not wait for the disk: the caller may be the browser's event
+// loop. The caller holds d.mu.
+func (d *downloads) removeLocked(x *download) {
+	path := x.path
+	if path == "" {
+		path = filepath.Join(d.dir, x.guid)
+	}
+	go func() { _ = os.Remove(path) }()
 }
 
 // pruneLocked forgets downloads nobody claimed that began before cutoff
@@ -300,6 +318,9 @@ func (s *session) collectDownloads(ctx context.Context, start time.Time, res *br
 			// Past the most a session lists: not kept.
 			d.cancelRequested = true
 			over = append(over, d.guid)
+			if d.state == cdpbrowser.DownloadProgressStateCompleted {
+				s.dl.removeLocked(d) // finished before its cancel
+			}
 		}
 	}
 	s.dl.mu.Unlock()

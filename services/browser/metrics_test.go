@@ -169,14 +169,14 @@ func TestServeHealth(t *testing.T) {
 	// NATS down: not ready. Back on the same port: ready again.
 	srv.Stop()
 	running = nil
-	if body := awaitStatus(t, base+"/readyz", 503, 5*time.Second); !strings.Contains(body, `"nats":"NATS connection is`) {
+	if body := awaitStatus(t, base+"/readyz", 503, 30*time.Second); !strings.Contains(body, `"nats":"NATS connection is`) {
 		t.Errorf("/readyz with NATS down = %s, want nats named", body)
 	}
 	if srv, err = natsrv.Start(natsrv.Options{Listen: natsListen, DataDir: dir}); err != nil {
 		t.Fatal(err)
 	}
 	running = srv
-	awaitStatus(t, base+"/readyz", 200, 10*time.Second)
+	awaitStatus(t, base+"/readyz", 200, 30*time.Second)
 
 	// The port is taken: a second worker says so and how to fix it.
 	err = browser.Serve(ctx, browser.Config{ID: "second", Listen: listen}, srv.ClientURL())

@@ -692,6 +692,16 @@ func (w *Worker) call(ctx context.Context, req *browserv1.ToolRequest) (*browser
 	if s.ctx.Err() != nil { // closed while this call waited for its turn
 		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_NOT_FOUND, "browser session %s was closed", s.id)
 	}
+	// The idle reaper (and close) take a session out of w.sessions before
+	// they cancel it: one taken out between get and acquire still has a
+	// live context here, and would be cancelled under this call. Now
+	// that the call is counted busy, a session still in w.sessions stays
+	// there (the reaper sees it busy); one already gone says why.
+	if cur, err := w.get(s.id); err != nil {
+		return nil, err
+	} else if cur != s {
+		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_NOT_FOUND, "browser session %s was closed", s.id)
+	}
 	run, err := w.withSecrets(req) // secrets.go: values only in this copy
 	if err != nil {
 		return nil, err

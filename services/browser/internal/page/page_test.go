@@ -319,7 +319,9 @@ func wantClosed(tb testing.TB, tab *Tab) {
 	if _, err := tab.URL(ctx); bus.CodeOf(err) != commonv1.ErrorCode_NOT_FOUND {
 		tb.Errorf("URL() of a closed tab: %v, want NOT_FOUND", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	// Waiting on the closed tab would take the calls' deadlines (15 s);
+	// 5 s leaves a loaded machine time for three answers.
+	if d := time.Since(start); d > 5*time.Second {
 		tb.Errorf("three calls on a closed tab took %v", d)
 	}
 }
