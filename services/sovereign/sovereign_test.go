@@ -230,34 +230,39 @@ func TestOneTrace(t *testing.T) {
 	callText(t, c, "get_title", nil)
 	_ = tp.ForceFlush(context.Background())
 
+	// Spans are recorded as they end, and some end after the client has
+	// its answer (the bus server span after its reply is sent, the HTTP
+	// server span after the response is written): read them until the
+	// trace is whole, for up to 10 s.
 	var worker sdktrace.ReadOnlySpan
-	deadline := time.Now().Add(5 * time.Second)
-	for worker == nil && time.Now().Before(deadline) {
-		for _, s := range rec.Ended()[before:] {
+	var inTrace map[string]bool
+	var bus, gateway bool
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ended := rec.Ended()[before:]
+		for _, s := range ended {
 			if s.Name() == "browser.get_title" {
 				worker = s
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		if worker != nil {
+			inTrace = map[string]bool{}
+			for _, s := range ended {
+				if s.SpanContext().TraceID() == worker.SpanContext().TraceID() {
+					inTrace[s.Name()] = true
+				}
+			}
+			bus, gateway = false, false
+			for name := range inTrace {
+				bus = bus || strings.HasSuffix(name, ".call")
+				gateway = gateway || strings.Contains(name, "get_title") || strings.Contains(name, "tools/call")
+			}
+		}
+		if (worker != nil && bus && gateway && len(inTrace) >= 4) || time.Now().After(deadline) {
+			break
+		}
 	}
 	if worker == nil {
 		t.Fatalf("no browser.get_title span among %v", names(rec.Ended()[before:]))
-	}
-	inTrace := map[string]bool{}
-	for _, s := range rec.Ended()[before:] {
-		if s.SpanContext().TraceID() == worker.SpanContext().TraceID() {
-			inTrace[s.Name()] = true
-		}
-	}
-	for _, want := range []string{"browser.get_title"} {
-		if !inTrace[want] {
-			t.Errorf("trace lacks %s", want)
-		}
-	}
-	var bus, gateway bool
-	for name := range inTrace {
-		bus = bus || strings.HasSuffix(name, ".call")
-		gateway = gateway || strings.Contains(name, "get_title") || strings.Contains(name, "tools/call")
 	}
 	t.Logf("one trace: %v", keys(inTrace))
 	if !bus || !gateway || len(inTrace) < 4 {
