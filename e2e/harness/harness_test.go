@@ -72,7 +72,8 @@ func TestProcKillsGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	// Generous bounds: process start and exit on a loaded machine.
+	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(p.Output(), "started") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -85,14 +86,18 @@ func TestProcKillsGroup(t *testing.T) {
 	if err := p.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	// A deadline of its own: the wait for "started" must not use it up.
+	// A killed child is gone, or a zombie until its new parent reaps it.
+	running := func(pid int) bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		return err == nil && !strings.Contains(string(b), ") Z ")
+	}
+	deadline = time.Now().Add(30 * time.Second)
 	for _, k := range kids {
-		for time.Now().Before(deadline) {
-			if _, err := os.Stat("/proc/" + strconv.Itoa(k)); err != nil {
-				break
-			}
+		for running(k) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(k) + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
+		if running(k) {
 			t.Errorf("child %d of the killed process still runs", k)
 		}
 	}
