@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sovereign-fleet/sovereign/e2e/harness"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
 // The chaos tests: separate processes, a real nats-server, clients in a
@@ -237,13 +243,14 @@ func TestChaosGreedyCaller(t *testing.T) {
 // one of its sessions comes back on the other worker with its cookies; no
 // session of the other worker sees an error.
 func TestChaosWorkerKilled(t *testing.T) {
-	t.Setenv("SOVEREIGN_SECRET_KEY", strings.Repeat("ab", 32)) // inherited by the workers
+	secretKey := strings.Repeat("ab", 32)
+	t.Setenv("SOVEREIGN_SECRET_KEY", secretKey) // inherited by the workers
 	f := startFleet(t, fleetSpec{workers: 2, gateways: 1, maxSessions: 10})
 	site := newSite(t)
 	ctx := callCtx(t, 4*time.Minute)
 	url := f.Gateways[0].MCP
 	clients := withCookies(t, ctx, url, site, 8)
-	time.Sleep(4 * time.Second) // a checkpoint of every session (at most --checkpoint-every apart)
+	waitCheckpoints(t, ctx, f, secretKey, len(clients))
 
 	loop := &browseLoop{}
 	stop := make(chan struct{})
@@ -275,4 +282,72 @@ func TestChaosWorkerKilled(t *testing.T) {
 	start := time.Now()
 	sameSessions(t, ctx, clients, site)
 	t.Logf("every client has its own cookie again (checked in %s)", time.Since(start).Round(time.Millisecond))
+}
+
+// waitCheckpoints waits (at most a minute) until the workers' checkpoint
+// bucket holds a checkpoint with the cookie who=c<i> of each of the n
+// clients of withCookies, opened with the operator key keyText. A worker
+// writes a session's checkpoint on its own schedule (a tick after a call
+// changed it, a capture that a busy machine can make late or time out), so
+// a fixed pause before the kill could leave a session without one.
+func waitCheckpoints(t *testing.T, ctx context.Context, f *harness.Fleet, keyText string, n int) {
+	t.Helper()
+	key, err := secrets.ParseKey(keyText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(f.Bus().NATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, bus.BucketName(f.Bus().Prefix(), "_browser_checkpoints"))
+	if err != nil {
+		t.Fatalf("checkpoint bucket: %v", err)
+	}
+	start := time.Now()
+	for {
+		have := map[string]bool{}
+		ids, err := kv.Keys(ctx)
+		if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+			t.Fatalf("list checkpoints: %v", err)
+		}
+		for _, id := range ids {
+			e, err := kv.Get(ctx, id)
+			if err != nil {
+				continue // closed (purged) meanwhile
+			}
+			body, err := key.Open("browser-checkpoint/"+id, e.Value())
+			if err != nil {
+				t.Fatalf("open the checkpoint of session %s: %v", id, err)
+			}
+			var cp struct {
+				Cookies []struct {
+					Name  string `json:"name"`
+					Value string `json:"value"`
+				} `json:"cookies"`
+			}
+			if err := json.Unmarshal(body, &cp); err != nil {
+				t.Fatalf("checkpoint of session %s: %v", id, err)
+			}
+			for _, c := range cp.Cookies {
+				if c.Name == "who" {
+					have[c.Value] = true
+				}
+			}
+		}
+		var missing []string
+		for i := range n {
+			if v := fmt.Sprintf("c%d", i); !have[v] {
+				missing = append(missing, v)
+			}
+		}
+		if len(missing) == 0 {
+			t.Logf("every session had a checkpoint with its cookie %s after the cookies were set", time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("after a minute no checkpoint holds the cookie of %v (%d checkpoints)", missing, len(ids))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

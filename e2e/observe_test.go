@@ -169,13 +169,23 @@ func TestObserve(t *testing.T) {
 	back := time.Now()
 	allStatus(t, ctx, services, 200, 10*time.Second, "")
 	t.Logf("every /readyz answered 200 within %s of NATS being back", time.Since(back).Round(time.Millisecond))
+	// The counters are bumped by nats.go's connection callbacks, which run
+	// on their own goroutine after the status (what /readyz reads) has
+	// changed: read them until they show the outage, for up to 10 s.
 	for _, svc := range services {
-		m := scrape(svc.name, svc.base)
-		if d := m[k("sovereign_nats_disconnects_total")]; d < 1 {
-			t.Errorf("%s: sovereign_nats_disconnects_total = %v after the outage, want ≥ 1", svc.name, d)
+		var d, r float64
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			m := scrape(svc.name, svc.base)
+			d, r = m[k("sovereign_nats_disconnects_total")], m[k("sovereign_nats_reconnects_total")]
+			if (d >= 1 && r >= 1) || time.Now().After(deadline) {
+				break
+			}
 		}
-		if r := m[k("sovereign_nats_reconnects_total")]; r < 1 {
-			t.Errorf("%s: sovereign_nats_reconnects_total = %v after the outage, want ≥ 1", svc.name, r)
+		if d < 1 {
+			t.Errorf("%s: sovereign_nats_disconnects_total = %v 10 s after the outage, want ≥ 1", svc.name, d)
+		}
+		if r < 1 {
+			t.Errorf("%s: sovereign_nats_reconnects_total = %v 10 s after NATS was back, want ≥ 1", svc.name, r)
 		}
 	}
 }

@@ -289,17 +289,32 @@ func traceSite(t *testing.T) string {
 	return srv.URL
 }
 
-// waitTrace polls Jaeger until the trace of c has the gateway's MCP span
-// and the worker's tool span (spans arrive in batches, per process).
+// waitTrace polls Jaeger until the trace of c has the gateway's MCP and
+// HTTP spans and the worker's tool span joined to the MCP span through the
+// spans above it (spans arrive in batches, per process, as they end: the
+// worker's bus server span ends after its tool span, and can come in the
+// next batch).
 func waitTrace(t *testing.T, ctx context.Context, j *harness.Jaeger, c tracedCall) *harness.JaegerTrace {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
+	complete := func(tr *harness.JaegerTrace) bool {
+		mcpSpans, workers := tr.Named("tools/call "+c.tool), tr.Named("browser."+c.tool)
+		if len(mcpSpans) == 0 || len(workers) == 0 || len(tr.Named("POST /mcp")) == 0 {
+			return false
+		}
+		for _, name := range wantPageSpans[c.tool] {
+			if len(tr.Named(name)) == 0 {
+				return false
+			}
+		}
+		return slices.ContainsFunc(ancestors(tr, workers[0]), func(s harness.JaegerSpan) bool { return s.SpanID == mcpSpans[0].SpanID })
+	}
 	for {
 		tr, err := j.Trace(ctx, c.traceID)
 		if err != nil && err != harness.ErrNoTrace {
 			t.Fatal(err)
 		}
-		if tr != nil && len(tr.Named("tools/call "+c.tool)) > 0 && len(tr.Named("browser."+c.tool)) > 0 && len(tr.Named("POST /mcp")) > 0 {
+		if tr != nil && complete(tr) {
 			return tr
 		}
 		if time.Now().After(deadline) {
@@ -314,6 +329,9 @@ func waitTrace(t *testing.T, ctx context.Context, j *harness.Jaeger, c tracedCal
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// wantPageSpans names the page spans under the worker's span of a tool.
+var wantPageSpans = map[string][]string{"open": {"page.navigate", "page.load"}, "snapshot": {"page.snapshot"}}
 
 // checkCallTrace checks one call's trace: the gateway's HTTP and MCP server
 // spans, the bus client and server spans, the worker's tool span and its
@@ -428,8 +446,7 @@ func checkCallTrace(t *testing.T, tr *harness.JaegerTrace, c tracedCall) {
 	}
 
 	// The page's actions under the worker's span.
-	wantPage := map[string][]string{"open": {"page.navigate", "page.load"}, "snapshot": {"page.snapshot"}}[c.tool]
-	for _, name := range wantPage {
+	for _, name := range wantPageSpans[c.tool] {
 		found := false
 		for _, s := range tr.Named(name) {
 			if slices.ContainsFunc(ancestors(tr, s), func(a harness.JaegerSpan) bool { return a.SpanID == worker.SpanID }) {

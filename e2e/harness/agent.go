@@ -31,32 +31,32 @@ func (f *Fleet) StartAgent(ctx context.Context, name string, env []string, extra
 	if f.NATS == nil {
 		return nil, errors.New("start NATS before agents")
 	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	args := append([]string{"agent", "--nats-url", f.NATS.URL, "--listen", listen, "--agent-name", name}, extra...)
-	// A restart of the same name shows as "agent NAME #2" in the logs.
-	f.mu.Lock()
-	n := 1
-	for _, p := range f.procs {
-		if p.Name == "agent "+name || strings.HasPrefix(p.Name, "agent "+name+" #") {
-			n++
+	var a *Agent
+	err := onFreePort(func(port int) (*Proc, error) {
+		listen := fmt.Sprintf("127.0.0.1:%d", port)
+		args := append([]string{"agent", "--nats-url", f.NATS.URL, "--listen", listen, "--agent-name", name}, extra...)
+		// A restart of the same name shows as "agent NAME #2" in the logs.
+		f.mu.Lock()
+		n := 1
+		for _, p := range f.procs {
+			if p.Name == "agent "+name || strings.HasPrefix(p.Name, "agent "+name+" #") {
+				n++
+			}
 		}
-	}
-	f.mu.Unlock()
-	procName := "agent " + name
-	if n > 1 {
-		procName = fmt.Sprintf("agent %s #%d", name, n)
-	}
-	p, err := StartProc(procName, f.Bins.Sovereign, args, env, f.Tee)
+		f.mu.Unlock()
+		procName := "agent " + name
+		if n > 1 {
+			procName = fmt.Sprintf("agent %s #%d", name, n)
+		}
+		p, err := StartProc(procName, f.Bins.Sovereign, args, env, f.Tee)
+		if err != nil {
+			return nil, err
+		}
+		f.add(p)
+		a = &Agent{Proc: p, Name: name, Base: "http://" + listen}
+		return p, WaitHTTPReady(ctx, p, a.Base+"/readyz", gatewayReadyTimeout)
+	})
 	if err != nil {
-		return nil, err
-	}
-	f.add(p)
-	a := &Agent{Proc: p, Name: name, Base: "http://" + listen}
-	if err := WaitHTTPReady(ctx, p, a.Base+"/readyz", gatewayReadyTimeout); err != nil {
 		return nil, err
 	}
 	return a, nil

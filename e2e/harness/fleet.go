@@ -90,14 +90,48 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// portTries bounds how often onFreePort starts a process.
+const portTries = 3
+
+// onFreePort runs try (start a process listening on port, and wait until
+// it is ready) on a port FreePort picked. That port is only free a moment:
+// another socket on the machine can take it before the process binds it,
+// and the process then exits saying "address already in use". It is then
+// tried again on another port, up to portTries times in all. try returns
+// the process it started (nil when it started none) and why it is not
+// ready.
+func onFreePort(try func(port int) (*Proc, error)) error {
+	for n := 1; ; n++ {
+		port, err := FreePort()
+		if err != nil {
+			return err
+		}
+		p, err := try(port)
+		if err == nil || p == nil || n == portTries || !portTaken(p) {
+			return err
+		}
+	}
+}
+
+// portTaken reports whether p exited because a port it listens on was
+// taken.
+func portTaken(p *Proc) bool {
+	exited, _ := p.Exited()
+	return exited && strings.Contains(p.Output(), "address already in use")
+}
+
 // StartNATS starts nats-server with JetStream on a free loopback port and
 // waits until it accepts connections.
 func (f *Fleet) StartNATS(ctx context.Context) (*NATS, error) {
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	n, err := f.runNATS(ctx, port, "")
+	var n *NATS
+	err := onFreePort(func(port int) (*Proc, error) {
+		var err error
+		n, err = f.runNATS(ctx, port, "")
+		if n == nil {
+			return nil, err
+		}
+		return n.Proc, err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +146,8 @@ func (f *Fleet) StartNATS(ctx context.Context) (*NATS, error) {
 
 // runNATS starts nats-server with JetStream on port, its store under f.Dir
 // (the same dir for the same port, so a restart finds its data), and waits
-// until it accepts connections and JetStream answers.
+// until it accepts connections and JetStream answers. The NATS is returned
+// with the error when the server started but did not get ready.
 func (f *Fleet) runNATS(ctx context.Context, port int, again string) (*NATS, error) {
 	store := filepath.Join(f.Dir, "nats-"+strconv.Itoa(port))
 	if err := os.MkdirAll(store, 0o700); err != nil {
@@ -139,10 +174,7 @@ func (f *Fleet) runNATS(ctx context.Context, port int, again string) (*NATS, err
 		_, err = js.AccountInfo(nats.Context(ctx))
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return n, nil
+	return n, err
 }
 
 // connect opens the harness's own bus connection (for pinging workers).
@@ -167,29 +199,31 @@ func (f *Fleet) connect(url string) error {
 // "up-2", …) and waits until the gateway is ready and every worker answers
 // ping. The returned Workers all share the one process.
 func (f *Fleet) StartUp(ctx context.Context, workers, maxSessions int, extra ...string) (*Gateway, error) {
-	port, err := FreePort()
+	var g *Gateway
+	var natsListen string
+	err := onFreePort(func(port int) (*Proc, error) {
+		natsPort, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		listen := fmt.Sprintf("127.0.0.1:%d", port)
+		natsListen = fmt.Sprintf("127.0.0.1:%d", natsPort)
+		args := append([]string{"up", "--listen", listen, "--nats-listen", natsListen,
+			"--data-dir", filepath.Join(f.Dir, "up"), "--workers", strconv.Itoa(workers),
+			"--worker-id", "up", "--max-sessions", strconv.Itoa(maxSessions),
+			"--allow-private"}, extra...) // the test pages are on loopback
+		p, err := StartProc("sovereign up", f.Bins.Sovereign, args, nil, f.Tee)
+		if err != nil {
+			return nil, err
+		}
+		f.add(p)
+		g = &Gateway{Proc: p, Base: "http://" + listen, MCP: "http://" + listen + "/mcp"}
+		return p, WaitHTTPReady(ctx, p, g.Base+"/readyz", workerReadyTimeout)
+	})
 	if err != nil {
 		return nil, err
 	}
-	natsPort, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	natsListen := fmt.Sprintf("127.0.0.1:%d", natsPort)
-	args := append([]string{"up", "--listen", listen, "--nats-listen", natsListen,
-		"--data-dir", filepath.Join(f.Dir, "up"), "--workers", strconv.Itoa(workers),
-		"--worker-id", "up", "--max-sessions", strconv.Itoa(maxSessions),
-		"--allow-private"}, extra...) // the test pages are on loopback
-	p, err := StartProc("sovereign up", f.Bins.Sovereign, args, nil, f.Tee)
-	if err != nil {
-		return nil, err
-	}
-	f.add(p)
-	g := &Gateway{Proc: p, Base: "http://" + listen, MCP: "http://" + listen + "/mcp"}
-	if err := WaitHTTPReady(ctx, p, g.Base+"/readyz", workerReadyTimeout); err != nil {
-		return nil, err
-	}
+	p := g.Proc
 	if err := f.connect("nats://" + natsListen); err != nil {
 		return nil, err
 	}
@@ -218,6 +252,19 @@ func (f *Fleet) StartUp(ctx context.Context, workers, maxSessions int, extra ...
 // StartWorker starts `sovereign browser` named id and waits until its ping
 // endpoint answers on the bus (Chromium is up then).
 func (f *Fleet) StartWorker(ctx context.Context, id string, maxSessions int, extra ...string) (*Worker, error) {
+	w, err := f.startWorker(ctx, id, maxSessions, extra...)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.Workers = append(f.Workers, w)
+	f.mu.Unlock()
+	return w, nil
+}
+
+// startWorker starts the worker and waits until it answers ping; it
+// returns the worker with the error when it started but did not answer.
+func (f *Fleet) startWorker(ctx context.Context, id string, maxSessions int, extra ...string) (*Worker, error) {
 	if f.NATS == nil {
 		return nil, errors.New("start NATS before workers")
 	}
@@ -235,13 +282,7 @@ func (f *Fleet) StartWorker(ctx context.Context, id string, maxSessions int, ext
 		_, err := f.Ping(ctx, id)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	f.Workers = append(f.Workers, w)
-	f.mu.Unlock()
-	return w, nil
+	return w, err
 }
 
 // StartGateway starts `sovereign gateway` on a free port and waits for
@@ -250,23 +291,23 @@ func (f *Fleet) StartGateway(ctx context.Context, extra ...string) (*Gateway, er
 	if f.NATS == nil {
 		return nil, errors.New("start NATS before gateways")
 	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	listen := fmt.Sprintf("127.0.0.1:%d", port)
 	f.mu.Lock()
 	name := fmt.Sprintf("gateway %d", len(f.Gateways)+1)
 	f.mu.Unlock()
-	args := append([]string{"gateway", "--nats-url", f.NATS.URL, "--listen", listen,
-		"--allow-private"}, extra...) // the test pages are on loopback
-	p, err := StartProc(name, f.Bins.Sovereign, args, nil, f.Tee)
+	var g *Gateway
+	err := onFreePort(func(port int) (*Proc, error) {
+		listen := fmt.Sprintf("127.0.0.1:%d", port)
+		args := append([]string{"gateway", "--nats-url", f.NATS.URL, "--listen", listen,
+			"--allow-private"}, extra...) // the test pages are on loopback
+		p, err := StartProc(name, f.Bins.Sovereign, args, nil, f.Tee)
+		if err != nil {
+			return nil, err
+		}
+		f.add(p)
+		g = &Gateway{Proc: p, Base: "http://" + listen, MCP: "http://" + listen + "/mcp"}
+		return p, WaitHTTPReady(ctx, p, g.Base+"/readyz", gatewayReadyTimeout)
+	})
 	if err != nil {
-		return nil, err
-	}
-	f.add(p)
-	g := &Gateway{Proc: p, Base: "http://" + listen, MCP: "http://" + listen + "/mcp"}
-	if err := WaitHTTPReady(ctx, p, g.Base+"/readyz", gatewayReadyTimeout); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"strconv"
@@ -72,7 +73,8 @@ func TestProcKillsGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	// Generous bounds: process start and exit on a loaded machine.
+	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(p.Output(), "started") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -85,15 +87,66 @@ func TestProcKillsGroup(t *testing.T) {
 	if err := p.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	// A deadline of its own: the wait for "started" must not use it up.
+	// A killed child is gone, or a zombie until its new parent reaps it.
+	running := func(pid int) bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		return err == nil && !strings.Contains(string(b), ") Z ")
+	}
+	deadline = time.Now().Add(30 * time.Second)
 	for _, k := range kids {
-		for time.Now().Before(deadline) {
-			if _, err := os.Stat("/proc/" + strconv.Itoa(k)); err != nil {
-				break
-			}
+		for running(k) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(k) + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
+		if running(k) {
 			t.Errorf("child %d of the killed process still runs", k)
 		}
+	}
+}
+
+// TestOnFreePort checks that a process that lost its port to another
+// socket is started again on another port, and that any other failure is
+// returned as it is.
+func TestOnFreePort(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(script string) (*Proc, error) {
+		p, err := StartProc("sh", sh, []string{"-c", script}, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { _ = p.Kill() })
+		return p, nil
+	}
+	var ports []int
+	err = onFreePort(func(port int) (*Proc, error) {
+		ports = append(ports, port)
+		if len(ports) > 1 {
+			return start("sleep 60")
+		}
+		p, err := start("echo 'listen tcp 127.0.0.1:1: bind: address already in use'; exit 1")
+		if err != nil {
+			return nil, err
+		}
+		<-p.Done()
+		return p, errors.New("exited")
+	})
+	if err != nil || len(ports) != 2 {
+		t.Errorf("onFreePort after a taken port = %v with %d tries, want success on the second", err, len(ports))
+	}
+	tries := 0
+	err = onFreePort(func(port int) (*Proc, error) {
+		tries++
+		p, err := start("echo 'no such flag'; exit 2")
+		if err != nil {
+			return nil, err
+		}
+		<-p.Done()
+		return p, errors.New("exited: no such flag")
+	})
+	if err == nil || !strings.Contains(err.Error(), "no such flag") || tries != 1 {
+		t.Errorf("onFreePort with another failure = %v after %d tries, want that error after 1", err, tries)
 	}
 }

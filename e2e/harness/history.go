@@ -23,22 +23,22 @@ func (f *Fleet) StartHistory(ctx context.Context, dataDir, dsn string, extra ...
 	if f.NATS == nil {
 		return nil, errors.New("start NATS before history")
 	}
-	port, err := FreePort()
+	var h *History
+	err := onFreePort(func(port int) (*Proc, error) {
+		listen := fmt.Sprintf("127.0.0.1:%d", port)
+		args := []string{"history", "--nats-url", f.NATS.URL, "--listen", listen, "--data-dir", dataDir}
+		if dsn != "" {
+			args = append(args, "--history-dsn", dsn)
+		}
+		p, err := StartProc("history", f.Bins.Sovereign, append(args, extra...), nil, f.Tee)
+		if err != nil {
+			return nil, err
+		}
+		f.add(p)
+		h = &History{Proc: p, Base: "http://" + listen}
+		return p, WaitHTTPReady(ctx, p, h.Base+"/readyz", gatewayReadyTimeout)
+	})
 	if err != nil {
-		return nil, err
-	}
-	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	args := []string{"history", "--nats-url", f.NATS.URL, "--listen", listen, "--data-dir", dataDir}
-	if dsn != "" {
-		args = append(args, "--history-dsn", dsn)
-	}
-	p, err := StartProc("history", f.Bins.Sovereign, append(args, extra...), nil, f.Tee)
-	if err != nil {
-		return nil, err
-	}
-	f.add(p)
-	h := &History{Proc: p, Base: "http://" + listen}
-	if err := WaitHTTPReady(ctx, p, h.Base+"/readyz", gatewayReadyTimeout); err != nil {
 		return nil, err
 	}
 	return h, nil

@@ -20,19 +20,27 @@ import (
 // listener on a free port; it returns the listener's base URL
 // (http://127.0.0.1:port) once /readyz answers 200.
 func (f *Fleet) StartObservedWorker(ctx context.Context, id string, maxSessions int, extra ...string) (*Worker, string, error) {
-	port, err := FreePort()
+	var w *Worker
+	var base string
+	err := onFreePort(func(port int) (*Proc, error) {
+		listen := fmt.Sprintf("127.0.0.1:%d", port)
+		var err error
+		w, err = f.startWorker(ctx, id, maxSessions, append([]string{"--listen", listen}, extra...)...)
+		if w == nil {
+			return nil, err
+		}
+		if err != nil {
+			return w.Proc, err
+		}
+		base = "http://" + listen
+		return w.Proc, WaitHTTPReady(ctx, w.Proc, base+"/readyz", workerReadyTimeout)
+	})
 	if err != nil {
 		return nil, "", err
 	}
-	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	w, err := f.StartWorker(ctx, id, maxSessions, append([]string{"--listen", listen}, extra...)...)
-	if err != nil {
-		return nil, "", err
-	}
-	base := "http://" + listen
-	if err := WaitHTTPReady(ctx, w.Proc, base+"/readyz", workerReadyTimeout); err != nil {
-		return nil, "", err
-	}
+	f.mu.Lock()
+	f.Workers = append(f.Workers, w)
+	f.mu.Unlock()
 	return w, base, nil
 }
 

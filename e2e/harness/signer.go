@@ -19,19 +19,19 @@ func (f *Fleet) StartSigner(ctx context.Context, dataDir string, env []string, e
 	if f.NATS == nil {
 		return nil, errors.New("start NATS before the signer")
 	}
-	port, err := FreePort()
+	var s *Signer
+	err := onFreePort(func(port int) (*Proc, error) {
+		listen := fmt.Sprintf("127.0.0.1:%d", port)
+		args := append([]string{"signer", "--nats-url", f.NATS.URL, "--listen", listen, "--data-dir", dataDir}, extra...)
+		p, err := StartProc("signer", f.Bins.Sovereign, args, env, f.Tee)
+		if err != nil {
+			return nil, err
+		}
+		f.add(p)
+		s = &Signer{Proc: p, Base: "http://" + listen}
+		return p, WaitHTTPReady(ctx, p, s.Base+"/readyz", gatewayReadyTimeout)
+	})
 	if err != nil {
-		return nil, err
-	}
-	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	args := append([]string{"signer", "--nats-url", f.NATS.URL, "--listen", listen, "--data-dir", dataDir}, extra...)
-	p, err := StartProc("signer", f.Bins.Sovereign, args, env, f.Tee)
-	if err != nil {
-		return nil, err
-	}
-	f.add(p)
-	s := &Signer{Proc: p, Base: "http://" + listen}
-	if err := WaitHTTPReady(ctx, p, s.Base+"/readyz", gatewayReadyTimeout); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -115,10 +115,10 @@ func TestTokenCommand(t *testing.T) {
 	if !strings.Contains(rout.String(), `Revoked token "ci-agent" (id `+tok.ID+`)`) {
 		t.Errorf("revoke output: %s", rout.String())
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // the watch of a loaded machine may lag
 	for _, err := gw.Verify(plain); !errors.Is(err, tokens.ErrRevoked); _, err = gw.Verify(plain) {
 		if time.Now().After(deadline) {
-			t.Fatalf("after revoke the gateway's store still says %v", err)
+			t.Fatalf("30 s after revoke the gateway's store still says %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
