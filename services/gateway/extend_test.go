@@ -582,7 +582,7 @@ func (n *notifications) add(m mcp.JSONRPCNotification) {
 // skip ones and returns how many there are then.
 func (n *notifications) await(t *testing.T, method string, skip int) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		n.mu.Lock()
 		seen := slices.Clone(n.seen)
@@ -591,19 +591,19 @@ func (n *notifications) await(t *testing.T, method string, skip int) int {
 			return len(seen)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s within 10s; the client got %v", method, seen)
+			t.Fatalf("no %s within 30s; the client got %v", method, seen)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// awaitListed polls tools/list up to 10 s until name is listed (or not).
+// awaitListed polls tools/list up to 30 s until name is listed (or not).
 func awaitListed(t *testing.T, c *client.Client, name string, want bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for slices.Contains(toolNames(t, c), name) != want {
 		if time.Now().After(deadline) {
-			t.Fatalf("tools/list: %s listed is not %v after 10s", name, want)
+			t.Fatalf("tools/list: %s listed is not %v after 30s", name, want)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
