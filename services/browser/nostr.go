@@ -77,10 +77,15 @@ func (s *session) closeNostr() {
 	if s.pubkey == "" || s.bus == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	// 10 s: a loaded signer must not keep the login of a closed session.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := signerbus.Logout.Call(ctx, s.bus, &signerv1.Logout{Scope: s.id})
-	s.logger().Debug("window.nostr: signer logout on session close", "session", s.id, "err", err, "was_logged_in", res.GetWasLoggedIn())
+	if err != nil {
+		s.logger().Warn("window.nostr: the signer did not confirm the logout of a closed session; it wipes that key when unused for its --identity-idle", "session", s.id, "err", err)
+	} else {
+		s.logger().Debug("window.nostr: signer logout on session close", "session", s.id, "was_logged_in", res.GetWasLoggedIn())
+	}
 	s.pubkey = ""
 }
 
