@@ -128,8 +128,9 @@ func (s *session) startOwn(ctx context.Context, opts page.Options, p *browserv1.
 // their archives on disk, one file per digest, under dir/archives;
 // sessions' private copies go under dir/sessions.
 type profileCache struct {
-	dir string
-	lim profiles.Limits
+	dir   string
+	owner *os.File // profileOwnerFile, locked while the worker runs
+	lim   profiles.Limits
 
 	mu      sync.Mutex // held across a fetch; guards store and current
 	store   *profiles.Store
@@ -282,22 +283,62 @@ func (w *Worker) ownChromeDied(s *session) {
 	s.closeTabs()
 }
 
+// Profile directories are named profileDirPrefix + worker ID + "-" +
+// random, and hold profileOwnerFile, locked by their worker while it runs.
+const (
+	profileDirPrefix = "sovereign-profiles-"
+	profileOwnerFile = ".owner"
+)
+
 // openProfiles prepares the worker's profile directory; Run removes it
-// when it ends.
+// when it ends. It first removes the directories of workers that died
+// without removing theirs (a SIGKILL, an OOM kill): they hold copies of
+// base profiles, cookies included.
 func (w *Worker) openProfiles() error {
 	base := w.cfg.ProfileDir
 	if base == "" {
 		base = os.TempDir()
 	}
-	dir, err := os.MkdirTemp(base, "sovereign-profiles-"+w.cfg.ID+"-")
+	w.removeDeadProfileDirs(base)
+	dir, err := os.MkdirTemp(base, profileDirPrefix+w.cfg.ID+"-")
 	if err != nil {
 		return fmt.Errorf("base profiles directory: %w", err)
 	}
+	owner, err := lockOwner(filepath.Join(dir, profileOwnerFile))
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("base profiles directory: lock it: %w", err)
+	}
+	pc := &profileCache{dir: dir, owner: owner, lim: w.cfg.ProfileLimits, current: make(map[string]string)}
 	for _, sub := range []string{"archives", "sessions"} {
 		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
+			pc.close()
 			return fmt.Errorf("base profiles directory: %w", err)
 		}
 	}
-	w.profiles = &profileCache{dir: dir, lim: w.cfg.ProfileLimits, current: make(map[string]string)}
+	w.profiles = pc
 	return nil
+}
+
+// close removes the profile directory, then lets go of its lock.
+func (pc *profileCache) close() {
+	_ = os.RemoveAll(pc.dir)
+	_ = pc.owner.Close()
+}
+
+// removeDeadProfileDirs removes the profile directories under base whose
+// owner lock nobody holds. A directory without the lock file is left
+// alone: its worker may be creating it right now, or it predates the lock.
+func (w *Worker) removeDeadProfileDirs(base string) {
+	dirs, _ := filepath.Glob(filepath.Join(base, profileDirPrefix+"*"))
+	for _, d := range dirs {
+		if !ownerGone(filepath.Join(d, profileOwnerFile)) {
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			w.log.Warn("remove the profile directory of a worker that died", "dir", d, "err", err)
+			continue
+		}
+		w.log.Info("removed the profile directory of a worker that died", "dir", d)
+	}
 }

@@ -402,3 +402,58 @@ func TestProfileSessionLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestProfileDirsOfDeadWorkers: a starting worker removes the profile
+// directories (copies of base profiles, cookies included) that workers
+// killed before they could remove theirs left behind, and only those:
+// one whose worker still runs (its owner file is locked) stays, and so
+// does one without an owner file (a worker may be creating it).
+func TestProfileDirsOfDeadWorkers(t *testing.T) {
+	base := t.TempDir()
+	mk := func(name string, owner bool) string {
+		d := filepath.Join(base, name)
+		if err := os.MkdirAll(filepath.Join(d, "sessions", "s1-1", "Default"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "sessions", "s1-1", "Default", "Cookies"), []byte("cookie"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if owner {
+			if err := os.WriteFile(filepath.Join(d, ".owner"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d
+	}
+	dead := mk("sovereign-profiles-gone-111", true)
+	live := mk("sovereign-profiles-other-222", true)
+	unowned := mk("sovereign-profiles-new-333", false)
+	lock, err := os.Open(filepath.Join(live, ".owner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "sweeper", MaxSessions: 1, ProfileDir: base})
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("the directory of a worker that died is still there (%v)", err)
+	}
+	for _, d := range []string{live, unowned} {
+		if _, err := os.Stat(filepath.Join(d, "sessions", "s1-1", "Default", "Cookies")); err != nil {
+			t.Errorf("%s was touched: %v", filepath.Base(d), err)
+		}
+	}
+	own := entries(t, filepath.Join(base, "sovereign-profiles-sweeper-*"))
+	if len(own) != 1 {
+		t.Fatalf("the worker's own profile directories: %q, want one", own)
+	}
+	// A second worker sees the first one's directory as live.
+	f.worker(browser.Config{ID: "sweeper2", MaxSessions: 1, ProfileDir: base})
+	if _, err := os.Stat(own[0]); err != nil {
+		t.Errorf("a starting worker removed a running worker's directory: %v", err)
+	}
+}

@@ -333,7 +333,7 @@ func (w *Worker) run(ctx context.Context) error {
 	if err := w.openProfiles(); err != nil { // profile.go
 		return err
 	}
-	defer os.RemoveAll(w.profiles.dir) // after shutdown closed the sessions
+	defer w.profiles.close() // after shutdown closed the sessions
 	if err := w.startChrome(ctx); err != nil {
 		return err
 	}
