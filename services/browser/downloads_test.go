@@ -71,7 +71,7 @@ func TestDownloads(t *testing.T) {
 	}
 	// The fleet's object store holds them: download_get works without the
 	// worker's copy.
-	files, _ := filepath.Glob(filepath.Join(os.TempDir(), "sovereign-session-*", "downloads", "*"))
+	files, _ := filepath.Glob(filepath.Join(os.TempDir(), "sovereign-worker-*", "files", "sovereign-session-*", "downloads", "*"))
 	removed := 0
 	for _, p := range files {
 		if strings.Contains(p, s.SessionId) {
@@ -196,7 +196,7 @@ setTimeout(() => { const iv = setInterval(() => {
 	// files removed): look until the disk holds at most one download's
 	// limit. Kept downloads would stay, so this cannot pass by waiting.
 	onDisk := func() (n int, total int64) {
-		files, _ := filepath.Glob(filepath.Join(os.TempDir(), "sovereign-session-*", "downloads", "*"))
+		files, _ := filepath.Glob(filepath.Join(os.TempDir(), "sovereign-worker-*", "files", "sovereign-session-*", "downloads", "*"))
 		for _, p := range files {
 			if strings.Contains(p, s.SessionId) {
 				if fi, err := os.Stat(p); err == nil {

@@ -80,13 +80,14 @@ func registerFileFlags(fs *flag.FlagSet, errs *[]error, cfg *Config) {
 		"most MiB one upload_file call sets, all files together")
 }
 
-// fileDir returns the session's temporary directory, made on first use.
-// closeTabs removes it.
+// fileDir returns the session's temporary directory, made on first use
+// in the worker's files/ directory (profile.go; the system's temp dir
+// when the session has none). closeTabs removes it.
 func (s *session) fileDir() (string, error) {
 	if s.dir != "" {
 		return s.dir, nil
 	}
-	dir, err := os.MkdirTemp("", "sovereign-session-"+s.id+"-")
+	dir, err := os.MkdirTemp(s.fileRoot, "sovereign-session-"+s.id+"-")
 	if err != nil {
 		return "", fmt.Errorf("make the session's file directory: %w", err)
 	}

@@ -129,7 +129,7 @@ func (s *session) startOwn(ctx context.Context, opts page.Options, p *browserv1.
 // sessions' private copies go under dir/sessions.
 type profileCache struct {
 	dir   string
-	owner *os.File // profileOwnerFile, locked while the worker runs
+	owner *os.File // workOwnerFile, locked while the worker runs
 	lim   profiles.Limits
 
 	mu      sync.Mutex // held across a fetch; guards store and current
@@ -283,62 +283,74 @@ func (w *Worker) ownChromeDied(s *session) {
 	s.closeTabs()
 }
 
-// Profile directories are named profileDirPrefix + worker ID + "-" +
-// random, and hold profileOwnerFile, locked by their worker while it runs.
+// A worker's scratch directory is named workDirPrefix + worker ID + "-" +
+// random. It holds the base profile archives it fetched (archives/), the
+// private profile copies of sessions (sessions/), the sessions' upload and
+// download files (files/, files.go) and workOwnerFile, locked by the
+// worker while it runs.
 const (
-	profileDirPrefix = "sovereign-profiles-"
-	profileOwnerFile = ".owner"
+	workDirPrefix = "sovereign-worker-"
+	workOwnerFile = ".owner"
 )
 
-// openProfiles prepares the worker's profile directory; Run removes it
+// openProfiles prepares the worker's scratch directory; Run removes it
 // when it ends. It first removes the directories of workers that died
 // without removing theirs (a SIGKILL, an OOM kill): they hold copies of
-// base profiles, cookies included.
+// base profiles, cookies included, and the files of sessions.
 func (w *Worker) openProfiles() error {
 	base := w.cfg.ProfileDir
 	if base == "" {
 		base = os.TempDir()
 	}
 	w.removeDeadProfileDirs(base)
-	dir, err := os.MkdirTemp(base, profileDirPrefix+w.cfg.ID+"-")
+	dir, err := os.MkdirTemp(base, workDirPrefix+w.cfg.ID+"-")
 	if err != nil {
-		return fmt.Errorf("base profiles directory: %w", err)
+		return fmt.Errorf("worker directory: %w", err)
 	}
-	owner, err := lockOwner(filepath.Join(dir, profileOwnerFile))
+	owner, err := lockOwner(filepath.Join(dir, workOwnerFile))
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return fmt.Errorf("base profiles directory: lock it: %w", err)
+		return fmt.Errorf("worker directory: lock it: %w", err)
 	}
 	pc := &profileCache{dir: dir, owner: owner, lim: w.cfg.ProfileLimits, current: make(map[string]string)}
-	for _, sub := range []string{"archives", "sessions"} {
+	for _, sub := range []string{"archives", "sessions", "files"} {
 		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
 			pc.close()
-			return fmt.Errorf("base profiles directory: %w", err)
+			return fmt.Errorf("worker directory: %w", err)
 		}
 	}
 	w.profiles = pc
 	return nil
 }
 
-// close removes the profile directory, then lets go of its lock.
+// filesDir is where sessions keep their upload and download files ("":
+// the temp dir, before the worker runs).
+func (pc *profileCache) filesDir() string {
+	if pc == nil {
+		return ""
+	}
+	return filepath.Join(pc.dir, "files")
+}
+
+// close removes the worker's directory, then lets go of its lock.
 func (pc *profileCache) close() {
 	_ = os.RemoveAll(pc.dir)
 	_ = pc.owner.Close()
 }
 
-// removeDeadProfileDirs removes the profile directories under base whose
+// removeDeadProfileDirs removes the worker directories under base whose
 // owner lock nobody holds. A directory without the lock file is left
 // alone: its worker may be creating it right now, or it predates the lock.
 func (w *Worker) removeDeadProfileDirs(base string) {
-	dirs, _ := filepath.Glob(filepath.Join(base, profileDirPrefix+"*"))
+	dirs, _ := filepath.Glob(filepath.Join(base, workDirPrefix+"*"))
 	for _, d := range dirs {
-		if !ownerGone(filepath.Join(d, profileOwnerFile)) {
+		if !ownerGone(filepath.Join(d, workOwnerFile)) {
 			continue
 		}
 		if err := os.RemoveAll(d); err != nil {
-			w.log.Warn("remove the profile directory of a worker that died", "dir", d, "err", err)
+			w.log.Warn("remove the directory of a worker that died", "dir", d, "err", err)
 			continue
 		}
-		w.log.Info("removed the profile directory of a worker that died", "dir", d)
+		w.log.Info("removed the directory of a worker that died", "dir", d)
 	}
 }

@@ -73,7 +73,7 @@ func TestProfileSession(t *testing.T) {
 		}
 	})
 	f.worker(browser.Config{ID: "prof", MaxSessions: 3, ProfileDir: pdir})
-	copies := filepath.Join(pdir, "sovereign-profiles-prof-*", "sessions", "*")
+	copies := filepath.Join(pdir, "sovereign-worker-prof-*", "sessions", "*")
 
 	a, err := f.openProfile("alice", nil)
 	if err != nil {
@@ -132,7 +132,7 @@ func TestProfileSession(t *testing.T) {
 
 	// A new upload under the same name counts for the next session, and
 	// the worker's cache keeps only its archive; a deleted profile is gone.
-	archives := filepath.Join(pdir, "sovereign-profiles-prof-*", "archives", "*")
+	archives := filepath.Join(pdir, "sovereign-worker-prof-*", "archives", "*")
 	if got := entries(t, archives); len(got) != 1 || !strings.Contains(got[0], base.Hex()) {
 		t.Fatalf("cached archives: %q, want the one of %s", got, base.Digest)
 	}
@@ -242,7 +242,7 @@ func TestProfileSessionCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.mustCall(s, openReq(ts.URL+"/a"))
-	copies := entries(t, filepath.Join(pdir, "sovereign-profiles-profcrash-*", "sessions", "*"))
+	copies := entries(t, filepath.Join(pdir, "sovereign-worker-profcrash-*", "sessions", "*"))
 	if len(copies) != 1 {
 		t.Fatalf("private copies: %q", copies)
 	}
@@ -335,7 +335,7 @@ func TestProfileSessionLifecycle(t *testing.T) {
 		}
 	})
 	w := f.worker(browser.Config{ID: "proflife", MaxSessions: 2, IdleTimeout: 2 * time.Second, ProfileDir: pdir})
-	copies := filepath.Join(pdir, "sovereign-profiles-proflife-*", "sessions", "*")
+	copies := filepath.Join(pdir, "sovereign-worker-proflife-*", "sessions", "*")
 	ts := site(t)
 	cycle := func() {
 		s, err := f.openProfile("empty", nil)
@@ -425,9 +425,9 @@ func TestProfileDirsOfDeadWorkers(t *testing.T) {
 		}
 		return d
 	}
-	dead := mk("sovereign-profiles-gone-111", true)
-	live := mk("sovereign-profiles-other-222", true)
-	unowned := mk("sovereign-profiles-new-333", false)
+	dead := mk("sovereign-worker-gone-111", true)
+	live := mk("sovereign-worker-other-222", true)
+	unowned := mk("sovereign-worker-new-333", false)
 	lock, err := os.Open(filepath.Join(live, ".owner"))
 	if err != nil {
 		t.Fatal(err)
@@ -447,7 +447,7 @@ func TestProfileDirsOfDeadWorkers(t *testing.T) {
 			t.Errorf("%s was touched: %v", filepath.Base(d), err)
 		}
 	}
-	own := entries(t, filepath.Join(base, "sovereign-profiles-sweeper-*"))
+	own := entries(t, filepath.Join(base, "sovereign-worker-sweeper-*"))
 	if len(own) != 1 {
 		t.Fatalf("the worker's own profile directories: %q, want one", own)
 	}

@@ -79,8 +79,9 @@ type session struct {
 	// Files (files.go): the limits of upload_file, set by the worker, and
 	// the session's temporary directory ("" until used). Owned by the
 	// holder of lock.
-	limits FileLimits
-	dir    string
+	limits   FileLimits
+	fileRoot string // where dir is made: the worker's files/ ("": the temp dir)
+	dir      string
 	// Downloads (downloads.go): what the session knows of them, their
 	// limits and the fleet's object store (nil: the worker's disk only),
 	// set by the worker.

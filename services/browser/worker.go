@@ -600,11 +600,11 @@ func (w *Worker) openWith(ctx context.Context, req *browserv1.OpenSessionRequest
 		// window.nostr asks the signer (nostr.go).
 		s.bus, s.log = w.c, w.log
 	}
-	s.limits = w.cfg.Files                             // files.go
-	s.dlLimits, s.dlStore = w.cfg.Downloads, w.dlStore // downloads.go
-	s.lock <- struct{}{}                               // held until started: no call or close runs on a half-made session
-	w.sessions[id] = s                                 // reserve the slot before the slow part
-	drop = append(drop, w.trimWarmLocked()...)         // a cold open may take a warm context's slot
+	s.limits, s.fileRoot = w.cfg.Files, w.profiles.filesDir() // files.go
+	s.dlLimits, s.dlStore = w.cfg.Downloads, w.dlStore        // downloads.go
+	s.lock <- struct{}{}                                      // held until started: no call or close runs on a half-made session
+	w.sessions[id] = s                                        // reserve the slot before the slow part
+	drop = append(drop, w.trimWarmLocked()...)                // a cold open may take a warm context's slot
 	w.updateOpenLocked()
 	w.mu.Unlock()
 	closeAll(drop)
