@@ -80,10 +80,11 @@ type Config struct {
 	// Listen is host:port for /healthz, /readyz and /metrics when Serve
 	// runs the worker (metrics.go); empty for none.
 	Listen string
-	// ProfileDir is where the worker keeps the base profiles it fetched
-	// and the private copies its sessions run on (profile.go), in a
-	// directory of its own that Run removes; default: the system's
-	// temporary directory (TMPDIR).
+	// ProfileDir is where the worker keeps the base profiles it fetched,
+	// the private copies its sessions run on and its sessions' upload and
+	// download files (profile.go), in a directory of its own that Run
+	// removes; default: the system's temporary directory (TMPDIR). Not a
+	// flag: tests set it.
 	ProfileDir string
 	// ProfileLimits bound a base profile's archive when a session unpacks
 	// it; zero: SOVEREIGN_PROFILE_MAX_UPLOAD_MB and
