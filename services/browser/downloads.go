@@ -456,7 +456,11 @@ func (s *session) downloadList() (*browserv1.ToolResult, error) {
 		return result("no downloads in this session yet", map[string]any{"downloads": infos})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d downloads:", len(infos))
+	if len(infos) == 1 {
+		b.WriteString("1 download:")
+	} else {
+		fmt.Fprintf(&b, "%d downloads:", len(infos))
+	}
 	for _, d := range infos {
 		fmt.Fprintf(&b, "\n%s %s — %s, %s, from %s", d.ID, d.Name, d.State, sizeText(d.Bytes), d.URL)
 	}
