@@ -286,8 +286,9 @@ func (w *Worker) ownChromeDied(s *session) {
 // A worker's scratch directory is named workDirPrefix + worker ID + "-" +
 // random. It holds the base profile archives it fetched (archives/), the
 // private profile copies of sessions (sessions/), the sessions' upload and
-// download files (files/, files.go) and workOwnerFile, locked by the
-// worker while it runs.
+// download files (files/, files.go), the shared Chromium's user data
+// directory (chrome-*, worker.go) and workOwnerFile, locked by the worker
+// while it runs.
 const (
 	workDirPrefix = "sovereign-worker-"
 	workOwnerFile = ".owner"

@@ -81,8 +81,9 @@ type Config struct {
 	// runs the worker (metrics.go); empty for none.
 	Listen string
 	// ProfileDir is where the worker keeps the base profiles it fetched,
-	// the private copies its sessions run on and its sessions' upload and
-	// download files (profile.go), in a directory of its own that Run
+	// the private copies its sessions run on, its sessions' upload and
+	// download files and its Chromium's user data directory (profile.go),
+	// in a directory of its own that Run
 	// removes; default: the system's temporary directory (TMPDIR). Not a
 	// flag: tests set it.
 	ProfileDir string
@@ -403,15 +404,35 @@ func (w *Worker) run(ctx context.Context) error {
 }
 
 // startChrome launches the shared Chromium; the caller holds no lock.
+//
+// Its user data directory is in the worker's directory (profile.go), so a
+// worker killed before it could remove it leaves it to the next worker's
+// sweep; stopping this Chromium removes it, and a restart after a crash
+// removes the dead one's first.
 func (w *Worker) startChrome(ctx context.Context) error {
-	bctx, g, cancel, err := w.launch(ctx)
+	w.mu.Lock()
+	prev := w.stop
+	w.mu.Unlock()
+	if prev != nil {
+		prev()
+	}
+	dir, err := os.MkdirTemp(w.profiles.dir, "chrome-")
 	if err != nil {
+		return fmt.Errorf("chromium's user data directory: %w", err)
+	}
+	bctx, g, cancel, err := w.launch(ctx, chromedp.UserDataDir(dir))
+	if err != nil {
+		removeAll(dir)
 		return err
 	}
+	stop := sync.OnceFunc(func() {
+		cancel()
+		removeAll(dir)
+	})
 	w.mu.Lock()
-	w.browser, w.guard, w.stop = bctx, g, cancel
+	w.browser, w.guard, w.stop = bctx, g, stop
 	w.mu.Unlock()
-	context.AfterFunc(ctx, cancel)
+	context.AfterFunc(ctx, stop)
 	return nil
 }
 

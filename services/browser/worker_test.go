@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -350,9 +351,17 @@ func TestTabs(t *testing.T) {
 
 // TestChromiumCrash: when Chromium dies, calls on its sessions fail with
 // SESSION_LOST, and the worker restarts Chromium and takes new sessions.
+// The shared Chromium's user data directory is in the worker's directory,
+// and the dead one's is removed at the restart.
 func TestChromiumCrash(t *testing.T) {
 	f := newFleet(t)
-	w := f.worker(browser.Config{ID: "crash", MaxSessions: 2})
+	pdir := t.TempDir()
+	w := f.worker(browser.Config{ID: "crash", MaxSessions: 2, ProfileDir: pdir})
+	chromeDirs := filepath.Join(pdir, "sovereign-worker-crash-*", "chrome-*")
+	first := entries(t, chromeDirs)
+	if len(first) != 1 {
+		t.Fatalf("Chromium's user data directories: %q, want one in the worker's directory", first)
+	}
 	s := f.mustOpen()
 	f.mustCall(s, evalReq("1"))
 	if err := w.KillChromium(); err != nil {
@@ -377,6 +386,9 @@ func TestChromiumCrash(t *testing.T) {
 		if err == nil {
 			if got := f.mustCall(s2, evalReq("6*7")); got != "42" {
 				t.Fatalf("eval on the restarted Chromium = %q", got)
+			}
+			if now := entries(t, chromeDirs); len(now) != 1 || now[0] == first[0] {
+				t.Errorf("Chromium's user data directories after the restart: %q, want one other than %q", now, first[0])
 			}
 			return
 		}
