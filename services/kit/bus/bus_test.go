@@ -287,30 +287,48 @@ type endpointOpt = micro.EndpointOpt
 // TestCancelReachesServer: a caller that cancels stops the handler's work.
 func TestCancelReachesServer(t *testing.T) {
 	c := start(t)
-	svc, err := c.AddService("cancel", "0.0.1", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Stop()
-	stopped := make(chan error, 1)
-	_ = svc.AddEndpoint("slow", bus.Handle(c, func(ctx context.Context, req *browserv1.NoArgs) (*browserv1.NoArgs, error) {
-		<-ctx.Done()
-		stopped <- ctx.Err()
-		return nil, ctx.Err()
-	}), endpointSubject("sov.cancel.slow"))
+	stopped := slowEndpoint(t, c, "cancel")
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
-	err = c.Request(ctx, "sov.cancel.slow", &browserv1.NoArgs{}, &browserv1.NoArgs{})
+	err := c.Request(ctx, "sov.cancel.slow", &browserv1.NoArgs{}, &browserv1.NoArgs{})
 	if bus.CodeOf(err) != commonv1.ErrorCode_UNAVAILABLE || !strings.Contains(err.Error(), "cancelled") {
 		t.Fatalf("Request = %v, want cancelled", err)
 	}
+	wantCancelled(t, stopped, "the handler kept running after its caller cancelled")
+}
+
+// slowEndpoint serves sov.<service>.slow on c: a handler that runs until
+// its context ends and then sends why on the returned channel.
+func slowEndpoint(t *testing.T, c *bus.Conn, service string) <-chan error {
+	t.Helper()
+	svc, err := c.AddService(service, "0.0.1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	stopped := make(chan error, 1)
+	err = svc.AddEndpoint("slow", bus.Handle(c, func(ctx context.Context, req *browserv1.NoArgs) (*browserv1.NoArgs, error) {
+		<-ctx.Done()
+		stopped <- ctx.Err()
+		return nil, ctx.Err()
+	}), endpointSubject("sov."+service+".slow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stopped
+}
+
+// wantCancelled fails the test unless the handler behind stopped ends,
+// cancelled, within 10 s.
+func wantCancelled(t *testing.T, stopped <-chan error, otherwise string) {
+	t.Helper()
 	select {
 	case err := <-stopped:
 		if err != context.Canceled {
 			t.Fatalf("handler context ended with %v, want Canceled", err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the handler kept running after its caller cancelled")
+	case <-time.After(10 * time.Second):
+		t.Fatal(otherwise)
 	}
 }
 
@@ -320,17 +338,7 @@ func TestCancelReachesServer(t *testing.T) {
 // stops that handler.
 func TestCancelBeforeHandler(t *testing.T) {
 	c := start(t)
-	svc, err := c.AddService("early", "0.0.1", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Stop()
-	stopped := make(chan error, 1)
-	_ = svc.AddEndpoint("slow", bus.Handle(c, func(ctx context.Context, req *browserv1.NoArgs) (*browserv1.NoArgs, error) {
-		<-ctx.Done()
-		stopped <- ctx.Err()
-		return nil, ctx.Err()
-	}), endpointSubject("sov.early.slow"))
+	stopped := slowEndpoint(t, c, "early")
 	reply := c.NATS().NewInbox()
 	if err := c.NATS().Publish(c.Subject("cancel"), []byte(reply)); err != nil {
 		t.Fatal(err)
@@ -365,14 +373,7 @@ func TestCancelBeforeHandler(t *testing.T) {
 	if err := c.NATS().PublishMsg(msg); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-stopped:
-		if err != context.Canceled {
-			t.Fatalf("handler context ended with %v, want Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the handler kept running: the cancel that came first was lost")
-	}
+	wantCancelled(t, stopped, "the handler kept running: the cancel that came first was lost")
 }
 
 // TestDisconnected: a request waiting when the connection to NATS goes
