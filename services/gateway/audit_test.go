@@ -205,23 +205,9 @@ func TestCloseFlushesRunningCalls(t *testing.T) {
 	g, url := startGatewayG(t, srv, gateway.Config{})
 	c := legacyClient(t, url, nil)
 	callTool(t, c, "open", map[string]any{"url": titleSite(t)})
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		req := mcp.CallToolRequest{}
-		req.Params.Name, req.Params.Arguments = "wait", map[string]any{"ms": 1500}
-		res, err := c.CallTool(context.Background(), req)
-		if err != nil {
-			res = mcp.NewToolResultError(err.Error())
-		}
-		done <- res
-	}()
-	// The wait runs now (a fixed sleep here was not always enough on a
-	// loaded machine: Close came first and the call was refused).
-	for deadline := time.Now().Add(15 * time.Second); gateway.RunningCalls(g) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the wait call did not start within 15 s")
-		}
-	}
+	// Close once the wait runs (a fixed sleep here was not always enough
+	// on a loaded machine: Close came first and the call was refused).
+	done := startWait(t, g, c, 1500)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := g.Close(ctx); err != nil {

@@ -142,23 +142,7 @@ func TestReclaimSparesRunningCall(t *testing.T) {
 	g, url := startGatewayG(t, srv, gateway.Config{SessionsConfig: gateway.SessionsConfig{ReclaimGrace: time.Second}})
 	busy := legacyClient(t, url, nil)
 	callTool(t, busy, "open", map[string]any{"url": titleSite(t)})
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		req := mcp.CallToolRequest{}
-		req.Params.Name, req.Params.Arguments = "wait", map[string]any{"ms": 6000}
-		res, err := busy.CallTool(ctx, req)
-		if err != nil {
-			res = mcp.NewToolResultError(err.Error())
-		}
-		done <- res
-	}()
-	for deadline := time.Now().Add(15 * time.Second); gateway.RunningCalls(g) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the wait call did not start within 15 s")
-		}
-	}
+	done := startWait(t, g, busy, 6000)
 	time.Sleep(2 * time.Second) // past the grace since the wait started
 	if res := callTool(t, legacyClient(t, url, nil), "get_url", nil); !res.IsError || !strings.Contains(text(res), "no browser capacity") {
 		t.Errorf("a new session while the only one runs a call = %q, want no capacity (not the running session reclaimed)", text(res))
@@ -224,4 +208,28 @@ func TestOpenQueue(t *testing.T) {
 	if !res.IsError || !strings.Contains(text(res), "--open-queue-timeout") {
 		t.Errorf("the second queued call, with no session freed for it = %q, want refused naming --open-queue-timeout", text(res))
 	}
+}
+
+// startWait starts a wait tool call of ms on c and returns once g runs
+// it; its result comes on the returned channel.
+func startWait(t *testing.T, g *gateway.Gateway, c *client.Client, ms int) <-chan *mcp.CallToolResult {
+	t.Helper()
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = "wait", map[string]any{"ms": ms}
+		res, err := c.CallTool(ctx, req)
+		if err != nil {
+			res = mcp.NewToolResultError(err.Error())
+		}
+		done <- res
+	}()
+	for deadline := time.Now().Add(15 * time.Second); gateway.RunningCalls(g) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the wait call did not start within 15 s")
+		}
+	}
+	return done
 }
