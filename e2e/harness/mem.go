@@ -24,28 +24,37 @@ type Memory struct {
 
 // TreeMemory sums the memory of pid and all its descendants (Linux only).
 func TreeMemory(pid int) (Memory, error) {
+	var m Memory
+	err := walkTree(pid, func(p int) error {
+		rss, pss, err := procMemory(p)
+		if err == nil {
+			m.Procs++
+			m.RSS += rss
+			m.PSS += pss
+		}
+		return err
+	})
+	return m, err
+}
+
+// walkTree calls visit for pid and each of the descendants it has now. An
+// error of visit fails the walk for pid itself; a descendant's is skipped
+// (it exited meanwhile).
+func walkTree(pid int, visit func(p int) error) error {
 	children, err := childMap()
 	if err != nil {
-		return Memory{}, err
+		return err
 	}
-	var m Memory
 	queue := []int{pid}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
 		queue = append(queue, children[p]...)
-		rss, pss, err := procMemory(p)
-		if err != nil {
-			if p == pid {
-				return Memory{}, err
-			}
-			continue // exited meanwhile
+		if err := visit(p); err != nil && p == pid {
+			return err
 		}
-		m.Procs++
-		m.RSS += rss
-		m.PSS += pss
 	}
-	return m, nil
+	return nil
 }
 
 // CPUTime is the user and system CPU time process pid has used so far.
@@ -68,26 +77,13 @@ func CPUTime(pid int) (time.Duration, error) {
 // TreeCPU sums the CPU time of pid and the descendants it has now (a
 // child that exited counts only once its parent reaped it).
 func TreeCPU(pid int) (time.Duration, error) {
-	children, err := childMap()
-	if err != nil {
-		return 0, err
-	}
 	var sum time.Duration
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		queue = append(queue, children[p]...)
+	err := walkTree(pid, func(p int) error {
 		d, err := CPUTime(p)
-		if err != nil {
-			if p == pid {
-				return 0, err
-			}
-			continue // exited meanwhile
-		}
 		sum += d
-	}
-	return sum, nil
+		return err
+	})
+	return sum, err
 }
 
 // childMap maps each pid to its children's pids.

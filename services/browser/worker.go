@@ -80,12 +80,11 @@ type Config struct {
 	// Listen is host:port for /healthz, /readyz and /metrics when Serve
 	// runs the worker (metrics.go); empty for none.
 	Listen string
-	// ProfileDir is where the worker keeps the base profiles it fetched,
-	// the private copies its sessions run on, its sessions' upload and
-	// download files and its Chromium's user data directory (profile.go),
-	// in a directory of its own that Run
-	// removes; default: the system's temporary directory (TMPDIR). Not a
-	// flag: tests set it.
+	// ProfileDir is where the worker makes its own directory (profile.go),
+	// which Run removes: the base profiles it fetched, the private copies
+	// its sessions run on, its sessions' upload and download files and
+	// its Chromium's user data directory. Default: the system's temporary
+	// directory (TMPDIR). Not a flag: tests set it.
 	ProfileDir string
 	// ProfileLimits bound a base profile's archive when a session unpacks
 	// it; zero: SOVEREIGN_PROFILE_MAX_UPLOAD_MB and
