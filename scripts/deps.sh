@@ -7,6 +7,8 @@
 # Not in the default list: `deps.sh docker` (a Docker engine, started when
 # none answers, with the compose >= 2.24 and buildx CLI plugins, built from
 # the Go module proxy when missing) and `deps.sh debootstrap`.
+# Progress goes to stderr: callers capture what other scripts print on stdout
+# (docker-offline.sh takes a path from its functions' output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,8 +25,8 @@ apt_install() {
   if ! command -v apt-get >/dev/null; then
     echo "missing: $* — install it with your package manager (Debian: apt-get install -y $*)" >&2; exit 1
   fi
-  echo "installing $* (apt-get)…"
-  $sudo apt-get update -qq
+  echo "installing $* (apt-get)…" >&2
+  $sudo apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
@@ -53,8 +55,8 @@ for w in "${want[@]}"; do
         if [ -f $dir/package.json ]; then
           command -v npm >/dev/null || apt_install nodejs npm
           if [ ! -d $dir/node_modules ] || [ $dir/package-lock.json -nt $dir/node_modules ]; then
-            echo "installing $dir Node packages (npm ci)…"
-            (cd $dir && npm ci --no-audit --no-fund --loglevel=error)
+            echo "installing $dir Node packages (npm ci)…" >&2
+            (cd $dir && npm ci --no-audit --no-fund --loglevel=error) >&2
           fi
         fi
       done ;;
@@ -67,7 +69,7 @@ for w in "${want[@]}"; do
          || ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 18 || a === 18 && b >= 16 ? 0 : 1)'; then
         echo "lighthouse_audit is off: it needs Node.js >= 18.16 and npm (Debian: apt-get install nodejs npm), then make lighthouse" >&2
       elif [ ! -f $dir/node_modules/.package-lock.json ] || [ $dir/package-lock.json -nt $dir/node_modules/.package-lock.json ]; then
-        echo "installing the Lighthouse runner ($dir, npm ci)…"
+        echo "installing the Lighthouse runner ($dir, npm ci)…" >&2
         (cd $dir && npm ci --no-audit --no-fund --loglevel=error --ignore-scripts >/dev/null) \
           || echo "lighthouse_audit is off: npm ci failed in $dir (no registry?)" >&2
       fi ;;
@@ -86,7 +88,7 @@ for w in "${want[@]}"; do
         if [ "$(id -u)" != 0 ]; then echo "no Docker engine answers: start one (dockerd as root)" >&2; exit 1; fi
         # No init system on CI machines: start the engine ourselves, for
         # this and later runs (it keeps the image and build caches).
-        echo "starting dockerd (log: /var/log/dockerd.log)…"
+        echo "starting dockerd (log: /var/log/dockerd.log)…" >&2
         nohup dockerd >/var/log/dockerd.log 2>&1 </dev/null &
         for _ in $(seq 60); do docker version >/dev/null 2>&1 && break; sleep 1; done
         docker version >/dev/null || { tail -20 /var/log/dockerd.log >&2; exit 1; }

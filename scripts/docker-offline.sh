@@ -98,7 +98,7 @@ standin_build() {
 rootfs() { # a minimal Debian 12 root filesystem (debootstrap, cached as a tarball)
   local tar="$CACHE/rootfs/bookworm-minbase.tar"
   if [ ! -f "$tar" ]; then
-    command -v debootstrap >/dev/null || ./scripts/deps.sh debootstrap
+    command -v debootstrap >/dev/null || ./scripts/deps.sh debootstrap >&2
     local dir
     dir=$(mktemp -d)
     log "debootstrap --variant=minbase bookworm (first time only)…"
