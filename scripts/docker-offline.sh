@@ -11,6 +11,9 @@
 #                               compose.yaml name, each pulled if the
 #                               registry answers and stood in locally under
 #                               the same name and tag if it does not
+#   docker-offline.sh rootfs    the minimal Debian 12 root filesystem the
+#                               Debian stand-in is made of; prints only its
+#                               tarball's path (progress goes to stderr)
 #
 # Everything built is cached in ~/.cache/sovereign-e2e (plugins, the
 # debootstrap root filesystem, nats-server) and in the engine's image store
@@ -257,6 +260,7 @@ images() {
 case "${1:-}" in
   plugins) plugins ;;
   images) images ;;
+  rootfs) rootfs ;;
   list) printf '%s\n' "$GOLANG_IMAGE" "$DEBIAN_IMAGE" "$DISTROLESS_IMAGE" "$NATS_IMAGE" "$JAEGER_IMAGE" "$POSTGRES_IMAGE" ;;
-  *) echo "usage: $0 plugins|images|list" >&2; exit 2 ;;
+  *) echo "usage: $0 plugins|images|rootfs|list" >&2; exit 2 ;;
 esac
