@@ -38,8 +38,14 @@ import (
 //     host and then connecting only to the addresses it checked (a DNS
 //     answer that changes between check and connect changes nothing);
 //   - follows at most [httpMaxRedirects] redirects, checking each one the
-//     same way, and drops the headers that carried secrets when a redirect
-//     leaves the endpoint's scheme and host;
+//     same way; a redirect that leaves the endpoint's origin (scheme, host
+//     and port) is refused unless the tool's "redirects" patterns allow
+//     its target, and even then it carries none of the tool's headers
+//     (secrets or not; Content-Type only) and refuses a URL that holds a
+//     secret value;
+//   - never sends a Referer (Go's client would send the previous hop's
+//     URL, query and all, on a redirect), unless the tool declares one,
+//     which goes to the endpoint's origin only;
 //   - reads at most max_body_bytes of the body (clipping the rest with a
 //     note), and replaces every secret value in what it answers (status,
 //     content type, body, errors) by its placeholder.
@@ -125,20 +131,20 @@ func (w *Worker) sendHTTP(ctx context.Context, req *browserv1.HTTPToolRequest) (
 		return nil, invalid("%s is not an absolute http or https URL", shortURL(u))
 	}
 	header := http.Header{"User-Agent": {"Sovereign/" + Version + " (custom HTTP tool)"}}
-	var secretHeaders []string
 	for _, k := range sortedHeaderNames(req.GetHeaders()) {
 		v, err := w.fillSecrets(req.GetHeaders()[k])
 		if err != nil {
 			return nil, invalid("header %s: %v", k, busMessage(err))
-		}
-		if v != req.GetHeaders()[k] {
-			secretHeaders = append(secretHeaders, k)
 		}
 		header.Set(k, v)
 	}
 	pol, err := compilePolicy(req.GetPolicy())
 	if err != nil {
 		return nil, err
+	}
+	redirects, err := urlpolicy.ParseRules(req.GetRedirects())
+	if err != nil {
+		return nil, invalid("redirects: %v", err)
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -147,12 +153,28 @@ func (w *Worker) sendHTTP(ctx context.Context, req *browserv1.HTTPToolRequest) (
 	if err := g.check(ctx, u); err != nil {
 		return nil, err
 	}
-	client := g.client(func(next *http.Request) {
-		if next.URL.Scheme != u.Scheme || !strings.EqualFold(next.URL.Host, u.Host) {
-			for _, k := range secretHeaders {
-				next.Header.Del(k)
+	client := g.client(func(next *http.Request) error {
+		if urlpolicy.SameOrigin(next.URL, u) {
+			if ref := header.Get("Referer"); ref != "" {
+				next.Header.Set("Referer", ref) // the tool's own, to its own origin
+			}
+			return nil
+		}
+		if !slices.ContainsFunc(redirects, func(r urlpolicy.Rule) bool { return r.MatchesURL(next.URL) }) {
+			return bus.Errorf(commonv1.ErrorCode_FORBIDDEN,
+				"redirect to %s refused: it leaves the endpoint's origin %s, and the tool's \"redirects\" does not allow that host (ask the operator to add it)",
+				shortURL(next.URL), origin(u))
+		}
+		if w.secrets != nil && w.secrets.Scrub(next.URL.String()) != next.URL.String() {
+			return bus.Errorf(commonv1.ErrorCode_FORBIDDEN,
+				"redirect to %s refused: its URL carries a secret value, which never leaves the endpoint's origin %s", shortURL(next.URL), origin(u))
+		}
+		for k := range next.Header {
+			if k != "Content-Type" && k != "User-Agent" {
+				next.Header.Del(k) // the tool's headers, secret or not
 			}
 		}
+		return nil
 	})
 	hreq, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(req.GetBody()))
 	if err != nil {
@@ -270,6 +292,9 @@ func sendError(ctx context.Context, method string, u *url.URL, timeout time.Dura
 	return bus.Errorf(commonv1.ErrorCode_NAVIGATION_FAILED, "%s %s failed: %v", method, shortURL(u), err)
 }
 
+// origin shows a URL's origin: scheme and host (with its port).
+func origin(u *url.URL) string { return (&url.URL{Scheme: u.Scheme, Host: u.Host}).String() }
+
 // shortURL shows a URL in messages: scheme, host and path, without the
 // query and user info (the worker scrubs messages too).
 func shortURL(u *url.URL) string {
@@ -341,9 +366,10 @@ func (g *httpGuard) check(ctx context.Context, u *url.URL) error {
 }
 
 // client returns an HTTP client that connects only to addresses g
-// checked and checks every redirect (at most httpMaxRedirects);
-// onRedirect, when set, sees each redirect that passed.
-func (g *httpGuard) client(onRedirect func(next *http.Request)) *http.Client {
+// checked, checks every redirect (at most httpMaxRedirects) and sends no
+// Referer on one; onRedirect, when set, sees each redirect that passed
+// and may refuse it (a *bus.Error) or change its headers.
+func (g *httpGuard) client(onRedirect func(next *http.Request) error) *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
 			Proxy:                  nil,
@@ -354,14 +380,18 @@ func (g *httpGuard) client(onRedirect func(next *http.Request)) *http.Client {
 			MaxResponseHeaderBytes: 1 << 20,
 		},
 		CheckRedirect: func(next *http.Request, via []*http.Request) error {
+			// Go sets the previous URL, query and secrets included.
+			next.Header.Del("Referer")
 			if len(via) >= httpMaxRedirects {
 				return bus.Errorf(commonv1.ErrorCode_NAVIGATION_FAILED, "stopped after %d redirects (last to %s)", httpMaxRedirects, shortURL(next.URL))
 			}
+			if onRedirect != nil {
+				if err := onRedirect(next); err != nil {
+					return err
+				}
+			}
 			if err := g.check(next.Context(), next.URL); err != nil {
 				return bus.Errorf(commonv1.ErrorCode_FORBIDDEN, "redirect to %s refused: %s", shortURL(next.URL), busMessage(err))
-			}
-			if onRedirect != nil {
-				onRedirect(next)
 			}
 			return nil
 		},

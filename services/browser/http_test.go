@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -25,8 +26,19 @@ const httpSecret = "sk-live-4f1c9a7e2b8d6035"
 // echoServer is an endpoint that tells what it received, secrets and all.
 type echoServer struct {
 	*httptest.Server
-	mu   sync.Mutex
-	seen []string // "<host> <method> <path>?<query> | <X-Api-Key> | <Authorization> | <body>"
+	mu      sync.Mutex
+	seen    []string      // "<host> <method> <path>?<query> | <X-Api-Key> | <Authorization> | <body>"
+	headers []http.Header // the headers of each request, in order
+}
+
+// lastHeader is the headers of the last request (nil before one).
+func (e *echoServer) lastHeader() http.Header {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.headers) == 0 {
+		return nil
+	}
+	return e.headers[len(e.headers)-1]
 }
 
 func (e *echoServer) last() string {
@@ -44,7 +56,11 @@ func (e *echoServer) count() int {
 	return len(e.seen)
 }
 
-func newEchoServer(t *testing.T) *echoServer {
+func newEchoServer(t *testing.T) *echoServer { return newEchoServerAt(t, "127.0.0.1:0") }
+
+// newEchoServerAt is an echoServer listening on addr ("127.0.0.2:0": a
+// second loopback host).
+func newEchoServerAt(t *testing.T, addr string) *echoServer {
 	t.Helper()
 	e := &echoServer{}
 	mux := http.NewServeMux()
@@ -53,6 +69,7 @@ func newEchoServer(t *testing.T) *echoServer {
 		line := fmt.Sprintf("%s %s %s | %s | %s | %s", r.Host, r.Method, r.URL.RequestURI(), r.Header.Get("X-Api-Key"), r.Header.Get("Authorization"), body)
 		e.mu.Lock()
 		e.seen = append(e.seen, line)
+		e.headers = append(e.headers, r.Header.Clone())
 		e.mu.Unlock()
 		// The echo shows the secret plain, in JSON and in base64.
 		w.Header().Set("Content-Type", "application/json")
@@ -60,6 +77,10 @@ func newEchoServer(t *testing.T) *echoServer {
 	})
 	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
+	})
+	mux.HandleFunc("/redirect-with-key", func(w http.ResponseWriter, r *http.Request) {
+		// Passes its own query's key on, as some endpoints do.
+		http.Redirect(w, r, r.URL.Query().Get("to")+"?k="+url.QueryEscape(r.URL.Query().Get("k")), http.StatusFound)
 	})
 	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
 		// 995 bytes, then the secret across the 1000-byte cap.
@@ -83,7 +104,12 @@ func newEchoServer(t *testing.T) *echoServer {
 		case <-time.After(20 * time.Second):
 		}
 	})
-	e.Server = httptest.NewServer(mux)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Server = &httptest.Server{Listener: l, Config: &http.Server{Handler: mux}}
+	e.Start()
 	t.Cleanup(e.Server.Close)
 	return e
 }
@@ -224,8 +250,9 @@ func TestHTTPToolWorker(t *testing.T) {
 	t.Run("redirect to a blocked host", func(t *testing.T) {
 		n := e.count()
 		_, err := f.httpCall(&browserv1.HTTPToolRequest{
-			Url:    e.URL + "/redirect?to=" + url.QueryEscape(localhost+"/echo/"),
-			Policy: enforced(true, &browserv1.UrlRules{Tier: "global", Allow: []string{"127.0.0.1"}}),
+			Url:       e.URL + "/redirect?to=" + url.QueryEscape(localhost+"/echo/"),
+			Policy:    enforced(true, &browserv1.UrlRules{Tier: "global", Allow: []string{"127.0.0.1"}}),
+			Redirects: []string{"localhost"}, // the tool allows it; the policy does not
 		})
 		wantCode(t, "redirect", err, commonv1.ErrorCode_FORBIDDEN, "redirect to "+localhost+"/echo/ refused: "+localhost+"/echo/ is blocked by not in the allow list of the global tier")
 		if e.count() != n {
@@ -249,7 +276,7 @@ func TestHTTPToolWorker(t *testing.T) {
 		if got := e.last(); !strings.Contains(got, "/echo/same | "+httpSecret+" |") {
 			t.Errorf("same-host redirect: the endpoint received %s, want the header", got)
 		}
-		if _, err := f.httpCall(&browserv1.HTTPToolRequest{Url: e.URL + "/redirect?to=" + url.QueryEscape(localhost+"/echo/other"), Headers: hdr}); err != nil {
+		if _, err := f.httpCall(&browserv1.HTTPToolRequest{Url: e.URL + "/redirect?to=" + url.QueryEscape(localhost+"/echo/other"), Headers: hdr, Redirects: []string{"localhost"}}); err != nil {
 			t.Fatal(err)
 		}
 		if got := e.last(); !strings.HasPrefix(got, "localhost:"+port+" GET /echo/other |  |") {
@@ -290,5 +317,109 @@ func TestHTTPToolWorker(t *testing.T) {
 	t.Run("timeout", func(t *testing.T) {
 		_, err := f.httpCall(&browserv1.HTTPToolRequest{Url: e.URL + "/slow", TimeoutMs: 300})
 		wantCode(t, "slow endpoint", err, commonv1.ErrorCode_TIMEOUT, "GET "+e.URL+"/slow did not finish within 300ms")
+	})
+}
+
+// TestHTTPToolRedirects: a redirect of an HTTP tool never carries a
+// Referer, leaves the endpoint's origin only where the tool's "redirects"
+// allows, then without the tool's headers and never with a secret in its
+// URL, and every hop meets the URL policy. The endpoint (127.0.0.1) and
+// the other host (127.0.0.2) are two real servers.
+func TestHTTPToolRedirects(t *testing.T) {
+	f := httpFleet(t)
+	a := newEchoServer(t)
+	b := newEchoServerAt(t, "127.0.0.2:0")
+	policy := func() *browserv1.UrlPolicy {
+		return enforced(true, &browserv1.UrlRules{Tier: "global", Allow: []string{"127.0.0.1", "127.0.0.2"}})
+	}
+	// The key stands in the endpoint's query, as in the report.
+	to := func(target string) string {
+		return a.URL + "/redirect?k={{secrets.API_KEY}}&to=" + url.QueryEscape(target)
+	}
+	hdr := map[string]string{"X-Api-Key": "{{secrets.API_KEY}}", "Authorization": "Bearer {{secrets.API_KEY}}", "X-Plain": "not-a-secret"}
+
+	t.Run("no Referer on a same-origin hop", func(t *testing.T) {
+		res, err := f.httpCall(&browserv1.HTTPToolRequest{Url: to("/echo/same"), Headers: hdr, Policy: policy()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(res.GetBody(), "GET /echo/same") {
+			t.Errorf("body = %s, want the echo of /echo/same", res.GetBody())
+		}
+		got := a.lastHeader()
+		if ref := got.Get("Referer"); ref != "" {
+			t.Errorf("the endpoint received Referer %q", ref)
+		}
+		if got.Get("X-Api-Key") != httpSecret || got.Get("X-Plain") != "not-a-secret" {
+			t.Errorf("same-origin hop: headers %v, want the tool's", got)
+		}
+	})
+
+	t.Run("another host is refused by default", func(t *testing.T) {
+		_, err := f.httpCall(&browserv1.HTTPToolRequest{Url: to(b.URL + "/echo/x"), Headers: hdr, Policy: policy()})
+		wantCode(t, "cross-host redirect", err, commonv1.ErrorCode_FORBIDDEN,
+			"redirect to "+b.URL+"/echo/x refused: it leaves the endpoint's origin "+a.URL+`, and the tool's "redirects" does not allow that host`)
+		if err != nil {
+			noSecret(t, "the error", err.Error())
+		}
+		// Another port of the same address is another origin too.
+		_, err = f.httpCall(&browserv1.HTTPToolRequest{Url: to(strings.Replace(b.URL, "127.0.0.2", "127.0.0.1", 1) + "/echo/x"), Policy: policy()})
+		wantCode(t, "other port", err, commonv1.ErrorCode_FORBIDDEN, "leaves the endpoint's origin")
+		if n := b.count(); n != 0 {
+			t.Errorf("the other host received %d requests, want none", n)
+		}
+	})
+
+	t.Run("allowed by the tool, without its headers", func(t *testing.T) {
+		res, err := f.httpCall(&browserv1.HTTPToolRequest{Url: to(b.URL + "/echo/y"), Headers: hdr, Policy: policy(), Redirects: []string{"127.0.0.2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(res.GetBody(), "GET /echo/y") {
+			t.Errorf("body = %s, want the other host's echo", res.GetBody())
+		}
+		got := b.lastHeader()
+		for _, k := range []string{"Referer", "X-Api-Key", "Authorization", "X-Plain"} {
+			if v := got.Get(k); v != "" {
+				t.Errorf("the other host received %s: %q", k, v)
+			}
+		}
+		noSecret(t, "what the other host received", fmt.Sprint(got, b.last()))
+	})
+
+	t.Run("a secret in the redirect's URL", func(t *testing.T) {
+		n := b.count()
+		_, err := f.httpCall(&browserv1.HTTPToolRequest{
+			Url:    a.URL + "/redirect-with-key?k={{secrets.API_KEY}}&to=" + url.QueryEscape(b.URL+"/echo/z"),
+			Policy: policy(), Redirects: []string{"*"},
+		})
+		wantCode(t, "secret in the target", err, commonv1.ErrorCode_FORBIDDEN, "redirect to "+b.URL+"/echo/z refused: its URL carries a secret value")
+		if b.count() != n {
+			t.Error("the other host received the request")
+		}
+	})
+
+	t.Run("the policy judges every hop", func(t *testing.T) {
+		n := b.count()
+		_, err := f.httpCall(&browserv1.HTTPToolRequest{
+			Url:       to(b.URL + "/echo/w"),
+			Policy:    enforced(true, &browserv1.UrlRules{Tier: "global", Allow: []string{"127.0.0.1"}}),
+			Redirects: []string{"*"},
+		})
+		wantCode(t, "private hop", err, commonv1.ErrorCode_FORBIDDEN, "redirect to "+b.URL+"/echo/w refused: "+b.URL+"/echo/w is blocked by")
+		_, err = f.httpCall(&browserv1.HTTPToolRequest{
+			Url:       to(b.URL + "/echo/w"),
+			Policy:    enforced(true, &browserv1.UrlRules{Tier: "global", Allow: []string{"127.0.0.1", "127.0.0.2"}, Block: []string{"127.0.0.2"}}),
+			Redirects: []string{"127.0.0.2"},
+		})
+		wantCode(t, "blocked hop", err, commonv1.ErrorCode_FORBIDDEN, `is blocked by block rule "127.0.0.2"`)
+		if b.count() != n {
+			t.Error("the blocked host received the request")
+		}
+	})
+
+	t.Run("bad redirects patterns", func(t *testing.T) {
+		_, err := f.httpCall(&browserv1.HTTPToolRequest{Url: a.URL + "/echo/", Redirects: []string{"x.example/path"}})
+		wantCode(t, "bad pattern", err, commonv1.ErrorCode_INVALID_ARGUMENT, `redirects: url pattern "x.example/path"`)
 	})
 }

@@ -11,8 +11,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
@@ -92,5 +94,106 @@ func TestProfileScrubbed(t *testing.T) {
 	}
 	if files != 2 {
 		t.Errorf("%d files came back, want the trace and the heap snapshot", files)
+	}
+}
+
+// eventually polls cond until it holds or 30 s passed.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not after 30s", what)
+		}
+	}
+}
+
+func perfStart(reload bool) *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStart{PerformanceStart: &browserv1.PerformanceStart{Reload: reload}}}
+}
+
+func perfStop() *browserv1.ToolRequest {
+	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStop{PerformanceStop: &browserv1.NoArgs{}}}
+}
+
+// traceText is the text of a performance_stop result and its trace file,
+// gunzipped.
+func traceText(t *testing.T, res *browserv1.ToolResult) (string, []byte) {
+	t.Helper()
+	var text string
+	for _, c := range res.GetContent() {
+		if r := c.GetResource(); r != nil && r.GetName() == "trace.json.gz" {
+			zr, err := gzip.NewReader(bytes.NewReader(r.GetData()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := io.ReadAll(zr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return text, raw
+		}
+		text += c.GetText()
+	}
+	t.Fatalf("performance_stop attached no trace: %s", text)
+	return "", nil
+}
+
+// TestPerformanceTwoSessions: two sessions of one worker share its
+// Chromium, which records one trace at a time. While the first session
+// records, the second's performance_start is queued (it used to fail: "the
+// browser is already tracing this tab (another client?)"), its
+// performance_stop before its turn gives up its place, and its recording
+// starts by itself once the first one ends. Neither trace holds anything
+// of the other session's pages, and the first's result is whole.
+func TestPerformanceTwoSessions(t *testing.T) {
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "pw", MaxSessions: 2})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "<!doctype html><title>page %s</title><p>%s", r.URL.Path, r.URL.Path)
+	})
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	a, b := f.mustOpen(), f.mustOpen()
+	f.mustCall(a, openReq(ts.URL+"/alpha-5d1e"))
+	f.mustCall(b, openReq(ts.URL+"/bravo-c93b"))
+
+	f.mustCall(a, perfStart(true))
+	if s := f.mustCall(b, perfStart(false)); !strings.Contains(s, "Queued: this worker's browser records one performance trace at a time") {
+		t.Fatalf("second session's performance_start = %q, want it queued", s)
+	}
+	_, err := f.call(b, perfStop())
+	wantCode(t, "performance_stop before its turn", err, commonv1.ErrorCode_FAILED_PRECONDITION, "nothing was recorded: this tab's performance recording was still queued")
+	f.mustCall(b, perfStart(false))
+	f.mustCall(b, openReq(ts.URL+"/bravo2-c93b"))
+
+	res, err := f.call(a, perfStop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, raw := traceText(t, res)
+	if !strings.Contains(text, "Navigation to "+ts.URL+"/alpha-5d1e") || !bytes.Contains(raw, []byte("alpha-5d1e")) {
+		t.Errorf("first session's performance_stop = %q, want its own load", text)
+	}
+	if strings.Contains(text, "c93b") || bytes.Contains(raw, []byte("c93b")) {
+		t.Error("the first session's trace holds the second session's page")
+	}
+
+	eventually(t, "the second session's recording starts", func() bool {
+		_, err := f.call(b, perfStart(false))
+		return err != nil && strings.Contains(err.Error(), "already running")
+	})
+	f.mustCall(a, openReq(ts.URL+"/alpha2-5d1e"))
+	f.mustCall(b, openReq(ts.URL+"/bravo3-c93b"))
+	res, err = f.call(b, perfStop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, raw = traceText(t, res)
+	if !strings.Contains(text, "Navigation to "+ts.URL+"/bravo3-c93b") {
+		t.Errorf("second session's performance_stop = %q, want its own navigation", text)
+	}
+	if strings.Contains(text, "5d1e") || bytes.Contains(raw, []byte("5d1e")) {
+		t.Error("the second session's trace holds the first session's pages")
 	}
 }

@@ -162,6 +162,7 @@ type Worker struct {
 	warmTaken    int64                 // opens that took a warm context
 	loadKick     chan struct{}         // asks for a load report now (load.go)
 	lighthouse   chan struct{}         // one Lighthouse run at a time (page.Options.LighthouseSlot)
+	traces       *page.TraceTurns      // the sessions' performance recordings take turns (page.Options.Traces)
 	pressure     bool                  // under memory pressure: no new sessions (load.go)
 	dlStore      jetstream.ObjectStore // the fleet's downloads (downloads.go); nil: none; set by Run
 }
@@ -285,6 +286,7 @@ func New(_ context.Context, cfg Config, c *bus.Conn) (*Worker, error) {
 		warmEnforced: true,
 		loadKick:     make(chan struct{}, 1),
 		lighthouse:   make(chan struct{}, 1),
+		traces:       &page.TraceTurns{},
 	}, nil
 }
 
@@ -675,7 +677,7 @@ func (w *Worker) pageOptions() page.Options {
 	o := page.Options{AllowedSchemes: w.cfg.AllowedSchemes, ConsoleBuffer: w.cfg.ConsoleBuffer,
 		NetworkBuffer: w.cfg.NetworkBuffer, MaxPDFBytes: w.cfg.MaxPDFBytes,
 		MaxProfileFileBytes: w.cfg.MaxProfileFileBytes, MaxProfileReadBytes: w.cfg.MaxProfileReadBytes,
-		LighthouseDir: w.cfg.LighthouseDir, LighthouseSlot: w.lighthouse}
+		LighthouseDir: w.cfg.LighthouseDir, LighthouseSlot: w.lighthouse, Traces: w.traces}
 	if w.secrets != nil {
 		// Bytes a tool returns encoded (base64) cannot be scrubbed after:
 		// the page package scrubs them before (secrets.go scrubs text).

@@ -197,6 +197,7 @@ func (g *Gateway) httpToolHandler(t *httptools.Tool) dispatch.Handler {
 			Policy:       g.urlPolicy(c.Caller, nil),
 			TimeoutMs:    g.cfg.ToolTimeout.Milliseconds(),
 			MaxBodyBytes: t.MaxResponseBytes,
+			Redirects:    t.Redirects,
 		})
 		if err != nil {
 			return g.httpToolError(ctx, t, err)

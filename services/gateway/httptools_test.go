@@ -143,6 +143,8 @@ func writeToolsFile(t *testing.T, base string) string {
   {"name": "GetUser", "description": "Look a user up", "endpoint": "BASE/users/{{id}}",
    "parameters": {"id": {"type": "string", "description": "user id"}}},
   {"name": "Bounce", "description": "Follow a redirect", "endpoint": "BASE/redirect",
+   "parameters": {"to": {"type": "string", "required": true}}, "redirects": ["localhost"]},
+  {"name": "Stray", "description": "Follow a redirect, same origin only", "endpoint": "BASE/redirect",
    "parameters": {"to": {"type": "string", "required": true}}},
   {"name": "Big", "description": "A long answer", "endpoint": "BASE/big", "max_response_bytes": 1000},
   {"name": "Missing", "description": "A 404", "endpoint": "BASE/missing"},
@@ -206,8 +208,8 @@ func TestHTTPTools(t *testing.T) {
 			found[tool.Name] = tool
 		}
 		w, ok := found["GetWeather"]
-		if !ok || len(found) != len(gateway.Tools())+7 {
-			t.Fatalf("tools/list has %d tools, want the catalog's %d and 7 HTTP tools", len(found), len(gateway.Tools()))
+		if !ok || len(found) != len(gateway.Tools())+8 {
+			t.Fatalf("tools/list has %d tools, want the catalog's %d and 8 HTTP tools", len(found), len(gateway.Tools()))
 		}
 		if w.Description != "Get current weather for a city" || fmt.Sprint(w.InputSchema.Required) != "[city]" ||
 			w.InputSchema.AdditionalProperties != false || w.Annotations.ReadOnlyHint == nil || !*w.Annotations.ReadOnlyHint {
@@ -303,6 +305,12 @@ func TestHTTPTools(t *testing.T) {
 		wantToolError(t, "Bounce", res, "Bounce: refused by policy: redirect to "+target+" refused: "+target+" is blocked by not in the allow list of the global tier")
 		if api.count() != n+1 { // the redirect itself, not its target
 			t.Errorf("the API got %d requests, want 1 (the redirect)", api.count()-n)
+		}
+		// A tool without "redirects" stays on its endpoint's origin.
+		res = call(c, "Stray", map[string]any{"to": target + "?city=x"})
+		wantToolError(t, "Stray", res, "Stray: refused by policy: redirect to "+target+" refused: it leaves the endpoint's origin "+api.URL)
+		if api.count() != n+2 {
+			t.Errorf("the API got %d requests, want 2 (the redirects)", api.count()-n)
 		}
 	})
 

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 )
@@ -267,6 +268,16 @@ func (r Rule) matches(t target, ips []netip.Addr) bool {
 	}
 	return false
 }
+
+// MatchesURL reports whether the rule covers u's scheme, host and port,
+// as written (a host name is not resolved: IP and CIDR rules match only
+// a URL whose host is an address).
+func (r Rule) MatchesURL(u *url.URL) bool { return r.matches(newTarget(u), nil) }
+
+// SameOrigin reports whether a and b have one origin: scheme, host
+// (case-insensitive, a trailing dot ignored) and port (the scheme's
+// default port when none is written).
+func SameOrigin(a, b *url.URL) bool { return newTarget(a) == newTarget(b) }
 
 // matchesLiteral is matches without resolved addresses.
 func (r Rule) matchesLiteral(t target) bool { return r.matches(t, nil) }

@@ -403,3 +403,47 @@ func TestGrantable(t *testing.T) {
 		t.Errorf("granted private literal was allowed")
 	}
 }
+
+func TestSameOriginAndMatchesURL(t *testing.T) {
+	parse := func(s string) *url.URL {
+		u, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"https://API.example.com/a?k=1", "https://api.example.com./b", true},
+		{"https://example.com/", "https://example.com:443/", true},
+		{"http://example.com/", "https://example.com/", false},
+		{"http://127.0.0.1:8080/", "http://127.0.0.1:8081/", false},
+		{"http://127.0.0.1:8080/", "http://127.0.0.2:8080/", false},
+		{"https://example.com/", "https://www.example.com/", false},
+	} {
+		if got := SameOrigin(parse(tc.a), parse(tc.b)); got != tc.want {
+			t.Errorf("SameOrigin(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		pattern, u string
+		want       bool
+	}{
+		{"login.example.com", "https://login.example.com/x", true},
+		{"login.example.com", "https://evil.example.com/x", false},
+		{"*.example.com", "http://a.b.example.com:8080/", true},
+		{"https://cdn.example.com", "http://cdn.example.com/", false},
+		{"127.0.0.2", "http://127.0.0.2:9000/", true},
+		{"*", "http://anything.test/", true},
+	} {
+		r, err := ParsePattern(tc.pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.MatchesURL(parse(tc.u)); got != tc.want {
+			t.Errorf("%q.MatchesURL(%s) = %v, want %v", tc.pattern, tc.u, got, tc.want)
+		}
+	}
+}

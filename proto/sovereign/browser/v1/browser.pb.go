@@ -4793,7 +4793,15 @@ type HTTPToolRequest struct {
 	TimeoutMs int64 `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// Largest response body answered (bytes; 0: 1 MiB): the rest is
 	// clipped with a note.
-	MaxBodyBytes  int64 `protobuf:"varint,8,opt,name=max_body_bytes,json=maxBodyBytes,proto3" json:"max_body_bytes,omitempty"`
+	MaxBodyBytes int64 `protobuf:"varint,8,opt,name=max_body_bytes,json=maxBodyBytes,proto3" json:"max_body_bytes,omitempty"`
+	// Where a redirect may lead besides the origin (scheme, host and port)
+	// of url: URL patterns as in UrlRules ("login.example.com",
+	// "*.example.com", "https://cdn.example.com:8443", "*" for any host).
+	// Empty: same-origin redirects only; a redirect elsewhere fails
+	// FORBIDDEN, naming where it led. Every hop is checked against policy
+	// too, never carries a Referer, and a hop to another origin carries
+	// none of headers.
+	Redirects     []string `protobuf:"bytes,9,rep,name=redirects,proto3" json:"redirects,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4882,6 +4890,13 @@ func (x *HTTPToolRequest) GetMaxBodyBytes() int64 {
 		return x.MaxBodyBytes
 	}
 	return 0
+}
+
+func (x *HTTPToolRequest) GetRedirects() []string {
+	if x != nil {
+		return x.Redirects
+	}
+	return nil
 }
 
 // HTTPToolResponse is the endpoint's answer, any status: the caller
@@ -5471,7 +5486,7 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"ToolResult\x127\n" +
 	"\acontent\x18\x01 \x03(\v2\x1d.sovereign.browser.v1.ContentR\acontent\x12'\n" +
 	"\x0fstructured_json\x18\x02 \x01(\tR\x0estructuredJson\x12'\n" +
-	"\x0fsensitive_input\x18\x03 \x01(\bR\x0esensitiveInput\"\xeb\x02\n" +
+	"\x0fsensitive_input\x18\x03 \x01(\bR\x0esensitiveInput\"\x89\x03\n" +
 	"\x0fHTTPToolRequest\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x10\n" +
@@ -5481,7 +5496,8 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x06policy\x18\x06 \x01(\v2\x1f.sovereign.browser.v1.UrlPolicyR\x06policy\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\a \x01(\x03R\ttimeoutMs\x12$\n" +
-	"\x0emax_body_bytes\x18\b \x01(\x03R\fmaxBodyBytes\x1a:\n" +
+	"\x0emax_body_bytes\x18\b \x01(\x03R\fmaxBodyBytes\x12\x1c\n" +
+	"\tredirects\x18\t \x03(\tR\tredirects\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x01\n" +

@@ -31,12 +31,12 @@ func pdfReq(p *browserv1.Pdf) *browserv1.ToolRequest {
 	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Pdf{Pdf: p}}
 }
 
-// eventually polls cond until it holds or 10 s passed.
+// eventually polls cond until it holds or 30 s passed.
 func eventually(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	for end := time.Now().Add(10 * time.Second); !cond(); {
+	for end := time.Now().Add(30 * time.Second); !cond(); {
 		if time.Now().After(end) {
-			tb.Fatalf("%s: not after 10s", what)
+			tb.Fatalf("%s: not after 30s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

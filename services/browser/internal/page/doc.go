@@ -167,7 +167,11 @@
 // performance_start starts a Chromium trace of the tab (perf.go: the
 // categories of DevTools' Performance panel, returned as a stream), and
 // with reload reloads the page in the same call, so the trace holds its
-// load; one recording per tab. performance_stop ends it and reads the
+// load; one recording per tab. Chromium records one trace per browser,
+// so the tabs of a browser (every session of a worker) take turns through
+// Options.Traces (perfturns.go): a recording that finds the browser busy
+// is queued, starts by itself when its turn comes, and holds the browser
+// at most DefaultMaxTraceDuration. performance_stop ends it and reads the
 // stream (at most Options.MaxProfileReadBytes). Chromium traces the whole
 // browser, other sessions' tabs included, so only the events of the tab's
 // frames and renderer processes (and the browser's that name nothing

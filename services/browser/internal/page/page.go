@@ -66,6 +66,11 @@ type Options struct {
 	// 250 MB that takes a core); an audit waits for a slot within its
 	// call's deadline. nil: no bound.
 	LighthouseSlot chan struct{}
+	// Traces, shared by the tabs of one browser, lets their performance
+	// recordings take turns (Chromium records one trace at a time; see
+	// perfturns.go). nil: a performance_start that finds the browser
+	// tracing fails.
+	Traces *TraceTurns
 }
 
 func (o Options) consoleBuffer() int { return orDefault(o.ConsoleBuffer, DefaultConsoleBuffer) }

@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/dom"
 	cdpio "github.com/chromedp/cdproto/io"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/tracing"
 	"github.com/chromedp/chromedp"
 
@@ -47,18 +48,72 @@ var traceCategories = []string{
 // perfRecording is a trace the tab records between performance_start and
 // performance_stop. Only the holder of Tab.sem uses it.
 type perfRecording struct {
+	// turn is its place at the browser (perfturns.go); nil without
+	// Options.Traces.
+	turn *traceTurn
+	// queued says that it waits for its turn: nothing is recorded yet.
+	queued  bool
 	started time.Time
 	url     string
 	reload  bool
+	// kept is the result of a recording stopped at the longest a trace
+	// may hold the browser, and keptErr why one could not be stopped or
+	// (queued) started: performance_stop answers with them.
+	kept    *browserv1.ToolResult
+	keptErr error
 }
 
 // performanceStart starts a trace of the tab (and reloads the page with
-// reload, so the trace holds its load).
+// reload, so the trace holds its load), or queues it while another tab of
+// the browser records one (perfturns.go).
 func (t *Tab) performanceStart(ctx context.Context, req *browserv1.PerformanceStart) (*browserv1.ToolResult, error) {
 	if p := t.perf; p != nil {
+		switch {
+		case p.queued:
+			ahead, held := p.turn.status()
+			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
+				"this tab's performance recording is still queued: %s; it starts by itself. Call performance_stop to give up its place", t.queueNote(ahead, held))
+		case p.kept != nil:
+			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
+				"this tab's performance recording has ended (it held the browser for the longest a recording may, %s): call performance_stop for its result", t.opts.Traces.maxDuration())
+		case p.keptErr != nil:
+			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
+				"this tab's performance recording has ended with an error: call performance_stop to read it, then start a new one")
+		}
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
 			"a performance recording of this tab is already running (started %s ago): call performance_stop first", time.Since(p.started).Round(time.Second))
 	}
+	rec := &perfRecording{reload: req.GetReload()}
+	if q := t.opts.Traces; q != nil {
+		tu, ahead, held := q.join(t, rec)
+		rec.turn = tu
+		if ahead > 0 {
+			rec.queued = true
+			t.perf = rec
+			then := ""
+			if rec.reload {
+				then = ", reloading the page then (as asked)"
+			}
+			return textResult("Queued: %s. This tab's recording starts by itself when its turn comes%s; call performance_start again to see whether it runs, and performance_stop when you are done (before it starts, performance_stop gives up its place and returns nothing).",
+				t.queueNote(ahead, held), then), nil
+		}
+	}
+	return t.beginTrace(ctx, rec)
+}
+
+// queueNote says why and behind what a recording waits.
+func (t *Tab) queueNote(ahead int, held time.Duration) string {
+	others := ""
+	if ahead > 1 {
+		others = fmt.Sprintf(", and %d more wait before this one", ahead-1)
+	}
+	return fmt.Sprintf("this worker's browser records one performance trace at a time (a Chromium limit), and another session's or tab's recording holds it (for %s so far; a recording is stopped after at most %s)%s",
+		held.Round(time.Second), t.opts.Traces.maxDuration(), others)
+}
+
+// beginTrace starts rec's trace: the browser is the tab's to trace (its
+// turn came, or the tab has no TraceTurns). On failure the turn ends.
+func (t *Tab) beginTrace(ctx context.Context, rec *perfRecording) (*browserv1.ToolResult, error) {
 	u, _ := t.currentURL(ctx)
 	_, err := chromedp.Call(ctx, tracing.Start, tracing.StartParams{
 		TransferMode: tracing.StartTransferModeReturnAsStream, StreamFormat: tracing.StreamFormatJSON,
@@ -69,14 +124,21 @@ func (t *Tab) performanceStart(ctx context.Context, req *browserv1.PerformanceSt
 			IncludedCategories:  traceCategories, ExcludedCategories: []string{"*"}},
 	})
 	if err != nil {
+		rec.turn.end()
+		if t.perf == rec {
+			t.perf = nil
+		}
 		if strings.Contains(err.Error(), "already") {
-			return nil, bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION, "the browser is already tracing this tab (another client?): %s", clipText(err.Error()))
+			// Not another recording (they take turns): a Lighthouse audit
+			// or a CDP client of the browser traces.
+			return nil, bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION, "the browser is already tracing (a Lighthouse audit or another DevTools client?): %s", clipText(err.Error()))
 		}
 		return nil, fmt.Errorf("start tracing: %w", err)
 	}
-	t.perf = &perfRecording{started: time.Now(), url: u, reload: req.GetReload()}
+	rec.queued, rec.started, rec.url = false, time.Now(), u
+	t.perf = rec
 	msg := fmt.Sprintf("Recording a performance trace of %s; call performance_stop to end it and read the insights.", clipTo(u, maxURL))
-	if !req.GetReload() {
+	if !rec.reload {
 		return textResult("%s", msg), nil
 	}
 	res, err := t.reload(ctx)
@@ -88,11 +150,86 @@ func (t *Tab) performanceStart(ctx context.Context, req *browserv1.PerformanceSt
 	return res, nil
 }
 
-// discardTrace ends a recording whose start failed.
+// discardTrace ends a recording whose start failed, or takes a queued
+// one out of line.
 func (t *Tab) discardTrace(ctx context.Context) {
+	p := t.perf
 	t.perf = nil
+	if p == nil {
+		return
+	}
+	defer p.turn.end()
+	if p.queued || p.kept != nil || p.keptErr != nil {
+		return // no trace of it runs
+	}
 	if h, _, err := t.endTrace(ctx); err == nil {
 		_, _ = chromedp.Call(ctx, cdpio.Close, cdpio.CloseParams{Handle: h})
+	}
+}
+
+// beginQueued starts rec's trace once its turn came (TraceTurns calls it
+// on a goroutine of its own): it waits for the tab's running tool, then
+// starts the trace, and reloads the page when rec asked for it. A
+// recording given up meanwhile (performance_stop, the tab gone) ends its
+// turn instead; one whose trace cannot start keeps the error for
+// performance_stop.
+func (t *Tab) beginQueued(rec *perfRecording) {
+	select {
+	case t.sem <- struct{}{}:
+		defer func() { <-t.sem }()
+	case <-t.ctx.Done():
+		rec.turn.end()
+		return
+	case <-t.gone.Done():
+		rec.turn.end()
+		return
+	}
+	if t.perf != rec || !rec.queued || t.Closed() {
+		rec.turn.end()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+	defer cancel()
+	rctx, rcancel := t.runCtx(ctx)
+	defer rcancel()
+	reload := rec.reload
+	rec.reload, rec.queued = false, false // the reload is sent below, without waiting for it
+	if _, err := t.beginTrace(rctx, rec); err != nil {
+		rec.keptErr = fmt.Errorf("this tab's performance recording was queued, and could not start when its turn came: %w", err)
+		t.perf = rec // for performance_stop to say so
+		return
+	}
+	rec.reload = reload
+	if reload {
+		// The trace holds the load whenever it happens: no need to wait
+		// for it here, where no caller waits.
+		_, _ = chromedp.Call(rctx, page.Reload, page.ReloadParams{IgnoreCache: new(true)})
+	}
+}
+
+// expireTrace stops rec, which held the browser for the longest a
+// recording may, and keeps its result for performance_stop; then the
+// browser goes to the next recording in line.
+func (t *Tab) expireTrace(rec *perfRecording) {
+	defer rec.turn.end()
+	select {
+	case t.sem <- struct{}{}:
+		defer func() { <-t.sem }()
+	case <-t.ctx.Done():
+		return
+	case <-t.gone.Done():
+		return
+	}
+	if t.perf != rec || rec.queued || rec.kept != nil || rec.keptErr != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+	defer cancel()
+	rctx, rcancel := t.runCtx(ctx)
+	defer rcancel()
+	rec.kept, rec.keptErr = t.finishTrace(rctx, rec)
+	if rec.kept != nil {
+		appendText(rec.kept, fmt.Sprintf("Note: the recording was stopped after %s, the longest one may hold this worker's browser (others wait for it): this is its result.", t.opts.Traces.maxDuration()))
 	}
 }
 
@@ -123,7 +260,29 @@ func (t *Tab) performanceStop(ctx context.Context) (*browserv1.ToolResult, error
 			"no performance recording is running in this tab: start one with performance_start (a recording belongs to the tab it started in)")
 	}
 	t.perf = nil
+	switch {
+	case p.queued:
+		ahead, held := p.turn.status()
+		p.turn.end()
+		return nil, bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION,
+			"nothing was recorded: this tab's performance recording was still queued (%s). It has left the queue; call performance_start again later",
+			t.queueNote(ahead, held))
+	case p.keptErr != nil:
+		return nil, p.keptErr
+	case p.kept != nil:
+		return p.kept, nil
+	}
+	defer p.turn.end()
+	return t.finishTrace(ctx, p)
+}
+
+// finishTrace ends p's trace and answers with its insights and the trace,
+// gzipped, as trace.json.gz.
+func (t *Tab) finishTrace(ctx context.Context, p *perfRecording) (*browserv1.ToolResult, error) {
 	stream, lost, err := t.endTrace(ctx)
+	// The browser's trace has ended: the next recording may start while
+	// this one is read.
+	p.turn.end()
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 )
@@ -345,4 +347,119 @@ func TestPerformanceInsight(t *testing.T) {
 	}
 	_, err = call(t, tab, insightReq("fps"))
 	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, `insight "fps" is not one of lcp, cls, long_tasks, requests, main_thread`)
+}
+
+// traceFile is the gunzipped trace.json.gz of a performance_stop result.
+func traceFile(tb testing.TB, res *browserv1.ToolResult) []byte {
+	tb.Helper()
+	for _, c := range res.GetContent() {
+		if r := c.GetResource(); r != nil && r.GetName() == "trace.json.gz" {
+			return gunzip(tb, r.GetData())
+		}
+	}
+	tb.Fatalf("performance_stop attached no trace: %s", text(res))
+	return nil
+}
+
+// noMarker fails when the result of performance_stop or its trace holds
+// marker, something only another tab loaded.
+func noMarker(tb testing.TB, whose string, res *browserv1.ToolResult, marker string) {
+	tb.Helper()
+	if strings.Contains(text(res), marker) || bytes.Contains(traceFile(tb, res), []byte(marker)) {
+		tb.Errorf("%s trace holds %q, which only another browser context loaded", whose, marker)
+	}
+}
+
+// recordingRuns polls performance_start until it says that tab's
+// recording runs (a queued one starts by itself).
+func recordingRuns(t *testing.T, tab *Tab, what string) {
+	t.Helper()
+	eventually(t, what, func() bool {
+		_, err := call(t, tab, perfStartReq(false))
+		return err != nil && strings.Contains(err.Error(), "already running")
+	})
+}
+
+// TestPerformanceTurns: Chromium records one trace per browser, so the
+// performance_start of a second tab (another browser context: another
+// session) is queued, not refused; it starts by itself when the first
+// recording ends, and neither trace holds the other's pages.
+func TestPerformanceTurns(t *testing.T) {
+	srv := serve(t, map[string]string{
+		"/alpha-5d1e": "<title>a</title><p>a", "/alpha2-5d1e": "<title>a2</title><p>a",
+		"/bravo-c93b": "<title>b</title><p>b", "/bravo2-c93b": "<title>b2</title><p>b", "/bravo3-c93b": "<title>b3</title><p>b"})
+	q := &TraceTurns{}
+	a, b := newTab(t, Options{Traces: q}), newTab(t, Options{Traces: q})
+	must(t, a, openReq(srv.URL+"/alpha-5d1e"))
+	must(t, b, openReq(srv.URL+"/bravo-c93b"))
+
+	must(t, a, perfStartReq(true))
+	if s := text(must(t, b, perfStartReq(false))); !strings.Contains(s, "Queued: this worker's browser records one performance trace at a time") ||
+		!strings.Contains(s, "starts by itself") {
+		t.Errorf("second tab's performance_start = %q, want it queued", s)
+	}
+	_, err := call(t, b, perfStartReq(false))
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "still queued", "performance_stop")
+	// Stopped before its turn, it records nothing and leaves the line.
+	_, err = call(t, b, perfStopReq())
+	wantErr(t, err, commonv1.ErrorCode_FAILED_PRECONDITION, "nothing was recorded", "left the queue")
+
+	must(t, b, perfStartReq(true)) // in line again, to reload when it starts
+	must(t, b, openReq(srv.URL+"/bravo2-c93b"))
+	resA := must(t, a, perfStopReq())
+	if !strings.Contains(text(resA), "Navigation to "+srv.URL+"/alpha-5d1e") {
+		t.Errorf("first tab's performance_stop = %q, want its own load", text(resA))
+	}
+	noMarker(t, "the first tab's", resA, "c93b")
+
+	recordingRuns(t, b, "the queued recording starts once the first one ended")
+	must(t, a, openReq(srv.URL+"/alpha2-5d1e"))
+	must(t, b, openReq(srv.URL+"/bravo3-c93b"))
+	resB := must(t, b, perfStopReq())
+	if s := text(resB); !strings.Contains(s, "(from a reload)") || !strings.Contains(s, "Navigation to "+srv.URL+"/bravo3-c93b") {
+		t.Errorf("second tab's performance_stop = %q, want its own navigation, recorded from a reload", s)
+	}
+	noMarker(t, "the second tab's", resB, "5d1e")
+}
+
+// TestPerformanceTurnEnds: a recording holds the browser at most
+// MaxDuration, then its result waits for performance_stop and the next
+// recording starts; a tab that goes away gives up its turn.
+func TestPerformanceTurnEnds(t *testing.T) {
+	srv := serve(t, map[string]string{"/": "<title>a</title><p>a"})
+	q := &TraceTurns{MaxDuration: 2 * time.Second}
+	a, b := newTab(t, Options{Traces: q}), newTab(t, Options{Traces: q})
+	must(t, a, openReq(srv.URL))
+	must(t, b, openReq(srv.URL))
+	must(t, a, perfStartReq(false))
+	must(t, b, perfStartReq(false)) // queued, or running if a's time is up already on a slow machine
+	eventually(t, "the first recording is stopped at the maximum", func() bool {
+		_, err := call(t, a, perfStartReq(false))
+		return err != nil && strings.Contains(err.Error(), "has ended (it held the browser for the longest a recording may, 2s)")
+	})
+	recordingRuns(t, b, "the second recording starts when the first one's time is up")
+	resA := must(t, a, perfStopReq())
+	if s := text(resA); !strings.Contains(s, "Performance trace of "+srv.URL) || !strings.Contains(s, "Note: the recording was stopped after 2s") {
+		t.Errorf("performance_stop after the maximum = %q, want the kept result and a note", s)
+	}
+	traceFile(t, resA)
+	_, err := call(t, a, perfStopReq())
+	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "no performance recording")
+	must(t, b, perfStopReq())
+
+	q2 := &TraceTurns{}
+	c, d := newTab(t, Options{Traces: q2}), newTab(t, Options{Traces: q2})
+	must(t, c, openReq(srv.URL))
+	must(t, d, openReq(srv.URL))
+	must(t, c, perfStartReq(false))
+	if s := text(must(t, d, perfStartReq(false))); !strings.HasPrefix(s, "Queued") {
+		t.Fatalf("performance_start = %q, want it queued", s)
+	}
+	if err := chromedp.Cancel(c.Context()); err != nil {
+		t.Fatal(err)
+	}
+	recordingRuns(t, d, "the queued recording starts once the tab holding the browser closed")
+	if s := text(must(t, d, perfStopReq())); !strings.Contains(s, "Performance trace of "+srv.URL) {
+		t.Errorf("performance_stop = %q", s)
+	}
 }

@@ -14,7 +14,11 @@ var perfTools = []Tool{
 		Name: "performance_start", Title: "Start performance trace",
 		Description: "Start recording a performance trace (Chromium's, as DevTools' Performance panel records it) of the " +
 			"active tab; with reload, reload the page first so the trace holds its load. Act on the page, then call " +
-			"performance_stop for the insights. One recording per tab at a time; it belongs to the tab it started in." + settleDoc,
+			"performance_stop for the insights. One recording per tab at a time; it belongs to the tab it started in. " +
+			"A worker's browser records one trace at a time: while another session's recording runs, this one is queued " +
+			"(the result says so) and starts by itself when that one ends, reloading then if asked (call performance_start " +
+			"again to see whether it runs). A recording is stopped after 3 minutes at most, its result kept for " +
+			"performance_stop." + settleDoc,
 		params: append([]Param{
 			{Name: "reload", Type: Boolean, Default: false, Description: "Reload the page once the recording runs, to measure its load"},
 		}, settleParams...),
@@ -29,7 +33,8 @@ var perfTools = []Tool{
 			"FCP, DOMContentLoaded, load), LCP and its element, CLS, long tasks and total blocking time, main-thread " +
 			"time by category (scripting, style & layout, paint, …), the render-blocking and the slowest requests. " +
 			"The trace is attached as trace.json.gz (gzipped trace events: DevTools' Performance panel loads it) " +
-			"unless it is larger than the worker's limit (20 MiB gzipped by default), which the result then says.",
+			"unless it is larger than the worker's limit (20 MiB gzipped by default), which the result then says. " +
+			"Called while the recording is still queued, it gives up its place and returns nothing.",
 		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
 			r.Tool = &browserv1.ToolRequest_PerformanceStop{PerformanceStop: n}
 		}),

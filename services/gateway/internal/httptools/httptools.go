@@ -18,7 +18,8 @@
 //	    "units": {"type": "string", "enum": ["metric", "imperial"]}
 //	  },
 //	  "headers": {"Authorization": "Bearer {{secrets.WEATHER_API_KEY}}"},
-//	  "max_response_bytes": 1048576                   // optional: 1 MiB by default, at most 16 MiB
+//	  "max_response_bytes": 1048576,                  // optional: 1 MiB by default, at most 16 MiB
+//	  "redirects": ["login.weather.example"]          // optional: see below
 //	}]}
 //
 // Parameter types are string, number, integer and boolean. Arguments go
@@ -28,6 +29,13 @@
 // required) and not sent again. {{secrets.NAME}} placeholders may stand in
 // the endpoint's path or query and in header values, nowhere else: never
 // in the host, never filled from an argument.
+//
+// Redirects: the worker follows a redirect within the endpoint's origin
+// (scheme, host and port) only. "redirects" lists where else one may
+// lead, as URL patterns (kit/urlpolicy: "login.example.com",
+// "*.example.com", "https://cdn.example.com:8443", or "*" for any host);
+// such a hop carries none of the tool's headers. No hop ever carries a
+// Referer, and every hop is checked against the caller's URL policy.
 package httptools
 
 import (
@@ -42,6 +50,7 @@ import (
 	"strings"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
+	"github.com/sovereign-fleet/sovereign/services/kit/urlpolicy"
 )
 
 // Response body limits.
@@ -80,6 +89,9 @@ type Spec struct {
 	// MaxResponseBytes caps the body a call returns (0:
 	// DefaultMaxResponseBytes).
 	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
+	// Redirects are URL patterns of the hosts a redirect may lead to
+	// besides the endpoint's origin (none: same-origin redirects only).
+	Redirects []string `json:"redirects,omitempty"`
 }
 
 // Param is one parameter of a tool.
@@ -173,7 +185,8 @@ func parseTool(i int, raw json.RawMessage) (*Tool, []*Error) {
 		e := &Error{Index: i, Name: name, Field: field, Msg: jsonError(err)}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			e.Field = strings.TrimPrefix(field+"."+te.Field, ".")
+			// The shadow struct below embeds Spec: its fields are the tool's.
+			e.Field = strings.TrimPrefix(field+"."+strings.TrimPrefix(te.Field, "Spec."), ".")
 			e.Msg = fmt.Sprintf("is a JSON %s, want %s", te.Value, jsonKind(te.Type.Kind().String()))
 		}
 		return []*Error{e}
@@ -238,6 +251,11 @@ func parseTool(i int, raw json.RawMessage) (*Tool, []*Error) {
 	for _, h := range sortedKeys(s.Headers) {
 		if err := checkHeader(h, s.Headers[h]); err != nil {
 			bad("headers."+h, "%v", err)
+		}
+	}
+	for i, p := range s.Redirects {
+		if _, err := urlpolicy.ParsePattern(p); err != nil {
+			bad(fmt.Sprintf("redirects[%d]", i), "%v (a host a redirect may lead to: login.example.com, *.example.com, https://cdn.example.com:8443, or * for any)", err)
 		}
 	}
 	if len(errs) > 0 {

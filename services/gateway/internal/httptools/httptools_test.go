@@ -43,6 +43,9 @@ func TestHTTPToolsParseSeed(t *testing.T) {
 	if got, _ := json.Marshal(schema); string(got) != want {
 		t.Errorf("schema =\n%s\nwant\n%s", got, want)
 	}
+	if len(tool.Redirects) != 0 {
+		t.Errorf("Redirects = %v, want none (same-origin only)", tool.Redirects)
+	}
 	if got := tool.Secrets(); len(got) != 1 || got[0] != "WEATHER_API_KEY" {
 		t.Errorf("Secrets() = %v", got)
 	}
@@ -152,6 +155,8 @@ func TestHTTPToolsBadFiles(t *testing.T) {
 		{"unknown field", `{"name":"T","description":"d","endpoint":"https://x.example/","endpont":"x"}`, `tools[1] "T": unknown field "endpont"`},
 		{"wrong JSON type", `{"name":"T","description":"d","endpoint":"https://x.example/","parameters":{"q":{"type":"string","required":"yes"}}}`, `tools[1] "T": parameters.q.required: is a JSON string, want true or false`},
 		{"response cap", `{"name":"T","description":"d","endpoint":"https://x.example/","max_response_bytes":99999999}`, `max_response_bytes: 99999999: must be from 1 to 16777216`},
+		{"bad redirect pattern", `{"name":"T","description":"d","endpoint":"https://x.example/","redirects":["login.example.com","https://x.example/path"]}`, `tools[1] "T": redirects[1]: url pattern "https://x.example/path": rules match hosts, not paths`},
+		{"redirects not a list", `{"name":"T","description":"d","endpoint":"https://x.example/","redirects":"any"}`, `tools[1] "T": redirects: is a JSON string, want an array`},
 		{"duplicate", `{"name":"Good","description":"again","endpoint":"https://y.example/"}`, `tools[1] "Good": name: duplicate: tools[0] has this name already`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
