@@ -1,6 +1,7 @@
 package browser_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,6 +61,12 @@ func (f *fleet) lighthouseCallWithin(s *browserv1.OpenSessionResponse, req *brow
 	return &res, time.Since(start), err
 }
 
+// servePixel answers with a 1x1 GIF.
+func servePixel(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "image/gif")
+	_, _ = w.Write([]byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"))
+}
+
 // lighthouseStructured is the structured part of a lighthouse_audit result.
 type lighthouseStructured struct {
 	Lighthouse struct {
@@ -96,11 +104,7 @@ func TestLighthouseAudit(t *testing.T) {
 			`<h1>Defects</h1><img src="/pixel.gif?k=%s" width="10" height="10"><button></button>`+
 			`<p>Some text for the page.</p></body></html>`, httpSecret)
 	})
-	pixel := func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "image/gif")
-		_, _ = w.Write([]byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"))
-	}
-	mux.HandleFunc("/pixel.gif", pixel)
+	mux.HandleFunc("/pixel.gif", servePixel)
 	// A page that loads once; reloaded, its image never comes, so a
 	// navigation audit runs out of time.
 	release := make(chan struct{})
@@ -111,7 +115,7 @@ func TestLighthouseAudit(t *testing.T) {
 	mux.HandleFunc("/hang.gif", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		if hangs.Add(1) == 1 {
-			pixel(w, r)
+			servePixel(w, r)
 			return
 		}
 		select {
@@ -126,7 +130,7 @@ func TestLighthouseAudit(t *testing.T) {
 	})
 	mux.HandleFunc("/evil.gif", func(w http.ResponseWriter, r *http.Request) {
 		evilHits.Add(1)
-		pixel(w, r)
+		servePixel(w, r)
 	})
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
@@ -338,4 +342,142 @@ func TestLighthouseUnavailable(t *testing.T) {
 	_, _, err := f.lighthouseCall(s, lighthouseReq("snapshot", "", ""))
 	wantCode(t, "without --lighthouse-dir", err, commonv1.ErrorCode_FAILED_PRECONDITION, "Lighthouse is not installed on this worker")
 	wantCode(t, "without --lighthouse-dir", err, commonv1.ErrorCode_FAILED_PRECONDITION, "make lighthouse")
+}
+
+// lighthouseWhole fails unless res is a whole lighthouse_audit result:
+// its attached report (report "json") has no runtime error and no run
+// warning, and names no failed trace.
+func lighthouseWhole(t *testing.T, what string, res *browserv1.ToolResult) {
+	t.Helper()
+	var report []byte
+	for _, c := range res.GetContent() {
+		if r := c.GetResource(); r != nil && r.GetName() == "lighthouse.json" {
+			report = r.GetData()
+		}
+	}
+	var lhr struct {
+		RuntimeError *struct{ Code, Message string } `json:"runtimeError"`
+		RunWarnings  []string                        `json:"runWarnings"`
+	}
+	if err := json.Unmarshal(report, &lhr); err != nil {
+		t.Fatalf("%s: lighthouse.json (%d bytes): %v", what, len(report), err)
+	}
+	if lhr.RuntimeError != nil || len(lhr.RunWarnings) > 0 || strings.Contains(string(report), "Tracing") {
+		t.Errorf("%s: Lighthouse reports runtime error %+v, warnings %q (tracing named: %t)", what, lhr.RuntimeError, lhr.RunWarnings,
+			strings.Contains(string(report), "Tracing"))
+	}
+}
+
+// TestLighthouseWhileRecording: Chromium records one trace per browser,
+// and the sessions' performance recordings take turns at it; a Lighthouse
+// audit needs no turn, because its categories (accessibility, best
+// practices, SEO) gather no trace, in navigation mode as in snapshot mode:
+// the runner never calls Tracing.start. So while one session records,
+// another session's audits run at once and whole; a performance_start
+// during an audit's reload starts at once; and the recording holds its
+// own page only. Were run.mjs to ask for a category that traces
+// (performance), Lighthouse would start a trace of the browser: its
+// navigation would fail while a session records ("Tracing has already
+// been started"), and a recording could not start during an audit.
+func TestLighthouseWhileRecording(t *testing.T) {
+	dir := lighthouseDir(t)
+	f := newFleet(t)
+	f.worker(browser.Config{ID: "lhrec", MaxSessions: 2, LighthouseDir: dir})
+	// The second session's pages have an image that, once hold is set,
+	// waits for release: a navigation audit's reload is then under way
+	// until the test lets it finish.
+	var hold atomic.Bool
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><html lang="en"><title>page %s</title><p>%s`, r.URL.Path, r.URL.Path)
+		if strings.HasPrefix(r.URL.Path, "/b") {
+			fmt.Fprint(w, `<img src="/held.gif" alt="held" width="1" height="1">`)
+		}
+	})
+	mux.HandleFunc("/held.gif", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if hold.Load() {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		servePixel(w, r)
+	})
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(let)
+	a, b := f.mustOpen(), f.mustOpen()
+	f.mustCall(a, openReq(ts.URL+"/alpha-5d1e"))
+	f.mustCall(b, openReq(ts.URL+"/bravo-c93b"))
+
+	// The first session records; the second's audits run meanwhile.
+	f.mustCall(a, perfStart(true))
+	for _, mode := range []string{"navigation", "snapshot"} {
+		res, took, err := f.lighthouseCall(b, lighthouseReq(mode, "", "json"))
+		if err != nil {
+			t.Fatalf("%s audit while another session records: %v", mode, err)
+		}
+		t.Logf("%s audit while another session records: %s", mode, took.Round(10*time.Millisecond))
+		lighthouseWhole(t, mode+" audit while another session records", res)
+	}
+	res, err := f.call(a, perfStop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, raw := traceText(t, res)
+	if !strings.Contains(text, "Navigation to "+ts.URL+"/alpha-5d1e") {
+		t.Errorf("the recording's performance_stop = %q, want its own load", text)
+	}
+	if strings.Contains(text, "c93b") || bytes.Contains(raw, []byte("c93b")) {
+		t.Error("the recording holds the audited session's page")
+	}
+
+	// The second session's navigation audit reloads its page (with
+	// Lighthouse's instrumentation on); meanwhile the first session's
+	// recording starts at once, not queued.
+	hold.Store(true)
+	type outcome struct {
+		res *browserv1.ToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, _, err := f.lighthouseCall(b, lighthouseReq("navigation", "", "json"))
+		done <- outcome{res, err}
+	}()
+	select {
+	case <-arrived:
+	case o := <-done:
+		t.Fatalf("the audit ended before its reload's image was asked for: %v", o.err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the audit's reload did not ask for its image within 60s")
+	}
+	if s := f.mustCall(a, perfStart(false)); !strings.HasPrefix(s, "Recording a performance trace of "+ts.URL+"/alpha-5d1e") {
+		t.Errorf("performance_start during another session's audit = %q, want it recording at once", s)
+	}
+	let()
+	o := <-done
+	if o.err != nil {
+		t.Fatalf("the audit during which another session started recording: %v", o.err)
+	}
+	lighthouseWhole(t, "navigation audit while another session starts recording", o.res)
+	f.mustCall(a, openReq(ts.URL+"/alpha2-5d1e"))
+	res, err = f.call(a, perfStop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, raw := traceText(t, res); !strings.Contains(text, "Navigation to "+ts.URL+"/alpha2-5d1e") ||
+		strings.Contains(text, "c93b") || bytes.Contains(raw, []byte("c93b")) {
+		t.Errorf("the recording started during the audit: %q, want its own navigation only", text)
+	}
 }

@@ -23,6 +23,13 @@ import * as constants from 'lighthouse/core/config/constants.js';
 import {Fetcher} from 'lighthouse/core/gather/fetcher.js';
 import puppeteer from 'puppeteer-core';
 
+// None of these categories needs a trace (Lighthouse 12.8.2 gathers its
+// Trace artifact for the performance category only), so the runner never
+// calls Tracing.start. Keep it so: Chromium records one trace per browser,
+// shared by every session of the worker, whose performance recordings take
+// turns at it (perfturns.go); a traced audit would fail with
+// TRACING_ALREADY_STARTED while any session records, and block their
+// recordings while it runs (TestLighthouseWhileRecording).
 const categories = ['accessibility', 'best-practices', 'seo'];
 
 // Lighthouse fetches robots.txt and the source maps a page names with

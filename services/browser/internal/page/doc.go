@@ -203,7 +203,11 @@
 // up (scores, failed audits, a few flagged elements each, within
 // LighthouseChars) and applies its emulation again, which Chromium drops
 // when Lighthouse disconnects. The run is killed at LighthouseTimeout or
-// the call's deadline.
+// the call's deadline. An audit takes no turn at the browser's trace
+// (Options.Traces): its three categories gather no trace, in navigation
+// mode as in snapshot mode, so audits and performance recordings of the
+// worker's sessions run side by side; a category that traces
+// (performance) would make them collide.
 //
 // # Closed tabs
 //

@@ -129,9 +129,11 @@ func (t *Tab) beginTrace(ctx context.Context, rec *perfRecording) (*browserv1.To
 			t.perf = nil
 		}
 		if strings.Contains(err.Error(), "already") {
-			// Not another recording (they take turns): a Lighthouse audit
-			// or a CDP client of the browser traces.
-			return nil, bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION, "the browser is already tracing (a Lighthouse audit or another DevTools client?): %s", clipText(err.Error()))
+			// Not another recording (they take turns), nor a Lighthouse
+			// audit (its categories need no trace: run.mjs): a DevTools
+			// client from outside the worker's tools traces the browser.
+			return nil, bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION,
+				"another DevTools client of this worker's browser is tracing it (not a session's performance recording: those take turns; nor lighthouse_audit, which records no trace); try again later: %s", clipText(err.Error()))
 		}
 		return nil, fmt.Errorf("start tracing: %w", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/tracing"
 	"github.com/chromedp/chromedp"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
@@ -462,4 +464,29 @@ func TestPerformanceTurnEnds(t *testing.T) {
 	if s := text(must(t, d, perfStopReq())); !strings.Contains(s, "Performance trace of "+srv.URL) {
 		t.Errorf("performance_stop = %q", s)
 	}
+}
+
+// TestPerformanceOutsideTracer: a trace that no recording of the
+// worker's started (a DevTools client from outside its tools; Lighthouse
+// audits record none) makes performance_start fail with a message that
+// says so, and gives the turn back: once that trace ends, a recording
+// starts.
+func TestPerformanceOutsideTracer(t *testing.T) {
+	srv := serve(t, map[string]string{"/": "<title>a</title><p>a"})
+	q := &TraceTurns{}
+	a, outside := newTab(t, Options{Traces: q}), newTab(t, Options{})
+	must(t, a, openReq(srv.URL))
+	if _, err := chromedp.Call(outside.Context(), tracing.Start, tracing.StartParams{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := call(t, a, perfStartReq(false))
+	wantErr(t, err, commonv1.ErrorCode_FAILED_PRECONDITION, "another DevTools client of this worker's browser is tracing it", "nor lighthouse_audit")
+	if _, err := chromedp.Call(outside.Context(), tracing.End, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a recording starts once the outside trace ended", func() bool {
+		res, err := call(t, a, perfStartReq(false))
+		return err == nil && strings.HasPrefix(text(res), "Recording a performance trace")
+	})
+	must(t, a, perfStopReq())
 }

@@ -22,6 +22,12 @@ import (
 // and the next one starts. A recording whose tab goes away gives up its
 // turn. Whatever a trace records of other tabs is left out of its result
 // (perftrace.go), so taking turns shows no session another's pages.
+//
+// lighthouse_audit needs no turn: the categories its runner audits
+// (accessibility, best practices, SEO) gather no trace, so Lighthouse
+// never calls Tracing.start (TestLighthouseWhileRecording). A
+// performance_start that still finds the browser tracing has met a
+// DevTools client from outside the worker's tools, and fails.
 
 // DefaultMaxTraceDuration is the longest a performance recording holds
 // its browser when TraceTurns.MaxDuration is 0 (performance_start's
