@@ -51,6 +51,9 @@ func scrubSite(t *testing.T) *httptest.Server {
 	mux.HandleFunc("/titled", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `<!doctype html><title>Welcome %s</title><p>hello</p>`, httpSecret)
 	})
+	mux.HandleFunc("/shown", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>shown</title><p>Your key is %s, keep it.</p>`, httpSecret)
+	})
 	// /form downloads what is typed into #f: as a binary file (#bin) or
 	// after K letters in a text file (#txt).
 	mux.HandleFunc("/form", func(w http.ResponseWriter, r *http.Request) {
@@ -224,7 +227,7 @@ func TestScrubEncodedForms(t *testing.T) {
 	}
 }
 
-// TestScrubFiles: a PDF whose title holds a secret, and a binary file the
+// TestScrubFiles: a PDF whose title or text holds a secret, and a binary file the
 // page downloads with a typed secret in it, are refused naming the file
 // and the secret; a text file is scrubbed, also where it is cut.
 func TestScrubFiles(t *testing.T) {
@@ -235,6 +238,9 @@ func TestScrubFiles(t *testing.T) {
 	_, err := f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Pdf{Pdf: &browserv1.Pdf{}}})
 	wantCode(t, "pdf of a page whose title holds a secret", err, commonv1.ErrorCode_FORBIDDEN, "file page.pdf holds the value of secret API_KEY")
 	noSecret(t, "the pdf error", err.Error())
+	f.mustCall(s, openReq(ts.URL+"/shown"))
+	_, err = f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Pdf{Pdf: &browserv1.Pdf{}}})
+	wantCode(t, "pdf of a page whose text holds a secret", err, commonv1.ErrorCode_FORBIDDEN, "file page.pdf holds the value of secret API_KEY")
 
 	const k = 100
 	f.mustCall(s, openReq(fmt.Sprintf("%s/form?n=%d", ts.URL, k)))

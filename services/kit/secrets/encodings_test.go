@@ -129,6 +129,19 @@ func leaks(s, v string) bool {
 	return strings.Contains(s, v[:4]) || strings.Contains(s, base64.StdEncoding.EncodeToString([]byte(v))[:4]) || strings.Contains(s, "&#75;&#120;")
 }
 
+// glyphCMap is a ToUnicode map as Chromium writes it: glyph 0x0100 + c
+// is the character c (one bfrange), and 0x0003 a space (one bfchar).
+const glyphCMap = "/CIDInit /ProcSet findresource begin\nbegincmap\n1 beginbfchar\n<0003> <0020>\nendbfchar\n1 beginbfrange\n<0120> <017E> <0020>\nendbfrange\nendcmap\n"
+
+// glyphs writes s as a page's text: one glyph number per Tj.
+func glyphs(s string) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		fmt.Fprintf(&b, "<%04X> Tj\n10 0 Td ", 0x100+int(c))
+	}
+	return b.String()
+}
+
 // TestScrubFile checks each kind of file.
 func TestScrubFile(t *testing.T) {
 	const v = "Kx7vQ2mL0pR4-sekret"
@@ -172,6 +185,8 @@ func TestScrubFile(t *testing.T) {
 		{"title-escaped.pdf", "application/pdf", pdf(`1 0 obj << /Title (` + strings.ReplaceAll(v, "-", `\055`) + `) >> endobj`)},
 		{"title-utf16.pdf", "application/pdf", pdf("1 0 obj << /Title <" + utf16hex("Hi "+v) + "> >> endobj")},
 		{"stream.pdf", "application/pdf", pdf("2 0 obj << /Filter /FlateDecode >>\nstream\n" + deflated("BT <"+utf16hex(v)+"> Tj ET /URI (https://x.test/?k="+v+")") + "\nendstream\nendobj")},
+		{"glyphs.pdf", "application/pdf", pdf("3 0 obj << /Filter /FlateDecode >>\nstream\n" + deflated(glyphCMap) + "\nendstream\nendobj\n" +
+			"4 0 obj << /Filter /FlateDecode >>\nstream\n" + deflated("BT /F4 16 Tf "+glyphs(v)+" ET") + "\nendstream\nendobj")},
 		{"file.zip", "application/zip", zipped("notes.txt", "x "+v)},
 		{"image.png", "image/png", append([]byte("\x89PNG\r\n\x1a\n tEXt"), v...)},
 		{"archive.7z", "application/x-7z-compressed", []byte("7z\xbc\xaf\x27\x1c rest")},

@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"path"
+	"slices"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -23,9 +24,10 @@ import (
 //     without a binary signature): scrubbed like any text, each value
 //     becoming its placeholder;
 //   - gzip: unpacked, the content scrubbed by its kind, packed again;
-//   - PDF: its bytes, its literal and hex strings (also as UTF-16BE) and
-//     its Flate-decoded streams are searched; a value found refuses the
-//     file (a PDF cannot be edited in place without breaking it);
+//   - PDF: its bytes, its literal and hex strings (also as UTF-16BE), its
+//     Flate-decoded streams and its page text (glyphs through the fonts'
+//     ToUnicode maps) are searched; a value found refuses the file (a PDF
+//     cannot be edited in place without breaking it);
 //   - zip: every entry is unpacked and searched as its own kind; a value
 //     found refuses the file;
 //   - 7z, RAR, xz, zstd, bzip2: cannot be read here, so they are refused
@@ -34,9 +36,9 @@ import (
 //     searched for values of at least [MinBinaryLen] bytes (shorter ones
 //     occur by chance in compressed data); a value found refuses the file.
 //
-// Pixels and glyphs are not read: a value drawn on a page shows in a
-// screenshot, a recording, or a PDF's text (which Chromium writes as
-// glyph numbers), as it shows to anyone looking at the page.
+// A PDF's page text is read through its fonts' ToUnicode maps. Pixels
+// are not read: a value drawn on a page shows in a screenshot or a
+// recording, as it shows to anyone looking at the page.
 
 // MinBinaryLen is the shortest value searched for in binary files.
 const MinBinaryLen = 8
@@ -258,6 +260,10 @@ func (m *matcher) findPDF(s string, budget *int) string {
 		return secret
 	}
 	texts := pdfStrings(nil, s)
+	var (
+		cmaps []map[uint16][]byte
+		runs  [][]byte
+	)
 	for from := 0; ; {
 		k := strings.Index(s[from:], "stream")
 		if k < 0 {
@@ -282,11 +288,142 @@ func (m *matcher) findPDF(s string, budget *int) string {
 		if err != nil && len(dec) == 0 {
 			continue
 		}
+		ds := unsafe.String(unsafe.SliceData(dec), len(dec))
 		texts = append(texts, dec...)
 		texts = append(texts, 0)
-		texts = pdfStrings(texts, unsafe.String(unsafe.SliceData(dec), len(dec)))
+		texts = pdfStrings(texts, ds)
+		switch {
+		case strings.Contains(ds, "beginbfchar") || strings.Contains(ds, "beginbfrange"):
+			cmaps = append(cmaps, parseToUnicode(ds))
+		case strings.Contains(ds, "BT"):
+			runs = append(runs, pdfHexRun(ds))
+		}
+	}
+	// Page text is glyph numbers (<002B> Tj, one string per glyph), which
+	// a font's ToUnicode map turns back into text: read every content
+	// stream through every map (a page has few fonts).
+	for _, cm := range cmaps {
+		for _, run := range runs {
+			for k := 0; k+1 < len(run); k += 2 {
+				if r, ok := cm[uint16(run[k])<<8|uint16(run[k+1])]; ok {
+					texts = append(texts, r...)
+				} else {
+					texts = append(texts, 0)
+				}
+			}
+			texts = append(texts, 0)
+		}
 	}
 	return m.first(unsafe.String(unsafe.SliceData(texts), len(texts)), MinScrubLen)
+}
+
+// pdfHexRun returns the bytes of every hex string <...> in a content
+// stream, one after another.
+func pdfHexRun(s string) []byte {
+	var out []byte
+	for i := strings.IndexByte(s, '<'); i >= 0 && i+1 < len(s); {
+		if s[i+1] == '<' {
+			i += 2
+		} else if end := strings.IndexByte(s[i+1:], '>'); end >= 0 {
+			half, hi := false, byte(0)
+			for _, c := range []byte(s[i+1 : i+1+end]) {
+				if h, ok := unhex(c); ok {
+					if half {
+						out = append(out, hi<<4|h)
+					} else {
+						hi = h
+					}
+					half = !half
+				}
+			}
+			i += end + 2
+		} else {
+			break
+		}
+		k := strings.IndexByte(s[min(i, len(s)):], '<')
+		if k < 0 {
+			break
+		}
+		i += k
+	}
+	return out
+}
+
+// parseToUnicode reads the bfchar and bfrange entries of a ToUnicode CMap
+// (2-byte codes, UTF-16BE targets) into a map from code to UTF-8 text.
+func parseToUnicode(s string) map[uint16][]byte {
+	cm := map[uint16][]byte{}
+	hexes := func(line string) [][]byte {
+		var out [][]byte
+		for {
+			i := strings.IndexByte(line, '<')
+			j := strings.IndexByte(line, '>')
+			if i < 0 || j < i {
+				return out
+			}
+			var b []byte
+			for k := i + 1; k+1 < j; k += 2 {
+				hi, ok1 := unhex(line[k])
+				lo, ok2 := unhex(line[k+1])
+				if !ok1 || !ok2 {
+					break
+				}
+				b = append(b, hi<<4|lo)
+			}
+			out = append(out, b)
+			line = line[j+1:]
+		}
+	}
+	utf := func(b []byte) []byte {
+		u := make([]uint16, 0, len(b)/2)
+		for k := 0; k+1 < len(b); k += 2 {
+			u = append(u, uint16(b[k])<<8|uint16(b[k+1]))
+		}
+		var out []byte
+		for _, r := range utf16.Decode(u) {
+			out = utf8.AppendRune(out, r)
+		}
+		return out
+	}
+	code := func(b []byte) (uint16, bool) {
+		if len(b) != 2 {
+			return 0, false
+		}
+		return uint16(b[0])<<8 | uint16(b[1]), true
+	}
+	section := ""
+	for line := range strings.Lines(s) {
+		switch {
+		case strings.Contains(line, "beginbfchar"):
+			section = "char"
+			continue
+		case strings.Contains(line, "beginbfrange"):
+			section = "range"
+			continue
+		case strings.Contains(line, "endbf"):
+			section = ""
+			continue
+		}
+		h := hexes(line)
+		switch {
+		case section == "char" && len(h) == 2:
+			if c, ok := code(h[0]); ok {
+				cm[c] = utf(h[1])
+			}
+		case section == "range" && len(h) == 3 && len(h[2]) >= 2:
+			lo, ok1 := code(h[0])
+			hi, ok2 := code(h[1])
+			if !ok1 || !ok2 || hi < lo || hi-lo > 0x1000 {
+				continue
+			}
+			dst := slices.Clone(h[2])
+			for c := uint32(lo); c <= uint32(hi); c++ {
+				cm[uint16(c)] = utf(dst)
+				dst[len(dst)-1]++ // the last byte counts up (PDF 9.10.3)
+			}
+		}
+	}
+	return cm
 }
 
 // pdfStrings appends the decoded literal (...) and hex <...> strings of
