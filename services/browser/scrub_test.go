@@ -60,6 +60,7 @@ func scrubSite(t *testing.T) *httptest.Server {
 		fmt.Fprintf(w, `<!doctype html><title>form</title><input id=f>
 <button id=bin onclick="save(new Blob([new Uint8Array([0,1,2,255]), f.value, new Uint8Array([0])], {type: 'application/octet-stream'}), 'typed.bin')">bin</button>
 <button id=txt onclick="save(new Blob(['%s' + f.value + ' end'], {type: 'text/plain'}), 'typed.txt')">txt</button>
+<button id=named onclick="save(new Blob([new Uint8Array([0,1,2,255])], {type: 'application/octet-stream'}), 'r-' + f.value + '.bin')">named</button>
 <script>function save(blob, name) { const a = document.createElement('a'); a.href = URL.createObjectURL(blob); a.download = name; document.body.append(a); a.click(); }</script>`,
 			strings.Repeat("A", n(r)))
 	})
@@ -269,4 +270,16 @@ func TestScrubFiles(t *testing.T) {
 		t.Errorf("download_get of the text file = %v, %v; want the placeholder", res, err)
 	}
 	noSecret(t, "download_get of a text file", res.String())
+
+	// The file's name holds the secret.
+	got := f.mustCall(s, clickSel("#named"))
+	noSecret(t, "click on a download named after the secret", got)
+	res, err = f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_DownloadGet{DownloadGet: &browserv1.DownloadGet{Id: "d3"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.GetContent()[len(res.GetContent())-1].GetResource(); r == nil || !strings.Contains(r.GetName(), "{{secrets.API_KEY}}") {
+		t.Errorf("download_get d3 = %v, want a resource named with the placeholder", res)
+	}
+	noSecret(t, "download_get of a file named after the secret", res.String())
 }

@@ -203,7 +203,8 @@ func (w *Worker) scrubResult(res *browserv1.ToolResult) (*browserv1.ToolResult, 
 			if err != nil {
 				return nil, fileRefused(err)
 			}
-			p.Resource.Data = data
+			// The page names a download, and types it.
+			p.Resource.Data, p.Resource.Name, p.Resource.MimeType = data, w.secrets.Scrub(p.Resource.GetName()), w.secrets.Scrub(p.Resource.GetMimeType())
 		case *browserv1.Content_Image:
 			name := "image." + strings.TrimPrefix(p.Image.GetMimeType(), "image/")
 			data, err := w.secrets.ScrubFile(name, p.Image.GetMimeType(), p.Image.GetData())
