@@ -102,7 +102,7 @@ func Cut(s string, n int, more bool) (string, int) {
 	end := len(s)
 	if more {
 		end = max(0, len(s)-margin)
-		for end < len(s) && !utf8.RuneStart(s[end]) {
+		for end > 0 && end < len(s) && !utf8.RuneStart(s[end]) {
 			end--
 		}
 		for _, x := range sp {

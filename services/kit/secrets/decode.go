@@ -59,11 +59,14 @@ func (m *matcher) spans(out []span, s string, minLen int) []span {
 			out = append(out, span{i, i + len(p.b), len(p.b), p.repl})
 		}
 	}
-	buf := decodeBufs.Get().(*decodeBuf)
-	defer decodeBufs.Put(buf)
+	var buf *decodeBuf
 	for _, d := range decoders {
 		if strings.IndexByte(s, d.intro) < 0 {
 			continue
+		}
+		if buf == nil {
+			buf = decodeBufs.Get().(*decodeBuf)
+			defer decodeBufs.Put(buf)
 		}
 		buf.dec, buf.esc = d.fn(buf.dec[:0], buf.esc[:0], s)
 		if len(buf.esc) == 0 {

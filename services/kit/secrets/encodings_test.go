@@ -118,6 +118,10 @@ func TestCutNeverSplitsAValue(t *testing.T) {
 			}
 		}
 	}
+	// Invalid UTF-8 at the start of a window shorter than the margin.
+	if got, _ := Cut("\x80\x80\x80 and more", 5, true); got != "" {
+		t.Errorf("Cut of a window shorter than the margin = %q, want nothing", got)
+	}
 	if got, left := Cut("short", 10, false); got != "short" || left != 0 {
 		t.Errorf(`Cut("short", 10) = %q, %d`, got, left)
 	}
