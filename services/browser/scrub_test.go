@@ -37,6 +37,9 @@ func scrubSite(t *testing.T) *httptest.Server {
 	mux.HandleFunc("/para", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `<!doctype html><title>para</title><p>%s%s%s</p>`, strings.Repeat("A", n(r)), httpSecret, strings.Repeat("B", 40))
 	})
+	mux.HandleFunc("/longtitle", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>%s%s%s</title><p>long title</p>`, strings.Repeat("A", n(r)), httpSecret, strings.Repeat("B", 40))
+	})
 	mux.HandleFunc("/markdown", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `<!doctype html><title>md</title><h1>Account</h1><p>Your password is <b>%s</b>, keep it safe.</p>`, mdSecret)
 	})
@@ -174,6 +177,14 @@ func TestScrubBeforeCut(t *testing.T) {
 			t.Errorf("snapshot = %q, want the clipped paragraph", got)
 		}
 		noSecret(t, "snapshot", got)
+	})
+	t.Run("get_title at its cap", func(t *testing.T) {
+		f.mustCall(s, openReq(fmt.Sprintf("%s/longtitle?n=%d", ts.URL, 990)))
+		got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetTitle{GetTitle: &browserv1.NoArgs{}}})
+		if !strings.Contains(got, strings.Repeat("A", 990)) || !strings.Contains(got, "more characters)") {
+			t.Errorf("get_title = %q, want the title cut", got)
+		}
+		noSecret(t, "get_title", got)
 	})
 	t.Run("error message clipped", func(t *testing.T) {
 		f.mustCall(s, openReq(fmt.Sprintf("%s/text?n=%d", ts.URL, 1980)))
