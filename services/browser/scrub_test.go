@@ -144,14 +144,6 @@ func TestScrubBeforeCut(t *testing.T) {
 		}
 		noSecret(t, "network_request", got)
 	})
-	t.Run("get_text default cap", func(t *testing.T) {
-		f.mustCall(s, openReq(fmt.Sprintf("%s/text?n=%d", ts.URL, 20000-10)))
-		got := f.mustCall(s, elementReq("get_text", "#t", 0))
-		if !strings.Contains(got, "[cut at 20000 of") {
-			t.Errorf("get_text = %.100q…, want it cut at the default cap", got)
-		}
-		noSecret(t, "get_text at the default cap", got)
-	})
 	t.Run("snapshot max_chars", func(t *testing.T) {
 		f.mustCall(s, openReq(fmt.Sprintf("%s/para?n=%d", ts.URL, 150)))
 		whole := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Snapshot{Snapshot: &browserv1.Snapshot{}}})
@@ -169,23 +161,27 @@ func TestScrubBeforeCut(t *testing.T) {
 			noSecret(t, fmt.Sprintf("snapshot with max_chars %d", max), got)
 		}
 	})
-	t.Run("snapshot text clipped by the page", func(t *testing.T) {
-		// A text of more than 2000 characters is clipped in the page.
-		f.mustCall(s, openReq(fmt.Sprintf("%s/para?n=%d", ts.URL, 1990)))
-		got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Snapshot{Snapshot: &browserv1.Snapshot{}}})
-		if !strings.Contains(got, strings.Repeat("A", 1990)) || !strings.Contains(got, "…") {
-			t.Errorf("snapshot = %q, want the clipped paragraph", got)
-		}
-		noSecret(t, "snapshot", got)
-	})
-	t.Run("get_title at its cap", func(t *testing.T) {
-		f.mustCall(s, openReq(fmt.Sprintf("%s/longtitle?n=%d", ts.URL, 990)))
-		got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetTitle{GetTitle: &browserv1.NoArgs{}}})
-		if !strings.Contains(got, strings.Repeat("A", 990)) || !strings.Contains(got, "more characters)") {
-			t.Errorf("get_title = %q, want the title cut", got)
-		}
-		noSecret(t, "get_title", got)
-	})
+	// Caps that need a long page: the page at path, with n letters
+	// before the secret; the result must hold the letters and marker.
+	for _, tc := range []struct {
+		name, path string
+		n          int
+		req        *browserv1.ToolRequest
+		marker     string
+	}{
+		{"get_text default cap", "/text", 20000 - 10, elementReq("get_text", "#t", 0), "[cut at 20000 of"},
+		{"snapshot text clipped by the page", "/para", 1990, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Snapshot{Snapshot: &browserv1.Snapshot{}}}, "…"},
+		{"get_title at its cap", "/longtitle", 990, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetTitle{GetTitle: &browserv1.NoArgs{}}}, "more characters)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.mustCall(s, openReq(fmt.Sprintf("%s%s?n=%d", ts.URL, tc.path, tc.n)))
+			got := f.mustCall(s, tc.req)
+			if !strings.Contains(got, strings.Repeat("A", min(tc.n, 1000))) || !strings.Contains(got, tc.marker) {
+				t.Errorf("%s = %.300q…, want it cut (%s)", tc.name, got, tc.marker)
+			}
+			noSecret(t, tc.name, got)
+		})
+	}
 	t.Run("error message clipped", func(t *testing.T) {
 		f.mustCall(s, openReq(fmt.Sprintf("%s/text?n=%d", ts.URL, 1980)))
 		_, err := f.call(s, evalReq(`throw new Error(document.getElementById("t").textContent)`))
