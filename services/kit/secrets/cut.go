@@ -1,6 +1,7 @@
 package secrets
 
 import (
+	"math"
 	"sync"
 	"unicode/utf8"
 	"unsafe"
@@ -119,12 +120,14 @@ func Cut(s string, n int, more bool) (string, int) {
 // would pass them; it returns the text and the runes it left out.
 func cutScrubbed(s string, sp []span, n int) (string, int) {
 	if n < 0 {
-		n = len(s) + len(sp)*64 // no cut
+		n = math.MaxInt // no cut
 	}
-	var b []byte
-	done, runes := 0, 0
-	left := 0
-	stopped := false
+	var (
+		b           []byte
+		done, runes int
+		left        int
+		stopped     bool
+	)
 	emit := func(t string, whole bool) {
 		if stopped {
 			left += utf8.RuneCountInString(t)

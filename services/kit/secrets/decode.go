@@ -186,7 +186,7 @@ func unhex(c byte) (byte, bool) {
 
 // hexRune reads n hex digits of s at i.
 func hexRune(s string, i, n int) (rune, bool) {
-	if i+n > len(s) {
+	if n <= 0 || n > 8 || i+n > len(s) {
 		return 0, false
 	}
 	var r rune
