@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 	"mime"
 	"net/http"
 	"os"
@@ -507,9 +508,10 @@ func (s *session) downloadGet(ctx context.Context, req *browserv1.ToolRequest, s
 		if limit <= 0 {
 			limit = defaultDownloadChars
 		}
-		text := string(data)
-		if n := utf8.RuneCountInString(text); n > limit {
-			text = string([]rune(text)[:limit]) + fmt.Sprintf("\n… (cut at %d of %d characters; pass max_chars for more)", limit, n)
+		n := utf8.RuneCount(data)
+		text, left := secrets.Cut(string(data), limit, false) // scrub, then cut
+		if left > 0 {
+			text += fmt.Sprintf("\n… (cut at %d of %d characters; pass max_chars for more)", limit, n)
 		}
 		res, err := result(fmt.Sprintf("%s (%s, %s):\n%s", name, snapshot.mime, sizeText(int64(len(data))), text), nil)
 		return res, err

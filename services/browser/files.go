@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 	"io"
 	"net"
 	"net/http"
@@ -242,10 +243,11 @@ func (s *session) fetchFile(ctx context.Context, raw string, limit int64) ([]byt
 	return data, path.Base(u.Path), nil
 }
 
-// clip cuts s to n bytes for a message.
+// clip cuts s to n characters for a message, scrubbed first (secrets.Cut).
 func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
+	kept, left := secrets.Cut(s, n, false)
+	if left > 0 {
+		kept += "…"
 	}
-	return s[:n] + "…"
+	return kept
 }

@@ -61,11 +61,6 @@ const (
 	httpDefaultBody    = 1 << 20
 	httpMaxBody        = 16 << 20
 	httpMaxRedirects   = 10
-	// httpScrubMargin is how much of the body is read past the cap, so
-	// that a secret value cut by the cap is recognised and kept out: the
-	// longest form Scrub knows of the longest value (every byte a \u00XX
-	// JSON escape).
-	httpScrubMargin = 6 * secrets.MaxValueLen
 )
 
 var httpMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
@@ -190,10 +185,9 @@ func (w *Worker) sendHTTP(ctx context.Context, req *browserv1.HTTPToolRequest) (
 	}
 	defer resp.Body.Close()
 
-	readLimit := limit
-	if w.secrets != nil {
-		readLimit += httpScrubMargin
-	}
+	// Read past the cap by the secrets' margin, so that a value the cap
+	// cuts is seen whole and scrubbed before the cut.
+	readLimit := limit + int64(w.secrets.Margin())
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, readLimit+1))
 	if err != nil && len(raw) == 0 {
 		return nil, sendError(ctx, method, u, timeout, fmt.Errorf("read the body: %w", err))
@@ -203,11 +197,9 @@ func (w *Worker) sendHTTP(ctx context.Context, req *browserv1.HTTPToolRequest) (
 		Status:      w.secrets.Scrub(resp.Status),
 		ContentType: w.secrets.Scrub(resp.Header.Get("Content-Type")),
 	}
-	var text string
-	if int64(len(raw)) > limit {
-		text, out.Clipped = clipScrubbed(w.secrets.Scrub, raw, int(limit)), true
-	} else {
-		text = w.secrets.Scrub(string(raw))
+	text, _ := secrets.Cut(string(raw), -1, int64(len(raw)) > readLimit) // scrub, then cut
+	if out.Clipped = int64(len(raw)) > limit; int64(len(text)) > limit {
+		text = trimPartialRune(text[:limit])
 	}
 	switch {
 	case !utf8.ValidString(text):
@@ -243,21 +235,6 @@ func (w *Worker) fillSecrets(s string) (string, error) {
 		return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s", err.Error())
 	}
 	return out, nil
-}
-
-// clipScrubbed returns raw scrubbed and cut to at most limit bytes of raw,
-// without any part of a secret value that the cut would split: the text
-// both raw[:limit] and a window reaching httpScrubMargin further scrub to
-// alike (a value cut at limit is whole, and so replaced, in the window
-// only), ending on a whole character.
-func clipScrubbed(scrub func(string) string, raw []byte, limit int) string {
-	cut := scrub(string(raw[:limit]))
-	window := scrub(string(raw[:min(len(raw), limit+httpScrubMargin)]))
-	n := 0
-	for n < len(cut) && n < len(window) && cut[n] == window[n] {
-		n++
-	}
-	return trimPartialRune(cut[:n])
 }
 
 // trimPartialRune drops an incomplete UTF-8 sequence at the end of s.

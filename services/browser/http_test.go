@@ -126,6 +126,13 @@ func storeSecret(t *testing.T, f *fleet, name, value string) *secrets.Key {
 	if err != nil {
 		t.Fatal(err)
 	}
+	storeSecretWith(t, f, key, name, value)
+	return key
+}
+
+// storeSecretWith stores a secret under key.
+func storeSecretWith(t *testing.T, f *fleet, key *secrets.Key, name, value string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	store, err := secrets.Open(ctx, f.c.NATS(), f.c.Prefix(), key)
@@ -135,7 +142,6 @@ func storeSecret(t *testing.T, f *fleet, name, value string) *secrets.Key {
 	if err := store.Set(ctx, name, []byte(value)); err != nil {
 		t.Fatal(err)
 	}
-	return key
 }
 
 // httpFleet is a worker with a secret key and the secret API_KEY.

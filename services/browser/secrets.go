@@ -1,11 +1,8 @@
 package browser
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
-	"io"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -187,59 +184,45 @@ func placeholderOutsideHost(raw string) error {
 	return nil
 }
 
-// scrubResult replaces secret values in a result with their placeholders.
-func (w *Worker) scrubResult(res *browserv1.ToolResult) *browserv1.ToolResult {
+// scrubResult replaces secret values in a result with their placeholders:
+// its text and structured JSON, and every file it carries (an image, a
+// PDF, a download, a trace) through the one path for files,
+// secrets.Cache.ScrubFile, which scrubs a text file and refuses a binary
+// one that holds a value. A refused file refuses the whole result, with
+// an error that names the file and the secret.
+func (w *Worker) scrubResult(res *browserv1.ToolResult) (*browserv1.ToolResult, error) {
 	if w.secrets == nil || res == nil {
-		return res
+		return res, nil
 	}
 	for _, c := range res.GetContent() {
 		switch p := c.GetPart().(type) {
 		case *browserv1.Content_Text:
 			p.Text = w.secrets.Scrub(p.Text)
 		case *browserv1.Content_Resource:
-			w.scrubGzip(p.Resource)
+			data, err := w.secrets.ScrubFile(p.Resource.GetName(), p.Resource.GetMimeType(), p.Resource.GetData())
+			if err != nil {
+				return nil, fileRefused(err)
+			}
+			// The page names a download, and types it.
+			p.Resource.Data, p.Resource.Name, p.Resource.MimeType = data, w.secrets.Scrub(p.Resource.GetName()), w.secrets.Scrub(p.Resource.GetMimeType())
+		case *browserv1.Content_Image:
+			name := "image." + strings.TrimPrefix(p.Image.GetMimeType(), "image/")
+			data, err := w.secrets.ScrubFile(name, p.Image.GetMimeType(), p.Image.GetData())
+			if err != nil {
+				return nil, fileRefused(err)
+			}
+			p.Image.Data = data
 		}
 	}
 	if s := res.GetStructuredJson(); s != "" {
 		res.StructuredJson = string(w.secrets.ScrubJSON([]byte(s)))
 	}
-	return res
+	return res, nil
 }
 
-// scrubGzip scrubs a gzipped JSON file a tool attached (a trace, a heap
-// snapshot): they hold the URLs the page loaded and the strings of its
-// heap, so a secret it was given. A file that does not unpack (or unpacks
-// past the worker's read limit) is dropped rather than passed on
-// unscrubbed. Other resources (a PDF) pass as they are.
-func (w *Worker) scrubGzip(r *browserv1.Resource) {
-	if r.GetMimeType() != "application/gzip" || len(w.secrets.Names()) == 0 {
-		return
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(r.GetData()))
-	var raw []byte
-	if err == nil {
-		limit := int64(w.cfg.MaxProfileReadBytes)
-		raw, err = io.ReadAll(io.LimitReader(zr, limit+1))
-		if err == nil && int64(len(raw)) > limit {
-			err = errors.New("larger than the read limit")
-		}
-	}
-	if err != nil {
-		r.Name, r.Data = r.GetName()+".dropped", nil
-		return
-	}
-	scrubbed := w.secrets.ScrubJSON(raw)
-	if bytes.Equal(scrubbed, raw) {
-		return
-	}
-	var out bytes.Buffer
-	zw := gzip.NewWriter(&out)
-	_, _ = zw.Write(scrubbed)
-	if zw.Close() != nil {
-		r.Name, r.Data = r.GetName()+".dropped", nil
-		return
-	}
-	r.Data = out.Bytes()
+// fileRefused is the tool error for a file that ScrubFile refused.
+func fileRefused(err error) error {
+	return bus.Errorf(commonv1.ErrorCode_FORBIDDEN, "%s", err.Error())
 }
 
 // scrubErr replaces secret values in an error's message (a navigation
@@ -259,4 +242,13 @@ func (w *Worker) scrubErr(err error) error {
 		return errors.New(msg)
 	}
 	return err
+}
+
+// scrubbed wraps an endpoint's handler so that its error is scrubbed
+// (call and httpCall scrub their results and errors themselves).
+func scrubbed[Req, Resp any](w *Worker, h func(context.Context, Req) (Resp, error)) func(context.Context, Req) (Resp, error) {
+	return func(ctx context.Context, req Req) (Resp, error) {
+		resp, err := h(ctx, req)
+		return resp, w.scrubErr(err)
+	}
 }

@@ -32,7 +32,7 @@ func (w *Worker) addStorageEndpoint(c *bus.Conn, svc micro.Service) error {
 	if w.storage == nil {
 		return nil
 	}
-	return svc.AddEndpoint(browserbus.Storage.Name, bus.Handle(c, w.storageTransfer),
+	return svc.AddEndpoint(browserbus.Storage.Name, bus.Handle(c, scrubbed(w, w.storageTransfer)),
 		micro.WithEndpointSubject(browserbus.Storage.Subject(c)),
 		micro.WithEndpointQueueGroup(storageQueue))
 }

@@ -355,8 +355,8 @@ func (w *Worker) run(ctx context.Context) error {
 		ep.Call.Name:    bus.Handle(c, w.call),
 		ep.Close.Name:   bus.Handle(c, w.closeSession),
 		ep.Ping.Name:    bus.Handle(c, w.ping),
-		ep.Open.Name:    bus.Handle(c, w.open),    // placed by the gateway (load.go)
-		ep.Restore.Name: bus.Handle(c, w.restore), // checkpoint.go
+		ep.Open.Name:    bus.Handle(c, scrubbed(w, w.open)),    // placed by the gateway (load.go)
+		ep.Restore.Name: bus.Handle(c, scrubbed(w, w.restore)), // checkpoint.go
 	} {
 		if err := g.AddEndpoint(name, h); err != nil {
 			return fmt.Errorf("add endpoint %s: %w", name, err)
@@ -567,11 +567,11 @@ func (w *Worker) updateOpenLocked() {
 			w.log.Error("join open queue", "err", err)
 			return
 		}
-		err = svc.AddEndpoint(browserbus.Open.Name, bus.Handle(w.c, w.open),
+		err = svc.AddEndpoint(browserbus.Open.Name, bus.Handle(w.c, scrubbed(w, w.open)),
 			micro.WithEndpointSubject(browserbus.Open.Subject(w.c)),
 			micro.WithEndpointQueueGroup("sovereign-browser-open"))
 		if err == nil {
-			err = svc.AddEndpoint(browserbus.Restore.Name, bus.Handle(w.c, w.restore), // checkpoint.go
+			err = svc.AddEndpoint(browserbus.Restore.Name, bus.Handle(w.c, scrubbed(w, w.restore)), // checkpoint.go
 				micro.WithEndpointSubject(browserbus.Restore.Subject(w.c)),
 				micro.WithEndpointQueueGroup("sovereign-browser-open"))
 		}
@@ -678,11 +678,6 @@ func (w *Worker) pageOptions() page.Options {
 		NetworkBuffer: w.cfg.NetworkBuffer, MaxPDFBytes: w.cfg.MaxPDFBytes,
 		MaxProfileFileBytes: w.cfg.MaxProfileFileBytes, MaxProfileReadBytes: w.cfg.MaxProfileReadBytes,
 		LighthouseDir: w.cfg.LighthouseDir, LighthouseSlot: w.lighthouse, Traces: w.traces}
-	if w.secrets != nil {
-		// Bytes a tool returns encoded (base64) cannot be scrubbed after:
-		// the page package scrubs them before (secrets.go scrubs text).
-		o.ScrubBytes = func(b []byte) []byte { return []byte(w.secrets.Scrub(string(b))) }
-	}
 	return o
 }
 
@@ -740,7 +735,11 @@ func (w *Worker) call(ctx context.Context, req *browserv1.ToolRequest) (*browser
 		// Chromium went away under the call: say so, not a CDP error.
 		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_LOST, "browser session %s was lost: its Chromium crashed", s.id)
 	}
-	return w.scrubResult(res), w.scrubErr(err)
+	if err != nil {
+		return nil, w.scrubErr(err)
+	}
+	res, err = w.scrubResult(res)
+	return res, w.scrubErr(err)
 }
 
 // isStopping reports whether Run's context ended.

@@ -35,6 +35,7 @@ type Cache struct {
 	mu      sync.RWMutex
 	entries map[string]*entry
 	m       *matcher // built from entries; nil when there is nothing to scrub
+	margin  int      // see Margin
 	feeds   []*redact.Set
 	gen     uint64 // the watch generation (see mirror)
 	loading bool   // the first values are arriving: the matcher waits
@@ -88,6 +89,7 @@ func (s *Store) Watch(ctx context.Context) (*Cache, error) {
 	wctx, stop := context.WithCancel(context.Background())
 	c.stop = stop
 	go c.mirror(wctx, w)
+	live.add(c)
 	return c, nil
 }
 
@@ -262,13 +264,16 @@ func (c *Cache) shared(v []byte) bool {
 // rebuild makes the matcher from the entries; the caller holds mu.
 func (c *Cache) rebuild() {
 	var ps []*pattern
+	c.margin = 0
 	for name, e := range c.entries {
 		if len(e.value) < MinScrubLen {
 			continue
 		}
 		repl := Placeholder(name)
+		c.margin = max(c.margin, maxExpansion*len(e.value))
 		for _, v := range e.variants {
 			ps = append(ps, &pattern{b: v, repl: repl})
+			c.margin = max(c.margin, len(v))
 		}
 	}
 	if len(ps) == 0 {
@@ -284,6 +289,7 @@ func (c *Cache) Close() {
 	if c == nil {
 		return
 	}
+	live.remove(c)
 	if c.stop != nil {
 		c.stop()
 		<-c.done

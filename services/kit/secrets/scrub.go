@@ -26,8 +26,9 @@ type pattern struct {
 // and a bit test; candidates are checked in a map of the patterns by their
 // first 4 bytes, longest first.
 type matcher struct {
-	bits  [1 << 16 / 64]uint64
-	heads map[uint32][]*pattern
+	bits   [1 << 16 / 64]uint64
+	heads  map[uint32][]*pattern
+	maxLen int // the longest pattern
 }
 
 func head(s string, i int) uint32 {
@@ -48,6 +49,7 @@ func newMatcher(ps []*pattern) *matcher {
 		h := hash16(x)
 		m.bits[h>>6] |= 1 << (h & 63)
 		m.heads[x] = append(m.heads[x], p)
+		m.maxLen = max(m.maxLen, len(p.b))
 	}
 	for _, l := range m.heads {
 		slices.SortStableFunc(l, func(a, b *pattern) int { return len(b.b) - len(a.b) })
@@ -58,10 +60,15 @@ func newMatcher(ps []*pattern) *matcher {
 // find returns the first match in s at or after from: its start and
 // pattern; -1 when there is none.
 func (m *matcher) find(s string, from int) (int, *pattern) {
+	return m.findUntil(s, from, len(s))
+}
+
+// findUntil is find for matches that start before until.
+func (m *matcher) findUntil(s string, from, until int) (int, *pattern) {
 	if m == nil || len(m.heads) == 0 {
 		return -1, nil
 	}
-	for i := from; i+4 <= len(s); i++ {
+	for i := from; i+4 <= len(s) && i < until; i++ {
 		x := head(s, i)
 		h := hash16(x)
 		if m.bits[h>>6]&(1<<(h&63)) == 0 {
@@ -76,26 +83,13 @@ func (m *matcher) find(s string, from int) (int, *pattern) {
 	return -1, nil
 }
 
-// replace returns s with every match replaced, scanning left to right
-// without overlaps; s itself when nothing matched.
+// replace returns s with every match replaced, in s and in its decoded
+// forms (decode.go); s itself when nothing matched.
 func (m *matcher) replace(s string) string {
-	i, p := m.find(s, 0)
-	if p == nil {
+	if m == nil || len(m.heads) == 0 {
 		return s
 	}
-	var b []byte
-	done := 0
-	for p != nil {
-		if b == nil {
-			b = make([]byte, 0, len(s)+len(s)/8)
-		}
-		b = append(b, s[done:i]...)
-		b = append(b, p.repl...)
-		done = i + len(p.b)
-		i, p = m.find(s, done)
-	}
-	b = append(b, s[done:]...)
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	return apply(s, merge(m.spans(nil, s, 0)))
 }
 
 // variants returns the forms of v that text may show it in, each once,
@@ -127,12 +121,38 @@ func variants(v []byte) [][]byte {
 	add(jsonEscape(v, true, false))
 	add(jsonEscape(v, false, false))
 	add(jsonEscape(v, false, true))
+	if bytes.IndexByte(v, ' ') >= 0 {
+		add(bytes.ReplaceAll(v, []byte(" "), []byte("+"))) // a form's + for space, other bytes as they are
+	}
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
 		b := make([]byte, enc.EncodedLen(len(v)))
 		enc.Encode(b, v)
 		add(b)
 	}
+	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+		for align := range 3 {
+			add(base64Core(enc, v, align))
+		}
+	}
 	return out
+}
+
+// base64Core returns the part of the base64 of a longer text that depends
+// on v alone, where v starts align bytes after a multiple of 3: the
+// characters whose 6 bits all come from v. So a value inside a longer
+// base64 blob (a data: URL, a JSON field holding a file) is found
+// whatever precedes and follows it.
+func base64Core(enc *base64.Encoding, v []byte, align int) []byte {
+	padded := make([]byte, align+len(v))
+	copy(padded[align:], v)
+	full := make([]byte, enc.EncodedLen(len(padded)))
+	enc.Encode(full, padded)
+	clear(padded)
+	first := (8*align + 5) / 6  // the first character without bits of the bytes before v
+	last := 8 * len(padded) / 6 // characters before this one have no bits of the bytes after v
+	core := bytes.Clone(full[first:last])
+	clear(full)
+	return core
 }
 
 // Which bytes stay as they are when percent-encoding (besides letters
@@ -307,8 +327,8 @@ func (m *matcher) scrubJSON(b []byte) []byte {
 			if !escaped {
 				// No escapes: every match lies inside the string, and a
 				// placeholder needs no escaping.
-				for j, p := m.find(inner, 0); p != nil; j, p = m.find(inner, j+len(p.b)) {
-					emit(i+1+j, i+1+j+len(p.b), p.repl)
+				for _, x := range merge(m.spans(nil, inner, 0)) {
+					emit(i+1+x.start, i+1+x.end, x.repl)
 				}
 			} else {
 				dec = unquote(dec[:0], inner)
@@ -351,16 +371,8 @@ func unquote(out []byte, inner string) []byte {
 		c := inner[i]
 		i++
 		switch c {
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
+		case 'b', 'f', 'n', 'r', 't':
+			out = append(out, controlEscapes[c])
 		case 'u':
 			r := hex4(inner[i:])
 			i += 4

@@ -30,7 +30,11 @@
 //
 // [Cache.Scrub] replaces every value of at least [MinScrubLen] bytes, and
 // the forms a page or a URL shows it in (percent-encoded, HTML-escaped,
-// JSON-escaped, base64), with its placeholder. Shorter values are still
+// JSON-escaped, base64, also inside a longer base64 blob), with its
+// placeholder; text with escapes (Markdown's \_, HTML's &#97;, JSON's and
+// JavaScript's \u0061 and \x61, URLs' %61) is also read decoded
+// (decode.go). [Cut] is the one way to shorten text: it scrubs first
+// (cut.go). [Cache.ScrubFile] scrubs or refuses a file (files.go). Shorter values are still
 // substituted but never scrubbed: a 2-character secret would otherwise
 // cut every word that contains it. `sovereign secret set` warns about them.
 //

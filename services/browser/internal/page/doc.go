@@ -110,8 +110,12 @@
 // for; the walk of a huge page also stops early and at the deadline),
 // get_text, get_html and eval at DefaultTextChars (cut in the page), titles
 // and addresses at fixed lengths; the request's max_chars overrides the
-// first two. A document that goes away under a call is retried a few times,
-// then the tool fails with "the page navigated while …".
+// first two. Every cut scrubs the operator's secrets first (secrets.Cut):
+// text the page cuts is read with secrets.Margin() to spare and cut again
+// here, and page.js's clips arrive marked and are cut here
+// (resolveClips), so a cut never keeps part of a value. A document that
+// goes away under a call is retried a few times, then the tool fails with
+// "the page navigated while …".
 //
 // # eval
 //

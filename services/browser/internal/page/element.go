@@ -237,16 +237,18 @@ func (t *Tab) readCut(ctx context.Context, el *browserv1.Element, tool, fn, how 
 		Total int    `json:"total"`
 	}
 	limit := t.capChars(DefaultTextChars)
-	if _, _, err := t.onElement(ctx, el, tool, fn, &r, limit); err != nil {
+	room := readRoom(limit)
+	if _, _, err := t.onElement(ctx, el, tool, fn, &r, room); err != nil {
 		return nil, err
 	}
-	if r.Total > limit {
-		return textResult("%s%s", r.S, cutMarker(limit, r.Total, how)), nil
+	text, cut := cutRead(r.S, limit, r.Total > room)
+	if cut {
+		return textResult("%s%s", text, cutMarker(limit, r.Total, how)), nil
 	}
 	if tool == "get_text" {
-		r.S = strings.TrimSpace(r.S)
+		text = strings.TrimSpace(text)
 	}
-	return textResult("%s", r.S), nil
+	return textResult("%s", text), nil
 }
 
 // getAttr returns the value of an attribute of an element.

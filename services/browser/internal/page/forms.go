@@ -358,19 +358,22 @@ func (t *Tab) getMarkdown(ctx context.Context, g *browserv1.GetMarkdown) (*brows
 		More  bool   `json:"more"`
 	}
 	limit := t.capChars(DefaultTextChars)
+	room := readRoom(limit)
 	const fn = `return F.markdown(this, a[1]);`
 	if g.GetElement() == nil {
-		if err := t.callWorld(ctx, t.main(), formsFn(`return F.markdown(document.body || document.documentElement, a[0]);`), &r, limit); err != nil {
+		if err := t.callWorld(ctx, t.main(), formsFn(`return F.markdown(document.body || document.documentElement, a[0]);`), &r, room); err != nil {
 			return nil, err
 		}
-	} else if _, _, err := t.onElement(ctx, g.GetElement(), "get_markdown", formsFn(fn), &r, limit); err != nil {
+	} else if _, _, err := t.onElement(ctx, g.GetElement(), "get_markdown", formsFn(fn), &r, room); err != nil {
 		return nil, err
 	}
 	how := "ask for one part of the page (ref or selector), or pass a larger max_chars"
+	text, cut := cutRead(r.S, limit, r.Total > room || r.More)
+	r.S = text
 	switch {
 	case r.More:
 		return textResult("%s\n[cut at %d characters; the page has more (over %d characters); %s]", r.S, limit, r.Total, how), nil
-	case r.Total > limit:
+	case cut:
 		return textResult("%s%s", r.S, cutMarker(limit, r.Total, how)), nil
 	case strings.TrimSpace(r.S) == "":
 		return textResult("(no readable content: the element is empty, hidden, or holds only controls and media)"), nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 	"math"
 	"net/url"
 	"os"
@@ -188,9 +189,9 @@ func (t *Tab) lighthouseAudit(ctx context.Context, req *browserv1.LighthouseAudi
 		if report == "html" {
 			name, mime, data = "lighthouse.html", "text/html", []byte(out.HTML)
 		}
-		if t.opts.ScrubBytes != nil {
-			data = t.opts.ScrubBytes(data) // first: a secret's placeholder may be longer than the secret
-		}
+		// Scrubbed before the size check: a placeholder may be longer
+		// than its secret (the worker scrubs every file again).
+		data = []byte(secrets.ScrubAll(string(data)))
 		if max := t.opts.maxProfileFileBytes(); len(data) > max {
 			appendText(res, fmt.Sprintf("The %s report (%d bytes) is larger than the worker's file limit of %d bytes (--max-profile-file-mb): left out.", report, len(data), max))
 		} else {

@@ -2,8 +2,10 @@ package page
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
 // Every text a tool returns is bounded: a hostile page can make its
@@ -29,31 +31,78 @@ const (
 	snapshotNodesPerChar = 0.1
 )
 
+// Every cut below scrubs the operator's secrets first (secrets.Cut): a
+// value across a cut would otherwise leave its first part, which no later
+// scrubbing recognises. Nothing in this package shortens text by slicing
+// it; text that the page cuts comes with room to spare (readRoom, clip in
+// page.js) and is cut again here.
+
 // clipTo cuts s to n characters (runes), saying how many it left out.
 func clipTo(s string, n int) string {
-	if len(s) <= n {
-		return s
+	kept, left := secrets.Cut(s, n, false)
+	if left == 0 {
+		return kept
 	}
-	i, count := 0, 0
-	for i = range s {
-		if count == n {
-			return s[:i] + fmt.Sprintf("… (%d more characters)", utf8.RuneCountInString(s[i:]))
-		}
-		count++
-	}
-	return s
+	return kept + fmt.Sprintf("… (%d more characters)", left)
 }
 
 // clipRunes returns the first n characters (runes) of s.
 func clipRunes(s string, n int) string {
-	count := 0
-	for i := range s {
-		if count == n {
-			return s[:i]
-		}
-		count++
+	kept, _ := secrets.Cut(s, n, false)
+	return kept
+}
+
+// readRoom returns how many characters to ask the page for when the
+// result is cut at limit: the margin lets the cut here see whole every
+// secret value that starts before it (see cutRead).
+func readRoom(limit int) int { return limit + secrets.Margin() }
+
+// cutRead cuts text that the page read with readRoom(limit) and cut at
+// that (more: it has more) to limit characters; cut reports whether the
+// result is shorter than the page's text.
+func cutRead(s string, limit int, more bool) (text string, cut bool) {
+	kept, left := secrets.Cut(s, limit, more)
+	return kept, more || left > 0
+}
+
+// Text that page.js clips (clip: names, values, titles) arrives marked,
+// with room to spare: clipOpen, the characters to keep (and + when the
+// text goes on past what the page sent), clipMid, the text, clipClose. resolveClips cuts each here, after scrubbing.
+const (
+	clipOpen  = "\ue000"
+	clipMid   = "\ue001"
+	clipClose = "\ue002"
+)
+
+// resolveClips replaces each marked clip in s by its text scrubbed and
+// cut, with … where it was cut.
+func resolveClips(s string) string {
+	if !strings.Contains(s, clipOpen) {
+		return s
 	}
-	return s
+	var b strings.Builder
+	for {
+		i := strings.Index(s, clipOpen)
+		if i < 0 {
+			break
+		}
+		b.WriteString(s[:i])
+		rest := s[i+len(clipOpen):]
+		mid := strings.Index(rest, clipMid)
+		count, more := strings.CutSuffix(rest[:max(mid, 0)], "+") // +: the page has more
+		n, err := strconv.Atoi(count)
+		end := strings.Index(rest, clipClose)
+		if mid < 0 || err != nil || end < mid {
+			s = rest // not one of ours: drop the stray mark
+			continue
+		}
+		kept, _ := secrets.Cut(rest[mid+len(clipMid):end], n, more)
+		b.WriteString(kept)
+		b.WriteString("…")
+		s = rest[end+len(clipClose):]
+	}
+	b.WriteString(s)
+	return b.String()
 }
 
 // capChars returns the cap of a text result: the call's max_chars or def.
@@ -75,6 +124,7 @@ func cutMarker(max, total int, how string) string {
 // how many lines and characters were left out and which ref to ask for to
 // see them.
 func cutLines(lines []string, max int) (string, bool) {
+	lines = strings.Split(secrets.ScrubAll(strings.Join(lines, "\n")), "\n") // scrub, then cut
 	total := 0
 	for _, l := range lines {
 		total += len(l) + 1

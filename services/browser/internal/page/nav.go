@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
@@ -220,12 +221,23 @@ func (t *Tab) targetInfo(ctx context.Context) *target.Info {
 // title returns document.title of the main frame, read in the isolated
 // world so that the page cannot fake it.
 func (t *Tab) title(ctx context.Context) (string, error) {
-	var s string
+	var r struct {
+		S     string `json:"s"`
+		Total int    `json:"total"`
+	}
+	room := readRoom(maxTitle)
 	err := t.callWorld(ctx, t.main(), `function(max) {
 		const t = document.title;
-		return t.length > max ? t.slice(0, max) + '\u2026 (' + (t.length - max) + ' more characters)' : t;
-	}`, &s, maxTitle)
-	return s, err
+		return {s: t.slice(0, max), total: t.length};
+	}`, &r, room)
+	if err != nil {
+		return "", err
+	}
+	text, cut := cutRead(r.S, maxTitle, r.Total > room)
+	if cut {
+		text += fmt.Sprintf("… (%d more characters)", r.Total-utf8.RuneCountInString(text))
+	}
+	return text, nil
 }
 
 // checkURL validates raw for open and returns the URL to navigate to.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 	"regexp"
 	"strconv"
 	"strings"
@@ -338,7 +339,9 @@ func (t *Tab) networkRequest(ctx context.Context, req *browserv1.NetworkRequestB
 		isText = !r.Base64encoded || utf8.Valid(body) && !strings.HasPrefix(found.MIMEType, "image/")
 	}
 	total := len(body)
-	cut := total > maxBytes
+	// Scrub, then cut: a cut across a secret would keep its first part.
+	body = []byte(secrets.ScrubAll(string(body)))
+	cut := len(body) > maxBytes
 	if cut {
 		body = body[:maxBytes]
 	}
@@ -346,9 +349,6 @@ func (t *Tab) networkRequest(ctx context.Context, req *browserv1.NetworkRequestB
 	if isText {
 		text = strings.ToValidUTF8(text, "") // a cut may split a character
 	} else {
-		if t.opts.ScrubBytes != nil {
-			body = t.opts.ScrubBytes(body)
-		}
 		text, encoding = base64.StdEncoding.EncodeToString(body), "base64"
 	}
 	head := fmt.Sprintf("%s body of %s %s %s (%d bytes, %s", part, id, found.Method, found.URL, total, encoding)

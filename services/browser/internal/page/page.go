@@ -45,10 +45,6 @@ type Options struct {
 	// Dialogs returns the session's dialog mode when a dialog opens (nil
 	// or unspecified: ask; see dialog.go).
 	Dialogs func() browserv1.DialogMode
-	// ScrubBytes replaces the operator's secrets in bytes a tool returns
-	// base64-encoded (nil: no secrets), which the worker's scrubbing of
-	// result text cannot see.
-	ScrubBytes func([]byte) []byte
 	// MaxProfileFileBytes caps the gzipped file performance_stop and
 	// heap_snapshot attach (0: DefaultMaxProfileFileBytes);
 	// MaxProfileReadBytes how much of a trace or heap snapshot the tab

@@ -240,8 +240,15 @@
     return s.replace(/[\s\u00a0]+/g, ' ').trim();
   }
 
+  // clip cuts s to max characters with an ellipsis: in Go, after the
+  // secrets are scrubbed (limits.go's resolveClips), so the cut is marked
+  // here and keeps 2048 more characters for the scrubber to see.
   function clip(s, max) {
-    return s.length > max ? s.slice(0, max - 1) + '\u2026' : s;
+    if (s.length <= max) return s;
+    s = s.replace(/[\uE000-\uE002]/g, '');
+    if (s.length <= max) return s;
+    const room = max - 1 + 2048;
+    return '\uE000' + (max - 1) + (s.length > room ? '+' : '') + '\uE001' + s.slice(0, room) + '\uE002';
   }
 
   function hiddenAttr(el) {

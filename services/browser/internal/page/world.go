@@ -1,6 +1,7 @@
 package page
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -338,7 +339,42 @@ func decodeCall(r runtime.CallFunctionOnResult, err error, out any) error {
 	if out == nil || r.Result == nil || len(r.Result.Value) == 0 {
 		return nil
 	}
-	return json.Unmarshal(r.Result.Value, out)
+	v, err := resolveJSONClips(r.Result.Value)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(v, out)
+}
+
+// resolveJSONClips resolves the clips that page.js marked in the strings of
+// a JSON value (limits.go).
+func resolveJSONClips(raw []byte) ([]byte, error) {
+	if !bytes.Contains(raw, []byte(clipOpen)) && !bytes.Contains(raw, []byte(`\ue000`)) && !bytes.Contains(raw, []byte(`\uE000`)) {
+		return raw, nil
+	}
+	var v any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			return resolveClips(x)
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+		case map[string]any:
+			for k := range x {
+				x[k] = walk(x[k])
+			}
+		}
+		return v
+	}
+	return json.Marshal(walk(v))
 }
 
 // withArgs prepares a call of the JavaScript function fn with args passed
