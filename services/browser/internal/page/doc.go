@@ -38,11 +38,22 @@
 //
 // interactive keeps links, buttons, form fields, options, ARIA widgets,
 // contenteditable roots and elements with onclick, tabindex or a pointer
-// cursor, plus headings, iframes and dialogs for context. compact drops
-// unnamed structural wrappers (in interactive mode: every container; in
-// the full tree: generic elements without a name and empty elements).
-// Hidden elements (display:none, visibility:hidden, aria-hidden, inert)
-// never show. Password values show as dots.
+// cursor (not a pointer-cursor box around controls of its own: the
+// controls are the targets), plus headings, iframes, dialogs and the rows
+// that hold controls for context. compact drops unnamed structural
+// wrappers (in interactive mode: every container but those; in the full
+// tree: generic elements without a name and empty elements). Hidden
+// elements (display:none, visibility:hidden, aria-hidden, inert) never
+// show. Password values show as dots.
+//
+// Names follow accname as Chromium's accessibility tree computes them:
+// a row is named by its cells (`- row "Toyota Celica 35000"`, its
+// checkbox on the line under it), a name from content includes CSS
+// generated text (a picker's "Normal") but not icon-font glyphs, and
+// elements that never show text (style, script, template, an SVG's
+// defs and style, a MathML annotation), whatever their namespace, add
+// nothing. An interactive element without a name of its own (a focusable
+// list item, a clickable div) is named by its text.
 //
 // # Element tools
 //
@@ -51,6 +62,10 @@
 // click and hover scroll the element into view and send real mouse events
 // at the centre of its box in main-frame coordinates, so iframe offsets
 // are accounted for; a click that lands on a covering element says so.
+// The hit test looks into open shadow roots and slots, so a component's
+// own parts (the label around its switch, its host) never count as
+// covering it, and for an element in a same-origin frame it also looks at
+// the documents around the frame (an overlay there covers the frame).
 // fill selects the field's content and inserts the text (select elements
 // take an option label or value; date-like inputs take their value whole),
 // then fires change. It succeeds when the field took the text (an input
