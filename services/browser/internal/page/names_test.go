@@ -118,11 +118,16 @@ const svgStylePage = `<!doctype html><title>Logos</title>
 <button><svg width="16" height="16"><style>path{stroke:red}</style><script>void 0</script><path d="M0 0h16"/></svg>Close</button>
 <p>Sum: <math><semantics><mrow><mi>x</mi></mrow><annotation encoding="application/x-tex">\frac{a}{b}</annotation></semantics></math></p>
 <span role="button" tabindex="0" class="picker"></span>
-<style>.picker::before { content: "Normal" } .picker::after { content: "\e900" }</style>`
+<div contenteditable="true" aria-label="Body" class="blank" data-placeholder="Write here"></div>
+<ul><li>walk dog <input type=checkbox class="tick"></li></ul>
+<style>.picker::before { content: "Normal" } .picker::after { content: "\e900" }
+.blank::before { content: attr(data-placeholder) }
+.tick { appearance: none; width: 20px; height: 20px } .tick::after { content: "\2714" }</style>`
 
 // TestNamesLeaveOutStyles: the text of an inline SVG's <style> and
 // <script>, and of a MathML annotation, is in no name and no text of
-// any snapshot, nor in get_markdown; CSS generated text is in a name.
+// any snapshot, nor in get_markdown; CSS generated text is in a name
+// (but not in a value).
 func TestNamesLeaveOutStyles(t *testing.T) {
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": svgStylePage})
@@ -140,6 +145,13 @@ func TestNamesLeaveOutStyles(t *testing.T) {
 			}
 		}
 	}
+	// CSS text is not what a field holds: an empty editor's placeholder.
+	snap := text(must(t, tab, snapReq(true, true)))
+	if line := lineOf(snap, refFor(t, snap, `textbox "Body"`)); strings.Contains(line, "Write here") {
+		t.Errorf("an empty editor shows its CSS placeholder as its value: %q", line)
+	}
+	// A drawn tick is no name: the checkbox is named by its item.
+	refFor(t, snap, `checkbox "walk dog"`)
 	md := text(must(t, tab, markdownReq(nil)))
 	if strings.Contains(md, "fill:") || strings.Contains(md, "stroke:") {
 		t.Errorf("get_markdown shows CSS text:\n%s", md)

@@ -274,10 +274,16 @@
   // ICONS are the private-use characters of icon fonts.
   const ICONS = /[\ue000-\uf8ff]|[\udb80-\udbff][\udc00-\udfff]/g;
 
+  // WORDY says a text has a letter or a digit.
+  const WORDY = /[\p{L}\p{N}]/u;
+
   // generated returns the text that CSS puts before or after el (content:
   // "Normal" or attr(data-label), as a picker shows its value), which a
-  // name from content includes (accname); icon-font glyphs are left out.
+  // name from content includes (accname). Icon-font glyphs and marks
+  // alone (a checkbox's drawn tick, an arrow) are left out: they tell a
+  // model less than the name the element takes from where it sits.
   function generated(el, pseudo) {
+    if (FORM_FIELDS.has(el.tagName)) return '';
     const c = getComputedStyle(el, pseudo).content;
     if (!c || c === 'none' || c === 'normal') return '';
     let s = '';
@@ -285,13 +291,17 @@
     for (let m; (m = GENERATED.exec(c));) {
       s += m[1] !== undefined ? m[1].replace(/\\(.)/g, '$1') : (el.getAttribute(m[2]) || '');
     }
-    return s.replace(ICONS, '');
+    s = s.replace(ICONS, '');
+    return WORDY.test(s) ? s : '';
   }
 
+  const FORM_FIELDS = new Set(['INPUT', 'SELECT', 'TEXTAREA', 'IMG']);
+
   // textOf returns the visible text of el's subtree (alt text for images,
-  // CSS generated text), with a space at block boundaries. skip is an
-  // element to leave out.
-  function textOf(el, skip) {
+  // CSS generated text unless plain: a value is what the field holds, not
+  // the placeholder CSS shows in an empty editor), with a space at block
+  // boundaries. skip is an element to leave out.
+  function textOf(el, skip, plain) {
     const out = [];
     let left = 400;
     const walk = (node) => eachChild(node, (c) => {
@@ -319,7 +329,7 @@
     // CSS text is looked for on el and on empty elements (a label that
     // CSS fills), not on every element: it costs a style each.
     const walkWith = (e) => {
-      const css = e === el || !e.firstChild;
+      const css = !plain && (e === el || !e.firstChild);
       if (css) out.push(generated(e, '::before'));
       walk(e.shadowRoot || e);
       if (css) out.push(generated(e, '::after'));
@@ -507,7 +517,10 @@
       const opts = Array.from(el.selectedOptions || [], (o) => norm(o.label || o.text));
       return opts.join(', ');
     }
-    if (role === 'textbox' && el.isContentEditable) return secretField(el) ? masked(textOf(el)) : clip(textOf(el), 200);
+    if (role === 'textbox' && el.isContentEditable) {
+      const v = textOf(el, null, true);
+      return secretField(el) ? masked(v) : clip(v, 200);
+    }
     const vn = el.getAttribute('aria-valuenow');
     if (vn !== null && (role === 'slider' || role === 'spinbutton' || role === 'progressbar' || role === 'meter')) {
       return el.getAttribute('aria-valuetext') || vn;
@@ -1021,7 +1034,7 @@
     const badNumber = el.tagName === 'INPUT' && el.type === 'number' &&
       (!!(el.validity && el.validity.badInput) || (!!w && w.el === el && w.value !== '' && el.value === ''));
     if (el.isConnected && fireChange && !el.isContentEditable && !badNumber) fire(el, 'change');
-    const value = el.isContentEditable ? textOf(el) : el.value;
+    const value = el.isContentEditable ? textOf(el, null, true) : el.value;
     const secret = secretField(el);
     const r = secret ? { secret, n: chars(value) } : { value: clip(value, 2000), n: chars(value) };
     r.accepted = accepted;
