@@ -128,11 +128,24 @@ func TestComponents(t *testing.T) {
 			t.Errorf("the selected row does not say so:\n%s", snap)
 		}
 
-		// Every row drawn: the snapshot stays within the cap, and the
-		// rows it shows are named.
-		_, snap = open(t, ctx, "/grid.html?all")
+		// Every row drawn: the snapshot shows the first rows, named,
+		// and says how to see the others; find shows one, whose
+		// checkbox a click selects.
+		c, snap = open(t, ctx, "/grid.html?all")
 		noNamelessRows(t, snap)
 		mustRef(t, snap, "row", "Toyota Celica 0 20000")
+		if !regexp.MustCompile(`- text: "\[\d+ more rows not shown; take snapshot with find=`).MatchString(snap) {
+			t.Errorf("the snapshot of 2,000 rows does not say that more are not shown:\n%s", clipped(snap))
+		}
+		found := text(t, ctx, c, "snapshot", map[string]any{"find": "Panda 1234"})
+		row = mustRef(t, found, "row", "Fiat Panda 1234 28638")
+		if box = childRef(found, row, "checkbox"); box == "" {
+			t.Fatalf("no checkbox under row %s:\n%s", row, found)
+		}
+		clicked(t, text(t, ctx, c, "click", map[string]any{"ref": box}), `checkbox "`)
+		if got := evalString(t, ctx, c, `api.getSelectedRows().map((r) => r.model).join()`); got != "Panda 1234" {
+			t.Errorf("selected rows = %q, want Panda 1234", got)
+		}
 	})
 }
 

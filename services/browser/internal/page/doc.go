@@ -122,7 +122,11 @@
 //
 // Every text a tool returns is bounded (limits.go): snapshots at
 // DefaultSnapshotChars (cut at a line, with a marker naming the ref to ask
-// for; the walk of a huge page also stops early and at the deadline),
+// for; the walk of a huge page also stops early and at the deadline; an
+// interactive snapshot of the page shows at most one row, list item or
+// tree item of a container per 800 characters of the cap, 50 by default,
+// then a line that counts the rest and points at find, so a grid of
+// 2,000 rows leaves room for the rest of the page),
 // get_text, get_html and eval at DefaultTextChars (cut in the page), titles
 // and addresses at fixed lengths; the request's max_chars overrides the
 // first two. A document that goes away under a call is retried a few times,

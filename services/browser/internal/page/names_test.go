@@ -185,7 +185,7 @@ var rowLine = regexp.MustCompile(`(?m)^\s*- row( "[^"]*")? \[ref=`)
 // TestRowNames: rows are named by their cells, a control in a row sits
 // under its row's line (so a model can tell whose checkbox it is),
 // focusable list items are named by their text, and the default snapshot
-// of a large grid has no nameless row lines.
+// of a large grid shows its first rows, named, and how to find the others.
 func TestRowNames(t *testing.T) {
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": gridPage(20), "/big": gridPage(2000)})
@@ -218,19 +218,35 @@ func TestRowNames(t *testing.T) {
 		t.Errorf("%d row lines, want 23 (header, 20 rows, 2 table rows):\n%s", len(m), snap)
 	}
 
+	// A large grid: its first rows, named, then how many more there are
+	// and how to see one, then the rest of the page.
 	must(t, tab, openReq(srv.URL+"/big"))
 	snap = text(must(t, tab, snapReq(true, true)))
-	if len(snap) > DefaultSnapshotChars+500 {
-		t.Errorf("snapshot of a 2,000-row grid has %d characters, cap %d", len(snap), DefaultSnapshotChars)
-	}
 	rows := rowLine.FindAllStringSubmatch(snap, -1)
-	if len(rows) < 50 {
-		t.Errorf("snapshot of a 2,000-row grid shows %d rows:\n%s", len(rows), snap[:2000])
+	// 50 rows of the grid (its header and 49), and the 2 of the table.
+	if len(snap) > 10000 || len(rows) != 52 {
+		t.Errorf("snapshot of a 2,000-row grid: %d characters, %d rows (want 50 of the grid, 2 of the table)", len(snap), len(rows))
 	}
 	for _, m := range rows {
 		if m[1] == "" {
-			t.Fatalf("snapshot of a large grid has nameless rows:\n%s", snap[:2000])
+			t.Fatalf("snapshot of a large grid has nameless rows:\n%s", snap)
 		}
 	}
-	t.Logf("2,000-row grid: %d characters, %d rows shown", len(snap), len(rows))
+	for _, want := range []string{
+		`- text: "[1951 more rows not shown; take snapshot with find=<their text> to see one]"`,
+		`- listitem "Write report" [ref=`,
+	} {
+		if !strings.Contains(snap, want) {
+			t.Errorf("snapshot of a 2,000-row grid lacks %q:\n%s", want, snap)
+		}
+	}
+	found := text(must(t, tab, findReq("Model 1234", "")))
+	if !strings.Contains(found, `- row "Fiat Model 1234 28638" [ref=`) || !strings.Contains(found, `- checkbox "Press Space to toggle row selection" [ref=`) {
+		t.Errorf("find of a row past the first 50 = %s", found)
+	}
+	// A larger max_chars shows more rows.
+	snap = text(must(t, tab, maxChars(snapReq(true, true), 400000)))
+	if n := len(rowLine.FindAllString(snap, -1)); n != 502 {
+		t.Errorf("snapshot with max_chars=400000 shows %d rows, want 502", n)
+	}
 }

@@ -545,6 +545,10 @@
     // huge page gives a bounded snapshot within the tool's time.
     this.deadline = opts.deadline || Infinity;
     this.maxNodes = opts.maxNodes || Infinity;
+    // In interactive mode, a container shows at most opts.maxRun rows (or
+    // list or tree items) of its own, then a line that says how many
+    // more there are.
+    this.maxRun = this.interactive ? opts.maxRun || 0 : 0;
     this.seen = 0;
     this.kept = 0;
     this.stopped = '';
@@ -560,11 +564,35 @@
     }
     if (!text) {
       // Elements only: touching text nodes would cost a wrapper each.
-      for (let c = node.firstElementChild; c; c = c.nextElementSibling) this.element(c, out, pointer);
+      let run = 0;
+      for (let c = node.firstElementChild; c; c = c.nextElementSibling) {
+        const n = out.length;
+        this.element(c, out, pointer);
+        if (!this.maxRun || out.length !== n + 1 || out[n].el !== c || !RUNS.has(out[n].role)) continue;
+        if (++run >= this.maxRun && c.nextElementSibling) {
+          const more = countRole(c.nextElementSibling, out[n].role);
+          if (more) {
+            out.push({ text: '[' + more + ' more ' + out[n].role + 's not shown; take snapshot with find=<their text> to see one]' });
+            return;
+          }
+        }
+      }
       return;
     }
     for (let c = node.firstChild; c; c = c.nextSibling) this.child(c, out, pointer, text);
   };
+
+  // RUNS are the roles of items that a container may hold thousands of.
+  const RUNS = new Set(['row', 'listitem', 'treeitem']);
+
+  // countRole counts el and its next element siblings with role.
+  function countRole(el, role) {
+    let n = 0;
+    for (let c = el; c; c = c.nextElementSibling) {
+      if (roleOf(c, c.tagName) === role) n++;
+    }
+    return n;
+  }
 
   Walker.prototype.child = function (c, out, pointer, text) {
     const type = c.nodeType;
