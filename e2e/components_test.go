@@ -71,8 +71,8 @@ func TestComponents(t *testing.T) {
 		mustRef(t, snap, "dialog", "Confirm")
 		mustRef(t, snap, "button", "OK")
 		out := text(t, ctx, c, "click", map[string]any{"ref": wifi})
-		if !strings.Contains(out, "covers its centre") {
-			t.Errorf("click on the switch behind an open dialog = %q, want the overlay named", out)
+		if !strings.Contains(out, `(the backdrop of dialog "Confirm" [ref=`) || !strings.Contains(out, "covers its centre") {
+			t.Errorf("click on the switch behind an open dialog = %q, want the dialog named", out)
 		}
 		if got := evalString(t, ctx, c, `JSON.stringify(window.changes)`); got != `["wifi=true"]` {
 			t.Errorf("the switch behind the dialog changed: %s", got)

@@ -65,7 +65,9 @@
 // The hit test looks into open shadow roots and slots, so a component's
 // own parts (the label around its switch, its host) never count as
 // covering it, and for an element in a same-origin frame it also looks at
-// the documents around the frame (an overlay there covers the frame).
+// the documents around the frame (an overlay there covers the frame). A
+// nameless cover beside a dialog is named as its backdrop: `generic
+// [ref=e12] (the backdrop of dialog "Confirm" [ref=e8])`.
 // fill selects the field's content and inserts the text (select elements
 // take an option label or value; date-like inputs take their value whole),
 // then fires change. It succeeds when the field took the text (an input

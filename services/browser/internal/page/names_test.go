@@ -33,6 +33,13 @@ customElements.define('x-card', class extends HTMLElement {
     this.attachShadow({ mode: 'open' }).innerHTML = '<div style="padding:10px;border:1px solid"><x-switch>Inner</x-switch></div>';
   }
 });
+customElements.define('x-modal', class extends HTMLElement {
+  constructor() {
+    super();
+    this.attachShadow({ mode: 'open' }).innerHTML = '<div part="base"><div part="overlay" style="position:fixed;inset:0;background:rgba(0,0,0,.3)"></div>' +
+      '<div role="dialog" aria-modal="true" aria-label="Confirm" style="position:fixed;right:0;bottom:0;width:120px;background:#fff"><button>OK</button></div></div>';
+  }
+});
 customElements.define('x-slot', class extends HTMLElement {
   constructor() {
     super();
@@ -103,6 +110,14 @@ func TestClickInShadowRoot(t *testing.T) {
 	if !strings.Contains(got, `generic "Modal overlay"`) || !strings.Contains(got, "covers its centre") {
 		t.Errorf("click on a switch under a modal overlay = %q, want the overlay named", got)
 	}
+	// A component's modal: its nameless overlay is the backdrop of its
+	// dialog, and the tool says which dialog to close.
+	must(t, tab, evalReq(`document.body.insertAdjacentHTML('beforeend', '<x-modal id="modal"></x-modal>')`))
+	got = text(must(t, tab, clickReq(ref(refFor(t, snap, `switch "Wi-Fi"`)))))
+	if !regexp.MustCompile(`but generic \[ref=e\d+\] \(the backdrop of dialog "Confirm" \[ref=e\d+\]\) covers its centre`).MatchString(got) {
+		t.Errorf("click on a switch behind a modal = %q, want the dialog named", got)
+	}
+	must(t, tab, evalReq(`document.getElementById('modal').remove()`))
 	// An overlay over the frame covers what is in it.
 	must(t, tab, evalReq(`document.body.insertAdjacentHTML('beforeend',
 		'<div style="position:fixed;inset:0;background:rgba(0,0,0,.4)">Page veil</div>')`))

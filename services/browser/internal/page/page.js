@@ -853,9 +853,29 @@
     const out = { desc: describe(el, prefix), w: r.width, h: r.height,
       x: r.left + r.width / 2, y: r.top + r.height / 2, oneBox: el.getClientRects().length === 1 };
     const hit = hitAt(document, out.x, out.y);
-    if (hit && !reaches(hit, el)) out.covered = describe(hit, prefix);
+    if (hit && !reaches(hit, el)) out.covered = describe(hit, prefix) + backdropOf(hit, prefix);
     else if (hit) out.covered = frameCover(out.x, out.y);
     return out;
+  }
+
+  const DIALOGS = '[role=dialog],[role=alertdialog],dialog[open]';
+
+  // backdropOf says which dialog a nameless covering element belongs to,
+  // as ' (the backdrop of dialog "Confirm" [ref=e8])': a modal's overlay
+  // sits beside its panel, a few levels up (Shoelace's sl-dialog), and a
+  // model told only that "generic [ref=e12]" covers a control cannot
+  // tell that it must close the dialog first.
+  function backdropOf(hit, prefix) {
+    const tag = hit.tagName;
+    const role = roleOf(hit, tag) || 'generic';
+    if (role === 'dialog' || role === 'alertdialog' || nameOf(hit, tag, role, role === 'generic')) return '';
+    let n = hit;
+    for (let up = 0; n && up < 4; up++, n = flatParent(n)) {
+      if (n.nodeType !== 1) break;
+      const d = n.querySelector(DIALOGS) || (n.shadowRoot && n.shadowRoot.querySelector(DIALOGS));
+      if (d && d.checkVisibility()) return ' (the backdrop of ' + describe(d, prefix) + ')';
+    }
+    return '';
   }
 
   // hitAt returns the element at x, y of root (a document or a shadow
