@@ -858,9 +858,9 @@
     return out;
   }
 
-  const DIALOGS = '[role=dialog],[role=alertdialog],dialog[open]';
+  const DIALOGS = '[role=dialog][aria-modal=true],[role=alertdialog][aria-modal=true],dialog:modal';
 
-  // backdropOf says which dialog a nameless covering element belongs to,
+  // backdropOf says which modal dialog a nameless covering element belongs to,
   // as ' (the backdrop of dialog "Confirm" [ref=e8])': a modal's overlay
   // sits beside its panel, a few levels up (Shoelace's sl-dialog), and a
   // model told only that "generic [ref=e12]" covers a control cannot
