@@ -39,7 +39,8 @@
 // interactive keeps links, buttons, form fields, options, ARIA widgets,
 // contenteditable roots and elements with onclick, tabindex or a pointer
 // cursor (not a pointer-cursor box around controls of its own: the
-// controls are the targets), plus headings, iframes, dialogs and the rows
+// controls are the targets; not a focus trap's empty guard), plus
+// headings, iframes, dialogs and the rows
 // that hold controls for context. compact drops unnamed structural
 // wrappers (in interactive mode: every container but those; in the full
 // tree: generic elements without a name and empty elements). Hidden

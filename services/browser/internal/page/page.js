@@ -675,9 +675,19 @@
     if (INTERACTIVE.has(role)) return true;
     if (editableRoot(el) || el.hasAttribute('onclick')) return true;
     const ti = el.getAttribute('tabindex');
-    if (ti !== null && ti !== '' && +ti >= 0 && tag !== 'IFRAME' && tag !== 'FRAME') return true;
+    if (ti !== null && ti !== '' && +ti >= 0 && tag !== 'IFRAME' && tag !== 'FRAME' && !focusGuard(el)) return true;
     return newPointer && tag !== 'LABEL' && tag !== 'HTML' && tag !== 'BODY' ? POINTER : false;
   };
+
+  // focusGuard says whether a focusable element is a focus trap's guard
+  // (a grid's or a modal's tab guard): empty, nameless and with no area,
+  // nothing a model could act on.
+  function focusGuard(el) {
+    if (el.firstChild || el.shadowRoot || el.hasAttribute('aria-label') || el.hasAttribute('aria-labelledby') ||
+        el.hasAttribute('title')) return false;
+    const r = el.getBoundingClientRect();
+    return r.width * r.height < 1;
+  }
 
   // keep says whether an element gets a line of its own in interactive mode
   // (the full tree keeps every visible element, compact or not, and decides
