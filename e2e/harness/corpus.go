@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -52,8 +51,14 @@ const CorpusDone = "walk dog"
 // scripts/deps.sh (npm ci in e2e/corpus), from the e2e module's root or
 // below it.
 func CorpusDir() (string, error) {
+	return corpusPath("todomvc", "examples")
+}
+
+// corpusPath returns the folder of e2e/corpus/node_modules/<parts>, from
+// the e2e module's root or below it.
+func corpusPath(parts ...string) (string, error) {
 	for _, base := range []string{".", "e2e", "..", "../.."} {
-		dir, err := filepath.Abs(filepath.Join(base, "corpus", "node_modules", "todomvc", "examples"))
+		dir, err := filepath.Abs(filepath.Join(append([]string{base, "corpus", "node_modules"}, parts...)...))
 		if err != nil {
 			continue
 		}
@@ -61,7 +66,7 @@ func CorpusDir() (string, error) {
 			return dir, nil
 		}
 	}
-	return "", errors.New("the corpus is not installed: run scripts/deps.sh (npm ci in e2e/corpus)")
+	return "", fmt.Errorf("the corpus (%s) is not installed: run scripts/deps.sh (npm ci in e2e/corpus)", filepath.Join(parts...))
 }
 
 // PlaywrightCLI is Playwright MCP's cli.js, installed beside the corpus

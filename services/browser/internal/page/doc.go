@@ -38,11 +38,23 @@
 //
 // interactive keeps links, buttons, form fields, options, ARIA widgets,
 // contenteditable roots and elements with onclick, tabindex or a pointer
-// cursor, plus headings, iframes and dialogs for context. compact drops
-// unnamed structural wrappers (in interactive mode: every container; in
-// the full tree: generic elements without a name and empty elements).
-// Hidden elements (display:none, visibility:hidden, aria-hidden, inert)
-// never show. Password values show as dots.
+// cursor (not a pointer-cursor box around controls of its own: the
+// controls are the targets; not a focus trap's empty guard), plus
+// headings, iframes, dialogs and the rows
+// that hold controls for context. compact drops unnamed structural
+// wrappers (in interactive mode: every container but those; in the full
+// tree: generic elements without a name and empty elements). Hidden
+// elements (display:none, visibility:hidden, aria-hidden, inert) never
+// show. Password values show as dots.
+//
+// Names follow accname as Chromium's accessibility tree computes them:
+// a row is named by its cells (`- row "Toyota Celica 35000"`, its
+// checkbox on the line under it), a name from content includes CSS
+// generated text (a picker's "Normal") but not icon-font glyphs, and
+// elements that never show text (style, script, template, an SVG's
+// defs and style, a MathML annotation), whatever their namespace, add
+// nothing. An interactive element without a name of its own (a focusable
+// list item, a clickable div) is named by its text.
 //
 // # Element tools
 //
@@ -51,6 +63,12 @@
 // click and hover scroll the element into view and send real mouse events
 // at the centre of its box in main-frame coordinates, so iframe offsets
 // are accounted for; a click that lands on a covering element says so.
+// The hit test looks into open shadow roots and slots, so a component's
+// own parts (the label around its switch, its host) never count as
+// covering it, and for an element in a same-origin frame it also looks at
+// the documents around the frame (an overlay there covers the frame). A
+// nameless cover beside a dialog is named as its backdrop: `generic
+// [ref=e12] (the backdrop of dialog "Confirm" [ref=e8])`.
 // fill selects the field's content and inserts the text (select elements
 // take an option label or value; date-like inputs take their value whole),
 // then fires change. It succeeds when the field took the text (an input
@@ -107,7 +125,11 @@
 //
 // Every text a tool returns is bounded (limits.go): snapshots at
 // DefaultSnapshotChars (cut at a line, with a marker naming the ref to ask
-// for; the walk of a huge page also stops early and at the deadline),
+// for; the walk of a huge page also stops early and at the deadline; an
+// interactive snapshot of the page shows at most one row, list item or
+// tree item of a container per 800 characters of the cap, 50 by default,
+// then a line that counts the rest and points at find, so a grid of
+// 2,000 rows leaves room for the rest of the page),
 // get_text, get_html and eval at DefaultTextChars (cut in the page), titles
 // and addresses at fixed lengths; the request's max_chars overrides the
 // first two. Every cut scrubs the operator's secrets first (secrets.Cut):

@@ -29,6 +29,12 @@ const (
 	// snapshotNodes is how many elements a snapshot keeps per character
 	// of its cap at most: the walk of a huge page stops early.
 	snapshotNodesPerChar = 0.1
+	// snapshotRunPerChar is how many rows (or list or tree items) of one
+	// container an interactive snapshot of the page shows per character
+	// of its cap (50 at the default): a grid of 2,000 rows shows its
+	// first rows, a line that says how many more there are, and the rest
+	// of the page, not only rows to the cap.
+	snapshotRunPerChar = 1.0 / 800
 )
 
 // Every cut below scrubs the operator's secrets first (secrets.Cut): a

@@ -164,17 +164,36 @@
     CAPTION: 'caption', SEARCH: 'search', CODE: 'code',
   };
 
-  const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK',
-    'TITLE', 'BASE', 'PARAM', 'SOURCE', 'TRACK', 'DATALIST']);
+  // SKIP holds the local names, lower-cased, of elements that never show
+  // their text in place: HTML's (whose tagName is upper-case), and SVG's
+  // and MathML's (whose tagName is not): an inline SVG's <style> is text
+  // that no one sees, not part of a name.
+  const SKIP = new Set(['script', 'style', 'noscript', 'template', 'head', 'meta', 'link',
+    'title', 'base', 'param', 'source', 'track', 'datalist',
+    'defs', 'desc', 'metadata', 'clippath', 'mask', 'symbol', 'lineargradient', 'radialgradient',
+    'pattern', 'filter', 'marker', 'annotation', 'annotation-xml']);
+
+  function skipped(el) {
+    return SKIP.has(el.localName.toLowerCase());
+  }
 
   const INTERACTIVE = new Set(['button', 'link', 'textbox', 'searchbox', 'checkbox', 'radio',
     'combobox', 'listbox', 'option', 'slider', 'spinbutton', 'switch', 'tab', 'menuitem',
     'menuitemcheckbox', 'menuitemradio', 'treeitem']);
 
-  // Roles whose accessible name comes from their content.
+  // Roles whose accessible name comes from their content (accname; a row
+  // is named by its cells, as Chromium's accessibility tree names it).
   const NAME_FROM_CONTENT = new Set(['button', 'link', 'heading', 'option', 'tab', 'menuitem',
     'menuitemcheckbox', 'menuitemradio', 'treeitem', 'cell', 'columnheader', 'rowheader',
-    'checkbox', 'radio', 'switch', 'tooltip', 'gridcell', 'term']);
+    'checkbox', 'radio', 'switch', 'tooltip', 'gridcell', 'term', 'row']);
+
+  // Roles that have no name from their content in the accessibility tree,
+  // but take one in a snapshot when they are interactive (focusable,
+  // clickable): the interactive tree shows no text, so a focusable item of
+  // a sortable list would otherwise be a bare listitem line.
+  function namedWhenInteractive(role) {
+    return role === 'generic' || role === 'listitem';
+  }
 
   // Containers kept in interactive mode when compact is off (and they hold something).
   const STRUCTURAL = new Set(['navigation', 'main', 'banner', 'contentinfo', 'complementary',
@@ -182,8 +201,10 @@
     'rowheader', 'group', 'menu', 'menubar', 'tablist', 'toolbar', 'tree', 'grid', 'article',
     'radiogroup', 'tabpanel']);
 
-  // Containers always kept in interactive mode: a model must know it is in a dialog.
-  const CONTEXT = new Set(['dialog', 'alertdialog']);
+  // Containers always kept in interactive mode (when they hold something):
+  // a model must know it is in a dialog, and which row a row's checkbox
+  // or button belongs to (the row is named by its cells).
+  const CONTEXT = new Set(['dialog', 'alertdialog', 'row']);
 
   function landmarkScoped(el) {
     return !!el.parentElement && !!el.parentElement.closest('article,aside,main,nav,section');
@@ -255,9 +276,39 @@
     return el.getAttribute('aria-hidden') === 'true';
   }
 
-  // textOf returns the visible text of el's subtree (alt text for images),
-  // with a space at block boundaries. skip is an element to leave out.
-  function textOf(el, skip) {
+  // GENERATED finds the strings and attr() of a computed CSS content.
+  const GENERATED = /"((?:[^"\\]|\\.)*)"|attr\(\s*([\w-]+)\s*\)/g;
+  // ICONS are the private-use characters of icon fonts.
+  const ICONS = /[\ue000-\uf8ff]|[\udb80-\udbff][\udc00-\udfff]/g;
+
+  // WORDY says a text has a letter or a digit.
+  const WORDY = /[\p{L}\p{N}]/u;
+
+  // generated returns the text that CSS puts before or after el (content:
+  // "Normal" or attr(data-label), as a picker shows its value), which a
+  // name from content includes (accname). Icon-font glyphs and marks
+  // alone (a checkbox's drawn tick, an arrow) are left out: they tell a
+  // model less than the name the element takes from where it sits.
+  function generated(el, pseudo) {
+    if (FORM_FIELDS.has(el.tagName)) return '';
+    const c = getComputedStyle(el, pseudo).content;
+    if (!c || c === 'none' || c === 'normal') return '';
+    let s = '';
+    GENERATED.lastIndex = 0;
+    for (let m; (m = GENERATED.exec(c));) {
+      s += m[1] !== undefined ? m[1].replace(/\\(.)/g, '$1') : (el.getAttribute(m[2]) || '');
+    }
+    s = s.replace(ICONS, '');
+    return WORDY.test(s) ? s : '';
+  }
+
+  const FORM_FIELDS = new Set(['INPUT', 'SELECT', 'TEXTAREA', 'IMG']);
+
+  // textOf returns the visible text of el's subtree (alt text for images,
+  // CSS generated text unless plain: a value is what the field holds, not
+  // the placeholder CSS shows in an empty editor), with a space at block
+  // boundaries. skip is an element to leave out.
+  function textOf(el, skip, plain) {
     const out = [];
     let left = 400;
     const walk = (node) => eachChild(node, (c) => {
@@ -267,7 +318,7 @@
         left -= c.data.length;
         return true;
       }
-      if (c.nodeType !== 1 || c === skip || SKIP.has(c.tagName) || hiddenAttr(c)) return true;
+      if (c.nodeType !== 1 || c === skip || skipped(c) || hiddenAttr(c)) return true;
       const cs = getComputedStyle(c);
       if (cs.display === 'none') return true;
       const tag = c.tagName;
@@ -278,11 +329,19 @@
       if (tag === 'INPUT' || tag === 'SELECT' || tag === 'TEXTAREA') return true;
       const block = !cs.display.startsWith('inline');
       if (block) out.push(' ');
-      walk(c.shadowRoot || c);
+      walkWith(c);
       if (block) out.push(' ');
       return true;
     });
-    walk(el.shadowRoot || el);
+    // CSS text is looked for on el and on empty elements (a label that
+    // CSS fills), not on every element: it costs a style each.
+    const walkWith = (e) => {
+      const css = !plain && (e === el || !e.firstChild);
+      if (css) out.push(generated(e, '::before'));
+      walk(e.shadowRoot || e);
+      if (css) out.push(generated(e, '::after'));
+    };
+    walkWith(el);
     return norm(out.join(''));
   }
 
@@ -465,7 +524,10 @@
       const opts = Array.from(el.selectedOptions || [], (o) => norm(o.label || o.text));
       return opts.join(', ');
     }
-    if (role === 'textbox' && el.isContentEditable) return secretField(el) ? masked(textOf(el)) : clip(textOf(el), 200);
+    if (role === 'textbox' && el.isContentEditable) {
+      const v = textOf(el, null, true);
+      return secretField(el) ? masked(v) : clip(v, 200);
+    }
     const vn = el.getAttribute('aria-valuenow');
     if (vn !== null && (role === 'slider' || role === 'spinbutton' || role === 'progressbar' || role === 'meter')) {
       return el.getAttribute('aria-valuetext') || vn;
@@ -490,6 +552,10 @@
     // huge page gives a bounded snapshot within the tool's time.
     this.deadline = opts.deadline || Infinity;
     this.maxNodes = opts.maxNodes || Infinity;
+    // In interactive mode, a container shows at most opts.maxRun rows (or
+    // list or tree items) of its own, then a line that says how many
+    // more there are.
+    this.maxRun = this.interactive ? opts.maxRun || 0 : 0;
     this.seen = 0;
     this.kept = 0;
     this.stopped = '';
@@ -505,11 +571,35 @@
     }
     if (!text) {
       // Elements only: touching text nodes would cost a wrapper each.
-      for (let c = node.firstElementChild; c; c = c.nextElementSibling) this.element(c, out, pointer);
+      let run = 0;
+      for (let c = node.firstElementChild; c; c = c.nextElementSibling) {
+        const n = out.length;
+        this.element(c, out, pointer);
+        if (!this.maxRun || out.length !== n + 1 || out[n].el !== c || !RUNS.has(out[n].role)) continue;
+        if (++run >= this.maxRun && c.nextElementSibling) {
+          const more = countRole(c.nextElementSibling, out[n].role);
+          if (more) {
+            out.push({ text: '[' + more + ' more ' + out[n].role + 's not shown; take snapshot with find=<their text> to see one]' });
+            return;
+          }
+        }
+      }
       return;
     }
     for (let c = node.firstChild; c; c = c.nextSibling) this.child(c, out, pointer, text);
   };
+
+  // RUNS are the roles of items that a container may hold thousands of.
+  const RUNS = new Set(['row', 'listitem', 'treeitem']);
+
+  // countRole counts el and its next element siblings with role.
+  function countRole(el, role) {
+    let n = 0;
+    for (let c = el; c; c = c.nextElementSibling) {
+      if (roleOf(c, c.tagName) === role) n++;
+    }
+    return n;
+  }
 
   Walker.prototype.child = function (c, out, pointer, text) {
     const type = c.nodeType;
@@ -535,24 +625,31 @@
       return;
     }
     const tag = el.tagName;
-    if (SKIP.has(tag) || (el.hasAttributes() && (hiddenAttr(el) || el.hasAttribute('inert')))) return;
+    if (skipped(el) || (el.hasAttributes() && (hiddenAttr(el) || el.hasAttribute('inert')))) return;
     const cs = getComputedStyle(el);
     const display = cs.display;
     if (display === 'none') return;
     const visible = cs.visibility === 'visible';
-    const role = roleOf(el, tag);
+    let role = roleOf(el, tag);
     if (role === '') return;
     const isPointer = cs.cursor === 'pointer';
-    const interactive = visible && this.isInteractive(el, tag, role, isPointer && !pointer);
+    let interactive = visible && this.isInteractive(el, tag, role, isPointer && !pointer);
+    // An interactive element is no presentation (ARIA's conflict
+    // resolution): a grid's sortable header label is a generic "Make".
+    if (interactive && (role === 'presentation' || role === 'none')) role = 'generic';
 
     const block = !this.interactive && !display.startsWith('inline');
     if (block) out.push(SPACE);
     const start = out.length;
     if (!LEAF.has(tag)) this.children(el.shadowRoot || el, out, isPointer, visible && !this.interactive);
+    // A wrapper that is interactive only by its pointer cursor and holds
+    // controls (a component's host around its button, a grid cell's box
+    // around its checkbox) is not a target of its own: its controls are.
+    if (interactive === POINTER && this.interactive && out.length > start) interactive = false;
     if (!visible || !this.keep(role, interactive, out.length > start)) return this.hoist(out, block);
 
     const frame = (tag === 'IFRAME' || tag === 'FRAME') ? this.frames.get(el) : undefined;
-    let name = nameOf(el, tag, role, interactive && role === 'generic');
+    let name = nameOf(el, tag, role, interactive && namedWhenInteractive(role));
     const value = valueOf(el, tag, role);
     if (!name && !value && interactive && this.interactive && CONTEXT_ROLES.has(role)) name = contextOf(el);
     if (this.compact && !this.interactive && !interactive && !name) {
@@ -576,13 +673,28 @@
     if (block) out.push(SPACE);
   };
 
+  // POINTER is what isInteractive says of an element that is interactive
+  // only by its pointer cursor.
+  const POINTER = 'pointer';
+
+  // isInteractive says whether el is a target: true, POINTER or false.
   Walker.prototype.isInteractive = function (el, tag, role, newPointer) {
     if (INTERACTIVE.has(role)) return true;
     if (editableRoot(el) || el.hasAttribute('onclick')) return true;
     const ti = el.getAttribute('tabindex');
-    if (ti !== null && ti !== '' && +ti >= 0 && tag !== 'IFRAME' && tag !== 'FRAME') return true;
-    return newPointer && tag !== 'LABEL' && tag !== 'HTML' && tag !== 'BODY';
+    if (ti !== null && ti !== '' && +ti >= 0 && tag !== 'IFRAME' && tag !== 'FRAME' && !focusGuard(el)) return true;
+    return newPointer && tag !== 'LABEL' && tag !== 'HTML' && tag !== 'BODY' ? POINTER : false;
   };
+
+  // focusGuard says whether a focusable element is a focus trap's guard
+  // (a grid's or a modal's tab guard): empty, nameless and with no area,
+  // nothing a model could act on.
+  function focusGuard(el) {
+    if (el.firstChild || el.shadowRoot || el.hasAttribute('aria-label') || el.hasAttribute('aria-labelledby') ||
+        el.hasAttribute('title')) return false;
+    const r = el.getBoundingClientRect();
+    return r.width * r.height < 1;
+  }
 
   // keep says whether an element gets a line of its own in interactive mode
   // (the full tree keeps every visible element, compact or not, and decides
@@ -726,7 +838,7 @@
   function describe(el, prefix) {
     const tag = el.tagName;
     const role = roleOf(el, tag) || 'generic';
-    const name = nameOf(el, tag, role, role === 'generic');
+    const name = nameOf(el, tag, role, namedWhenInteractive(role));
     let line = role;
     if (name) line += ' ' + JSON.stringify(name);
     line += statesOf(el, tag, role) + ' [ref=' + (prefix || '') + 'e' + ref(el) + ']';
@@ -757,12 +869,98 @@
     }
     const out = { desc: describe(el, prefix), w: r.width, h: r.height,
       x: r.left + r.width / 2, y: r.top + r.height / 2, oneBox: el.getClientRects().length === 1 };
-    const hit = document.elementFromPoint(out.x, out.y);
-    if (hit && hit !== el && !el.contains(hit) && !(hit.shadowRoot && hit.contains(el)) &&
-        !(hit.control && hit.control === el) && !(el.labels && Array.from(el.labels).includes(hit))) {
-      out.covered = describe(hit, prefix);
-    }
+    const hit = hitAt(document, out.x, out.y);
+    if (hit && !reaches(hit, el)) out.covered = describe(hit, prefix) + backdropOf(hit, prefix);
+    else if (hit) out.covered = frameCover(out.x, out.y);
     return out;
+  }
+
+  const DIALOGS = '[role=dialog][aria-modal=true],[role=alertdialog][aria-modal=true],dialog:modal';
+
+  // backdropOf says which modal dialog a nameless covering element belongs to,
+  // as ' (the backdrop of dialog "Confirm" [ref=e8])': a modal's overlay
+  // sits beside its panel, a few levels up (Shoelace's sl-dialog), and a
+  // model told only that "generic [ref=e12]" covers a control cannot
+  // tell that it must close the dialog first.
+  function backdropOf(hit, prefix) {
+    const tag = hit.tagName;
+    const role = roleOf(hit, tag) || 'generic';
+    if (role === 'dialog' || role === 'alertdialog' || nameOf(hit, tag, role, role === 'generic')) return '';
+    let n = hit;
+    for (let up = 0; n && up < 4; up++, n = flatParent(n)) {
+      if (n.nodeType !== 1) break;
+      const d = n.querySelector(DIALOGS) || (n.shadowRoot && n.shadowRoot.querySelector(DIALOGS));
+      if (d && d.checkVisibility()) return ' (the backdrop of ' + describe(d, prefix) + ')';
+    }
+    return '';
+  }
+
+  // hitAt returns the element at x, y of root (a document or a shadow
+  // root) as a click there would find it: inside open shadow roots, not
+  // their hosts (document.elementFromPoint stops at the outermost host).
+  function hitAt(root, x, y) {
+    let hit = root.elementFromPoint(x, y);
+    for (let n = 0; hit && hit.shadowRoot && n < 64; n++) {
+      const inner = hit.shadowRoot.elementFromPoint(x, y);
+      if (!inner || inner === hit) break;
+      hit = inner;
+    }
+    return hit;
+  }
+
+  // flatParent returns the parent of node in the flat tree: the slot it is
+  // assigned to, the host of its shadow root, or its parent.
+  function flatParent(node) {
+    if (node.assignedSlot) return node.assignedSlot;
+    const p = node.parentNode;
+    return p && p.nodeType === 11 && p.host ? p.host : p;
+  }
+
+  // reaches says whether a click on hit reaches el: hit is el or inside
+  // it (across shadow roots and slots), a label of el or inside one, or a
+  // component that holds el (a shadow host, or a custom element whose
+  // closed root the hit test cannot enter): it handles clicks on its own
+  // box for what it holds.
+  function reaches(hit, el) {
+    for (let n = hit; n; n = flatParent(n)) {
+      if (n === el || (n.tagName === 'LABEL' && n.control === el)) return true;
+    }
+    if (!hit.shadowRoot && !hit.localName.includes('-')) return false;
+    for (let n = el; n; n = flatParent(n)) {
+      if (n === hit) return true;
+    }
+    return false;
+  }
+
+  // frameCover looks at the documents around a same-origin frame: x, y
+  // (the centre, in the frame's viewport) moves into each parent's
+  // viewport, where the hit must be the frame's element. It returns the
+  // role and name of what covers the frame there, or ''.
+  function frameCover(x, y) {
+    let win = window;
+    for (let depth = 0; depth < 16; depth++) {
+      let frame;
+      try {
+        frame = win.frameElement;
+      } catch (e) {
+        return '';
+      }
+      if (!frame) return '';
+      const view = frame.ownerDocument.defaultView;
+      const r = frame.getBoundingClientRect();
+      const cs = view.getComputedStyle(frame);
+      x += r.left + frame.clientLeft + parseFloat(cs.paddingLeft);
+      y += r.top + frame.clientTop + parseFloat(cs.paddingTop);
+      const hit = hitAt(frame.ownerDocument, x, y);
+      if (hit && !reaches(hit, frame)) {
+        const tag = hit.tagName;
+        const role = roleOf(hit, tag) || 'generic';
+        const name = nameOf(hit, tag, role, role === 'generic');
+        return role + (name ? ' ' + JSON.stringify(name) : '') + ' (outside the frame)';
+      }
+      win = view;
+    }
+    return '';
   }
 
   function kindOf(el) {
@@ -901,7 +1099,7 @@
     const badNumber = el.tagName === 'INPUT' && el.type === 'number' &&
       (!!(el.validity && el.validity.badInput) || (!!w && w.el === el && w.value !== '' && el.value === ''));
     if (el.isConnected && fireChange && !el.isContentEditable && !badNumber) fire(el, 'change');
-    const value = el.isContentEditable ? textOf(el) : el.value;
+    const value = el.isContentEditable ? textOf(el, null, true) : el.value;
     const secret = secretField(el);
     const r = secret ? { secret, n: chars(value) } : { value: clip(value, 2000), n: chars(value) };
     r.accepted = accepted;

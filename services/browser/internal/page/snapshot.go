@@ -50,9 +50,11 @@ type snapOpts struct {
 	// whole document).
 	Root int64 `json:"root,omitempty"`
 	// Deadline is how long the walk may take in ms (0: no limit);
-	// MaxNodes how many elements it keeps.
+	// MaxNodes how many elements it keeps; MaxRun how many rows, list
+	// items or tree items of one container it shows (0: all).
 	Deadline float64 `json:"deadline,omitempty"`
 	MaxNodes int     `json:"maxNodes,omitempty"`
+	MaxRun   int     `json:"maxRun,omitempty"`
 }
 
 // snapshot returns the ARIA-YAML tree of the page and its frames (or of
@@ -68,7 +70,8 @@ func (t *Tab) snapshot(ctx context.Context, req *browserv1.Snapshot) (*browserv1
 	root := tree.FrameTree
 	t.setMainFrame(root.Frame.ID)
 	maxChars := t.capChars(DefaultSnapshotChars)
-	opts := snapOpts{Interactive: interactive, Compact: compact, MaxNodes: int(float64(maxChars)*snapshotNodesPerChar) + 200}
+	opts := snapOpts{Interactive: interactive, Compact: compact, MaxNodes: int(float64(maxChars)*snapshotNodesPerChar) + 200,
+		MaxRun: max(int(float64(maxChars)*snapshotRunPerChar), 10)}
 	find := req.GetFind()
 	var match func(string) bool
 	if find != "" {
@@ -76,7 +79,7 @@ func (t *Tab) snapshot(ctx context.Context, req *browserv1.Snapshot) (*browserv1
 		if match, err = findMatcher(find); err != nil {
 			return nil, err
 		}
-		interactive, opts.Interactive, opts.MaxNodes = false, false, findMaxNodes
+		interactive, opts.Interactive, opts.MaxNodes, opts.MaxRun = false, false, findMaxNodes, 0
 	}
 	start := root
 	if r := strings.TrimSpace(req.GetRef()); r != "" {
@@ -86,7 +89,7 @@ func (t *Tab) snapshot(ctx context.Context, req *browserv1.Snapshot) (*browserv1
 		}
 		fid, ok := t.frameByNum(num)
 		if ft := findFrame(root, fid); ok && ft != nil {
-			start, opts.Root = ft, n
+			start, opts.Root, opts.MaxRun = ft, n, 0
 		} else {
 			return nil, staleRef(cleanRef(r))
 		}
@@ -225,7 +228,7 @@ func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, 
 			continue
 		}
 		child, _, err := t.snapFrame(ctx, ft.ChildFrames[i], snapOpts{Interactive: opts.Interactive, Compact: opts.Compact,
-			MaxNodes: opts.MaxNodes}, refs, st)
+			MaxNodes: opts.MaxNodes, MaxRun: opts.MaxRun}, refs, st)
 		if err != nil || len(child) == 0 {
 			// Say that the frame is there but shows nothing: the
 			// line of its element ends with ":" for children.

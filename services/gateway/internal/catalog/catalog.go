@@ -283,8 +283,9 @@ var browserTools = withSettle([]Tool{
 			"In interactive mode a control without a name takes one from where it sits (its list item, row, label " +
 			"or the nearest heading): `- checkbox \"walk dog\" [ref=e38]`. Pass ref to see only one element's " +
 			"subtree; a snapshot longer than max_chars is cut at an element boundary with a marker naming the ref " +
-			"to ask for next. Pass find to locate something on a big page: only the lines of the full tree that " +
-			"hold that text, with the elements that hold them.",
+			"to ask for next. Rows are named by their cells, with their controls under them; a container with " +
+			"many rows or list items shows the first 50 and a line counting the rest. Pass find to locate " +
+			"something on a big page: only the lines of the full tree that hold that text, with the elements that hold them.",
 		params: []Param{
 			{Name: "interactive", Type: Boolean, Default: true, Description: "Only show interactive elements (links, buttons, inputs)"},
 			{Name: "compact", Type: Boolean, Default: true, Description: "Remove empty structural elements"},
