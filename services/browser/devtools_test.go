@@ -400,7 +400,7 @@ func TestStorageTransfer(t *testing.T) {
 		{"another owner's", &browserv1.StorageTransferRequest{Op: "export", Owner: "someone-else", Name: "imported"}, commonv1.ErrorCode_NOT_FOUND, `no saved storage "imported"`},
 		{"no owner", &browserv1.StorageTransferRequest{Op: "export", Name: "imported"}, commonv1.ErrorCode_INVALID_ARGUMENT, "names no owner"},
 		{"bad name", &browserv1.StorageTransferRequest{Op: "export", Owner: "test", Name: "../x"}, commonv1.ErrorCode_INVALID_ARGUMENT, "a lowercase letter"},
-		{"bad op", &browserv1.StorageTransferRequest{Op: "copy", Owner: "test", Name: "x"}, commonv1.ErrorCode_INVALID_ARGUMENT, "import or export"},
+		{"bad op", &browserv1.StorageTransferRequest{Op: "copy", Owner: "test", Name: "x"}, commonv1.ErrorCode_INVALID_ARGUMENT, "import, export, move or legacy"},
 		{"not json", &browserv1.StorageTransferRequest{Op: "import", Owner: "test", Name: "x", StateJson: []byte("cookies")}, commonv1.ErrorCode_INVALID_ARGUMENT, "not a storageState JSON object"},
 		{"cookie without domain", &browserv1.StorageTransferRequest{Op: "import", Owner: "test", Name: "x", StateJson: []byte(`{"cookies": [{"name": "a", "value": "b"}]}`)},
 			commonv1.ErrorCode_INVALID_ARGUMENT, "cookie 0 has no name or no domain"},

@@ -221,6 +221,7 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 	if err := g.serveTools(); err != nil { // the dispatcher on the bus (bus.go)
 		return nil, err
 	}
+	g.startStorageMigration() // legacy saved storage to its owners (storage.go)
 	return g, nil
 }
 

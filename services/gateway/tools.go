@@ -246,7 +246,7 @@ const restoredNote = "The browser session was lost with its worker and restored 
 // session is gone for good (no checkpoint) or another call restored it
 // first; the caller then forgets it.
 func (g *Gateway) restore(ctx context.Context, b *binding, caller Caller) (*binding, error) {
-	worker, session, err := g.fleet.Restore(ctx, b.sessionID, ownerLabel(b.kind, caller.ID), g.urlPolicy(caller, nil))
+	worker, session, err := g.fleet.Restore(ctx, b.sessionID, workerOwner(b.kind, caller.ID), g.urlPolicy(caller, nil))
 	if err != nil {
 		if bus.CodeOf(err) != commonv1.ErrorCode_SESSION_NOT_FOUND {
 			g.log.WarnContext(ctx, "restore a lost browser session", "worker", b.workerID, "session", b.sessionID, "err", err)
@@ -321,10 +321,11 @@ func (g *Gateway) closeSession(ctx context.Context, worker, session string) {
 	}
 }
 
-// ownerLabel is the opaque owner the worker logs: a kind and the caller's
-// label.
-func ownerLabel(kind state.Kind, caller string) string {
-	return string(kind) + ":" + dispatch.CallerLabel(caller)
+// workerOwner is the owner a worker keeps for a browser session: the
+// record's kind and the digest of the caller's full identity (never its
+// label: two callers may share one).
+func workerOwner(kind state.Kind, caller string) string {
+	return string(kind) + ":" + dispatch.OwnerDigest(caller)
 }
 
 // lost reports whether err means the browser session is gone for good (its
