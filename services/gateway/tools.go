@@ -175,11 +175,12 @@ func (g *Gateway) bind(ctx context.Context, c *dispatch.Call, profile string) (*
 		}
 		return g.ensureBound(ctx, e, c.Caller, profile)
 	}
-	worker, session, err := g.openSession(ctx, state.Handle, c.Caller, profile, true)
+	h := state.NewHandle()
+	worker, session, release, err := g.openSession(ctx, state.Handle, h, c.Caller, profile, true)
 	if err != nil {
 		return nil, err
 	}
-	h := state.NewHandle()
+	defer release()
 	if _, err := g.store.Create(ctx, state.Handle, h, state.Record{Owner: caller, WorkerID: worker, SessionID: session}); err != nil {
 		g.closeSession(ctx, worker, session)
 		return nil, fmt.Errorf("store session handle: %w", err)
@@ -205,13 +206,14 @@ func (g *Gateway) ensureBound(ctx context.Context, e *state.Entry, caller dispat
 			g.usage.touch(state.KeyOf(e.Kind, e.ID))
 			return &binding{kind: e.Kind, id: e.ID, workerID: e.WorkerID, sessionID: e.SessionID}, nil
 		}
-		worker, session, err := g.openSession(ctx, e.Kind, caller, profile, false)
+		worker, session, release, err := g.openSession(ctx, e.Kind, e.ID, caller, profile, false)
 		if err != nil {
 			return nil, err
 		}
 		next := *e
 		next.WorkerID, next.SessionID, next.Released = worker, session, ""
 		_, err = g.store.Update(ctx, &next)
+		release()
 		if err == nil {
 			g.log.InfoContext(ctx, "browser session opened", "for", string(e.Kind), "worker", worker, "session", session)
 			g.usage.touch(state.KeyOf(e.Kind, e.ID))
