@@ -93,6 +93,8 @@ type Gateway struct {
 	usage *usage     // what this gateway's clients used lately (reclaim.go)
 	openq *openQueue // calls waiting for a browser session (openqueue.go)
 
+	migrated chan struct{} // closed when the legacy saved storage migration ends (storage.go)
+
 	life app.Lifetime // Run until Close (the service contract)
 
 	stop []func(context.Context) error // what New started, undone in reverse by Close

@@ -93,6 +93,11 @@ func newKey(t *testing.T) *secrets.Key {
 func loginCookieSite(t *testing.T) string {
 	t.Helper()
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/report.txt" {
+			w.Header().Set("Content-Disposition", `attachment; filename="report.txt"`)
+			fmt.Fprint(w, "alice's report")
+			return
+		}
 		if r.URL.Path == "/login" {
 			http.SetCookie(w, &http.Cookie{Name: "sid", Value: "alice-session", Path: "/", Expires: time.Now().Add(time.Hour)})
 		}
@@ -120,7 +125,7 @@ const (
 func TestOwnershipByFullIdentity(t *testing.T) {
 	needChromium(t)
 	srv := startNATS(t, "")
-	startKeyWorker(t, srv, 4)
+	startKeyWorker(t, srv, 6)
 	authA := tokenWithID(t, srv, collidingA, "alice")
 	authB := tokenWithID(t, srv, collidingB, "bob")
 	url := startGateway(t, srv, gateway.Config{})
@@ -131,10 +136,13 @@ func TestOwnershipByFullIdentity(t *testing.T) {
 	if res := callTool(t, alice, "storage_save", map[string]any{"name": "x-login"}); res.IsError {
 		t.Fatalf("alice's storage_save: %s", text(res))
 	}
+	if got := text(callTool(t, alice, "open", map[string]any{"url": site + "/report.txt"})); !strings.Contains(got, "as d1") {
+		t.Fatalf("alice's open of a download = %q, want it kept as d1", got)
+	}
 
 	bob := legacyClient(t, url, map[string]string{"Authorization": authB})
-	if got := text(callTool(t, bob, "storage_list", nil)); strings.Contains(got, "x-login") {
-		t.Errorf("bob's storage_list = %q, shows alice's saved storage", got)
+	if res := callTool(t, bob, "storage_list", nil); res.IsError || strings.Contains(text(res), "x-login") {
+		t.Errorf("bob's storage_list = %q, want a list without alice's saved storage", text(res))
 	}
 	res := callTool(t, bob, "open", map[string]any{"url": site + "/check", "storage": "x-login"})
 	if !res.IsError || !strings.Contains(text(res), `no saved storage "x-login"`) || strings.Contains(text(res), "alice-session") {
@@ -143,8 +151,11 @@ func TestOwnershipByFullIdentity(t *testing.T) {
 	if res := callTool(t, bob, "storage_delete", map[string]any{"name": "x-login"}); !res.IsError || !strings.Contains(text(res), "no saved storage") {
 		t.Errorf("bob's storage_delete of alice's saved storage = %q, want not found", text(res))
 	}
-	if got := text(callTool(t, bob, "download_list", nil)); strings.Contains(got, "d1") {
-		t.Errorf("bob's download_list = %q, want none", got)
+	if res := callTool(t, bob, "download_list", nil); res.IsError || strings.Contains(text(res), "report.txt") {
+		t.Errorf("bob's download_list = %q, want a list without alice's", text(res))
+	}
+	if res := callTool(t, bob, "download_get", map[string]any{"id": "d1"}); !res.IsError || !strings.Contains(text(res), `no download "d1"`) {
+		t.Errorf("bob's download_get d1 = %q, want none", text(res))
 	}
 	// Alice still has it, and starts from it.
 	if got := text(callTool(t, alice, "storage_list", nil)); !strings.Contains(got, "x-login") {
@@ -200,7 +211,7 @@ func legacyStorage(t *testing.T, srv *natsrv.Server, key *secrets.Key, label, na
 func TestLegacyStorageMigration(t *testing.T) {
 	needChromium(t)
 	srv := startNATS(t, "")
-	key := startKeyWorker(t, srv, 4)
+	key := startKeyWorker(t, srv, 8)
 	site := loginCookieSite(t)
 	authCarol := tokenWithID(t, srv, "0123450000000009", "carol")
 	authA := tokenWithID(t, srv, collidingA, "alice")
@@ -208,6 +219,15 @@ func TestLegacyStorageMigration(t *testing.T) {
 	legacyStorage(t, srv, key, "token:012345", "carol-login", "carol-session", site)
 	legacyStorage(t, srv, key, "anonymous", "anon-login", "anon-session", site)
 	shared := legacyStorage(t, srv, key, "token:abcdef", "shared-login", "alice-session", site)
+	// A revoked token's label is erin's too: that scope is not erin's alone.
+	tokenWithID(t, srv, "5555550000000001", "dave")
+	authErin := tokenWithID(t, srv, "5555550000000002", "erin")
+	legacyStorage(t, srv, key, "token:555555", "dave-login", "dave-session", site)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := tokenStore(t, srv).Revoke(ctx, "dave"); err != nil {
+		t.Fatal(err)
+	}
 
 	const adminToken = "admin-token-for-the-migration-test-0123456789"
 	g, url := serveGateway(t, srv, gateway.Config{AdminConfig: gateway.AdminConfig{AdminListen: "127.0.0.1:0", AdminToken: adminToken},
@@ -218,14 +238,25 @@ func TestLegacyStorageMigration(t *testing.T) {
 	bob := legacyClient(t, url, map[string]string{"Authorization": authB})
 
 	// The migration runs in the background of the gateway's start.
-	waitStorage(t, carol, "carol-login")
+	select {
+	case <-gateway.StorageMigrated(g):
+	case <-time.After(60 * time.Second):
+		t.Fatal("the legacy saved storage migration did not end within 60 s")
+	}
+	if got := text(callTool(t, carol, "storage_list", nil)); !strings.Contains(got, "carol-login") {
+		t.Fatalf("carol's storage_list after the migration = %q, want carol-login", got)
+	}
 	if got := text(callTool(t, carol, "open", map[string]any{"url": site + "/check", "storage": "carol-login"})); !strings.Contains(got, "carol-session") {
 		t.Errorf("carol's open from her moved storage = %q, want her cookie", got)
 	}
-	waitStorage(t, anon, "anon-login")
-	for who, c := range map[string]*client.Client{"alice": alice, "bob": bob, "anonymous": anon} {
-		if got := text(callTool(t, c, "storage_list", nil)); strings.Contains(got, "shared-login") || strings.Contains(got, "carol-login") {
-			t.Errorf("%s's storage_list = %q, want neither the ambiguous legacy storage nor carol's", who, got)
+	if got := text(callTool(t, anon, "storage_list", nil)); !strings.Contains(got, "anon-login") {
+		t.Errorf("anonymous storage_list after the migration = %q, want anon-login", got)
+	}
+	erin := legacyClient(t, url, map[string]string{"Authorization": authErin})
+	for who, c := range map[string]*client.Client{"alice": alice, "bob": bob, "anonymous": anon, "erin": erin} {
+		res := callTool(t, c, "storage_list", nil)
+		if got := text(res); res.IsError || strings.Contains(got, "shared-login") || strings.Contains(got, "carol-login") || strings.Contains(got, "dave-login") {
+			t.Errorf("%s's storage_list = %q, want none of the ambiguous legacy storage nor carol's", who, got)
 		}
 	}
 
@@ -247,23 +278,7 @@ func TestLegacyStorageMigration(t *testing.T) {
 	if got := text(callTool(t, alice, "storage_list", nil)); !strings.Contains(got, "shared-login") {
 		t.Errorf("alice's storage_list after the operator's move = %q, want shared-login", got)
 	}
-	if got := text(callTool(t, bob, "storage_list", nil)); strings.Contains(got, "shared-login") {
-		t.Errorf("bob's storage_list after the move to alice = %q", got)
-	}
-}
-
-// waitStorage waits until c's storage_list shows name.
-func waitStorage(t *testing.T, c *client.Client, name string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got := text(callTool(t, c, "storage_list", nil))
-		if strings.Contains(got, name) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("storage_list = %q after 30 s, want %s", got, name)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if res := callTool(t, bob, "storage_list", nil); res.IsError || strings.Contains(text(res), "shared-login") {
+		t.Errorf("bob's storage_list after the move to alice = %q", text(res))
 	}
 }

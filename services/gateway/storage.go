@@ -152,6 +152,7 @@ const (
 func (g *Gateway) startStorageMigration() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	g.migrated = done
 	go func() {
 		defer close(done)
 		wait := migrateFirstRetry
@@ -175,12 +176,13 @@ func (g *Gateway) startStorageMigration() {
 }
 
 // migrateStorage moves each saved storage under a legacy scope to the one
-// caller whose label maps to that scope: among the active API tokens,
-// anonymous and the console. A scope no such caller maps to (an OAuth
-// subject's, a revoked token's) or more than one does (tokens whose ids
-// start alike) is left where it is, reachable by no caller, with a
-// warning naming what the operator can do: move it to its owner with
-// POST /admin/storage/{owner}/{name}/move. An error means "try again".
+// caller whose label maps to that scope: among the API tokens (active and
+// revoked), anonymous and the console. A scope no such caller maps to (an
+// OAuth subject's), only a revoked token does, or more than one does
+// (tokens whose ids start alike) is left where it is, reachable by no
+// caller, with a warning naming what the operator can do: move it to its
+// owner with POST /admin/storage/{owner}/{name}/move. An error means "try
+// again".
 func (g *Gateway) migrateStorage(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -202,10 +204,13 @@ func (g *Gateway) migrateStorage(ctx context.Context) error {
 	s := consoleStorage{g}
 	for _, l := range legacy {
 		cands := owners[l.Scope]
-		if len(cands) != 1 {
-			why := "no active API token, anonymous or the console maps to it (an OAuth subject's, or a revoked token's)"
-			if len(cands) > 1 {
+		if len(cands) != 1 || cands[0].revoked {
+			why := "no API token, anonymous or the console maps to it (an OAuth subject's: their labels cannot be listed)"
+			switch {
+			case len(cands) > 1:
 				why = "its scope is shared by callers whose labels are alike: " + strings.Join(cands.names(), ", ")
+			case len(cands) == 1:
+				why = "it is the " + cands[0].name + "'s, which is revoked"
 			}
 			g.log.Warn("legacy saved storage left unreachable: "+why+"; move it to its owner with POST /admin/storage/{owner}/{name}/move "+
 				`and the body {"from_scope": "<scope>"}`, "scope", l.Scope, "storage", l.Name)
@@ -227,7 +232,10 @@ func (g *Gateway) migrateStorage(ctx context.Context) error {
 }
 
 // legacyCandidate is a caller a legacy scope may belong to.
-type legacyCandidate struct{ id, name string }
+type legacyCandidate struct {
+	id, name string
+	revoked  bool
+}
 
 type candidates []legacyCandidate
 
@@ -240,20 +248,19 @@ func (c candidates) names() []string {
 }
 
 // legacyOwners maps each legacy scope to the callers whose labels map to
-// it.
+// it. Revoked tokens count: a scope one of them shares is not the active
+// token's alone (it may hold the revoked token's logins).
 func (g *Gateway) legacyOwners(ctx context.Context) (map[string]candidates, error) {
 	list, err := g.auth.tokens.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list API tokens: %w", err)
 	}
 	out := map[string]candidates{}
-	add := func(id, name string) { out[legacyScope(id)] = append(out[legacyScope(id)], legacyCandidate{id, name}) }
-	add(Anonymous, Anonymous)
-	add(kindConsole, kindConsole)
+	add := func(c legacyCandidate) { out[legacyScope(c.id)] = append(out[legacyScope(c.id)], c) }
+	add(legacyCandidate{id: Anonymous, name: Anonymous})
+	add(legacyCandidate{id: kindConsole, name: kindConsole})
 	for _, t := range list {
-		if !t.Revoked() {
-			add("token:"+t.ID, "token "+t.Name)
-		}
+		add(legacyCandidate{id: "token:" + t.ID, name: "token " + t.Name + " (id " + t.ID + ")", revoked: t.Revoked()})
 	}
 	return out, nil
 }
