@@ -68,7 +68,8 @@ const seenWait = 2 * time.Second
 
 // Reserve takes one of owner's limit session slots for the record key k
 // (KeyOf): a *LimitError when owner holds limit already, counting its
-// bound records and the live reservations of other openers. The
+// bound records and the live reservations of other openers (k counts
+// once: a reservation for a key reserved already takes no other slot). The
 // reservation lapses after hold unless release is called first; call
 // release once k's record holds the new session, or the open failed.
 func (s *Store) Reserve(ctx context.Context, owner, k string, limit int, hold time.Duration) (release func(), err error) {
@@ -94,8 +95,20 @@ func (s *Store) Reserve(ctx context.Context, owner, k string, limit int, hold ti
 		}
 		now := time.Now()
 		res.Pending = livePending(res.Pending, now)
-		if held := s.held(owner, res.Pending); held >= limit {
-			return nil, &LimitError{Held: held, Limit: limit}
+		// Another first call of the same record (an MCP session's calls
+		// at once) takes no further slot: one of them binds the record.
+		held := s.held(owner, res.Pending)
+		if !held[k] && len(held) >= limit {
+			// A session given back on another replica a moment ago may
+			// not be in the mirror yet: catch up with the bucket before
+			// refusing.
+			if last, err := s.lastRevision(ctx); err == nil {
+				s.waitSeen(ctx, last)
+				held = s.held(owner, res.Pending)
+			}
+			if !held[k] && len(held) >= limit {
+				return nil, &LimitError{Held: len(held), Limit: limit}
+			}
 		}
 		id := token()
 		res.Pending = append(res.Pending, reservation{ID: id, Key: k, Until: now.Add(hold).UTC()})
@@ -133,9 +146,10 @@ func livePending(list []reservation, now time.Time) []reservation {
 	return out
 }
 
-// held counts owner's bound records and pending reservations, each record
-// key once (concurrent first calls of one MCP session reserve the same).
-func (s *Store) held(owner string, pending []reservation) int {
+// held is the record keys of owner's bound records and pending
+// reservations (concurrent first calls of one MCP session reserve the
+// same key).
+func (s *Store) held(owner string, pending []reservation) map[string]bool {
 	keys := map[string]bool{}
 	for _, slot := range s.Bound() {
 		if slot.Owner == owner {
@@ -145,7 +159,7 @@ func (s *Store) held(owner string, pending []reservation) int {
 	for _, r := range pending {
 		keys[r.Key] = true
 	}
-	return len(keys)
+	return keys
 }
 
 // unreserve removes reservation id from the limit record lk.
@@ -187,6 +201,24 @@ func (s *Store) unreserve(ctx context.Context, lk, id string) {
 			return
 		}
 	}
+}
+
+// lastRevision is the newest revision of the bucket.
+func (s *Store) lastRevision(ctx context.Context) (uint64, error) {
+	var last uint64
+	err := s.retry(ctx, func(kv jetstream.KeyValue) error {
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return err
+		}
+		bs, ok := st.(*jetstream.KeyValueBucketStatus)
+		if !ok {
+			return errors.New("no stream state in the bucket's status")
+		}
+		last = bs.StreamInfo().State.LastSeq
+		return nil
+	})
+	return last, err
 }
 
 // noteSeen records that the mirror's watch delivered revision rev.

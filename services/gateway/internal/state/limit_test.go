@@ -57,6 +57,13 @@ func TestReserveConcurrent(t *testing.T) {
 	if _, err := replicas[0].Reserve(ctx, "anonymous", KeyOf(Handle, NewHandle()), limit, time.Minute); err != nil {
 		t.Errorf("another owner's Reserve = %v, want a slot", err)
 	}
+	// A second first call of a record reserved already (an MCP session's
+	// calls at once) takes no other slot: it is let through.
+	if release, err := replicas[1].Reserve(ctx, owner, KeyOf(Handle, keys[2]), limit, time.Minute); err != nil {
+		t.Errorf("Reserve at the limit for a record reserved already = %v, want it let through", err)
+	} else {
+		release()
+	}
 
 	// The first opener gave up: its slot is free. The second wrote its
 	// record: its slot stays taken after the release.
