@@ -109,3 +109,36 @@ func TestSessionLimitConcurrent(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionLimitFreedByIdle: a handle's browser session given back
+// after --handle-idle-timeout frees its caller's slot.
+func TestSessionLimitFreedByIdle(t *testing.T) {
+	needChromium(t)
+	srv := startNATS(t, "")
+	startWorker(t, srv, "w1", 3)
+	url := startGateway(t, srv, gateway.Config{SessionsConfig: gateway.SessionsConfig{SessionsPerCaller: 1, HandleIdleTimeout: time.Second}})
+	c := modernClient(t, url, nil)
+	if res := callTool(t, c, "get_url", nil); res.IsError {
+		t.Fatalf("first call: %s", text(res))
+	}
+	calls := 1
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res := callTool(t, c, "get_url", nil)
+		calls++
+		if !res.IsError {
+			break
+		}
+		if !strings.Contains(text(res), "limit") || time.Now().After(deadline) {
+			t.Fatalf("a call without a session after the first went idle = %q, want a session once the keeper gave the first back", text(res))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var released bool
+	for _, r := range auditRecords(t, srv, calls+1) { // the calls, and the keeper's release
+		released = released || r.GetTool() == "session.release"
+	}
+	if !released {
+		t.Error("no session.release record: the slot was freed some other way")
+	}
+}
