@@ -376,20 +376,20 @@ func TestStorageTransfer(t *testing.T) {
 	host = host[:strings.Index(host, ":")]
 	state := fmt.Sprintf(`{"cookies": [{"name": "sid", "value": %q, "domain": %q, "path": "/", "expires": -1, "httpOnly": true, "secure": false, "sameSite": "Lax"}],
 		"origins": [{"origin": %q, "localStorage": [{"name": "token", "value": %q}]}]}`, value, host, ts.URL, value)
-	res, err := f.transfer(&browserv1.StorageTransferRequest{Op: "import", Owner: "test", Name: "imported", StateJson: []byte(state)})
+	res, err := f.transfer(&browserv1.StorageTransferRequest{Op: "import", Owner: testOwner, Name: "imported", StateJson: []byte(state)})
 	if err != nil {
 		t.Fatalf("import: %v", err)
 	}
 	if !strings.Contains(res.GetSummaryJson(), `"cookies":1`) || strings.Contains(res.GetSummaryJson(), value) {
 		t.Errorf("import summary = %s", res.GetSummaryJson())
 	}
-	s := f.mustOpen() // owner "test"
+	s := f.mustOpen() // owner testOwner
 	open := openReq(ts.URL + "/check")
 	open.GetOpen().Storage = "imported"
 	if got := f.mustCall(s, open); !strings.Contains(got, "storage ok, cookie ok") {
 		t.Errorf("open with the imported storage = %q", got)
 	}
-	out, err := f.transfer(&browserv1.StorageTransferRequest{Op: "export", Owner: "test", Name: "imported"})
+	out, err := f.transfer(&browserv1.StorageTransferRequest{Op: "export", Owner: testOwner, Name: "imported"})
 	if err != nil {
 		t.Fatalf("export: %v", err)
 	}
@@ -402,14 +402,15 @@ func TestStorageTransfer(t *testing.T) {
 		code commonv1.ErrorCode
 		want string
 	}{
-		{"another owner's", &browserv1.StorageTransferRequest{Op: "export", Owner: "someone-else", Name: "imported"}, commonv1.ErrorCode_NOT_FOUND, `no saved storage "imported"`},
+		{"another owner's", &browserv1.StorageTransferRequest{Op: "export", Owner: otherOwner, Name: "imported"}, commonv1.ErrorCode_NOT_FOUND, `no saved storage "imported"`},
 		{"no owner", &browserv1.StorageTransferRequest{Op: "export", Name: "imported"}, commonv1.ErrorCode_INVALID_ARGUMENT, "names no owner"},
-		{"bad name", &browserv1.StorageTransferRequest{Op: "export", Owner: "test", Name: "../x"}, commonv1.ErrorCode_INVALID_ARGUMENT, "a lowercase letter"},
-		{"bad op", &browserv1.StorageTransferRequest{Op: "copy", Owner: "test", Name: "x"}, commonv1.ErrorCode_INVALID_ARGUMENT, "import, export, move or legacy"},
-		{"not json", &browserv1.StorageTransferRequest{Op: "import", Owner: "test", Name: "x", StateJson: []byte("cookies")}, commonv1.ErrorCode_INVALID_ARGUMENT, "not a storageState JSON object"},
-		{"cookie without domain", &browserv1.StorageTransferRequest{Op: "import", Owner: "test", Name: "x", StateJson: []byte(`{"cookies": [{"name": "a", "value": "b"}]}`)},
+		{"a label for an owner", &browserv1.StorageTransferRequest{Op: "export", Owner: "token:abcdef", Name: "imported"}, commonv1.ErrorCode_FAILED_PRECONDITION, "upgrade the gateways"},
+		{"bad name", &browserv1.StorageTransferRequest{Op: "export", Owner: testOwner, Name: "../x"}, commonv1.ErrorCode_INVALID_ARGUMENT, "a lowercase letter"},
+		{"bad op", &browserv1.StorageTransferRequest{Op: "copy", Owner: testOwner, Name: "x"}, commonv1.ErrorCode_INVALID_ARGUMENT, "import, export, move or legacy"},
+		{"not json", &browserv1.StorageTransferRequest{Op: "import", Owner: testOwner, Name: "x", StateJson: []byte("cookies")}, commonv1.ErrorCode_INVALID_ARGUMENT, "not a storageState JSON object"},
+		{"cookie without domain", &browserv1.StorageTransferRequest{Op: "import", Owner: testOwner, Name: "x", StateJson: []byte(`{"cookies": [{"name": "a", "value": "b"}]}`)},
 			commonv1.ErrorCode_INVALID_ARGUMENT, "cookie 0 has no name or no domain"},
-		{"bad origin", &browserv1.StorageTransferRequest{Op: "import", Owner: "test", Name: "x", StateJson: []byte(`{"origins": [{"origin": "file:///etc"}]}`)},
+		{"bad origin", &browserv1.StorageTransferRequest{Op: "import", Owner: testOwner, Name: "x", StateJson: []byte(`{"origins": [{"origin": "file:///etc"}]}`)},
 			commonv1.ErrorCode_INVALID_ARGUMENT, "not an http(s) origin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -418,6 +419,13 @@ func TestStorageTransfer(t *testing.T) {
 		})
 	}
 }
+
+// Owners of saved storage as the gateway sends them: digests of caller
+// identities.
+var (
+	testOwner  = strings.Repeat("ab", 32)
+	otherOwner = strings.Repeat("cd", 32)
+)
 
 // TestStorageMoveLegacy: "legacy" lists what gateways before owner
 // digests saved under a caller's label scope; "move" re-seals it for an
@@ -452,24 +460,24 @@ func TestStorageMoveLegacy(t *testing.T) {
 		t.Fatalf("legacy = %v, %v; want the one legacy storage", list, err)
 	}
 	state := `{"cookies": [{"name": "sid", "value": "new-value", "domain": "example.com", "path": "/"}]}`
-	if _, err := f.transfer(&browserv1.StorageTransferRequest{Op: "import", Owner: "taken", Name: "old-login", StateJson: []byte(state)}); err != nil {
+	if _, err := f.transfer(&browserv1.StorageTransferRequest{Op: "import", Owner: otherOwner, Name: "old-login", StateJson: []byte(state)}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.transfer(&browserv1.StorageTransferRequest{Op: "move", FromScope: scope, Owner: "taken", Name: "old-login"})
+	_, err = f.transfer(&browserv1.StorageTransferRequest{Op: "move", FromScope: scope, Owner: otherOwner, Name: "old-login"})
 	wantCode(t, "move over an existing name", err, commonv1.ErrorCode_FAILED_PRECONDITION, "has a saved storage \"old-login\" already")
-	_, err = f.transfer(&browserv1.StorageTransferRequest{Op: "move", FromScope: "not-a-scope", Owner: "owner", Name: "old-login"})
+	_, err = f.transfer(&browserv1.StorageTransferRequest{Op: "move", FromScope: "not-a-scope", Owner: testOwner, Name: "old-login"})
 	wantCode(t, "move from a bad scope", err, commonv1.ErrorCode_INVALID_ARGUMENT, "not a legacy scope")
-	if _, err := f.transfer(&browserv1.StorageTransferRequest{Op: "move", FromScope: scope, Owner: "owner", Name: "old-login"}); err != nil {
+	if _, err := f.transfer(&browserv1.StorageTransferRequest{Op: "move", FromScope: scope, Owner: testOwner, Name: "old-login"}); err != nil {
 		t.Fatalf("move: %v", err)
 	}
-	out, err := f.transfer(&browserv1.StorageTransferRequest{Op: "export", Owner: "owner", Name: "old-login"})
+	out, err := f.transfer(&browserv1.StorageTransferRequest{Op: "export", Owner: testOwner, Name: "old-login"})
 	if err != nil || !strings.Contains(string(out.GetStateJson()), "legacy-value") {
 		t.Fatalf("export of the moved storage = %v, %v", out, err)
 	}
 	if list, err := f.transfer(&browserv1.StorageTransferRequest{Op: "legacy"}); err != nil || list.GetSummaryJson() != "[]" {
 		t.Errorf("legacy after the move = %v, %v; want none", list, err)
 	}
-	_, err = f.transfer(&browserv1.StorageTransferRequest{Op: "move", FromScope: scope, Owner: "owner", Name: "old-login"})
+	_, err = f.transfer(&browserv1.StorageTransferRequest{Op: "move", FromScope: scope, Owner: testOwner, Name: "old-login"})
 	wantCode(t, "move again", err, commonv1.ErrorCode_NOT_FOUND, `no saved storage "old-login"`)
 }
 

@@ -124,7 +124,11 @@ func storageKey(s *session, name string) (string, error) {
 	if err := checkStorageName(name); err != nil {
 		return "", err
 	}
-	return ownerScope(s.owner) + "." + name, nil
+	scope, err := ownerScope(s.owner)
+	if err != nil {
+		return "", err
+	}
+	return scope + "." + name, nil
 }
 
 func checkStorageName(name string) error {
@@ -137,7 +141,7 @@ func checkStorageName(name string) error {
 
 // ownerScope is the key prefix of the saved storage of a session's owner
 // ("mcp:<owner digest>"): that of the owner after its kind.
-func ownerScope(owner string) string {
+func ownerScope(owner string) (string, error) {
 	if _, o, ok := strings.Cut(owner, ":"); ok {
 		owner = o
 	}
@@ -145,10 +149,16 @@ func ownerScope(owner string) string {
 }
 
 // callerScope is the key prefix of an owner's saved storage: the whole
-// SHA-256 of the owner (64 hex digits; never a shortened one).
-func callerScope(owner string) string {
+// SHA-256 of the owner (64 hex digits; never a shortened one). The owner
+// must be a digest (64 hex digits): a label, which older gateways sent,
+// may be another caller's too, so it keys nothing.
+func callerScope(owner string) (string, error) {
+	if b, err := hex.DecodeString(owner); err != nil || len(b) != sha256.Size {
+		return "", bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION,
+			"saved storage is keyed by the digest of the caller's identity (64 hex digits), and the owner is not one (a gateway older than the browser workers sends a shortened label): upgrade the gateways")
+	}
 	sum := sha256.Sum256([]byte(owner))
-	return hex.EncodeToString(sum[:])
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // legacyScopeLen is the length of the scopes of gateways before owner
@@ -332,7 +342,11 @@ func (w *Worker) openSealed(key string, sealed []byte) (*savedStorage, error) {
 
 // storageList is the storage_list tool: the owner's saved storages.
 func (w *Worker) storageList(ctx context.Context, s *session) (*browserv1.ToolResult, error) {
-	scope := ownerScope(s.owner) + "."
+	scope, err := ownerScope(s.owner)
+	if err != nil {
+		return nil, err
+	}
+	scope += "."
 	lister, err := w.storage.ListKeysFiltered(ctx, scope+"*")
 	if err != nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "list saved storage: %v", err)

@@ -72,7 +72,11 @@ func (w *Worker) storageTransfer(ctx context.Context, req *browserv1.StorageTran
 	if err := checkStorageName(name); err != nil {
 		return nil, err
 	}
-	key := callerScope(owner) + "." + name
+	scope, err := callerScope(owner)
+	if err != nil {
+		return nil, err
+	}
+	key := scope + "." + name
 	var st *savedStorage
 	var out []byte
 	switch req.GetOp() {
