@@ -2,7 +2,9 @@ package browser_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"net/http"
@@ -11,10 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/kit/browserbus"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
@@ -371,20 +376,20 @@ func TestStorageTransfer(t *testing.T) {
 	host = host[:strings.Index(host, ":")]
 	state := fmt.Sprintf(`{"cookies": [{"name": "sid", "value": %q, "domain": %q, "path": "/", "expires": -1, "httpOnly": true, "secure": false, "sameSite": "Lax"}],
 		"origins": [{"origin": %q, "localStorage": [{"name": "token", "value": %q}]}]}`, value, host, ts.URL, value)
-	res, err := f.transfer(&browserv1.StorageTransferRequest{Op: "import", Owner: "test", Name: "imported", StateJson: []byte(state)})
+	res, err := f.transfer(&browserv1.StorageTransferRequest{Op: "import", Owner: testOwner, Name: "imported", StateJson: []byte(state)})
 	if err != nil {
 		t.Fatalf("import: %v", err)
 	}
 	if !strings.Contains(res.GetSummaryJson(), `"cookies":1`) || strings.Contains(res.GetSummaryJson(), value) {
 		t.Errorf("import summary = %s", res.GetSummaryJson())
 	}
-	s := f.mustOpen() // owner "test"
+	s := f.mustOpen() // owner testOwner
 	open := openReq(ts.URL + "/check")
 	open.GetOpen().Storage = "imported"
 	if got := f.mustCall(s, open); !strings.Contains(got, "storage ok, cookie ok") {
 		t.Errorf("open with the imported storage = %q", got)
 	}
-	out, err := f.transfer(&browserv1.StorageTransferRequest{Op: "export", Owner: "test", Name: "imported"})
+	out, err := f.transfer(&browserv1.StorageTransferRequest{Op: "export", Owner: testOwner, Name: "imported"})
 	if err != nil {
 		t.Fatalf("export: %v", err)
 	}
@@ -397,14 +402,15 @@ func TestStorageTransfer(t *testing.T) {
 		code commonv1.ErrorCode
 		want string
 	}{
-		{"another owner's", &browserv1.StorageTransferRequest{Op: "export", Owner: "someone-else", Name: "imported"}, commonv1.ErrorCode_NOT_FOUND, `no saved storage "imported"`},
+		{"another owner's", &browserv1.StorageTransferRequest{Op: "export", Owner: otherOwner, Name: "imported"}, commonv1.ErrorCode_NOT_FOUND, `no saved storage "imported"`},
 		{"no owner", &browserv1.StorageTransferRequest{Op: "export", Name: "imported"}, commonv1.ErrorCode_INVALID_ARGUMENT, "names no owner"},
-		{"bad name", &browserv1.StorageTransferRequest{Op: "export", Owner: "test", Name: "../x"}, commonv1.ErrorCode_INVALID_ARGUMENT, "a lowercase letter"},
-		{"bad op", &browserv1.StorageTransferRequest{Op: "copy", Owner: "test", Name: "x"}, commonv1.ErrorCode_INVALID_ARGUMENT, "import or export"},
-		{"not json", &browserv1.StorageTransferRequest{Op: "import", Owner: "test", Name: "x", StateJson: []byte("cookies")}, commonv1.ErrorCode_INVALID_ARGUMENT, "not a storageState JSON object"},
-		{"cookie without domain", &browserv1.StorageTransferRequest{Op: "import", Owner: "test", Name: "x", StateJson: []byte(`{"cookies": [{"name": "a", "value": "b"}]}`)},
+		{"a label for an owner", &browserv1.StorageTransferRequest{Op: "export", Owner: "token:abcdef", Name: "imported"}, commonv1.ErrorCode_FAILED_PRECONDITION, "upgrade the gateways"},
+		{"bad name", &browserv1.StorageTransferRequest{Op: "export", Owner: testOwner, Name: "../x"}, commonv1.ErrorCode_INVALID_ARGUMENT, "a lowercase letter"},
+		{"bad op", &browserv1.StorageTransferRequest{Op: "copy", Owner: testOwner, Name: "x"}, commonv1.ErrorCode_INVALID_ARGUMENT, "import, export, move or legacy"},
+		{"not json", &browserv1.StorageTransferRequest{Op: "import", Owner: testOwner, Name: "x", StateJson: []byte("cookies")}, commonv1.ErrorCode_INVALID_ARGUMENT, "not a storageState JSON object"},
+		{"cookie without domain", &browserv1.StorageTransferRequest{Op: "import", Owner: testOwner, Name: "x", StateJson: []byte(`{"cookies": [{"name": "a", "value": "b"}]}`)},
 			commonv1.ErrorCode_INVALID_ARGUMENT, "cookie 0 has no name or no domain"},
-		{"bad origin", &browserv1.StorageTransferRequest{Op: "import", Owner: "test", Name: "x", StateJson: []byte(`{"origins": [{"origin": "file:///etc"}]}`)},
+		{"bad origin", &browserv1.StorageTransferRequest{Op: "import", Owner: testOwner, Name: "x", StateJson: []byte(`{"origins": [{"origin": "file:///etc"}]}`)},
 			commonv1.ErrorCode_INVALID_ARGUMENT, "not an http(s) origin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -412,6 +418,67 @@ func TestStorageTransfer(t *testing.T) {
 			wantCode(t, tc.name, err, tc.code, tc.want)
 		})
 	}
+}
+
+// Owners of saved storage as the gateway sends them: digests of caller
+// identities.
+var (
+	testOwner  = strings.Repeat("ab", 32)
+	otherOwner = strings.Repeat("cd", 32)
+)
+
+// TestStorageMoveLegacy: "legacy" lists what gateways before owner
+// digests saved under a caller's label scope; "move" re-seals it for an
+// owner (who then exports it), never over a saved storage of that name
+// the owner has already; what moved is no longer listed.
+func TestStorageMoveLegacy(t *testing.T) {
+	key := testKey(t)
+	f := newFleet(t)
+	f.worker(browser.Config{MaxSessions: 1, WarmSessions: -1, SecretKey: key, CheckpointEvery: -1})
+	sum := sha256.Sum256([]byte("token:abcdef"))
+	scope := hex.EncodeToString(sum[:12])
+	k := scope + ".old-login"
+	sealed, err := key.Seal("browser-storage/"+k, []byte(`{"name":"old-login","cookies":[{"name":"sid","value":"legacy-value","domain":"example.com","path":"/"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	js, err := jetstream.New(f.c.NATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, bus.BucketName(f.c.Prefix(), "_browser_storage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, k, sealed); err != nil {
+		t.Fatal(err)
+	}
+	list, err := f.transfer(&browserv1.StorageTransferRequest{Op: "legacy"})
+	if err != nil || list.GetSummaryJson() != `[{"scope":"`+scope+`","name":"old-login"}]` {
+		t.Fatalf("legacy = %v, %v; want the one legacy storage", list, err)
+	}
+	state := `{"cookies": [{"name": "sid", "value": "new-value", "domain": "example.com", "path": "/"}]}`
+	if _, err := f.transfer(&browserv1.StorageTransferRequest{Op: "import", Owner: otherOwner, Name: "old-login", StateJson: []byte(state)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.transfer(&browserv1.StorageTransferRequest{Op: "move", FromScope: scope, Owner: otherOwner, Name: "old-login"})
+	wantCode(t, "move over an existing name", err, commonv1.ErrorCode_FAILED_PRECONDITION, "has a saved storage \"old-login\" already")
+	_, err = f.transfer(&browserv1.StorageTransferRequest{Op: "move", FromScope: "not-a-scope", Owner: testOwner, Name: "old-login"})
+	wantCode(t, "move from a bad scope", err, commonv1.ErrorCode_INVALID_ARGUMENT, "not a legacy scope")
+	if _, err := f.transfer(&browserv1.StorageTransferRequest{Op: "move", FromScope: scope, Owner: testOwner, Name: "old-login"}); err != nil {
+		t.Fatalf("move: %v", err)
+	}
+	out, err := f.transfer(&browserv1.StorageTransferRequest{Op: "export", Owner: testOwner, Name: "old-login"})
+	if err != nil || !strings.Contains(string(out.GetStateJson()), "legacy-value") {
+		t.Fatalf("export of the moved storage = %v, %v", out, err)
+	}
+	if list, err := f.transfer(&browserv1.StorageTransferRequest{Op: "legacy"}); err != nil || list.GetSummaryJson() != "[]" {
+		t.Errorf("legacy after the move = %v, %v; want none", list, err)
+	}
+	_, err = f.transfer(&browserv1.StorageTransferRequest{Op: "move", FromScope: scope, Owner: testOwner, Name: "old-login"})
+	wantCode(t, "move again", err, commonv1.ErrorCode_NOT_FOUND, `no saved storage "old-login"`)
 }
 
 // TestEmulateHeadersHidden: the values of emulate's extra headers reach

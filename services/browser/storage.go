@@ -13,9 +13,13 @@ package browser
 // and counts: cookie values and storage contents stay on the workers (no
 // result, log, span or audit record holds them).
 //
-// Owner: the caller's label of OpenSessionRequest.owner (after its kind,
-// "mcp:" or "handle:"), so that one caller's saved logins are not another
-// caller's.
+// Owner: OpenSessionRequest.owner after its kind ("mcp:" or "handle:"),
+// the gateway's digest of the caller's full identity, so that one
+// caller's saved logins are not another caller's. Gateways before that
+// sent a 12-character label, which two callers could share; the saved
+// storage under such a label's scope (24 hex digits, legacyScopeLen) is
+// reachable by no session and waits for the gateway to move it to its
+// owner (op "move" of sov.browser.storage, storage_transfer.go).
 
 import (
 	"context"
@@ -120,7 +124,11 @@ func storageKey(s *session, name string) (string, error) {
 	if err := checkStorageName(name); err != nil {
 		return "", err
 	}
-	return ownerScope(s.owner) + "." + name, nil
+	scope, err := ownerScope(s.owner)
+	if err != nil {
+		return "", err
+	}
+	return scope + "." + name, nil
 }
 
 func checkStorageName(name string) error {
@@ -132,19 +140,42 @@ func checkStorageName(name string) error {
 }
 
 // ownerScope is the key prefix of the saved storage of a session's owner
-// ("mcp:alice"): that of its caller's label.
-func ownerScope(owner string) string {
-	if _, caller, ok := strings.Cut(owner, ":"); ok {
-		owner = caller
+// ("mcp:<owner digest>"): that of the owner after its kind.
+func ownerScope(owner string) (string, error) {
+	if _, o, ok := strings.Cut(owner, ":"); ok {
+		owner = o
 	}
 	return callerScope(owner)
 }
 
-// callerScope is the key prefix of a caller's saved storage: a digest of
-// its label.
-func callerScope(caller string) string {
-	sum := sha256.Sum256([]byte(caller))
-	return hex.EncodeToString(sum[:12])
+// callerScope is the key prefix of an owner's saved storage: the whole
+// SHA-256 of the owner (64 hex digits; never a shortened one). The owner
+// must be a digest (64 hex digits): a label, which older gateways sent,
+// may be another caller's too, so it keys nothing.
+func callerScope(owner string) (string, error) {
+	if b, err := hex.DecodeString(owner); err != nil || len(b) != sha256.Size {
+		return "", bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION,
+			"saved storage is keyed by the digest of the caller's identity (64 hex digits), and the owner is not one (a gateway older than the browser workers sends a shortened label): upgrade the gateways")
+	}
+	sum := sha256.Sum256([]byte(owner))
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// legacyScopeLen is the length of the scopes of gateways before owner
+// digests: 24 hex digits, the first 12 bytes of the SHA-256 of a
+// caller's label.
+const legacyScopeLen = 24
+
+// legacyScope reports whether key is under a legacy scope, and which.
+func legacyScope(key string) (scope, name string, ok bool) {
+	scope, name, ok = strings.Cut(key, ".")
+	if !ok || len(scope) != legacyScopeLen {
+		return "", "", false
+	}
+	if _, err := hex.DecodeString(scope); err != nil {
+		return "", "", false
+	}
+	return scope, name, true
 }
 
 // storageSealName binds a sealed record to its key.
@@ -192,22 +223,31 @@ type storageSummary struct {
 // putStorage seals st and writes it under key; tooLarge says what to do
 // when it is over the limit.
 func (w *Worker) putStorage(ctx context.Context, key string, st *savedStorage, tooLarge string) error {
-	body, err := json.Marshal(st)
+	sealed, err := w.sealStorage(key, st, tooLarge)
 	if err != nil {
-		return bus.Errorf(commonv1.ErrorCode_INTERNAL, "encode the storage: %v", err)
-	}
-	sealed, err := w.cfg.SecretKey.Seal(storageSealName(key), body)
-	if err != nil {
-		return bus.Errorf(commonv1.ErrorCode_INTERNAL, "seal the storage: %v", err)
-	}
-	if max := w.maxStorageBytes(); len(sealed) > max {
-		return bus.Errorf(commonv1.ErrorCode_TOO_LARGE,
-			"the cookies and local storage take %d bytes sealed, more than the limit of %d (the worker's --max-storage-kb): %s", len(sealed), max, tooLarge)
+		return err
 	}
 	if _, err := w.storage.Put(ctx, key, sealed); err != nil {
 		return bus.Errorf(commonv1.ErrorCode_INTERNAL, "write the storage into the fleet: %v", err)
 	}
 	return nil
+}
+
+// sealStorage seals st for key (the seal is bound to the key).
+func (w *Worker) sealStorage(key string, st *savedStorage, tooLarge string) ([]byte, error) {
+	body, err := json.Marshal(st)
+	if err != nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "encode the storage: %v", err)
+	}
+	sealed, err := w.cfg.SecretKey.Seal(storageSealName(key), body)
+	if err != nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "seal the storage: %v", err)
+	}
+	if max := w.maxStorageBytes(); len(sealed) > max {
+		return nil, bus.Errorf(commonv1.ErrorCode_TOO_LARGE,
+			"the cookies and local storage take %d bytes sealed, more than the limit of %d (the worker's --max-storage-kb): %s", len(sealed), max, tooLarge)
+	}
+	return sealed, nil
 }
 
 // summarize says what a saved storage holds, without a value.
@@ -302,7 +342,11 @@ func (w *Worker) openSealed(key string, sealed []byte) (*savedStorage, error) {
 
 // storageList is the storage_list tool: the owner's saved storages.
 func (w *Worker) storageList(ctx context.Context, s *session) (*browserv1.ToolResult, error) {
-	scope := ownerScope(s.owner) + "."
+	scope, err := ownerScope(s.owner)
+	if err != nil {
+		return nil, err
+	}
+	scope += "."
 	lister, err := w.storage.ListKeysFiltered(ctx, scope+"*")
 	if err != nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "list saved storage: %v", err)

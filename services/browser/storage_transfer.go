@@ -3,10 +3,12 @@ package browser
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
 	"github.com/chromedp/cdproto/network"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
@@ -21,6 +23,11 @@ import (
 // one out. Only workers hold the key that seals saved storage, so they
 // answer; the gateway guards the routes (admin token, and export only
 // with --storage-export).
+//
+// The same endpoint moves the saved storage of gateways before owner
+// digests (storage.go) to its owner: "legacy" lists what is under a
+// legacy scope, "move" re-seals one under its owner's scope, on the
+// worker, so that no value leaves it.
 
 // storageQueue is the queue group of sov.browser.storage.
 const storageQueue = "sovereign-browser-storage"
@@ -55,14 +62,21 @@ type stateItem struct {
 
 // storageTransfer answers sov.browser.storage.
 func (w *Worker) storageTransfer(ctx context.Context, req *browserv1.StorageTransferRequest) (*browserv1.StorageTransferResponse, error) {
+	if req.GetOp() == "legacy" {
+		return w.legacyStorage(ctx)
+	}
 	owner, name := strings.TrimSpace(req.GetOwner()), req.GetName()
 	if owner == "" {
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "storage transfer names no owner (the caller's label: a token's name, or anonymous)")
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "storage transfer names no owner (the digest of the caller's identity)")
 	}
 	if err := checkStorageName(name); err != nil {
 		return nil, err
 	}
-	key := callerScope(owner) + "." + name
+	scope, err := callerScope(owner)
+	if err != nil {
+		return nil, err
+	}
+	key := scope + "." + name
 	var st *savedStorage
 	var out []byte
 	switch req.GetOp() {
@@ -84,14 +98,74 @@ func (w *Worker) storageTransfer(ctx context.Context, req *browserv1.StorageTran
 			return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "encode the storage: %v", err)
 		}
 		w.log.WarnContext(ctx, "storage exported (it holds login state)", "cookies", len(st.Cookies), "origins", len(st.Storage))
+	case "move":
+		var err error
+		if st, err = w.moveLegacy(ctx, req.GetFromScope(), key, name); err != nil {
+			return nil, err
+		}
 	default:
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "storage transfer op must be import or export, not %q", clipName(req.GetOp()))
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "storage transfer op must be import, export, move or legacy, not %q", clipName(req.GetOp()))
 	}
 	sum, err := json.Marshal(summarize(st))
 	if err != nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "encode the summary: %v", err)
 	}
 	return &browserv1.StorageTransferResponse{StateJson: out, SummaryJson: string(sum)}, nil
+}
+
+// legacyEntry is a saved storage under a legacy scope, as "legacy"
+// lists it (summary_json: a JSON array of them).
+type legacyEntry struct {
+	Scope string `json:"scope"`
+	Name  string `json:"name"`
+}
+
+// legacyStorage lists the saved storage under legacy scopes.
+func (w *Worker) legacyStorage(ctx context.Context) (*browserv1.StorageTransferResponse, error) {
+	lister, err := w.storage.ListKeys(ctx)
+	if err != nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "list saved storage: %v", err)
+	}
+	list := []legacyEntry{}
+	for k := range lister.Keys() {
+		if scope, name, ok := legacyScope(k); ok {
+			list = append(list, legacyEntry{Scope: scope, Name: name})
+		}
+	}
+	out, err := json.Marshal(list)
+	if err != nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "encode the list: %v", err)
+	}
+	return &browserv1.StorageTransferResponse{SummaryJson: string(out)}, nil
+}
+
+// moveLegacy moves the saved storage name of the legacy scope from to
+// key, re-sealed for key. It never overwrites: when the owner has a
+// saved storage of that name already, the legacy one stays.
+func (w *Worker) moveLegacy(ctx context.Context, from, key, name string) (*savedStorage, error) {
+	old := from + "." + name
+	if _, _, ok := legacyScope(old); !ok {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "from_scope %q is not a legacy scope (%d hex digits)", clipName(from), legacyScopeLen)
+	}
+	st, err := w.loadKey(ctx, old, name)
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := w.sealStorage(key, st, "raise the worker's --max-storage-kb to move it")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.storage.Create(ctx, key, sealed); errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION,
+			"the owner has a saved storage %q already; the legacy one stays under scope %s (delete the owner's first to move it)", name, from)
+	} else if err != nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "write the moved storage: %v", err)
+	}
+	if err := w.storage.Purge(ctx, old); err != nil {
+		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "moved saved storage %q, but could not delete its legacy copy: %v", name, err)
+	}
+	w.log.InfoContext(ctx, "legacy saved storage moved to its owner", "scope", from, "storage", name)
+	return st, nil
 }
 
 // parseState reads an imported storageState.

@@ -82,7 +82,7 @@ func (f *fleet) open() (*browserv1.OpenSessionResponse, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var res browserv1.OpenSessionResponse
-	err := f.c.Request(ctx, f.c.Subject("browser", "open"), &browserv1.OpenSessionRequest{Owner: "test"}, &res)
+	err := f.c.Request(ctx, f.c.Subject("browser", "open"), &browserv1.OpenSessionRequest{Owner: "mcp:" + testOwner}, &res)
 	return &res, err
 }
 

@@ -79,7 +79,14 @@ func formRequestID(t *testing.T, req mcp.ElicitationRequest) string {
 // no elicitation capability).
 func elicitingClient(t *testing.T, url string, modern bool, e *elicitor) *client.Client {
 	t.Helper()
-	tr, err := transport.NewStreamableHTTP(url)
+	return elicitingClientAs(t, url, modern, e, nil)
+}
+
+// elicitingClientAs is elicitingClient sending headers (a caller's
+// Authorization).
+func elicitingClientAs(t *testing.T, url string, modern bool, e *elicitor, headers map[string]string) *client.Client {
+	t.Helper()
+	tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(headers))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,28 +392,7 @@ func TestApprovalRoundTrip(t *testing.T) {
 	}
 
 	// A replay of the approved retry: refused, the script does not run.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	params := map[string]any{
-		"name": "eval", "arguments": onceArgs, "requestState": "sov-approval:" + onceID,
-		"inputResponses": map[string]any{"sovereign_approval": map[string]any{"action": "accept", "content": map[string]any{"decision": "approve_once"}}},
-		"_meta": map[string]any{
-			mcp.MetaKeyProtocolVersion: c.ProtocolVersion(), mcp.MetaKeyClientCapabilities: map[string]any{"elicitation": map[string]any{}},
-			mcp.MetaKeyClientInfo: map[string]any{"name": "gateway-test", "version": "1.0"},
-		},
-	}
-	header := http.Header{}
-	header.Set(mcp.HeaderMethod, "tools/call")
-	header.Set(mcp.HeaderName, "eval")
-	resp, err := c.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: "2.0", ID: mcp.NewRequestId(int64(99)),
-		Method: "tools/call", Params: params, Header: header})
-	if err != nil || resp.Error != nil {
-		t.Fatalf("replayed retry: %v %+v", err, resp.Error)
-	}
-	replayed, err := mcp.ParseCallToolResult(&resp.Result)
-	if err != nil {
-		t.Fatal(err)
-	}
+	replayed := replayApproval(t, c, onceArgs, onceID)
 	if !replayed.IsError || !strings.Contains(text(replayed), "already used") {
 		t.Fatalf("replayed retry: %v %q", replayed.IsError, text(replayed))
 	}
@@ -484,4 +470,33 @@ func TestApprovalConfig(t *testing.T) {
 	if strings.Join(cfg.ApproveTools, ",") != "click" || cfg.ApprovalTimeout != time.Minute {
 		t.Errorf("from flags: %v %s", cfg.ApproveTools, cfg.ApprovalTimeout)
 	}
+}
+
+// replayApproval sends c's retry of an eval call with args, as a 2026
+// client answering the approval form of request id with approve_once.
+func replayApproval(t *testing.T, c *client.Client, args map[string]any, id string) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	params := map[string]any{
+		"name": "eval", "arguments": args, "requestState": "sov-approval:" + id,
+		"inputResponses": map[string]any{"sovereign_approval": map[string]any{"action": "accept", "content": map[string]any{"decision": "approve_once"}}},
+		"_meta": map[string]any{
+			mcp.MetaKeyProtocolVersion: c.ProtocolVersion(), mcp.MetaKeyClientCapabilities: map[string]any{"elicitation": map[string]any{}},
+			mcp.MetaKeyClientInfo: map[string]any{"name": "gateway-test", "version": "1.0"},
+		},
+	}
+	header := http.Header{}
+	header.Set(mcp.HeaderMethod, "tools/call")
+	header.Set(mcp.HeaderName, "eval")
+	resp, err := c.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: "2.0", ID: mcp.NewRequestId(int64(99)),
+		Method: "tools/call", Params: params, Header: header})
+	if err != nil || resp.Error != nil {
+		t.Fatalf("replayed retry: %v %+v", err, resp.Error)
+	}
+	res, err := mcp.ParseCallToolResult(&resp.Result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

@@ -173,14 +173,7 @@ func TestConsole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyText, err := secrets.GenerateKeyText()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := secrets.ParseKey(keyText)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := newKey(t)
 	sec, err := secrets.Open(sctx, nc.NATS(), nc.Prefix(), key)
 	if err != nil {
 		t.Fatal(err)

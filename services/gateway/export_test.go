@@ -10,3 +10,7 @@ func OpenQueueLen(g *Gateway) int { return g.openq.Len() }
 
 // RunningCalls is how many tool calls a gateway is running now.
 func RunningCalls(g *Gateway) int { return g.tools.Running() }
+
+// StorageMigrated is closed when a gateway's legacy saved storage
+// migration has ended.
+func StorageMigrated(g *Gateway) <-chan struct{} { return g.migrated }

@@ -93,6 +93,8 @@ type Gateway struct {
 	usage *usage     // what this gateway's clients used lately (reclaim.go)
 	openq *openQueue // calls waiting for a browser session (openqueue.go)
 
+	migrated chan struct{} // closed when the legacy saved storage migration ends (storage.go)
+
 	life app.Lifetime // Run until Close (the service contract)
 
 	stop []func(context.Context) error // what New started, undone in reverse by Close
@@ -221,6 +223,7 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 	if err := g.serveTools(); err != nil { // the dispatcher on the bus (bus.go)
 		return nil, err
 	}
+	g.startStorageMigration() // legacy saved storage to its owners (storage.go)
 	return g, nil
 }
 

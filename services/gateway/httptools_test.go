@@ -29,14 +29,7 @@ const weatherKey = "wk-9f8e7d6c5b4a3210-secret"
 // key that decrypts it.
 func startSecretWorker(t *testing.T, srv *natsrv.Server) {
 	t.Helper()
-	keyText, err := secrets.GenerateKeyText()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := secrets.ParseKey(keyText)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := newKey(t)
 	c := connect(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -47,20 +40,7 @@ func startSecretWorker(t *testing.T, srv *natsrv.Server) {
 	if err := store.Set(ctx, "WEATHER_API_KEY", []byte(weatherKey)); err != nil {
 		t.Fatal(err)
 	}
-	w, err := browser.New(context.Background(), browser.Config{ID: "hw1", Chrome: chromium, MaxSessions: 1, SecretKey: key}, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, wcancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() {
-		wcancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	})
-	waitForWorker(t, c, "hw1", done)
+	runWorker(t, srv, browser.Config{ID: "hw1", MaxSessions: 1, SecretKey: key})
 }
 
 // apiServer is the endpoint of the HTTP tools: it records what it got

@@ -28,8 +28,11 @@ import (
 //     fresh browser session.
 //   - A caller (a token, an OAuth subject, or anonymous as one caller) has
 //     at most --sessions-per-caller browser sessions (a token may set its
-//     own). Past it, its own longest-idle session idle for reclaimOwnIdle
-//     is given back, or the call is refused, naming the limit.
+//     own), however many calls open them at once on however many
+//     replicas: taking a slot is a compare-and-set in KV (takeSlot,
+//     state.Store.Reserve). Past it, its own longest-idle session idle
+//     for reclaimOwnIdle is given back, or the call is refused, naming
+//     the limit.
 //   - When every worker is full, a new browser session first reclaims the
 //     caller's own idle sessions, then the longest-idle one of anybody
 //     idle beyond --reclaim-grace; only then does the caller hear "no
@@ -300,27 +303,29 @@ func (g *Gateway) idleOf(keep func(state.Slot, time.Duration) bool) []state.Slot
 	return out
 }
 
-// makeRoom runs before a call opens a browser session for caller: past the
-// caller's limit it gives back the caller's longest-idle session, or
-// refuses. newHandle says the call named no session (a 2026 client that
-// forgot its handle mints one per call).
-func (g *Gateway) makeRoom(ctx context.Context, caller Caller, newHandle bool) error {
+// takeSlot takes one of caller's browser session slots for the record of
+// kind and id, atomically across the gateway replicas
+// (state.Store.Reserve): past the caller's limit it gives back the
+// caller's longest-idle session, or refuses. newHandle says the call named
+// no session (a 2026 client that forgot its handle mints one per call).
+// release gives the reservation back once the record holds the session.
+func (g *Gateway) takeSlot(ctx context.Context, kind state.Kind, id string, caller Caller, newHandle bool) (release func(), err error) {
 	limit := g.cfg.SessionsPerCaller
 	if caller.MaxSessions > 0 {
 		limit = caller.MaxSessions
 	}
-	own := 0
-	for _, s := range g.store.Bound() {
-		if s.Owner == caller.ID {
-			own++
+	// The reservation covers the open, a wait in the open queue and the
+	// record's write; a gateway that dies meanwhile frees it then.
+	hold := g.cfg.ToolTimeout + g.cfg.OpenQueueTimeout + time.Minute
+	key := state.KeyOf(kind, id)
+	var le *state.LimitError
+	for {
+		release, err := g.store.Reserve(ctx, caller.ID, key, limit, hold)
+		if !errors.As(err, &le) {
+			return release, err
 		}
-	}
-	if own < limit {
-		return nil
-	}
-	for _, s := range g.idleOf(func(s state.Slot, idle time.Duration) bool { return s.Owner == caller.ID && idle >= reclaimOwnIdle }) {
-		if g.release(ctx, s, fmt.Sprintf("its caller is at its limit of %d browser sessions and opened another", limit)) {
-			return nil
+		if !g.releaseOwnIdle(ctx, caller.ID, limit) {
+			break
 		}
 	}
 	hint := "end a session you no longer use (an MCP client's DELETE), or wait until one has been idle for " + reclaimOwnIdle.String()
@@ -328,8 +333,19 @@ func (g *Gateway) makeRoom(ctx context.Context, caller Caller, newHandle bool) e
 		hint = fmt.Sprintf("this call named no session, so it would open another: pass the handle an earlier result gave (session: %s…) as %q to keep using that session",
 			state.HandlePrefix, "session")
 	}
-	return toolErr("this caller already holds %d browser sessions, its limit (the gateway's --sessions-per-caller, or its token's --max-sessions), "+
-		"all in use within the last %s; %s", own, reclaimOwnIdle, hint)
+	return nil, toolErr("this caller already holds %d browser sessions, its limit (the gateway's --sessions-per-caller, or its token's --max-sessions), "+
+		"all in use within the last %s; %s", le.Held, reclaimOwnIdle, hint)
+}
+
+// releaseOwnIdle gives back the longest-idle browser session of caller
+// idle for reclaimOwnIdle, for its next one; false when there is none.
+func (g *Gateway) releaseOwnIdle(ctx context.Context, caller string, limit int) bool {
+	for _, s := range g.idleOf(func(s state.Slot, idle time.Duration) bool { return s.Owner == caller && idle >= reclaimOwnIdle }) {
+		if g.release(ctx, s, fmt.Sprintf("its caller is at its limit of %d browser sessions and opened another", limit)) {
+			return true
+		}
+	}
+	return false
 }
 
 // reclaim gives back one browser session for caller when every worker is
@@ -349,15 +365,23 @@ func (g *Gateway) reclaim(ctx context.Context, caller string) bool {
 	return false
 }
 
-// openSession opens a browser session for caller, making room first (its
-// own limit) and reclaiming an idle session when the fleet is full.
-func (g *Gateway) openSession(ctx context.Context, kind state.Kind, caller Caller, profile string, newHandle bool) (worker, session string, err error) {
-	if err := g.makeRoom(ctx, caller, newHandle); err != nil {
-		return "", "", err
+// openSession opens a browser session for caller's record of kind and id,
+// taking one of the caller's slots first (its own limit) and reclaiming an
+// idle session when the fleet is full. Call release once the record holds
+// the session, or it will not be used (the slot is then free again).
+func (g *Gateway) openSession(ctx context.Context, kind state.Kind, id string, caller Caller, profile string, newHandle bool) (worker, session string, release func(), err error) {
+	release, err = g.takeSlot(ctx, kind, id, caller, newHandle)
+	if err != nil {
+		return "", "", nil, err
 	}
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
 	open := func() (worker, session string, err error) {
 		for range 3 {
-			worker, session, err = g.fleet.Open(ctx, ownerLabel(kind, caller.ID), g.urlPolicy(caller, nil), profile)
+			worker, session, err = g.fleet.Open(ctx, workerOwner(kind, caller.ID), g.urlPolicy(caller, nil), profile)
 			var ce *fleet.CapacityError
 			if !errors.As(err, &ce) || !g.reclaim(ctx, caller.ID) {
 				return worker, session, err
@@ -368,7 +392,7 @@ func (g *Gateway) openSession(ctx context.Context, kind state.Kind, caller Calle
 	worker, session, err = open()
 	var ce *fleet.CapacityError
 	if errors.As(err, &ce) && g.cfg.OpenQueue > 0 {
-		return g.waitForRoom(ctx, ce, open) // openqueue.go
+		worker, session, err = g.waitForRoom(ctx, ce, open) // openqueue.go
 	}
-	return worker, session, err
+	return worker, session, release, err
 }

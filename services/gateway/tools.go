@@ -175,11 +175,12 @@ func (g *Gateway) bind(ctx context.Context, c *dispatch.Call, profile string) (*
 		}
 		return g.ensureBound(ctx, e, c.Caller, profile)
 	}
-	worker, session, err := g.openSession(ctx, state.Handle, c.Caller, profile, true)
+	h := state.NewHandle()
+	worker, session, release, err := g.openSession(ctx, state.Handle, h, c.Caller, profile, true)
 	if err != nil {
 		return nil, err
 	}
-	h := state.NewHandle()
+	defer release()
 	if _, err := g.store.Create(ctx, state.Handle, h, state.Record{Owner: caller, WorkerID: worker, SessionID: session}); err != nil {
 		g.closeSession(ctx, worker, session)
 		return nil, fmt.Errorf("store session handle: %w", err)
@@ -205,13 +206,14 @@ func (g *Gateway) ensureBound(ctx context.Context, e *state.Entry, caller dispat
 			g.usage.touch(state.KeyOf(e.Kind, e.ID))
 			return &binding{kind: e.Kind, id: e.ID, workerID: e.WorkerID, sessionID: e.SessionID}, nil
 		}
-		worker, session, err := g.openSession(ctx, e.Kind, caller, profile, false)
+		worker, session, release, err := g.openSession(ctx, e.Kind, e.ID, caller, profile, false)
 		if err != nil {
 			return nil, err
 		}
 		next := *e
 		next.WorkerID, next.SessionID, next.Released = worker, session, ""
 		_, err = g.store.Update(ctx, &next)
+		release()
 		if err == nil {
 			g.log.InfoContext(ctx, "browser session opened", "for", string(e.Kind), "worker", worker, "session", session)
 			g.usage.touch(state.KeyOf(e.Kind, e.ID))
@@ -246,7 +248,7 @@ const restoredNote = "The browser session was lost with its worker and restored 
 // session is gone for good (no checkpoint) or another call restored it
 // first; the caller then forgets it.
 func (g *Gateway) restore(ctx context.Context, b *binding, caller Caller) (*binding, error) {
-	worker, session, err := g.fleet.Restore(ctx, b.sessionID, ownerLabel(b.kind, caller.ID), g.urlPolicy(caller, nil))
+	worker, session, err := g.fleet.Restore(ctx, b.sessionID, workerOwner(b.kind, caller.ID), g.urlPolicy(caller, nil))
 	if err != nil {
 		if bus.CodeOf(err) != commonv1.ErrorCode_SESSION_NOT_FOUND {
 			g.log.WarnContext(ctx, "restore a lost browser session", "worker", b.workerID, "session", b.sessionID, "err", err)
@@ -321,10 +323,11 @@ func (g *Gateway) closeSession(ctx context.Context, worker, session string) {
 	}
 }
 
-// ownerLabel is the opaque owner the worker logs: a kind and the caller's
-// label.
-func ownerLabel(kind state.Kind, caller string) string {
-	return string(kind) + ":" + dispatch.CallerLabel(caller)
+// workerOwner is the owner a worker keeps for a browser session: the
+// record's kind and the digest of the caller's full identity (never its
+// label: two callers may share one).
+func workerOwner(kind state.Kind, caller string) string {
+	return string(kind) + ":" + dispatch.OwnerDigest(caller)
 }
 
 // lost reports whether err means the browser session is gone for good (its

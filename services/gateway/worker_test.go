@@ -48,8 +48,17 @@ func needChromium(t *testing.T) {
 // test ends.
 func startWorker(t *testing.T, srv *natsrv.Server, id string, maxSessions int) {
 	t.Helper()
+	runWorker(t, srv, browser.Config{ID: id, MaxSessions: maxSessions, IdleTimeout: 5 * time.Minute})
+}
+
+// runWorker runs a real browser worker of cfg (Chrome set here) on srv
+// until the test ends.
+func runWorker(t *testing.T, srv *natsrv.Server, cfg browser.Config) {
+	t.Helper()
 	c := connect(t, srv)
-	w, err := browser.New(context.Background(), browser.Config{ID: id, Chrome: chromium, MaxSessions: maxSessions, IdleTimeout: 5 * time.Minute}, c)
+	cfg.Chrome = chromium
+	id := cfg.ID
+	w, err := browser.New(context.Background(), cfg, c)
 	if err != nil {
 		t.Fatal(err)
 	}

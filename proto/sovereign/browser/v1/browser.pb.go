@@ -139,7 +139,10 @@ func (DialogMode) EnumDescriptor() ([]byte, []int) {
 // browser session (subject sov.browser.open, queue group).
 type OpenSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Opaque owner label for logs and listings (never a credential).
+	// Opaque owner: "<kind>:<digest>", the kind of the gateway's record
+	// ("mcp" or "handle") and the hex SHA-256 of the caller's full identity
+	// (never a credential, never a shortened label). It keys what the
+	// caller owns on the workers (saved storage).
 	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
 	// What the session's pages may load, in force before its first tab
 	// loads anything.
@@ -4003,11 +4006,13 @@ func (x *StorageName) GetName() string {
 // workers that hold the operator key: only they can seal and open it).
 type StorageTransferRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "import" or "export".
+	// "import", "export" or "move" (a saved storage of from_scope, the
+	// per-label scope of gateways before owners were digests, to owner;
+	// re-sealed on the worker, so no value leaves it).
 	Op string `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
-	// The caller it belongs to: the caller's label of
-	// OpenSessionRequest.owner (a token's name, "anonymous", …), without
-	// its kind.
+	// The caller it belongs to: the opaque owner digest of
+	// OpenSessionRequest.owner (after its kind), which the gateway makes
+	// from the caller's full identity.
 	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
 	// As StorageName.name.
 	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
@@ -4015,7 +4020,10 @@ type StorageTransferRequest struct {
 	// {"cookies": [{"name", "value", "domain", "path", "expires",
 	// "httpOnly", "secure", "sameSite"}], "origins": [{"origin",
 	// "localStorage": [{"name", "value"}]}]}.
-	StateJson     []byte `protobuf:"bytes,4,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	StateJson []byte `protobuf:"bytes,4,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	// move: the legacy key prefix (24 hex digits) the saved storage is
+	// under now.
+	FromScope     string `protobuf:"bytes,5,opt,name=from_scope,json=fromScope,proto3" json:"from_scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4076,6 +4084,13 @@ func (x *StorageTransferRequest) GetStateJson() []byte {
 		return x.StateJson
 	}
 	return nil
+}
+
+func (x *StorageTransferRequest) GetFromScope() string {
+	if x != nil {
+		return x.FromScope
+	}
+	return ""
 }
 
 // StorageTransferResponse is the answer of sov.browser.storage.
@@ -5435,13 +5450,15 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x10PerformanceStart\x12\x16\n" +
 	"\x06reload\x18\x01 \x01(\bR\x06reload\"!\n" +
 	"\vStorageName\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"q\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x90\x01\n" +
 	"\x16StorageTransferRequest\x12\x0e\n" +
 	"\x02op\x18\x01 \x01(\tR\x02op\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"state_json\x18\x04 \x01(\fR\tstateJson\"[\n" +
+	"state_json\x18\x04 \x01(\fR\tstateJson\x12\x1d\n" +
+	"\n" +
+	"from_scope\x18\x05 \x01(\tR\tfromScope\"[\n" +
 	"\x17StorageTransferResponse\x12\x1d\n" +
 	"\n" +
 	"state_json\x18\x01 \x01(\fR\tstateJson\x12!\n" +

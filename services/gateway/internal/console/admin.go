@@ -157,6 +157,7 @@ func (c *Console) adminRoutes(m *http.ServeMux) {
 	m.Handle("GET /admin/profiles/{name}/export", c.bearer(c.adminProfileExport))
 	m.Handle("PUT /admin/storage/{owner}/{name}", c.bearer(c.adminStoragePut))           // storage.go
 	m.Handle("GET /admin/storage/{owner}/{name}/export", c.bearer(c.adminStorageExport)) // storage.go
+	m.Handle("POST /admin/storage/{owner}/{name}/move", c.bearer(c.adminStorageMove))    // storage.go
 	m.Handle("GET /admin/http-tools", c.bearer(c.adminHTTPTools))
 	m.Handle("PUT /admin/http-tools", c.bearer(c.adminHTTPToolsPut))
 	m.Handle("POST /admin/reload", c.bearer(c.adminReload))

@@ -14,11 +14,15 @@ import (
 // argument, or exports one. Export hands out live logins, so it needs
 // --storage-export on top of the admin token, as profile export does.
 //
-//	PUT /admin/storage/{owner}/{name}          body: storageState JSON → the summary
-//	GET /admin/storage/{owner}/{name}/export   → storageState JSON (only with --storage-export)
+//	PUT  /admin/storage/{owner}/{name}          body: storageState JSON → the summary
+//	GET  /admin/storage/{owner}/{name}/export   → storageState JSON (only with --storage-export)
+//	POST /admin/storage/{owner}/{name}/move     body: {"from_scope": "<24 hex>"} → the summary
 //
-// owner is the caller's label: what a session's owner shows after its
-// kind ("mcp:" or "handle:"), e.g. "anonymous".
+// owner is the caller: an API token's name or token:<id>, oauth:<digest>
+// as the session list shows an OAuth subject, or anonymous. move hands a
+// saved storage that an older gateway kept under a caller's shortened
+// label (a scope the gateway's start could not tell the owner of, and
+// named in its warning) to its owner.
 
 // Storage imports and exports saved storage (the gateway implements it
 // with the browser workers, which hold the key that seals it).
@@ -28,6 +32,9 @@ type Storage interface {
 	Import(ctx context.Context, owner, name string, state []byte) (json.RawMessage, error)
 	// Export returns owner's saved storage name as storageState JSON.
 	Export(ctx context.Context, owner, name string) ([]byte, error)
+	// Move makes the saved storage name of the legacy scope fromScope
+	// owner's and returns its summary.
+	Move(ctx context.Context, fromScope, owner, name string) (json.RawMessage, error)
 }
 
 // MaxStorageBody is the largest storageState the API takes.
@@ -44,7 +51,7 @@ func (c *Console) storageRoute(w http.ResponseWriter, r *http.Request) (Storage,
 	owner, name := r.PathValue("owner"), r.PathValue("name")
 	switch {
 	case !storageOwnerPattern.MatchString(owner):
-		apiError(w, http.StatusBadRequest, fmt.Sprintf("bad owner %q: the caller's label (e.g. anonymous) must match %s", owner, storageOwnerPattern))
+		apiError(w, http.StatusBadRequest, fmt.Sprintf("bad owner %q: the caller (a token's name, token:<id>, oauth:<digest> or anonymous) must match %s", owner, storageOwnerPattern))
 	case !storageNamePattern.MatchString(name):
 		apiError(w, http.StatusBadRequest, fmt.Sprintf("bad storage name %q: it must match %s", name, storageNamePattern))
 	case c.cfg.Admin.Storage == nil:
@@ -96,4 +103,31 @@ func (c *Console) adminStorageExport(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.json"`, name))
 	_, _ = w.Write(state)
+}
+
+func (c *Console) adminStorageMove(w http.ResponseWriter, r *http.Request) {
+	s, owner, name, ok := c.storageRoute(w, r)
+	if !ok {
+		return
+	}
+	body, ok := readBody(w, r, 4<<10, "move request")
+	if !ok {
+		return
+	}
+	var req struct {
+		FromScope string `json:"from_scope"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || req.FromScope == "" {
+		apiError(w, http.StatusBadRequest, `the body must be {"from_scope": "<the scope the gateway's warning named>"}`)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	sum, err := s.Move(ctx, req.FromScope, owner, name)
+	if err != nil {
+		adminFail(w, err)
+		return
+	}
+	c.log.Info("legacy saved storage moved", "owner", owner, "storage", name, "scope", req.FromScope, "client", clientIP(r))
+	writeJSON(w, http.StatusOK, sum)
 }

@@ -27,6 +27,16 @@ func (m *memStorage) Export(_ context.Context, owner, name string) ([]byte, erro
 	return b, nil
 }
 
+func (m *memStorage) Move(_ context.Context, fromScope, owner, name string) (json.RawMessage, error) {
+	b, ok := m.data[fromScope+"/"+name]
+	if !ok {
+		return nil, fmt.Errorf("storage %s: %w", name, ErrNotFound)
+	}
+	delete(m.data, fromScope+"/"+name)
+	m.data[owner+"/"+name] = b
+	return json.RawMessage(`{"name":"` + name + `"}`), nil
+}
+
 // TestAdminStorage: import answers the summary; export needs the switch
 // on top of the admin token; bad owners, names and bodies are refused.
 func TestAdminStorage(t *testing.T) {
@@ -66,5 +76,16 @@ func TestAdminStorage(t *testing.T) {
 	}
 	if r := on.do(c, "GET", "/admin/storage/someone/site-login/export", nil, auth); r.status != 404 {
 		t.Fatalf("export of another owner's = %d %s", r.status, r.body)
+	}
+	// move hands a legacy scope's storage to an owner.
+	on.do(c, "PUT", "/admin/storage/0123456789abcdef01234567/old-login", strings.NewReader(state), auth)
+	if r := on.do(c, "POST", "/admin/storage/someone/old-login/move", strings.NewReader(`{"from_scope":"0123456789abcdef01234567"}`), auth); r.status != 200 {
+		t.Fatalf("move = %d %s", r.status, r.body)
+	}
+	if r := on.do(c, "GET", "/admin/storage/someone/old-login/export", nil, auth); r.status != 200 || r.body != state {
+		t.Fatalf("export after the move = %d %s", r.status, r.body)
+	}
+	if r := on.do(c, "POST", "/admin/storage/someone/old-login/move", strings.NewReader(`{}`), auth); r.status != 400 || !strings.Contains(r.body, "from_scope") {
+		t.Fatalf("move without from_scope = %d %s, want 400 naming it", r.status, r.body)
 	}
 }

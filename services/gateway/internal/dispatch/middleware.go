@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -88,11 +90,21 @@ func Audit(pub Publisher, log *slog.Logger) Middleware {
 	}
 }
 
-// CallerLabel shortens a caller identity for logs: a prefix of its digest,
-// never a credential.
+// CallerLabel shortens a caller identity for logs and display: never a
+// credential, and never a key of what the caller owns (two callers may
+// share a label; OwnerDigest is the key).
 func CallerLabel(caller string) string {
 	c := strings.TrimPrefix(caller, "sha256:")
 	return c[:min(len(c), 12)]
+}
+
+// OwnerDigest is the opaque owner that keys what a caller owns outside
+// the gateway (the browser workers' saved storage, checkpoints): the hex
+// SHA-256 of its full identity (Caller.ID), so that no worker log or
+// checkpoint carries a raw token id and no two callers share it.
+func OwnerDigest(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
 }
 
 // MaxAuditArgument is the longest string argument an audit record keeps

@@ -107,6 +107,10 @@ type Store struct {
 	mu      sync.RWMutex
 	cache   map[string]cached
 	waiters map[string][]chan struct{} // see Ended
+
+	seenMu sync.Mutex
+	seen   uint64        // the newest revision the mirror's watch delivered
+	seenCh chan struct{} // closed when seen grows
 }
 
 type cached struct {
@@ -132,6 +136,7 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, ttl time.Duration) 
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	st := &Store{js: js, ttl: ttl, cache: make(map[string]cached), waiters: make(map[string][]chan struct{}), rewatch: make(chan struct{}, 1),
+		seenCh: make(chan struct{}),
 		cfg: jetstream.KeyValueConfig{
 			Bucket:      bucket,
 			Description: "Sovereign gateway: MCP sessions and session handles → browser sessions",
@@ -190,6 +195,9 @@ func (s *Store) ensure(ctx context.Context) error {
 	s.mu.Lock()
 	clear(s.cache)
 	s.mu.Unlock()
+	s.seenMu.Lock()
+	s.seen = 0 // a new bucket counts revisions from 1 again
+	s.seenMu.Unlock()
 	return nil
 }
 
@@ -275,6 +283,10 @@ func (s *Store) follow(ctx context.Context, w jetstream.KeyWatcher, sweep <-chan
 			}
 			if e == nil {
 				continue
+			}
+			s.noteSeen(e.Revision())
+			if !ValidKey(e.Key()) {
+				continue // a caller's reservations (limit.go)
 			}
 			if e.Operation() != jetstream.KeyValuePut {
 				s.forget(e.Key())
