@@ -1,6 +1,7 @@
 package browser_test
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -289,4 +290,62 @@ func TestScrubFiles(t *testing.T) {
 		t.Errorf("download_get d3 = %v, want a resource named with the placeholder", res)
 	}
 	noSecret(t, "download_get of a file named after the secret", res.String())
+}
+
+// TestSecretFieldsDrawDiscs: scrubbing reads no pixels, so a field the
+// worker types a secret into draws discs, as a password field does, before
+// the text goes in. The screenshot of a text field filled with
+// {{secrets.API_KEY}} is the screenshot of a password field holding the
+// same value; the same field filled with plain text of that length is not.
+func TestSecretFieldsDrawDiscs(t *testing.T) {
+	f := scrubFleet(t)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>fields</title><style>input{font:16px monospace;width:360px;border:1px solid #000;outline:none;caret-color:transparent}</style>
+<style>div{font:16px monospace;width:360px;height:20px;border:1px solid #000;outline:none;caret-color:transparent}</style>
+<p><input id=a> <p><input id=b> <p><input id=p type=password value=%q> <p><input id=c>
+<div id=e contenteditable></div> <div id=r style="-webkit-text-security:disc">%s</div>`, httpSecret, httpSecret)
+	}))
+	t.Cleanup(ts.Close)
+	s := f.mustOpen()
+	f.mustCall(s, openReq(ts.URL))
+	sel := func(id string) *browserv1.Element {
+		return &browserv1.Element{By: &browserv1.Element_Selector{Selector: "#" + id}}
+	}
+	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Fill{Fill: &browserv1.Fill{Element: sel("a"), Value: "{{secrets.API_KEY}}"}}})
+	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Type{Type: &browserv1.Fill{Element: sel("b"), Value: "{{secrets.API_KEY}}"}}})
+	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Fill{Fill: &browserv1.Fill{Element: sel("e"), Value: "{{secrets.API_KEY}}"}}})
+	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Fill{Fill: &browserv1.Fill{Element: sel("c"), Value: strings.Repeat("x", len(httpSecret))}}})
+	f.mustCall(s, evalReq(`document.activeElement.blur()`))
+	shot := func(id string) []byte {
+		t.Helper()
+		res, err := f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Screenshot{Screenshot: &browserv1.Screenshot{Element: sel(id)}}})
+		if err != nil {
+			t.Fatalf("screenshot #%s: %v", id, err)
+		}
+		for _, c := range res.GetContent() {
+			if img := c.GetImage(); img != nil {
+				return img.GetData()
+			}
+		}
+		t.Fatalf("screenshot #%s: no image in %v", id, res)
+		return nil
+	}
+	password := shot("p")
+
+	if got := shot("a"); !bytes.Equal(got, password) {
+		t.Errorf("the field filled with a secret does not draw as the password field holding it (%d vs %d bytes of PNG)", len(got), len(password))
+	}
+	if got := shot("b"); !bytes.Equal(got, password) {
+		t.Errorf("the field a secret was typed into does not draw as the password field holding it")
+	}
+	if got := shot("e"); !bytes.Equal(got, shot("r")) {
+		t.Errorf("the contenteditable filled with a secret does not draw discs")
+	}
+	if got := shot("c"); bytes.Equal(got, password) {
+		t.Errorf("a field filled with plain text draws discs too; want its text")
+	}
+	// The page still reads the value: the discs are drawn, not stored.
+	if got := f.mustCall(s, evalReq(`document.querySelector('#a').value === document.querySelector('#p').value`)); !strings.Contains(got, "true") {
+		t.Errorf("the filled field's value = %q, want the secret", got)
+	}
 }

@@ -724,6 +724,9 @@ func (w *Worker) call(ctx context.Context, req *browserv1.ToolRequest) (*browser
 	if err != nil {
 		return nil, err
 	}
+	if run != req {
+		ctx = page.WithSecretInput(ctx) // fields typed into draw discs: pixels are not scrubbed
+	}
 	var res *browserv1.ToolResult
 	if isStorageCall(run) {
 		res, err = w.storageCall(ctx, s, run) // storage.go

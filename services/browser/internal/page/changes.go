@@ -38,6 +38,9 @@ type callState struct {
 	// for the quiet window even when nothing happened at once, as after a
 	// route change.
 	slowReaction bool
+	// secretInput says that the text the tool types holds an operator
+	// secret (WithSecretInput): the fields it types into draw discs.
+	secretInput bool
 }
 
 // pageSeen is the address and title of the page as the last tool saw

@@ -472,6 +472,24 @@ func characters(n int) string {
 	return strconv.Itoa(n) + " characters"
 }
 
+// secretInputKey marks a call whose typed text holds an operator secret.
+type secretInputKey struct{}
+
+// WithSecretInput returns ctx for a fill, type or fill_form call whose
+// text holds an operator secret's value (the worker substitutes
+// placeholders before the call): the fields it types into draw their text
+// as discs (CSS -webkit-text-security) before the text goes in, so no
+// screenshot, screencast frame or PDF shows the value, which scrubbing
+// cannot find in pixels.
+func WithSecretInput(ctx context.Context) context.Context {
+	return context.WithValue(ctx, secretInputKey{}, true)
+}
+
+func secretInput(ctx context.Context) bool {
+	v, _ := ctx.Value(secretInputKey{}).(bool)
+	return v
+}
+
 // sensitive marks res as the result of typing into a secret field, so
 // that the call's text arguments are neither stored nor logged.
 func sensitive(res *browserv1.ToolResult) *browserv1.ToolResult {
@@ -533,10 +551,10 @@ func (t *Tab) fillField(ctx context.Context, el *browserv1.Element, value, tool 
 	var p inputPrep
 	// A select or a date-like field takes its value in this first call.
 	t.call.inputAt = time.Now()
-	what, prefix, err := t.onElement(ctx, el, tool, `function(pre, v) {
+	what, prefix, err := t.onElement(ctx, el, tool, `function(pre, v, mask) {
 		const desc = __sov.describe(this, pre);
-		return Object.assign(__sov.prepareInput(this, v, 'fill'), {desc});
-	}`, &p, value)
+		return Object.assign(__sov.prepareInput(this, v, 'fill', mask), {desc});
+	}`, &p, value, t.call.secretInput)
 	if err != nil {
 		return "", false, err
 	}
@@ -608,10 +626,10 @@ func (t *Tab) typeText(ctx context.Context, f *browserv1.Fill) (*browserv1.ToolR
 		return nil, err
 	}
 	var p inputPrep
-	if err := callOn(ctx, e.obj, `function(v, pre) {
+	if err := callOn(ctx, e.obj, `function(v, pre, mask) {
 		const desc = __sov.describe(this, pre);
-		return Object.assign(__sov.prepareInput(this, v, 'type'), {desc});
-	}`, &p, value, e.prefix); err != nil {
+		return Object.assign(__sov.prepareInput(this, v, 'type', mask), {desc});
+	}`, &p, value, e.prefix, t.call.secretInput); err != nil {
 		return nil, err
 	}
 	desc := t.noteDesc(p.Desc)

@@ -340,6 +340,7 @@ func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string
 	}
 	t.beginCall(req)
 	t.call.files = files
+	t.call.secretInput = secretInput(ctx)
 	dctx, stopDialogs := t.watchDialogs(rctx, req)
 	defer stopDialogs()
 	res, err := t.dispatch(dctx, req)

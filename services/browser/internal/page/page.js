@@ -1000,7 +1000,11 @@
   // {insert: true} asks the caller to insert the text as keyboard input.
   // For a secret field (see secretField) it says {secret} and, in place of
   // the value it set, its number of characters n.
-  function prepareInput(el, value, mode) {
+  // prepareInput readies el for value. With mask (the worker put an
+  // operator secret into value), el draws its text as discs from now on,
+  // before the text goes in: no screenshot or screencast frame shows it.
+  function prepareInput(el, value, mode, mask) {
+    if (mask && el.isConnected) el.style.setProperty('-webkit-text-security', 'disc', 'important');
     const r = prepare(el, value, mode);
     const secret = el.isConnected ? secretField(el) : '';
     if (secret) {
