@@ -28,7 +28,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 )
 
 // Defaults and limits.
@@ -86,13 +86,16 @@ type Queue struct {
 // survive a NATS restart.
 func Open(ctx context.Context, nc *nats.Conn, prefix string) (*Queue, error) {
 	bucket := Bucket(prefix)
-	kv, err := bus.OpenKV(ctx, nc, jetstream.KeyValueConfig{
-		Bucket:      bucket,
-		Description: "Sovereign gateway: approval requests of monitored tool calls and approve-for-session grants",
-		TTL:         TTL,
-		History:     1,
-		Storage:     jetstream.FileStorage,
-	}, "the gateway keeps approval requests")
+	kv, err := kvbucket.OpenKV(ctx, nc, kvbucket.Spec{
+		Config: jetstream.KeyValueConfig{
+			Bucket:      bucket,
+			Description: "Sovereign gateway: approval requests of monitored tool calls and approve-for-session grants",
+			TTL:         TTL,
+			History:     1,
+			Storage:     jetstream.FileStorage,
+		},
+		Keeps: "the gateway keeps approval requests",
+	})
 	if err != nil {
 		return nil, err
 	}
