@@ -448,37 +448,24 @@ func (q *Queue) Get(ctx context.Context, id string) (Request, error) {
 // List returns the pending requests, oldest first, then the requests
 // decided in the last hour, newest first.
 func (q *Queue) List(ctx context.Context) ([]Request, error) {
-	w, err := q.kv.Watch(ctx, "req.*", jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, fmt.Errorf("list approval requests: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
 	var pending, decided []Request
 	since := time.Now().Add(-RecentDecided)
-collect:
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("list approval requests: %w", ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("list approval requests: the watch ended early (NATS connection lost?)")
-			}
-			if e == nil {
-				break collect
-			}
-			var r Request
-			if json.Unmarshal(e.Value(), &r) != nil {
-				continue
-			}
-			r = q.expire(ctx, r)
-			switch {
-			case r.State == Pending:
-				pending = append(pending, r)
-			case r.DecidedAt.After(since):
-				decided = append(decided, r)
-			}
+	err := kvbucket.Each(ctx, q.kv, "req.*", func(e jetstream.KeyValueEntry) bool {
+		var r Request
+		if json.Unmarshal(e.Value(), &r) != nil {
+			return true
 		}
+		r = q.expire(ctx, r)
+		switch {
+		case r.State == Pending:
+			pending = append(pending, r)
+		case r.DecidedAt.After(since):
+			decided = append(decided, r)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list approval requests: %w", err)
 	}
 	slices.SortFunc(pending, func(a, b Request) int { return a.Created.Compare(b.Created) })
 	slices.SortFunc(decided, func(a, b Request) int { return b.DecidedAt.Compare(a.DecidedAt) })

@@ -33,9 +33,6 @@ type Spec struct {
 	// older version) when Config cannot be applied to it, and creates it
 	// anew: for buckets whose content a NATS restart may lose anyway.
 	ReplaceMemory bool
-	// Reopened, when set, is called after each reopening (not after the
-	// first opening): the bucket may be a new, empty one.
-	Reopened func()
 }
 
 // Bucket is an open KV bucket. Its methods are safe for concurrent use.
@@ -44,8 +41,10 @@ type Bucket struct {
 	js   jetstream.JetStream
 	spec Spec
 
-	mu sync.Mutex
-	kv jetstream.KeyValue
+	mu    sync.Mutex
+	kv    jetstream.KeyValue
+	hooks map[int]func() // see OnReopen
+	next  int
 }
 
 // Open opens the bucket spec describes, creating it when it is missing.
@@ -139,10 +138,35 @@ func (b *Bucket) Reopen(ctx context.Context) (jetstream.KeyValue, error) {
 	if err := b.open(ctx); err != nil {
 		return nil, err
 	}
-	if b.spec.Reopened != nil {
-		b.spec.Reopened()
+	b.mu.Lock()
+	hooks := make([]func(), 0, len(b.hooks))
+	for _, f := range b.hooks {
+		hooks = append(hooks, f)
+	}
+	b.mu.Unlock()
+	for _, f := range hooks {
+		f()
 	}
 	return b.KV(), nil
+}
+
+// OnReopen has f called after each reopening (not after the first
+// opening), until the returned func is called: the bucket may be a new,
+// empty one, counting revisions from 1 again.
+func (b *Bucket) OnReopen(f func()) (remove func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.hooks == nil {
+		b.hooks = make(map[int]func())
+	}
+	id := b.next
+	b.next++
+	b.hooks[id] = f
+	return func() {
+		b.mu.Lock()
+		delete(b.hooks, id)
+		b.mu.Unlock()
+	}
 }
 
 // Do runs op on the bucket, and once more after reopening it when op
@@ -199,4 +223,29 @@ func (b *Bucket) Created(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("bucket %s: %w", b.Name(), err)
 	}
 	return stream.CachedInfo().Created, nil
+}
+
+// Each calls f with every current entry of kv whose key matches filter
+// (">" for all; deleted keys left out), as a watch lists them, until f
+// returns false. An entry written meanwhile may hide another; use Keys
+// where that matters.
+func Each(ctx context.Context, kv jetstream.KeyValue, filter string, f func(jetstream.KeyValueEntry) bool) error {
+	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("the watch ended before it listed every key (NATS connection lost?)")
+			}
+			if e == nil || !f(e) {
+				return nil
+			}
+		}
+	}
 }

@@ -3,6 +3,7 @@ package kvmirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -19,26 +20,41 @@ type Options[T any] struct {
 	// Filter selects the keys to mirror ("id.*"); every key when empty.
 	Filter string
 	// Decode turns a stored value into T. A value it refuses is logged and
-	// left out (its key is dropped from the mirror).
+	// left out (its key is dropped from the mirror); with [ErrSkip], quietly.
 	Decode func(key string, val []byte) (T, error)
 	// OnChange, when set, is called on the mirror's goroutine after each
 	// change of the map: ok false when key left it (deleted, purged, or no
-	// longer listed after a reconnect).
+	// longer listed after a reconnect). A re-listing calls it again for
+	// every key it lists.
 	OnChange func(key string, val T, ok bool)
 	// Resync, when positive, lists the bucket again this often, a safety
 	// net besides the re-listing after every NATS reconnect.
 	Resync time.Duration
+	// Expired, when set, tells values that count as gone although the
+	// bucket did not announce it (past a TTL): reads leave them out, and
+	// every Sweep (when positive) drops them.
+	Expired func(val T) bool
+	Sweep   time.Duration
+	// Delivered, when set, is called on the mirror's goroutine with the
+	// revision of every entry the watch delivered, mirrored or not, once
+	// it is applied.
+	Delivered func(rev uint64)
 	// Log receives the values Decode refuses and the watch's failures;
 	// slog.Default() when nil.
 	Log *slog.Logger
 }
+
+// ErrSkip from Decode leaves a key out of the mirror without a log line.
+var ErrSkip = errors.New("not mirrored")
 
 // Mirror is a map that follows a bucket: a watch applies every put and
 // delete within its delivery time (milliseconds on one NATS). After a NATS
 // reconnect, when the watch ends, and every Resync, it watches again
 // (reopening the bucket if it is gone), applies what changed meanwhile and
 // drops the keys the new watch does not list; until then it keeps what it
-// had. Its methods are safe for concurrent use.
+// had. When the bucket is reopened (by anyone, see
+// [kvbucket.Bucket.OnReopen]) it starts empty and lists it again. Its
+// methods are safe for concurrent use.
 type Mirror[T any] struct {
 	b    *kvbucket.Bucket
 	opt  Options[T]
@@ -48,9 +64,10 @@ type Mirror[T any] struct {
 
 	rewatch chan struct{}
 
-	mu    sync.RWMutex
-	items map[string]item[T]
-	gen   uint64 // the watch generation: a re-listing drops older items
+	mu      sync.RWMutex
+	items   map[string]item[T]
+	gen     uint64 // the watch generation: a re-listing drops older items
+	listing bool   // the current watch's initial values are arriving
 }
 
 type item[T any] struct {
@@ -71,7 +88,9 @@ func New[T any](ctx context.Context, b *kvbucket.Bucket, opt Options[T]) (*Mirro
 	if m.log == nil {
 		m.log = slog.Default()
 	}
-	wctx, stop := context.WithCancel(context.Background())
+	wctx, cancel := context.WithCancel(context.Background())
+	unhook := b.OnReopen(m.Reset)
+	stop := func() { unhook(); cancel() }
 	m.stop = stop
 	w, err := m.watch(wctx)
 	if err != nil {
@@ -106,6 +125,7 @@ func (m *Mirror[T]) watch(ctx context.Context) (*watcher, error) {
 	}
 	m.mu.Lock()
 	m.gen++
+	m.listing = true
 	m.mu.Unlock()
 	return &watcher{KeyWatcher: w, cancel: cancel}, nil
 }
@@ -127,17 +147,25 @@ func (m *Mirror[T]) run(ctx context.Context, w *watcher, ready chan struct{}) {
 	nc := m.b.Conn()
 	reconnected := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(reconnected)
-	var resync <-chan time.Time
+	var resync, sweep <-chan time.Time
 	if m.opt.Resync > 0 {
 		t := time.NewTicker(m.opt.Resync)
 		defer t.Stop()
 		resync = t.C
+	}
+	if m.opt.Expired != nil && m.opt.Sweep > 0 {
+		t := time.NewTicker(m.opt.Sweep)
+		defer t.Stop()
+		sweep = t.C
 	}
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		if w == nil {
 			var err error
 			if w, err = m.watch(ctx); err != nil {
+				if nc.IsClosed() {
+					break // for good: nothing to follow any more
+				}
 				if ctx.Err() == nil {
 					m.log.Warn("kv mirror: watch failed; serving the last values seen", "bucket", m.b.Name(), "err", err, "retry_in", backoff.String())
 				}
@@ -161,6 +189,9 @@ func (m *Mirror[T]) run(ctx context.Context, w *watcher, ready chan struct{}) {
 		case <-resync:
 			w.stop()
 			w = nil
+		case <-sweep:
+			m.sweep()
+			continue
 		case e, ok := <-w.Updates():
 			if !ok {
 				w.stop()
@@ -170,6 +201,9 @@ func (m *Mirror[T]) run(ctx context.Context, w *watcher, ready chan struct{}) {
 			if m.apply(e) && ready != nil {
 				close(ready)
 				ready = nil
+			}
+			if e != nil && m.opt.Delivered != nil {
+				m.opt.Delivered(e.Revision())
 			}
 		}
 	}
@@ -191,6 +225,7 @@ func (m *Mirror[T]) apply(e jetstream.KeyValueEntry) bool {
 				gone = append(gone, k)
 			}
 		}
+		m.listing = false
 		m.mu.Unlock()
 		for _, k := range gone {
 			m.changed(k, *new(T), false)
@@ -203,6 +238,10 @@ func (m *Mirror[T]) apply(e jetstream.KeyValueEntry) bool {
 		return false
 	}
 	v, err := m.opt.Decode(k, e.Value())
+	if errors.Is(err, ErrSkip) {
+		m.drop(k)
+		return false
+	}
 	if err != nil {
 		m.log.Warn("kv mirror: skip an unreadable value", "bucket", m.b.Name(), "key", k, "err", err)
 		m.drop(k)
@@ -214,16 +253,14 @@ func (m *Mirror[T]) apply(e jetstream.KeyValueEntry) bool {
 	return false
 }
 
-// put stores v under k unless the mirror has k at rev or newer; in a
-// watch's entries (listed) the older item then counts as listed.
+// put stores v under k unless the mirror has k at rev or newer. A
+// watch's initial value (listed) replaces what an earlier watch left
+// whatever its revision, since the bucket may have been made again,
+// counting revisions from 1.
 func (m *Mirror[T]) put(k string, rev uint64, v T, listed bool) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.items[k]; ok && old.rev >= rev {
-		if listed {
-			old.gen = m.gen
-			m.items[k] = old
-		}
+	if old, ok := m.items[k]; ok && old.rev >= rev && !(listed && m.listing && old.gen != m.gen) {
 		return false
 	}
 	m.items[k] = item[T]{rev: rev, gen: m.gen, val: v}
@@ -253,28 +290,75 @@ func (m *Mirror[T]) Remember(k string, rev uint64, v T) { m.put(k, rev, v, false
 
 // Get returns the value of k.
 func (m *Mirror[T]) Get(k string) (T, bool) {
+	v, _, ok := m.Lookup(k)
+	return v, ok
+}
+
+// Lookup returns the value of k with its revision.
+func (m *Mirror[T]) Lookup(k string) (v T, rev uint64, ok bool) {
+	m.mu.RLock()
+	it, ok := m.items[k]
+	m.mu.RUnlock()
+	if !ok || m.expired(it.val) {
+		return v, 0, false
+	}
+	return it.val, it.rev, true
+}
+
+func (m *Mirror[T]) expired(v T) bool { return m.opt.Expired != nil && m.opt.Expired(v) }
+
+// Range calls f for each key (in no order) until f returns false. f must
+// not call the mirror's methods.
+func (m *Mirror[T]) Range(f func(k string, rev uint64, v T) bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	it, ok := m.items[k]
-	return it.val, ok
+	for k, it := range m.items {
+		if !m.expired(it.val) && !f(k, it.rev, it.val) {
+			return
+		}
+	}
 }
 
 // All returns a copy of the map.
 func (m *Mirror[T]) All() map[string]T {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	out := make(map[string]T, len(m.items))
-	for k, it := range m.items {
-		out[k] = it.val
-	}
+	out := make(map[string]T)
+	m.Range(func(k string, _ uint64, v T) bool { out[k] = v; return true })
 	return out
 }
 
 // Len is the number of mirrored keys.
 func (m *Mirror[T]) Len() int {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return len(m.items)
+	n := 0
+	m.Range(func(string, uint64, T) bool { n++; return true })
+	return n
+}
+
+// Forget drops k until the watch brings it again (the caller learned that
+// the mirror's value is stale). OnChange is not called.
+func (m *Mirror[T]) Forget(k string) {
+	m.mu.Lock()
+	delete(m.items, k)
+	m.mu.Unlock()
+}
+
+// Reset empties the mirror and watches the bucket again: for a bucket
+// made anew. OnChange is not called.
+func (m *Mirror[T]) Reset() {
+	m.mu.Lock()
+	clear(m.items)
+	m.mu.Unlock()
+	m.Rewatch()
+}
+
+// sweep drops the expired values.
+func (m *Mirror[T]) sweep() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, it := range m.items {
+		if m.expired(it.val) {
+			delete(m.items, k)
+		}
+	}
 }
 
 // Rewatch makes the mirror watch the bucket again (after the caller

@@ -259,3 +259,32 @@ func TestMirrorReconnect(t *testing.T) {
 	put(t, other, "d", "4")
 	eventually(t, "the mirror follows the new bucket", want(m, map[string]int{"d": 4}))
 }
+
+// TestMirrorBucketMadeAgain: a bucket deleted and made again counts
+// revisions from 1: a new listing replaces values of the old bucket even
+// at lower revisions, and drops keys it lacks.
+func TestMirrorBucketMadeAgain(t *testing.T) {
+	srv := natstest.Server(t)
+	b := openBucket(t, natstest.Conn(t, srv))
+	put(t, b, "a", "1")
+	put(t, b, "b", "2")
+	m, err := kvmirror.New(ctxT(t), b, kvmirror.Options[int]{Decode: number})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	nc := natstest.Conn(t, srv)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(ctxT(t), "test_mirror"); err != nil {
+		t.Fatal(err)
+	}
+	other := openBucket(t, nc)
+	if rev := put(t, other, "b", "20"); rev != 1 {
+		t.Fatalf("the new bucket's first revision is %d, want 1", rev)
+	}
+	m.Rewatch()
+	eventually(t, "the mirror follows the new bucket", want(m, map[string]int{"b": 20}))
+}

@@ -71,7 +71,7 @@ func (s *Store) Watch(ctx context.Context) (*Cache, error) {
 	c := &Cache{store: s, entries: make(map[string]*entry), done: make(chan struct{}), loading: true}
 	w, err := c.watch(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("watch secrets bucket %s: %w", s.cfg.Bucket, err)
+		return nil, fmt.Errorf("watch secrets bucket %s: %w", s.b.Name(), err)
 	}
 	// The initial values end with a nil entry.
 	for loaded := false; !loaded; {
@@ -116,7 +116,7 @@ func (c *Cache) watch(ctx context.Context) (jetstream.KeyWatcher, error) {
 // s), a new watch lists the bucket at once.
 func (c *Cache) mirror(ctx context.Context, w jetstream.KeyWatcher) {
 	defer close(c.done)
-	nc := c.store.js.Conn()
+	nc := c.store.b.Conn()
 	reconnected := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(reconnected)
 	backoff := 100 * time.Millisecond
