@@ -30,6 +30,11 @@ type Options[T any] struct {
 	// Resync, when positive, lists the bucket again this often, a safety
 	// net besides the re-listing after every NATS reconnect.
 	Resync time.Duration
+	// Discard, when set, is called with every value the mirror lets go
+	// (replaced, deleted, dropped, refused as older, and all of them at
+	// Close), after OnChange and outside the mirror's lock: to zero a
+	// secret, say.
+	Discard func(val T)
 	// Expired, when set, tells values that count as gone although the
 	// bucket did not announce it (past a TTL): reads leave them out, and
 	// every Sweep (when positive) drops them.
@@ -217,18 +222,19 @@ func (m *Mirror[T]) run(ctx context.Context, w *watcher, ready chan struct{}) {
 // was that marker.
 func (m *Mirror[T]) apply(e jetstream.KeyValueEntry) bool {
 	if e == nil {
-		var gone []string
+		gone := map[string]T{}
 		m.mu.Lock()
 		for k, it := range m.items {
 			if it.gen != m.gen {
 				delete(m.items, k)
-				gone = append(gone, k)
+				gone[k] = it.val
 			}
 		}
 		m.listing = false
 		m.mu.Unlock()
-		for _, k := range gone {
+		for k, v := range gone {
 			m.changed(k, *new(T), false)
+			m.discard(v)
 		}
 		return true
 	}
@@ -247,8 +253,11 @@ func (m *Mirror[T]) apply(e jetstream.KeyValueEntry) bool {
 		m.drop(k)
 		return false
 	}
-	if m.put(k, e.Revision(), v, true) {
+	if old, taken := m.put(k, e.Revision(), v, true); taken {
 		m.changed(k, v, true)
+		m.discard(old...)
+	} else {
+		m.discard(v)
 	}
 	return false
 }
@@ -256,25 +265,53 @@ func (m *Mirror[T]) apply(e jetstream.KeyValueEntry) bool {
 // put stores v under k unless the mirror has k at rev or newer. A
 // watch's initial value (listed) replaces what an earlier watch left
 // whatever its revision, since the bucket may have been made again,
-// counting revisions from 1.
-func (m *Mirror[T]) put(k string, rev uint64, v T, listed bool) bool {
+// counting revisions from 1. It returns the value it replaced, if any.
+func (m *Mirror[T]) put(k string, rev uint64, v T, listed bool) (replaced []T, taken bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.items[k]; ok && old.rev >= rev && !(listed && m.listing && old.gen != m.gen) {
-		return false
+	old, ok := m.items[k]
+	if ok && old.rev >= rev && !(listed && m.listing && old.gen != m.gen) {
+		return nil, false
 	}
 	m.items[k] = item[T]{rev: rev, gen: m.gen, val: v}
-	return true
+	if ok {
+		replaced = []T{old.val}
+	}
+	return replaced, true
 }
 
 func (m *Mirror[T]) drop(k string) {
 	m.mu.Lock()
-	_, ok := m.items[k]
+	old, ok := m.items[k]
 	delete(m.items, k)
 	m.mu.Unlock()
 	if ok {
 		m.changed(k, *new(T), false)
+		m.discard(old.val)
 	}
+}
+
+func (m *Mirror[T]) discard(vals ...T) {
+	if m.opt.Discard != nil {
+		for _, v := range vals {
+			m.opt.Discard(v)
+		}
+	}
+}
+
+// take empties the map (all of it, or the values expired says) and
+// returns what it held.
+func (m *Mirror[T]) take(expired func(T) bool) []T {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []T
+	for k, it := range m.items {
+		if expired == nil || expired(it.val) {
+			delete(m.items, k)
+			out = append(out, it.val)
+		}
+	}
+	return out
 }
 
 func (m *Mirror[T]) changed(k string, v T, ok bool) {
@@ -286,7 +323,13 @@ func (m *Mirror[T]) changed(k string, v T, ok bool) {
 // Remember puts a value the caller just wrote at rev into the mirror,
 // unless it already has that key at rev or newer, so that the writer reads
 // its own write before the watch delivers it. OnChange is not called.
-func (m *Mirror[T]) Remember(k string, rev uint64, v T) { m.put(k, rev, v, false) }
+func (m *Mirror[T]) Remember(k string, rev uint64, v T) {
+	if old, taken := m.put(k, rev, v, false); taken {
+		m.discard(old...)
+	} else {
+		m.discard(v)
+	}
+}
 
 // Get returns the value of k.
 func (m *Mirror[T]) Get(k string) (T, bool) {
@@ -337,29 +380,23 @@ func (m *Mirror[T]) Len() int {
 // the mirror's value is stale). OnChange is not called.
 func (m *Mirror[T]) Forget(k string) {
 	m.mu.Lock()
+	old, ok := m.items[k]
 	delete(m.items, k)
 	m.mu.Unlock()
+	if ok {
+		m.discard(old.val)
+	}
 }
 
 // Reset empties the mirror and watches the bucket again: for a bucket
 // made anew. OnChange is not called.
 func (m *Mirror[T]) Reset() {
-	m.mu.Lock()
-	clear(m.items)
-	m.mu.Unlock()
+	m.discard(m.take(nil)...)
 	m.Rewatch()
 }
 
 // sweep drops the expired values.
-func (m *Mirror[T]) sweep() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for k, it := range m.items {
-		if m.expired(it.val) {
-			delete(m.items, k)
-		}
-	}
-}
+func (m *Mirror[T]) sweep() { m.discard(m.take(m.expired)...) }
 
 // Rewatch makes the mirror watch the bucket again (after the caller
 // reopened it, say), keeping its values until the new watch lists them.
@@ -370,8 +407,10 @@ func (m *Mirror[T]) Rewatch() {
 	}
 }
 
-// Close stops following the bucket and waits for the mirror's goroutine.
+// Close stops following the bucket, waits for the mirror's goroutine and
+// empties the map (Discard gets every value).
 func (m *Mirror[T]) Close() {
 	m.stop()
 	<-m.done
+	m.discard(m.take(nil)...)
 }

@@ -159,8 +159,9 @@ func TestMirrorRemember(t *testing.T) {
 	}
 }
 
-// TestMirrorClose: New gives up when ctx ends before the initial
-// values, and Close ends the mirror's goroutine (no more changes applied).
+// TestMirrorClose: New gives up when ctx ends before the initial values;
+// Close ends the mirror's goroutine and hands every value to Discard, as
+// it does a replaced or deleted one.
 func TestMirrorClose(t *testing.T) {
 	srv := natstest.Server(t)
 	b := openBucket(t, natstest.Conn(t, srv))
@@ -169,11 +170,34 @@ func TestMirrorClose(t *testing.T) {
 	if _, err := kvmirror.New(done, b, kvmirror.Options[int]{Decode: number}); !errors.Is(err, context.Canceled) {
 		t.Errorf("New with an ended ctx = %v, want context.Canceled", err)
 	}
-	m, err := kvmirror.New(ctxT(t), b, kvmirror.Options[int]{Decode: number})
+	put(t, b, "a", "1")
+	put(t, b, "b", "2")
+	var mu sync.Mutex
+	var discarded []int
+	m, err := kvmirror.New(ctxT(t), b, kvmirror.Options[int]{Decode: number, Discard: func(v int) {
+		mu.Lock()
+		discarded = append(discarded, v)
+		mu.Unlock()
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	put(t, b, "a", "10")
+	eventually(t, "the replaced value is discarded", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(discarded, []int{1}) {
+			return fmt.Errorf("discarded %v, want [1]", discarded)
+		}
+		return nil
+	})
 	m.Close()
+	mu.Lock()
+	slices.Sort(discarded)
+	if !slices.Equal(discarded, []int{1, 2, 10}) {
+		t.Errorf("after Close, discarded %v; want [1 2 10]", discarded)
+	}
+	mu.Unlock()
 	put(t, b, "late", "1")
 	// Another mirror sees it; the closed one never does.
 	m2, err := kvmirror.New(ctxT(t), b, kvmirror.Options[int]{Decode: number})
@@ -287,4 +311,46 @@ func TestMirrorBucketMadeAgain(t *testing.T) {
 	}
 	m.Rewatch()
 	eventually(t, "the mirror follows the new bucket", want(m, map[string]int{"b": 20}))
+}
+
+// TestMirrorSkipExpireDelivered: ErrSkip leaves a key out, Expired hides
+// (and Sweep drops) values, and Delivered sees every revision, mirrored or
+// not.
+func TestMirrorSkipExpireDelivered(t *testing.T) {
+	srv := natstest.Server(t)
+	b := openBucket(t, natstest.Conn(t, srv))
+	var mu sync.Mutex
+	var last uint64
+	m, err := kvmirror.New(ctxT(t), b, kvmirror.Options[int]{
+		Decode: func(k string, val []byte) (int, error) {
+			if k == "skip" {
+				return 0, kvmirror.ErrSkip
+			}
+			return number(k, val)
+		},
+		Expired:   func(v int) bool { return v < 0 },
+		Sweep:     10 * time.Millisecond,
+		Delivered: func(rev uint64) { mu.Lock(); last = rev; mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	put(t, b, "keep", "1")
+	put(t, b, "old", "-1")
+	rev := put(t, b, "skip", "2")
+	eventually(t, "Delivered sees the skipped key's revision", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if last != rev {
+			return fmt.Errorf("last delivered %d, want %d", last, rev)
+		}
+		return nil
+	})
+	if err := want(m, map[string]int{"keep": 1})(); err != nil {
+		t.Error(err)
+	}
+	if _, ok := m.Get("old"); ok {
+		t.Error("Get returned an expired value")
+	}
 }
