@@ -110,7 +110,8 @@ func New[T any](ctx context.Context, b *kvbucket.Bucket, opt Options[T]) (*Mirro
 	case <-ctx.Done():
 		m.Close()
 		return nil, fmt.Errorf("load kv bucket %s: %w", b.Name(), ctx.Err())
-	case <-m.done:
+	case <-m.done: // the connection closed
+		m.Close()
 		return nil, fmt.Errorf("load kv bucket %s: the watch ended before every value arrived", b.Name())
 	}
 }
