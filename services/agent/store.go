@@ -13,6 +13,7 @@ import (
 
 	agentv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/agent/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 )
 
 // RunRetention is how long an ended run's record is kept after its last
@@ -36,12 +37,15 @@ func Bucket(prefix string) string {
 // settings). It has no TTL (the saved settings must not expire): the
 // periodic scan removes ended runs after RunRetention.
 func openBucket(ctx context.Context, nc *nats.Conn, prefix string) (jetstream.KeyValue, error) {
-	return bus.OpenKV(ctx, nc, jetstream.KeyValueConfig{
-		Bucket:      Bucket(prefix),
-		Description: "Sovereign agent: run records, run owners, replica heartbeats and the model provider settings",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-	}, "the agent keeps its runs")
+	return kvbucket.OpenKV(ctx, nc, kvbucket.Spec{
+		Config: jetstream.KeyValueConfig{
+			Bucket:      Bucket(prefix),
+			Description: "Sovereign agent: run records, run owners, replica heartbeats and the model provider settings",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+		},
+		Keeps: "the agent keeps its runs",
+	})
 }
 
 // errStop makes update leave the record as it is.

@@ -51,6 +51,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 )
 
 // checkpointTick is how often the worker looks for sessions to
@@ -118,12 +119,15 @@ func (w *Worker) openCheckpoints(ctx context.Context, c *bus.Conn) error {
 		w.log.Info("session checkpoints are off (--checkpoint-every below zero)")
 		return nil
 	}
-	kv, err := bus.OpenKV(ctx, c.NATS(), jetstream.KeyValueConfig{
-		Bucket:      checkpointBucket(c.Prefix()),
-		Description: "Sovereign browser session checkpoints (sealed with the operator key)",
-		History:     1,
-		TTL:         w.cfg.CheckpointTTL,
-	}, "browser workers keep session checkpoints")
+	kv, err := kvbucket.OpenKV(ctx, c.NATS(), kvbucket.Spec{
+		Config: jetstream.KeyValueConfig{
+			Bucket:      checkpointBucket(c.Prefix()),
+			Description: "Sovereign browser session checkpoints (sealed with the operator key)",
+			History:     1,
+			TTL:         w.cfg.CheckpointTTL,
+		},
+		Keeps: "browser workers keep session checkpoints",
+	})
 	if err != nil {
 		return err
 	}

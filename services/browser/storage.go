@@ -44,6 +44,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
@@ -74,11 +75,14 @@ func (w *Worker) openStorage(ctx context.Context, c *bus.Conn) error {
 	if w.cfg.SecretKey == nil {
 		return nil
 	}
-	kv, err := bus.OpenKV(ctx, c.NATS(), jetstream.KeyValueConfig{
-		Bucket:      storageBucket(c.Prefix()),
-		Description: "Sovereign saved browser storage: cookies and local storage (sealed with the operator key)",
-		History:     1,
-	}, "browser workers keep saved storage (storage_save)")
+	kv, err := kvbucket.OpenKV(ctx, c.NATS(), kvbucket.Spec{
+		Config: jetstream.KeyValueConfig{
+			Bucket:      storageBucket(c.Prefix()),
+			Description: "Sovereign saved browser storage: cookies and local storage (sealed with the operator key)",
+			History:     1,
+		},
+		Keeps: "browser workers keep saved storage (storage_save)",
+	})
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/scripts"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
+	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 )
 
 // Tools an operator deploys: script tools (JavaScript in the KV bucket
@@ -95,12 +96,15 @@ func (g *Gateway) setupExtensions(ctx context.Context) error {
 		Builtin:  builtin,
 		OnChange: g.scriptsChanged,
 	})
-	x.httpKV, err = bus.OpenKV(ctx, g.bus.NATS(), jetstream.KeyValueConfig{
-		Bucket:      httpToolsBucket(g.bus.Prefix()),
-		Description: "Sovereign gateway: the custom HTTP tools file every gateway serves",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-	}, "the gateways keep the custom HTTP tools file")
+	x.httpKV, err = kvbucket.OpenKV(ctx, g.bus.NATS(), kvbucket.Spec{
+		Config: jetstream.KeyValueConfig{
+			Bucket:      httpToolsBucket(g.bus.Prefix()),
+			Description: "Sovereign gateway: the custom HTTP tools file every gateway serves",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+		},
+		Keeps: "the gateways keep the custom HTTP tools file",
+	})
 	if err != nil {
 		return fmt.Errorf("custom HTTP tools: %w", err)
 	}

@@ -28,7 +28,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 )
 
 // Defaults and limits.
@@ -86,13 +86,16 @@ type Queue struct {
 // survive a NATS restart.
 func Open(ctx context.Context, nc *nats.Conn, prefix string) (*Queue, error) {
 	bucket := Bucket(prefix)
-	kv, err := bus.OpenKV(ctx, nc, jetstream.KeyValueConfig{
-		Bucket:      bucket,
-		Description: "Sovereign gateway: approval requests of monitored tool calls and approve-for-session grants",
-		TTL:         TTL,
-		History:     1,
-		Storage:     jetstream.FileStorage,
-	}, "the gateway keeps approval requests")
+	kv, err := kvbucket.OpenKV(ctx, nc, kvbucket.Spec{
+		Config: jetstream.KeyValueConfig{
+			Bucket:      bucket,
+			Description: "Sovereign gateway: approval requests of monitored tool calls and approve-for-session grants",
+			TTL:         TTL,
+			History:     1,
+			Storage:     jetstream.FileStorage,
+		},
+		Keeps: "the gateway keeps approval requests",
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -445,37 +448,24 @@ func (q *Queue) Get(ctx context.Context, id string) (Request, error) {
 // List returns the pending requests, oldest first, then the requests
 // decided in the last hour, newest first.
 func (q *Queue) List(ctx context.Context) ([]Request, error) {
-	w, err := q.kv.Watch(ctx, "req.*", jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, fmt.Errorf("list approval requests: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
 	var pending, decided []Request
 	since := time.Now().Add(-RecentDecided)
-collect:
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("list approval requests: %w", ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("list approval requests: the watch ended early (NATS connection lost?)")
-			}
-			if e == nil {
-				break collect
-			}
-			var r Request
-			if json.Unmarshal(e.Value(), &r) != nil {
-				continue
-			}
-			r = q.expire(ctx, r)
-			switch {
-			case r.State == Pending:
-				pending = append(pending, r)
-			case r.DecidedAt.After(since):
-				decided = append(decided, r)
-			}
+	err := kvbucket.Each(ctx, q.kv, "req.*", func(e jetstream.KeyValueEntry) bool {
+		var r Request
+		if json.Unmarshal(e.Value(), &r) != nil {
+			return true
 		}
+		r = q.expire(ctx, r)
+		switch {
+		case r.State == Pending:
+			pending = append(pending, r)
+		case r.DecidedAt.After(since):
+			decided = append(decided, r)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list approval requests: %w", err)
 	}
 	slices.SortFunc(pending, func(a, b Request) int { return a.Created.Compare(b.Created) })
 	slices.SortFunc(decided, func(a, b Request) int { return b.DecidedAt.Compare(a.DecidedAt) })

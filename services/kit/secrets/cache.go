@@ -9,43 +9,40 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 	"unsafe"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/sovereign-fleet/sovereign/services/kit/kvmirror"
 	"github.com/sovereign-fleet/sovereign/services/kit/redact"
 )
 
 // Cache keeps the decrypted secrets in memory for a browser worker and
-// follows the bucket: a set or delete takes effect within the watch's
-// delivery time (milliseconds on one NATS). After a reconnect to NATS, or
-// when the watch ends, the cache watches the bucket again (opening or
-// creating it), applies what changed meanwhile and drops the secrets the
-// new watch does not list; until then it keeps what it had. Its methods
-// are safe for concurrent use. A nil *Cache (a process without a key) has
-// no secrets: Scrub returns its input, and Substitute refuses every
-// placeholder with an error that says so.
+// follows the bucket (a [kvmirror.Mirror]): a set or delete takes effect
+// within the watch's delivery time (milliseconds on one NATS). After a
+// reconnect to NATS, or when the watch ends, the cache watches the bucket
+// again (opening or creating it), applies what changed meanwhile and drops
+// the secrets the new watch does not list; until then it keeps what it
+// had. Every value it lets go is zeroed. Its methods are safe for
+// concurrent use. A nil *Cache (a process without a key) has no secrets:
+// Scrub returns its input, and Substitute refuses every placeholder with
+// an error that says so.
 type Cache struct {
-	store *Store
-	stop  context.CancelFunc
-	done  chan struct{}
+	store  *Store
+	mirror *kvmirror.Mirror[*entry] // by name
 
+	// The entries, the matcher and the redact sets change together under
+	// mu, so a reader never sees a value the matcher lacks; a value is
+	// zeroed under mu too, when neither holds it any more.
 	mu      sync.RWMutex
 	entries map[string]*entry
 	m       *matcher // built from entries; nil when there is nothing to scrub
 	margin  int      // see Margin
 	feeds   []*redact.Set
-	gen     uint64 // the watch generation (see mirror)
-	loading bool   // the first values are arriving: the matcher waits
+	loading bool // the first values are arriving: the matcher waits
 	closed  bool
 }
 
 // entry is one secret in the cache.
 type entry struct {
-	rev      uint64
-	gen      uint64
 	value    []byte   // nil when err is set
 	variants [][]byte // the forms Scrub replaces (variants[0] is a copy of value)
 	err      error    // why the value cannot be read (another key, tampered)
@@ -68,151 +65,79 @@ func (s *Store) Watch(ctx context.Context) (*Cache, error) {
 	}
 	// loading: nobody can scrub before Watch returns, so the matcher is
 	// built once, at the end of the initial values.
-	c := &Cache{store: s, entries: make(map[string]*entry), done: make(chan struct{}), loading: true}
-	w, err := c.watch(ctx)
+	c := &Cache{store: s, entries: make(map[string]*entry), loading: true}
+	m, err := kvmirror.New(ctx, s.b, kvmirror.Options[*entry]{
+		Decode:   c.open,
+		OnChange: c.changed,
+		Discard:  c.discard,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("watch secrets bucket %s: %w", s.cfg.Bucket, err)
+		return nil, fmt.Errorf("load secrets: %w", err)
 	}
-	// The initial values end with a nil entry.
-	for loaded := false; !loaded; {
-		select {
-		case <-ctx.Done():
-			_ = w.Stop()
-			return nil, fmt.Errorf("load secrets: %w", ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("load secrets: the watch ended before every secret arrived")
-			}
-			loaded = c.apply(e)
-		}
-	}
-	wctx, stop := context.WithCancel(context.Background())
-	c.stop = stop
-	go c.mirror(wctx, w)
+	c.mu.Lock()
+	c.mirror = m
+	c.loading = false
+	c.rebuild()
+	c.mu.Unlock()
 	live.add(c)
 	return c, nil
 }
 
-// watch starts a watch of the whole bucket (current values first) as a
-// new generation.
-func (c *Cache) watch(ctx context.Context) (jetstream.KeyWatcher, error) {
-	var w jetstream.KeyWatcher
-	err := c.store.retry(ctx, func(kv jetstream.KeyValue) (err error) {
-		w, err = kv.WatchAll(context.Background())
-		return err
-	})
+// open decrypts a stored secret; one that cannot be read is kept with its
+// error (see Check).
+func (c *Cache) open(name string, val []byte) (*entry, error) {
+	next := &entry{}
+	r, err := decode(name, val)
+	if err == nil && ValidName(name) != nil {
+		err = fmt.Errorf("secret %q: not a valid secret name", name)
+	}
+	if err == nil {
+		next.value, err = c.store.key.open(name, r)
+	}
 	if err != nil {
-		return nil, err
+		next.err = err
+	} else {
+		next.variants = variants(next.value)
 	}
-	c.mu.Lock()
-	c.gen++
-	c.mu.Unlock()
-	return w, nil
+	return next, nil
 }
 
-// mirror applies the bucket's changes until ctx ends. It watches again
-// when a watch ends and after every reconnect to NATS: the watch's own
-// recovery after a server restart waits for missed heartbeats (about 20
-// s), a new watch lists the bucket at once.
-func (c *Cache) mirror(ctx context.Context, w jetstream.KeyWatcher) {
-	defer close(c.done)
-	nc := c.store.js.Conn()
-	reconnected := nc.StatusChanged(nats.CONNECTED)
-	defer nc.RemoveStatusListener(reconnected)
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		if w == nil {
-			var err error
-			if w, err = c.watch(ctx); err != nil {
-				select {
-				case <-ctx.Done():
-				case <-time.After(backoff):
-				}
-				backoff = min(backoff*2, 5*time.Second)
-				continue
-			}
-			backoff = 100 * time.Millisecond
-		}
-		select {
-		case <-ctx.Done():
-		case <-reconnected:
-			_ = w.Stop()
-			w = nil
-		case e, ok := <-w.Updates():
-			if ok {
-				c.apply(e)
-				continue
-			}
-			w = nil
-		}
-	}
-	if w != nil {
-		_ = w.Stop()
-	}
-}
-
-// apply applies one watch entry; nil marks the end of the initial values,
-// when secrets the watch did not list are dropped. It reports whether e
-// was that marker.
-func (c *Cache) apply(e jetstream.KeyValueEntry) bool {
-	if e == nil {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for name, old := range c.entries {
-			if old.gen != c.gen {
-				c.drop(name, old)
-			}
-		}
-		c.loading = false
-		c.rebuild()
-		return true
-	}
-	name := e.Key()
-	var next *entry
-	if e.Operation() == jetstream.KeyValuePut {
-		next = &entry{rev: e.Revision()}
-		r, err := decode(name, e.Value())
-		if err == nil && ValidName(name) != nil {
-			err = fmt.Errorf("secret %q: not a valid secret name", name)
-		}
-		if err == nil {
-			next.value, err = c.store.key.open(name, r)
-		}
-		if err != nil {
-			next.err = err
-		} else {
-			next.variants = variants(next.value)
-		}
-	}
+// changed installs the mirror's new value of name (or removes it: ok
+// false) and zeroes the one it replaces.
+func (c *Cache) changed(name string, e *entry, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		if next != nil {
-			next.wipe()
-		}
-		return false
+		return // discard zeroes e
 	}
-	old := c.entries[name]
-	if old != nil && old.rev >= e.Revision() {
-		// Seen before (a new watch lists it again): keep it.
-		if next != nil {
-			next.wipe()
-		}
-		old.gen = c.gen
-		return false
-	}
-	if old != nil {
+	if old := c.entries[name]; old != nil && old != e {
 		c.drop(name, old)
 	}
-	if next != nil {
-		next.gen = c.gen
-		c.entries[name] = next
-		c.feed(next, true)
+	if ok {
+		c.entries[name] = e
+		c.feed(e, true)
 	}
 	if !c.loading {
 		c.rebuild()
 	}
-	return false
+}
+
+// discard zeroes a value the mirror let go, first removing it from the
+// entries if it is still there (the mirror was emptied for a bucket made
+// again).
+func (c *Cache) discard(e *entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, x := range c.entries {
+		if x == e {
+			c.drop(name, e)
+			if !c.loading {
+				c.rebuild()
+			}
+			return
+		}
+	}
+	e.wipe()
 }
 
 // drop removes an entry and zeroes it; the caller holds mu and rebuilds.
@@ -226,8 +151,8 @@ func (c *Cache) drop(name string, e *entry) {
 }
 
 // feed adds or removes e's forms to or from the redact sets; a form that
-// another secret shares stays. The caller holds mu, and has removed e from
-// the entries when it removes.
+// another secret shares stays. The caller holds mu; the mirror no longer
+// has e when it removes.
 func (c *Cache) feed(e *entry, add bool) {
 	if len(e.value) < MinScrubLen || len(c.feeds) == 0 {
 		return
@@ -290,16 +215,13 @@ func (c *Cache) Close() {
 		return
 	}
 	live.remove(c)
-	if c.stop != nil {
-		c.stop()
-		<-c.done
-	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
 	for name, e := range c.entries {
 		c.drop(name, e)
 	}
+	c.mu.Unlock()
+	c.mirror.Close() // zeroes what arrived meanwhile
 }
 
 // Feed keeps set holding the forms of every secret value that Scrub
@@ -330,12 +252,7 @@ func (c *Cache) Names() []string {
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]string, 0, len(c.entries))
-	for name := range c.entries {
-		out = append(out, name)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(c.entries))
 }
 
 // Has reports whether the secret name is in the cache and readable.

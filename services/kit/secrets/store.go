@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sovereign-fleet/sovereign/services/kit/config"
-
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 )
 
 // BucketSuffix follows the bus prefix in the bucket's name.
@@ -44,11 +42,8 @@ func (i Info) String() string {
 // Store reads and writes secrets in the KV bucket. Without a key it can
 // list and delete secrets but not set or read them.
 type Store struct {
-	js     jetstream.JetStream
-	cfg    jetstream.KeyValueConfig
+	b      *kvbucket.Bucket
 	key    *Key
-	kvMu   sync.Mutex
-	kv     jetstream.KeyValue
 	prefix string
 }
 
@@ -56,70 +51,29 @@ type Store struct {
 // may be nil for a store that only lists and deletes. prefix is the bus
 // subject prefix ("" for the default).
 func Open(ctx context.Context, nc *nats.Conn, prefix string, key *Key) (*Store, error) {
-	js, err := jetstream.New(nc)
+	b, err := kvbucket.Open(ctx, nc, kvbucket.Spec{
+		Config: jetstream.KeyValueConfig{
+			Bucket:      Bucket(prefix),
+			Description: "Sovereign operator secrets, encrypted (AES-256-GCM); see sovereign secret",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+		},
+		Keeps: "secrets live",
+		AsIs:  true,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
-	return OpenJS(ctx, js, prefix, key)
-}
-
-// OpenJS is Open with a JetStream context.
-func OpenJS(ctx context.Context, js jetstream.JetStream, prefix string, key *Key) (*Store, error) {
-	s := &Store{js: js, key: key, prefix: prefix, cfg: jetstream.KeyValueConfig{
-		Bucket:      Bucket(prefix),
-		Description: "Sovereign operator secrets, encrypted (AES-256-GCM); see sovereign secret",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    config.JetStreamReplicas(),
-	}}
-	if err := s.ensure(ctx); err != nil {
 		return nil, err
 	}
-	return s, nil
+	return &Store{b: b, key: key, prefix: prefix}, nil
 }
 
 // Key returns the store's key (nil when it has none).
 func (s *Store) Key() *Key { return s.key }
 
-// ensure opens the bucket, creating it when missing.
-func (s *Store) ensure(ctx context.Context) error {
-	kv, err := s.js.KeyValue(ctx, s.cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = s.js.CreateKeyValue(ctx, s.cfg)
-		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			kv, err = s.js.KeyValue(ctx, s.cfg.Bucket)
-		}
-	}
-	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-		return fmt.Errorf("the NATS server has JetStream off, and secrets live in a JetStream KV bucket: "+
-			"start nats-server with -js (or enable JetStream for this account): %w", err)
-	}
-	if err != nil {
-		return fmt.Errorf("secrets kv bucket %s: %w", s.cfg.Bucket, err)
-	}
-	s.kvMu.Lock()
-	s.kv = kv
-	s.kvMu.Unlock()
-	return nil
-}
-
-func (s *Store) bucket() jetstream.KeyValue {
-	s.kvMu.Lock()
-	defer s.kvMu.Unlock()
-	return s.kv
-}
-
 // retry runs op, and once more after opening the bucket again when op
 // failed because the bucket is gone (a NATS server that lost its store).
 func (s *Store) retry(ctx context.Context, op func(jetstream.KeyValue) error) error {
-	err := op(s.bucket())
-	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrNoResponders) {
-		if eerr := s.ensure(ctx); eerr != nil {
-			return errors.Join(err, eerr)
-		}
-		return op(s.bucket())
-	}
-	return err
+	return s.b.Do(ctx, op)
 }
 
 func (s *Store) needKey() error {
@@ -215,29 +169,14 @@ func (s *Store) Names(ctx context.Context) ([]Info, error) {
 	var out []Info
 	err := s.retry(ctx, func(kv jetstream.KeyValue) error {
 		out = out[:0]
-		w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-		if err != nil {
-			return err
-		}
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case e, ok := <-w.Updates():
-				if !ok {
-					return errors.New("the watch ended before it listed every secret")
-				}
-				if e == nil {
-					return nil
-				}
-				info := Info{Name: e.Key(), Updated: e.Created().UTC()}
-				if r, err := decode(e.Key(), e.Value()); err == nil {
-					info.KeyID = r.KeyID
-				}
-				out = append(out, info)
+		return kvbucket.Each(ctx, kv, jetstream.AllKeys, func(e jetstream.KeyValueEntry) bool {
+			info := Info{Name: e.Key(), Updated: e.Created().UTC()}
+			if r, err := decode(e.Key(), e.Value()); err == nil {
+				info.KeyID = r.KeyID
 			}
-		}
+			out = append(out, info)
+			return true
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list secrets: %w", err)

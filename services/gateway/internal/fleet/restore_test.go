@@ -18,6 +18,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
@@ -254,7 +255,7 @@ func TestForget(t *testing.T) {
 	if err := fl.Forget(ctx, "s1"); err != nil {
 		t.Fatalf("Forget without a bucket: %v", err)
 	}
-	kv, err := bus.OpenKV(ctx, c.NATS(), jetstream.KeyValueConfig{Bucket: bus.BucketName(c.Prefix(), "_browser_checkpoints")}, "test")
+	kv, err := kvbucket.OpenKV(ctx, c.NATS(), kvbucket.Spec{Config: jetstream.KeyValueConfig{Bucket: bus.BucketName(c.Prefix(), "_browser_checkpoints")}, Keeps: "the test keeps checkpoints"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -384,7 +384,7 @@ func (r *Registry) follow(ctx context.Context) error {
 	defer poll.Stop()
 	resync := time.NewTicker(resyncEvery)
 	defer resync.Stop()
-	reconnects := r.store.nc.Stats().Reconnects
+	reconnects := r.store.b.Conn().Stats().Reconnects
 
 	initial := map[string]*entry{}
 	var last uint64 // the newest revision among the initial values
@@ -394,7 +394,7 @@ func (r *Registry) follow(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-poll.C:
-			if n := r.store.nc.Stats().Reconnects; n != reconnects {
+			if n := r.store.b.Conn().Stats().Reconnects; n != reconnects {
 				return errors.New("NATS reconnected")
 			}
 			if now, err := r.store.incarnation(ctx); err != nil || !now.Equal(born) {

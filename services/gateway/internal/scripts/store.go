@@ -5,15 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 )
 
 // BucketSuffix follows the bus prefix in the scripts' KV bucket name.
@@ -42,49 +40,32 @@ type Entry struct {
 // as they are: whether they load is the [Registry]'s business (it reports
 // the ones that do not).
 type Store struct {
-	nc  *nats.Conn
-	cfg jetstream.KeyValueConfig
-
-	mu sync.Mutex
-	kv jetstream.KeyValue
+	b *kvbucket.Bucket
 }
 
 // OpenStore creates the bucket of prefix (see [Bucket]) when it is
 // missing, with the fleet's replica count.
 func OpenStore(ctx context.Context, nc *nats.Conn, prefix string) (*Store, error) {
-	s := &Store{nc: nc, cfg: jetstream.KeyValueConfig{
-		Bucket:       Bucket(prefix),
-		Description:  "Sovereign script tools (key: file stem, value: JavaScript source)",
-		History:      1,
-		MaxValueSize: MaxSource,
-		Storage:      jetstream.FileStorage,
-	}}
-	if _, err := s.open(ctx); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// open (re)creates the bucket.
-func (s *Store) open(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := bus.OpenKV(ctx, s.nc, s.cfg, "script tools are kept")
+	b, err := kvbucket.Open(ctx, nc, kvbucket.Spec{
+		Config: jetstream.KeyValueConfig{
+			Bucket:       Bucket(prefix),
+			Description:  "Sovereign script tools (key: file stem, value: JavaScript source)",
+			History:      1,
+			MaxValueSize: MaxSource,
+			Storage:      jetstream.FileStorage,
+		},
+		Keeps: "script tools are kept",
+	})
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	s.kv = kv
-	s.mu.Unlock()
-	return kv, nil
+	return &Store{b: b}, nil
 }
 
-func (s *Store) bucket() jetstream.KeyValue {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.kv
-}
+func (s *Store) bucket() jetstream.KeyValue { return s.b.KV() }
 
 // BucketName is the KV bucket the store uses.
-func (s *Store) BucketName() string { return s.cfg.Bucket }
+func (s *Store) BucketName() string { return s.b.Name() }
 
 // checkStem refuses a stem that is not a script name.
 func checkStem(stem string) error {
@@ -103,24 +84,15 @@ func (s *Store) Put(ctx context.Context, stem string, src []byte) (uint64, error
 	if len(src) > MaxSource {
 		return 0, fmt.Errorf("script %q is %d bytes, over the %d KiB limit", stem, len(src), MaxSource>>10)
 	}
-	rev, err := s.bucket().Put(ctx, stem, src)
-	if isGone(err) {
-		kv, oerr := s.open(ctx)
-		if oerr != nil {
-			return 0, fmt.Errorf("store script %q: %w", stem, oerr)
-		}
+	var rev uint64
+	err := s.b.Do(ctx, func(kv jetstream.KeyValue) (err error) {
 		rev, err = kv.Put(ctx, stem, src)
-	}
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("store script %q: %w", stem, err)
 	}
 	return rev, nil
-}
-
-// isGone reports an error of a deleted bucket.
-func isGone(err error) bool {
-	return errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) ||
-		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 // Get reads a script; ErrNotFound if there is none.
@@ -133,7 +105,7 @@ func (s *Store) Get(ctx context.Context, stem string) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w %q", ErrNotFound, stem)
 	}
 	if err != nil {
-		return Entry{}, fmt.Errorf("read script %q from bucket %s: %w", stem, s.cfg.Bucket, err)
+		return Entry{}, fmt.Errorf("read script %q from bucket %s: %w", stem, s.b.Name(), err)
 	}
 	return entryOf(e), nil
 }
@@ -165,26 +137,12 @@ func (s *Store) List(ctx context.Context) ([]Entry, error) {
 // list is List with the bucket's last revision when it was listed.
 func (s *Store) list(ctx context.Context) ([]Entry, uint64, error) {
 	fail := func(err error) ([]Entry, uint64, error) {
-		return nil, 0, fmt.Errorf("list scripts of bucket %s: %w", s.cfg.Bucket, err)
+		return nil, 0, fmt.Errorf("list scripts of bucket %s: %w", s.b.Name(), err)
 	}
-	js, err := jetstream.New(s.nc)
+	names, last, err := s.b.Keys(ctx, ">")
 	if err != nil {
 		return fail(err)
 	}
-	stream, err := js.Stream(ctx, "KV_"+s.cfg.Bucket)
-	if err != nil {
-		return fail(err)
-	}
-	pre := "$KV." + s.cfg.Bucket + "."
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(pre+">"))
-	if err != nil {
-		return fail(err)
-	}
-	names := make([]string, 0, len(info.State.Subjects))
-	for subject := range info.State.Subjects {
-		names = append(names, strings.TrimPrefix(subject, pre))
-	}
-	slices.Sort(names)
 	kv := s.bucket()
 	out := make([]Entry, 0, len(names))
 	for _, k := range names {
@@ -197,30 +155,20 @@ func (s *Store) list(ctx context.Context) ([]Entry, uint64, error) {
 		}
 		out = append(out, entryOf(e))
 	}
-	return out, info.State.LastSeq, nil
+	return out, last, nil
 }
 
 // incarnation identifies the bucket's current stream (its creation
 // time), to notice a bucket deleted or deleted and made again, which ends
 // no watch.
-func (s *Store) incarnation(ctx context.Context) (time.Time, error) {
-	js, err := jetstream.New(s.nc)
-	if err != nil {
-		return time.Time{}, err
-	}
-	stream, err := js.Stream(ctx, "KV_"+s.cfg.Bucket)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("bucket %s: %w", s.cfg.Bucket, err)
-	}
-	return stream.CachedInfo().Created, nil
-}
+func (s *Store) incarnation(ctx context.Context) (time.Time, error) { return s.b.Created(ctx) }
 
 // watch follows every change of the bucket (initial values first, then
 // nil, then updates) until ctx ends.
 func (s *Store) watch(ctx context.Context) (jetstream.KeyWatcher, error) {
 	w, err := s.bucket().WatchAll(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("watch bucket %s: %w", s.cfg.Bucket, err)
+		return nil, fmt.Errorf("watch bucket %s: %w", s.b.Name(), err)
 	}
 	return w, nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 )
 
 // Listed is a record found by [Store.List]. It carries the record's key
@@ -38,31 +40,12 @@ func (s *Store) List(ctx context.Context) ([]Listed, error) {
 	var out []Listed
 	err := s.retry(ctx, func(kv jetstream.KeyValue) error {
 		out = out[:0]
-		w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-		if err != nil {
-			return err
-		}
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case e, ok := <-w.Updates():
-				if !ok {
-					return errors.New("the bucket's watch ended early")
-				}
-				if e == nil {
-					return nil // the initial values are all delivered
-				}
-				l, ok := decodeListed(e)
-				if ok && time.Since(l.Touched) < s.ttl {
-					out = append(out, l)
-					if len(out) >= maxList {
-						return nil
-					}
-				}
+		return kvbucket.Each(ctx, kv, jetstream.AllKeys, func(e jetstream.KeyValueEntry) bool {
+			if l, ok := decodeListed(e); ok && time.Since(l.Touched) < s.ttl {
+				out = append(out, l)
 			}
-		}
+			return len(out) < maxList
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list session records: %w", err)

@@ -25,7 +25,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sovereign-fleet/sovereign/services/kit/config"
+	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
+	"github.com/sovereign-fleet/sovereign/services/kit/kvmirror"
 )
 
 // DefaultBucket is the KV bucket the gateway uses.
@@ -95,27 +96,17 @@ type Entry struct {
 // conflict goes to the bucket. A change made on another replica reaches the
 // mirror within the watch's delivery time (milliseconds on one NATS).
 type Store struct {
-	js   jetstream.JetStream
-	cfg  jetstream.KeyValueConfig
-	ttl  time.Duration
-	stop context.CancelFunc
+	b      *kvbucket.Bucket
+	ttl    time.Duration
+	mirror *kvmirror.Mirror[Record]
+	unhook func()
 
-	kvMu    sync.Mutex
-	kv      jetstream.KeyValue // replaced when the bucket is re-created
-	rewatch chan struct{}      // asks the mirror to watch the new bucket
-
-	mu      sync.RWMutex
-	cache   map[string]cached
+	mu      sync.Mutex
 	waiters map[string][]chan struct{} // see Ended
 
 	seenMu sync.Mutex
 	seen   uint64        // the newest revision the mirror's watch delivered
 	seenCh chan struct{} // closed when seen grows
-}
-
-type cached struct {
-	rev uint64
-	rec Record
 }
 
 // Open creates the bucket if it is missing (or updates its TTL) and returns
@@ -131,216 +122,87 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, ttl time.Duration) 
 	if bucket == "" {
 		bucket = DefaultBucket
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
-	st := &Store{js: js, ttl: ttl, cache: make(map[string]cached), waiters: make(map[string][]chan struct{}), rewatch: make(chan struct{}, 1),
-		seenCh: make(chan struct{}),
-		cfg: jetstream.KeyValueConfig{
+	b, err := kvbucket.Open(ctx, nc, kvbucket.Spec{
+		Config: jetstream.KeyValueConfig{
 			Bucket:      bucket,
 			Description: "Sovereign gateway: MCP sessions and session handles → browser sessions",
 			TTL:         ttl,
 			History:     1,
 			Storage:     jetstream.FileStorage,
-			Replicas:    config.JetStreamReplicas(),
-		}}
-	if err := st.ensure(ctx); err != nil {
-		return nil, err
-	}
-	wctx, stop := context.WithCancel(context.Background())
-	// Not only updates: the mirror starts with every live record, so that
-	// the reaper and the per-caller counts see the sessions of the whole
-	// fleet.
-	w, err := st.bucket().WatchAll(wctx)
-	if err != nil {
-		stop()
-		return nil, fmt.Errorf("watch kv bucket %s: %w", bucket, err)
-	}
-	st.stop = stop
-	go st.mirror(wctx, w)
-	return st, nil
-}
-
-// inMemory reports whether the bucket exists on memory storage.
-func (s *Store) inMemory(ctx context.Context) bool {
-	st, err := s.js.Stream(ctx, "KV_"+s.cfg.Bucket)
-	if err != nil {
-		return false
-	}
-	info, err := st.Info(ctx)
-	return err == nil && info.Config.Storage == jetstream.MemoryStorage
-}
-
-// ensure creates the bucket (again) and empties the mirror.
-func (s *Store) ensure(ctx context.Context) error {
-	kv, err := s.js.CreateOrUpdateKeyValue(ctx, s.cfg)
-	if err != nil && s.inMemory(ctx) {
+		},
+		Keeps: "the gateway keeps session routing",
 		// Made by an older gateway, in memory: a bucket cannot change its
 		// storage, and a memory one is lost at every NATS restart anyway.
-		if derr := s.js.DeleteKeyValue(ctx, s.cfg.Bucket); derr == nil {
-			kv, err = s.js.CreateOrUpdateKeyValue(ctx, s.cfg)
-		}
-	}
-	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-		return fmt.Errorf("the NATS server has JetStream off, and the gateway keeps session routing in a JetStream KV bucket: "+
-			"start nats-server with -js (or enable JetStream for this account): %w", err)
-	}
+		ReplaceMemory: true,
+	})
 	if err != nil {
-		return fmt.Errorf("kv bucket %s: %w", s.cfg.Bucket, err)
+		return nil, err
 	}
-	s.kvMu.Lock()
-	s.kv = kv
-	s.kvMu.Unlock()
-	s.mu.Lock()
-	clear(s.cache)
-	s.mu.Unlock()
-	s.seenMu.Lock()
-	s.seen = 0 // a new bucket counts revisions from 1 again
-	s.seenMu.Unlock()
-	return nil
-}
-
-func (s *Store) bucket() jetstream.KeyValue {
-	s.kvMu.Lock()
-	defer s.kvMu.Unlock()
-	return s.kv
+	st := &Store{b: b, ttl: ttl, waiters: make(map[string][]chan struct{}), seenCh: make(chan struct{})}
+	// A new bucket counts revisions from 1 again.
+	st.unhook = b.OnReopen(func() { st.seenMu.Lock(); st.seen = 0; st.seenMu.Unlock() })
+	// Every record, not only updates: the mirror starts with every live
+	// record, so that the reaper and the per-caller counts see the sessions
+	// of the whole fleet.
+	st.mirror, err = kvmirror.New(ctx, b, kvmirror.Options[Record]{
+		Decode: func(k string, val []byte) (Record, error) {
+			var r Record
+			if !ValidKey(k) {
+				return r, kvmirror.ErrSkip // a caller's reservations (limit.go)
+			}
+			return r, json.Unmarshal(val, &r)
+		},
+		OnChange: func(k string, r Record, ok bool) {
+			if !ok || r.Terminated {
+				st.end(k)
+			}
+		},
+		// The watch does not announce expiries.
+		Expired:   func(r Record) bool { return time.Since(r.Touched) >= ttl },
+		Sweep:     min(max(ttl/4, time.Second), time.Minute),
+		Delivered: st.noteSeen,
+	})
+	if err != nil {
+		st.unhook()
+		return nil, err
+	}
+	return st, nil
 }
 
 // retry runs op, and once more after re-creating the bucket when op failed
 // for another reason than the record's state (a NATS restart lost the
-// bucket).
+// bucket); the mirror then starts over.
 func (s *Store) retry(ctx context.Context, op func(jetstream.KeyValue) error) error {
-	err := op(s.bucket())
-	if err == nil || errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyExists) ||
-		errors.Is(err, jetstream.ErrKeyRevisionMismatch) || ctx.Err() != nil {
-		return err
-	}
-	if eerr := s.ensure(ctx); eerr != nil {
-		return errors.Join(err, eerr)
-	}
-	// The mirror's watch may still follow the lost bucket: renew it.
-	select {
-	case s.rewatch <- struct{}{}:
-	default:
-	}
-	return op(s.bucket())
+	return s.b.Do(ctx, op)
 }
 
 // Close stops the mirror's watch.
 func (s *Store) Close() {
-	if s.stop != nil {
-		s.stop()
-	}
+	s.unhook()
+	s.mirror.Close()
 }
 
-// mirror applies the bucket's changes to the cache until ctx ends. When the
-// watch ends (the bucket vanished with a NATS restart), it re-creates the
-// bucket and watches again. Now and then it drops entries past the TTL,
-// whose expiry the watch does not announce.
-func (s *Store) mirror(ctx context.Context, w jetstream.KeyWatcher) {
-	sweep := time.NewTicker(min(max(s.ttl/4, time.Second), time.Minute))
-	defer sweep.Stop()
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		if w == nil {
-			if err := s.ensure(ctx); err == nil {
-				w, _ = s.bucket().WatchAll(ctx)
-			}
-			if w == nil {
-				select {
-				case <-ctx.Done():
-				case <-time.After(backoff):
-				}
-				backoff = min(backoff*2, 5*time.Second)
-				continue
-			}
-			backoff = 100 * time.Millisecond
-		}
-		if !s.follow(ctx, w, sweep.C) {
-			_ = w.Stop()
-			w = nil
-		}
-	}
-	if w != nil {
-		_ = w.Stop()
-	}
-}
-
-// follow applies w's updates until ctx ends (true) or w ends (false).
-func (s *Store) follow(ctx context.Context, w jetstream.KeyWatcher, sweep <-chan time.Time) bool {
-	for {
-		select {
-		case <-ctx.Done():
-			return true
-		case <-sweep:
-			s.sweep()
-		case <-s.rewatch:
-			return false
-		case e, ok := <-w.Updates():
-			if !ok {
-				return false
-			}
-			if e == nil {
-				continue
-			}
-			s.noteSeen(e.Revision())
-			if !ValidKey(e.Key()) {
-				continue // a caller's reservations (limit.go)
-			}
-			if e.Operation() != jetstream.KeyValuePut {
-				s.forget(e.Key())
-				s.end(e.Key())
-				continue
-			}
-			var r Record
-			if json.Unmarshal(e.Value(), &r) == nil {
-				s.remember(e.Key(), e.Revision(), r)
-				if r.Terminated {
-					s.end(e.Key())
-				}
-			}
-		}
-	}
-}
-
-// sweep drops mirrored entries older than the TTL.
-func (s *Store) sweep() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, c := range s.cache {
-		if time.Since(c.rec.Touched) >= s.ttl {
-			delete(s.cache, k)
-		}
-	}
-}
-
-// remember stores a record unless the cache already has a newer revision.
+// remember stores a record unless the mirror already has a newer revision.
+// A terminated record ends its waiters at once (the watch brings it
+// too, but the mirror has it already then).
 func (s *Store) remember(k string, rev uint64, r Record) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.cache[k]; ok && c.rev >= rev {
-		return
+	s.mirror.Remember(k, rev, r)
+	if r.Terminated {
+		s.end(k)
 	}
-	s.cache[k] = cached{rev: rev, rec: r}
 }
 
-func (s *Store) forget(k string) {
-	s.mu.Lock()
-	delete(s.cache, k)
-	s.mu.Unlock()
+func (s *Store) forget(k string) { s.mirror.Forget(k) }
+
+type cached struct {
+	rev uint64
+	rec Record
 }
 
-// lookup returns a cached record that has not outlived the TTL.
+// lookup returns a mirrored record that has not outlived the TTL.
 func (s *Store) lookup(k string) (cached, bool) {
-	s.mu.RLock()
-	c, ok := s.cache[k]
-	s.mu.RUnlock()
-	if ok && time.Since(c.rec.Touched) >= s.ttl {
-		s.forget(k) // expired in the bucket too; its deletion is not announced
-		return cached{}, false
-	}
-	return c, ok
+	r, rev, ok := s.mirror.Lookup(k)
+	return cached{rev: rev, rec: r}, ok
 }
 
 // TTL returns how long a record lives without a write.
@@ -355,7 +217,7 @@ func (s *Store) Ping(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("kv bucket %s: %w", s.cfg.Bucket, err)
+		return fmt.Errorf("kv bucket %s: %w", s.b.Name(), err)
 	}
 	return nil
 }
@@ -465,16 +327,14 @@ type Slot struct {
 
 // Bound lists the mirrored records that hold a browser session.
 func (s *Store) Bound() []Slot {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
 	var out []Slot
-	for k, c := range s.cache {
-		if !c.rec.Bound() || c.rec.Terminated || time.Since(c.rec.Touched) >= s.ttl {
-			continue
+	s.mirror.Range(func(k string, rev uint64, r Record) bool {
+		if r.Bound() && !r.Terminated {
+			kind, _, _ := strings.Cut(k, ".")
+			out = append(out, Slot{Key: k, Kind: Kind(kind), Revision: rev, Record: r})
 		}
-		kind, _, _ := strings.Cut(k, ".")
-		out = append(out, Slot{Key: k, Kind: Kind(kind), Revision: c.rev, Record: c.rec})
-	}
+		return true
+	})
 	return out
 }
 
