@@ -38,7 +38,7 @@ func perfServer(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/slow.css":
-			time.Sleep(150 * time.Millisecond)
+			time.Sleep(150 * time.Millisecond) // a slow server, not a wait: the stylesheet arrives late
 			w.Header().Set("Content-Type", "text/css")
 			_, _ = w.Write([]byte("body { margin: 0 }"))
 		case "/":
@@ -149,7 +149,7 @@ func TestPerformance(t *testing.T) {
 	var stopped string
 	for try := 0; try < 3; try++ {
 		must(t, tab, perfStartReq(false))
-		time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+		time.Sleep(time.Duration(try) * 200 * time.Millisecond) // time passes: each try gives tracing longer to reach the page
 		evalString(t, tab, `const s = performance.now(); while (performance.now() - s < 80) {}; "ok"`)
 		if stopped = text(must(t, tab, perfStopReq())); strings.Contains(stopped, "; longest: ") {
 			break
