@@ -172,7 +172,7 @@ func TestPerformanceTwoSessions(t *testing.T) {
 
 	kittest.Eventually(t, 30*time.Second, func() error {
 		_, err := f.call(b, perfStart(false))
-		return kittest.Check(err != nil && strings.Contains(err.Error(), "already running"), "still waiting for the second session's recording starts")
+		return kittest.Check(err != nil && strings.Contains(err.Error(), "already running"), "not yet: the second session's recording starts")
 	})
 	f.mustCall(a, openReq(ts.URL+"/alpha2-5d1e"))
 	f.mustCall(b, openReq(ts.URL+"/bravo3-c93b"))

@@ -42,15 +42,15 @@ func TestNATSCounters(t *testing.T) {
 	srv.Stop()
 	running = nil
 	kittest.Eventually(t, 30*time.Second, func() error {
-		return kittest.Check(testutil.ToFloat64(natsDisconnects) == disc0+1, "still waiting for the disconnect to be counted")
+		return kittest.Check(testutil.ToFloat64(natsDisconnects) == disc0+1, "not yet: the disconnect to be counted")
 	})
 	if srv, err = natsrv.Start(natsrv.Options{Listen: listen}); err != nil {
 		t.Fatal(err)
 	}
 	running = srv
-	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(nc.IsConnected(), "still waiting for the reconnect") })
+	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(nc.IsConnected(), "not yet: the reconnect") })
 	kittest.Eventually(t, 30*time.Second, func() error {
-		return kittest.Check(testutil.ToFloat64(natsReconnects) == reco0+1, "still waiting for the reconnect to be counted")
+		return kittest.Check(testutil.ToFloat64(natsReconnects) == reco0+1, "not yet: the reconnect to be counted")
 	})
 
 	closeConn()

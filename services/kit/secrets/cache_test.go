@@ -225,7 +225,7 @@ func TestCacheFollows(t *testing.T) {
 	if err := s.Set(ctx, "NEW", []byte("new-value-1")); err != nil {
 		t.Fatal(err)
 	}
-	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(c.Has("NEW"), "still waiting for NEW in the cache") })
+	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(c.Has("NEW"), "not yet: NEW in the cache") })
 	if out, _, err := c.Substitute("{{secrets.NEW}}"); err != nil || out != "new-value-1" {
 		t.Errorf("Substitute(NEW) = %q, %v", out, err)
 	}
@@ -258,7 +258,7 @@ func TestCacheFollows(t *testing.T) {
 	if err := s.Delete(ctx, "OLD"); err != nil {
 		t.Fatal(err)
 	}
-	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(!c.Has("OLD"), "still waiting for OLD gone") })
+	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(!c.Has("OLD"), "not yet: OLD gone") })
 	if _, _, err := c.Substitute("{{secrets.OLD}}"); !errors.Is(err, ErrUnknownSecret) {
 		t.Errorf("deleted secret: err = %v, want ErrUnknownSecret", err)
 	}
@@ -325,19 +325,19 @@ func TestFeedRedactSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	kittest.Eventually(t, 30*time.Second, func() error {
-		return kittest.Check(!strings.Contains(set.Text("x added-later-1"), "added"), "still waiting for LATER in the redact set")
+		return kittest.Check(!strings.Contains(set.Text("x added-later-1"), "added"), "not yet: LATER in the redact set")
 	})
 	if err := s.Delete(ctx, "API"); err != nil {
 		t.Fatal(err)
 	}
 	kittest.Eventually(t, 30*time.Second, func() error {
-		return kittest.Check(strings.Contains(set.Text("sk-live-abcdef"), "sk-live"), "still waiting for API out of the redact set")
+		return kittest.Check(strings.Contains(set.Text("sk-live-abcdef"), "sk-live"), "not yet: API out of the redact set")
 	})
 	// A value two secrets share stays while one of them does.
 	if err := s.Delete(ctx, "SHARE1"); err != nil {
 		t.Fatal(err)
 	}
-	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(!c.Has("SHARE1"), "still waiting for SHARE1 gone") })
+	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(!c.Has("SHARE1"), "not yet: SHARE1 gone") })
 	if strings.Contains(set.Text("same-value"), "same") {
 		t.Errorf("deleting SHARE1 took SHARE2's value out of the redact set")
 	}

@@ -45,7 +45,7 @@ func TestCacheSurvivesRestart(t *testing.T) {
 	}
 	stopped = false
 	ctx := context.Background()
-	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(nc.IsConnected(), "still waiting for the reconnect") })
+	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(nc.IsConnected(), "not yet: the reconnect") })
 	if err := s.Set(ctx, "AFTER", []byte("after-value")); err != nil {
 		t.Fatal(err)
 	}

@@ -265,7 +265,7 @@ func TestWrongSecret(t *testing.T) {
 	}
 	// Nothing left open: only the bunker's connection remains.
 	kittest.Eventually(t, 30*time.Second, func() error {
-		return kittest.Check(relay.Connections() == 1, "still waiting for the client's relay connection to close")
+		return kittest.Check(relay.Connections() == 1, "not yet: the client's relay connection to close")
 	})
 	// A caller's key is left to the caller when Dial fails.
 	if key.Wiped() {
@@ -407,13 +407,13 @@ func TestRelayDropReconnects(t *testing.T) {
 		t.Fatalf("DropConnections() = %d, want 2 (bunker and client)", n)
 	}
 	kittest.Eventually(t, 30*time.Second, func() error {
-		return kittest.Check(c.State().State != nip46.LinkConnected, "still waiting for the client to see the drop")
+		return kittest.Check(c.State().State != nip46.LinkConnected, "not yet: the client to see the drop")
 	})
 	if st := c.State(); st.LastError == "" {
 		t.Errorf("State() = %+v after the drop, want a LastError", st)
 	}
 	kittest.Eventually(t, 30*time.Second, func() error {
-		return kittest.Check(relay.Connections() == 2 && c.State().State == nip46.LinkConnected, "still waiting for both to reconnect")
+		return kittest.Check(relay.Connections() == 2 && c.State().State == nip46.LinkConnected, "not yet: both to reconnect")
 	})
 	out, err := c.SignEvent(ctxFor(t, 5*time.Second), &nostr.Event{Kind: 1, Content: "after the drop"})
 	if err != nil {
@@ -525,6 +525,6 @@ func TestCloseFailsInFlight(t *testing.T) {
 		t.Errorf("State() after Close = %+v, want disconnected", st)
 	}
 	kittest.Eventually(t, 30*time.Second, func() error {
-		return kittest.Check(relay.Connections() == 1, "still waiting for the client's relay connection to close")
+		return kittest.Check(relay.Connections() == 1, "not yet: the client's relay connection to close")
 	})
 }

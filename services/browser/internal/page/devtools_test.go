@@ -60,7 +60,7 @@ func TestConsoleMessages(t *testing.T) {
 	var all string
 	kittest.Eventually(t, 30*time.Second, func() error {
 		all = text(must(t, tab, consoleReq("debug", 0, 0)))
-		return kittest.Check(strings.Contains(all, "thrown later"), "still waiting for the thrown exception is logged")
+		return kittest.Check(strings.Contains(all, "thrown later"), "not yet: the thrown exception is logged")
 	})
 	for _, want := range []string{"[debug] dbg message", "[info] log message 42", "[info] info message", "[warning] warn message",
 		"[error] error message", "[error] Uncaught (in promise) Error: rejected promise", "[error] Uncaught Error: thrown later", srv.URL + "/:2"} {
@@ -90,7 +90,7 @@ func TestConsoleMessages(t *testing.T) {
 	}
 	evalString(t, tab, `console.log("after"); 1`)
 	kittest.Eventually(t, 30*time.Second, func() error {
-		return kittest.Check(strings.Contains(text(must(t, tab, consoleReq("", got.Next, 0))), "after"), "still waiting for the new message")
+		return kittest.Check(strings.Contains(text(must(t, tab, consoleReq("", got.Next, 0))), "after"), "not yet: the new message")
 	})
 	if s := text(must(t, tab, consoleReq("", got.Next, 0))); strings.Contains(s, "error message") || !strings.HasPrefix(s, "1 console message") {
 		t.Errorf("console_messages since %d = %q, want only the new one", got.Next, s)
@@ -121,7 +121,7 @@ func TestConsoleBuffer(t *testing.T) {
 	var s string
 	kittest.Eventually(t, 30*time.Second, func() error {
 		s = text(must(t, tab, consoleReq("", 0, 0)))
-		return kittest.Check(strings.Contains(s, "xxxx"), "still waiting for 9 messages")
+		return kittest.Check(strings.Contains(s, "xxxx"), "not yet: 9 messages")
 	})
 	if !strings.Contains(s, "keeps the last 5 messages (4 older ones were dropped)") || strings.Contains(s, "m4\n") || !strings.Contains(s, "m5") {
 		t.Errorf("console_messages = %q, want m5-m8 and the long one, and a note on the dropped", s)
@@ -190,7 +190,7 @@ func TestNetworkRequests(t *testing.T) {
 				done++
 			}
 		}
-		return kittest.Check(done == 5, "still waiting for five finished requests")
+		return kittest.Check(done == 5, "not yet: five finished requests")
 	})
 	byPath := map[string]netEntry{}
 	for _, r := range got.Requests {
@@ -277,7 +277,7 @@ func TestNetworkBuffer(t *testing.T) {
 	must(t, tab, openReq(srv.URL))
 	kittest.Eventually(t, 30*time.Second, func() error {
 		s := text(must(t, tab, netReq("", "", "", 0)))
-		return kittest.Check(strings.Contains(s, "3 older ones were dropped") && !strings.Contains(s, "pending"), "still waiting for the ring is full and settled")
+		return kittest.Check(strings.Contains(s, "3 older ones were dropped") && !strings.Contains(s, "pending"), "not yet: the ring is full and settled")
 	})
 	_, err := call(t, tab, bodyReq("r1", "", 0))
 	wantErr(t, err, commonv1.ErrorCode_NOT_FOUND, "keeps its last 2 requests")
@@ -295,7 +295,7 @@ func TestNetworkBlockedRule(t *testing.T) {
 	var s string
 	kittest.Eventually(t, 30*time.Second, func() error {
 		s = text(must(t, tab, netReq("blocked", "", "failed", 0)))
-		return kittest.Check(strings.Contains(s, "blocked by the URL policy"), "still waiting for the fetch failed")
+		return kittest.Check(strings.Contains(s, "blocked by the URL policy"), "not yet: the fetch failed")
 	})
 	if !strings.Contains(s, `r2 GET http://blocked.invalid/x Fetch — blocked by the URL policy: block rule "blocked.invalid" (global)`) {
 		t.Errorf("network_requests = %q", s)
@@ -428,7 +428,7 @@ func TestEmulateSettles(t *testing.T) {
 		t.Errorf("emulate = %q %s, want the summary and a change report", s, res.GetStructuredJson())
 	}
 	kittest.Eventually(t, 30*time.Second, func() error {
-		return kittest.Check(evalString(t, tab, `document.title`) == `"dark"`, "still waiting for the page's matchMedia listener ran")
+		return kittest.Check(evalString(t, tab, `document.title`) == `"dark"`, "not yet: the page's matchMedia listener ran")
 	})
 	_, err := call(t, tab, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Emulate{Emulate: &browserv1.Emulate{Timezone: "Mars/Olympus"}}})
 	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "not an IANA time zone")

@@ -39,7 +39,7 @@ func TestEmulateMedia(t *testing.T) {
 		t.Errorf("emulating print, forced colors and more contrast, the page sees %s", got)
 	}
 	kittest.Eventually(t, 30*time.Second, func() error {
-		return kittest.Check(evalString(t, tab, `document.title`) == `"print"`, "still waiting for the page's print listener ran")
+		return kittest.Check(evalString(t, tab, `document.title`) == `"print"`, "not yet: the page's print listener ran")
 	})
 
 	must(t, tab, emulateReq(&browserv1.Emulate{Contrast: "less", ColorScheme: "dark"}))

@@ -76,7 +76,7 @@ func awaitShiftReported(t *testing.T, tab *Tab) {
 		return kittest.Check(evalString(t, tab, `Promise.all(["layout-shift", "largest-contentful-paint"].map(type => new Promise(r => {
   new PerformanceObserver((l, o) => { o.disconnect(); r(l.getEntries().length > 0); }).observe({type, buffered: true});
   setTimeout(() => r(false), 100);
-}))).then(seen => seen.every(Boolean))`) == "true", "still waiting for the banner's layout shift and the LCP reported to the page")
+}))).then(seen => seen.every(Boolean))`) == "true", "not yet: the banner's layout shift and the LCP reported to the page")
 	})
 }
 
@@ -294,7 +294,7 @@ func TestPerformanceMetrics(t *testing.T) {
 	var res *browserv1.ToolResult
 	kittest.Eventually(t, 30*time.Second, func() error {
 		res = must(t, tab, metrics)
-		return kittest.Check(strings.Contains(text(res), "(layout shifts without input: 1)"), "still waiting for the layout shift")
+		return kittest.Check(strings.Contains(text(res), "(layout shifts without input: 1)"), "not yet: the layout shift")
 	})
 	s := text(res)
 	for _, want := range []string{"Performance metrics of " + srv.URL, "TTFB", "FCP", "LCP", "the LCP element is <h1#hero.big.title>",
@@ -379,7 +379,7 @@ func recordingRuns(t *testing.T, tab *Tab, what string) {
 	t.Helper()
 	kittest.Eventually(t, 30*time.Second, func() error {
 		_, err := call(t, tab, perfStartReq(false))
-		return kittest.Check(err != nil && strings.Contains(err.Error(), "already running"), "still waiting for %s", what)
+		return kittest.Check(err != nil && strings.Contains(err.Error(), "already running"), "not yet: %s", what)
 	})
 }
 
@@ -438,7 +438,7 @@ func TestPerformanceTurnEnds(t *testing.T) {
 	must(t, b, perfStartReq(false)) // queued, or running if a's time is up already on a slow machine
 	kittest.Eventually(t, 30*time.Second, func() error {
 		_, err := call(t, a, perfStartReq(false))
-		return kittest.Check(err != nil && strings.Contains(err.Error(), "has ended (it held the browser for the longest a recording may, 2s)"), "still waiting for the first recording is stopped at the maximum")
+		return kittest.Check(err != nil && strings.Contains(err.Error(), "has ended (it held the browser for the longest a recording may, 2s)"), "not yet: the first recording is stopped at the maximum")
 	})
 	recordingRuns(t, b, "the second recording starts when the first one's time is up")
 	resA := must(t, a, perfStopReq())
@@ -487,7 +487,7 @@ func TestPerformanceOutsideTracer(t *testing.T) {
 	}
 	kittest.Eventually(t, 30*time.Second, func() error {
 		res, err := call(t, a, perfStartReq(false))
-		return kittest.Check(err == nil && strings.HasPrefix(text(res), "Recording a performance trace"), "still waiting for a recording starts once the outside trace ended")
+		return kittest.Check(err == nil && strings.HasPrefix(text(res), "Recording a performance trace"), "not yet: a recording starts once the outside trace ended")
 	})
 	must(t, a, perfStopReq())
 }

@@ -128,7 +128,7 @@ func TestScreencast(t *testing.T) {
 	kittest.Eventually(t, 30*time.Second, func() error {
 		tab.cast.mu.Lock()
 		defer tab.cast.mu.Unlock()
-		return kittest.Check(len(tab.cast.frames) >= 2, "still waiting for two frames")
+		return kittest.Check(len(tab.cast.frames) >= 2, "not yet: two frames")
 	})
 	res := must(t, tab, castStopReq())
 	if s := text(res); !strings.Contains(s, "Screencast of "+srv.URL) || !strings.Contains(s, "Attached as screencast.mov") {
@@ -164,7 +164,7 @@ func TestScreencast(t *testing.T) {
 	kittest.Eventually(t, 30*time.Second, func() error {
 		tab.cast.mu.Lock()
 		defer tab.cast.mu.Unlock()
-		return kittest.Check(tab.cast.full != "", "still waiting for two frames")
+		return kittest.Check(tab.cast.full != "", "not yet: two frames")
 	})
 	res = must(t, tab, castStopReq())
 	if s := text(res); !strings.Contains(s, ": 2 frames over") || !strings.Contains(s, "it stopped keeping frames at max_frames=2") {
@@ -177,7 +177,7 @@ func TestScreencast(t *testing.T) {
 	kittest.Eventually(t, 30*time.Second, func() error {
 		small.cast.mu.Lock()
 		defer small.cast.mu.Unlock()
-		return kittest.Check(small.cast.full != "", "still waiting for the file limit")
+		return kittest.Check(small.cast.full != "", "not yet: the file limit")
 	})
 	res = must(t, small, castStopReq())
 	if s := text(res); !strings.Contains(s, "at 3000 bytes, the limit of the file (the worker's --max-profile-file-mb)") {
