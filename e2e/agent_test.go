@@ -17,6 +17,7 @@ import (
 	toolsv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1"
 	"github.com/sovereign-fleet/sovereign/services/agent/llmtest"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // The agent tests run the agent service as separate processes (`sovereign
@@ -102,7 +103,7 @@ func (af *agentFleet) start(message string) (*agentv1.Run, error) {
 		if !bus.Is(err, commonv1.ErrorCode_NO_CAPACITY) {
 			return nil, err
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // spaces the tries: each refusal is part of what the test counts
 	}
 	return nil, err
 }
@@ -251,27 +252,21 @@ func TestAgentRestartMarksRunsError(t *testing.T) {
 }
 
 // waitAgentMetrics reads the replica's /metrics until every key has its
-// wanted value, for up to 10 s: a run's record says it ended a moment
+// wanted value, for up to 30 s: a run's record says it ended a moment
 // before its replica has finished ending it (chat note, active key,
 // counters).
 func waitAgentMetrics(t *testing.T, ctx context.Context, a *harness.Agent, want map[string]float64) {
 	t.Helper()
-	var bad []string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		m := scrapeAgent(t, ctx, a)
-		bad = bad[:0]
+		var bad []string
 		for key, v := range want {
 			if got, ok := m[key]; !ok || got != v {
 				bad = append(bad, fmt.Sprintf("%s = %v (present %v), want %v", key, got, ok, v))
 			}
 		}
-		if len(bad) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
-	for _, b := range bad {
-		t.Errorf("agent %s /metrics after 10 s: %s", a.Name, b)
-	}
+		return kittest.Check(len(bad) == 0, "agent %s /metrics: %s", a.Name, strings.Join(bad, "; "))
+	})
 }
 
 // gates tracks, per task, when its run's model call reached the gate.
@@ -471,13 +466,9 @@ func TestAgentRunsAcrossReplicas(t *testing.T) {
 		crossed = true
 		t.Logf("%s: run on %s, cancel answered by %s: CANCELLED", task, owner, answered)
 		// The owner gave up the model request in flight.
-		deadline := time.Now().Add(30 * time.Second)
-		for !modelCancelled(llm, task) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the model request of the cancelled run was not given up", task)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		kittest.Eventually(t, 30*time.Second, func() error {
+			return kittest.Check(modelCancelled(llm, task), "%s: the model request of the cancelled run has not been given up", task)
+		})
 	}
 	if !crossed {
 		t.Fatalf("in %d tries no cancel was answered by the other replica", tries)
@@ -505,15 +496,11 @@ func TestAgentRunsAcrossReplicas(t *testing.T) {
 		return ended["complete"] == runs && ended["cancelled"] == float64(tries) && ended["no_capacity"] >= 1 &&
 			active["r1"] == 0 && active["r2"] == 0
 	}
-	ended, active := tally()
-	for deadline := time.Now().Add(10 * time.Second); !settled(ended, active) && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-		ended, active = tally()
-	}
-	if !settled(ended, active) {
-		t.Errorf("over both replicas 10 s after the last run ended: %v runs complete, %v cancelled, %v starts refused, active %v; want %d, %d, at least 1 and none active",
+	kittest.Eventually(t, 30*time.Second, func() error {
+		ended, active := tally()
+		return kittest.Check(settled(ended, active), "over both replicas after the last run ended: %v runs complete, %v cancelled, %v starts refused, active %v; want %d, %d, at least 1 and none active",
 			ended["complete"], ended["cancelled"], ended["no_capacity"], active, runs, tries)
-	}
+	})
 }
 
 // modelCancelled reports whether the model request of task's run was given

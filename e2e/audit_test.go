@@ -12,6 +12,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/e2e/harness"
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/pgtest"
 )
 
@@ -70,17 +71,13 @@ func testAuditNoLoss(t *testing.T, dsn string) {
 	}
 	waitStored := func(want int) []*historyv1.AuditRecord {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		return kittest.EventuallyValue(t, 60*time.Second, func() ([]*historyv1.AuditRecord, error) {
 			recs := stored()
-			if len(recs) == want {
-				return recs
-			}
-			if len(recs) > want || time.Now().After(deadline) {
+			if len(recs) > want {
 				t.Fatalf("audit holds %d get_title records, want %d", len(recs), want)
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return recs, kittest.Check(len(recs) == want, "audit holds %d get_title records, want %d", len(recs), want)
+		})
 	}
 
 	// 1. History down: the calls go on, their records wait in the stream.
@@ -109,20 +106,14 @@ func testAuditNoLoss(t *testing.T, dsn string) {
 	// A call made now shows within about a second.
 	began := time.Now()
 	tool(t, ctx, clients[0], "get_url", nil)
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		r, err := f.Audit(ctx, &historyv1.AuditQuery{Tool: "get_url", SinceUnixNano: since})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(r.GetRecords()) == 1 {
-			t.Logf("a tool call reached the trail %s after it was made", time.Since(began).Round(time.Millisecond))
-			break
-		}
-		if time.Since(began) > 10*time.Second {
-			t.Fatal("a tool call did not reach the trail within 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return kittest.Check(len(r.GetRecords()) == 1, "the get_url call has not reached the trail (%d records)", len(r.GetRecords()))
+	})
+	t.Logf("a tool call reached the trail %s after it was made", time.Since(began).Round(time.Millisecond))
 
 	// 2. SIGKILL in the middle of a backlog.
 	if err := h.Stop(5 * time.Second); err != nil {
@@ -146,6 +137,8 @@ func testAuditNoLoss(t *testing.T, dsn string) {
 		if ci.AckFloor.Consumer > 0 || ci.NumAckPending > 0 {
 			break
 		}
+		// A tight poll, not kittest.Eventually and its backoff: the kill
+		// must land as soon as history starts on the backlog, in its middle.
 		time.Sleep(time.Millisecond)
 	}
 	if err := h.Kill(); err != nil {
@@ -163,14 +156,10 @@ func testAuditNoLoss(t *testing.T, dsn string) {
 	// History acknowledges a batch after storing it (and the server then
 	// removes it from the work queue), so the stream empties a moment
 	// after the records can be read.
-	n := streamMsgs(t, ctx, js)
-	for deadline := time.Now().Add(30 * time.Second); n != 0 && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-		n = streamMsgs(t, ctx, js)
-	}
-	if n != 0 {
-		t.Errorf("the audit stream still holds %d records 30 s after history caught up", n)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		n := streamMsgs(t, ctx, js)
+		return kittest.Check(n == 0, "the audit stream still holds %d records after history caught up", n)
+	})
 	if out := h.Output(); strings.Contains(out, "panic") {
 		t.Errorf("history panicked:\n%s", out)
 	}
@@ -193,15 +182,8 @@ func streamMsgs(t *testing.T, ctx context.Context, js jetstream.JetStream) uint6
 // is asynchronous) and returns how many it holds.
 func waitStream(t *testing.T, ctx context.Context, js jetstream.JetStream, n uint64) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	return kittest.EventuallyValue(t, 30*time.Second, func() (uint64, error) {
 		got := streamMsgs(t, ctx, js)
-		if got >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the audit stream holds %d records, want at least %d", got, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return got, kittest.Check(got >= n, "the audit stream holds %d records, want at least %d", got, n)
+	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sovereign-fleet/sovereign/e2e/harness"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
@@ -54,7 +55,7 @@ func (l *browseLoop) run(ctx context.Context, stop <-chan struct{}, clients []*h
 						l.firstErrs = append(l.firstErrs, fmt.Sprintf("client %d: %v", i, err))
 					}
 					l.mu.Unlock()
-					time.Sleep(100 * time.Millisecond)
+					time.Sleep(100 * time.Millisecond) // spaces a failing client's tries: the load goes on, it is not a wait
 				}
 			}
 		})
@@ -106,18 +107,18 @@ func TestChaosNATSRestart(t *testing.T) {
 	loop := &browseLoop{}
 	stop := make(chan struct{})
 	wg := loop.run(ctx, stop, clients, site)
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // time passes: the load runs before the outage
 	down := time.Now()
 	if err := f.StopNATS(2 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // time passes: the outage lasts a while
 	if _, err := f.RestartNATS(ctx); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Now()
 	failedAtBack := loop.failed.Load()
-	time.Sleep(30 * time.Second)
+	time.Sleep(30 * time.Second) // time passes: the load runs on after the outage, and must recover
 	close(stop)
 	wg.Wait()
 
@@ -178,7 +179,7 @@ func TestChaosAbandoned(t *testing.T) {
 			if !strings.Contains(err.Error(), "no browser capacity") && !strings.Contains(err.Error(), "can take a session") || ctx.Err() != nil {
 				return err
 			}
-			time.Sleep(250 * time.Millisecond)
+			time.Sleep(250 * time.Millisecond) // spaces the tries (in a goroutine of each: no t to fail)
 		}
 	})
 	took := time.Duration(last.Load())
@@ -223,14 +224,13 @@ func TestChaosGreedyCaller(t *testing.T) {
 		}
 		c := harness.NewMCPClient(url)
 		c.Header.Set("Authorization", "Bearer "+tok)
-		for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(100 * time.Millisecond) {
-			if _, err = c.Initialize(ctx); err == nil { // the gateways learn of a new token within moments
-				break
+		// The gateways learn of a new token within moments.
+		kittest.Eventually(t, 30*time.Second, func() error {
+			if _, err := c.Initialize(ctx); err != nil {
+				return fmt.Errorf("initialize with token %d: %w", i, err)
 			}
-		}
-		if err != nil {
-			t.Fatalf("initialize with token %d: %v", i, err)
-		}
+			return nil
+		})
 		if _, err := callText(ctx, c, "get_url", nil); err != nil {
 			t.Errorf("caller %d with its own token: %v", i, err)
 		}
@@ -255,14 +255,14 @@ func TestChaosWorkerKilled(t *testing.T) {
 	loop := &browseLoop{}
 	stop := make(chan struct{})
 	wg := loop.run(ctx, stop, clients, site)
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // time passes: the load runs before the kill
 	victim := f.Workers[0]
 	spread := f.Sessions(ctx)
 	killed := time.Now()
 	if err := victim.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Second)
+	time.Sleep(10 * time.Second) // time passes: the load runs on after the kill, and must recover
 	close(stop)
 	wg.Wait()
 	loop.mu.Lock()
@@ -305,7 +305,7 @@ func waitCheckpoints(t *testing.T, ctx context.Context, f *harness.Fleet, keyTex
 		t.Fatalf("checkpoint bucket: %v", err)
 	}
 	start := time.Now()
-	for {
+	kittest.Eventually(t, time.Minute, func() error {
 		have := map[string]bool{}
 		ids, err := kv.Keys(ctx)
 		if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
@@ -341,13 +341,7 @@ func waitCheckpoints(t *testing.T, ctx context.Context, f *harness.Fleet, keyTex
 				missing = append(missing, v)
 			}
 		}
-		if len(missing) == 0 {
-			t.Logf("every session had a checkpoint with its cookie %s after the cookies were set", time.Since(start).Round(time.Millisecond))
-			return
-		}
-		if time.Since(start) > time.Minute {
-			t.Fatalf("after a minute no checkpoint holds the cookie of %v (%d checkpoints)", missing, len(ids))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return kittest.Check(len(missing) == 0, "no checkpoint holds the cookie of %v (%d checkpoints)", missing, len(ids))
+	})
+	t.Logf("every session had a checkpoint with its cookie %s after the cookies were set", time.Since(start).Round(time.Millisecond))
 }

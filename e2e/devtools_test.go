@@ -16,6 +16,7 @@ import (
 
 	"github.com/sovereign-fleet/sovereign/e2e/harness"
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // devtoolsSite serves the developer tools' test pages: one that logs at
@@ -73,20 +74,37 @@ const loginValue = "e2e-login-value-8c1f0d"
 // fetch on their own time).
 func eventuallyText(t *testing.T, ctx context.Context, c *harness.MCPClient, name string, args map[string]any, want ...string) string {
 	t.Helper()
-	for end := time.Now().Add(15 * time.Second); ; {
+	return kittest.EventuallyValue(t, 30*time.Second, func() (string, error) {
 		got := text(t, ctx, c, name, args)
 		ok := true
 		for _, w := range want {
 			ok = ok && strings.Contains(got, w)
 		}
-		if ok {
-			return got
+		return got, kittest.Check(ok, "%s %v = %q, want %q in it", name, args, got, want)
+	})
+}
+
+// auditText waits until the audit trail since since records every one of
+// tools, and returns its records as text, one a line.
+func auditText(t *testing.T, ctx context.Context, f *harness.Fleet, since int64, tools ...string) string {
+	t.Helper()
+	return kittest.EventuallyValue(t, 30*time.Second, func() (string, error) {
+		all, err := f.AuditAll(ctx, &historyv1.AuditQuery{SinceUnixNano: since})
+		if err != nil {
+			t.Fatalf("audit query: %v", err)
 		}
-		if time.Now().After(end) {
-			t.Fatalf("%s %v = %q, want %q in it", name, args, got, want)
+		var recs []string
+		for _, r := range all {
+			recs = append(recs, r.String())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		joined := strings.Join(recs, "\n")
+		for _, tool := range tools {
+			if !strings.Contains(joined, tool) {
+				return "", fmt.Errorf("the audit trail has no %s record among %d", tool, len(recs))
+			}
+		}
+		return joined, nil
+	})
 }
 
 // TestDevtools drives the developer tools through an MCP client against
@@ -220,29 +238,12 @@ func TestDevtools(t *testing.T) {
 			}
 		}
 		// The audit trail records the calls, never the values.
-		var recs []string
-		for end := time.Now().Add(30 * time.Second); ; {
-			all, err := f.AuditAll(ctx, &historyv1.AuditQuery{SinceUnixNano: since})
-			if err != nil {
-				t.Fatalf("audit query: %v", err)
-			}
-			recs = recs[:0]
-			for _, r := range all {
-				recs = append(recs, r.String())
-			}
-			if joined := strings.Join(recs, "\n"); strings.Contains(joined, "storage_list") {
-				if strings.Contains(joined, loginValue) {
-					t.Errorf("the audit trail holds the login value")
-				}
-				if !strings.Contains(joined, "storage_save") {
-					t.Errorf("the audit trail has no storage_save record")
-				}
-				break
-			}
-			if time.Now().After(end) {
-				t.Fatalf("the audit trail never recorded storage_list: %d records", len(recs))
-			}
-			time.Sleep(200 * time.Millisecond)
+		joined := auditText(t, ctx, f, since, "storage_list")
+		if strings.Contains(joined, loginValue) {
+			t.Errorf("the audit trail holds the login value")
+		}
+		if !strings.Contains(joined, "storage_save") {
+			t.Errorf("the audit trail has no storage_save record")
 		}
 		// The admin API exports it (storageState JSON) and imports one.
 		state := adminCall(t, ctx, "GET", admin+"/admin/storage/anonymous/site-login/export", adminToken, nil)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sovereign-fleet/sovereign/e2e/harness"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // callText calls a tool and returns its trimmed text; an isError result is
@@ -151,18 +152,14 @@ func TestFleet(t *testing.T) {
 	if r, err := cs[0].Post(ctx, "ping", nil, false); err != nil || r.Status != http.StatusNotFound {
 		t.Errorf("ping after DELETE: %v, %v; want HTTP 404", r, err)
 	}
-	var got string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err = callText(ctx, late, "get_url", nil)
-		if err == nil || time.Now().After(deadline) {
-			break
+	got := kittest.EventuallyValue(t, 30*time.Second, func() (string, error) {
+		got, err := callText(ctx, late, "get_url", nil)
+		if err != nil {
+			return "", fmt.Errorf("after a session ended, the seventh client still gets: %w", err)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
-		t.Errorf("after a session ended, the seventh client still gets: %v", err)
-	} else if strings.Contains(got, site) {
+		return got, nil
+	})
+	if strings.Contains(got, site) {
 		t.Errorf("the seventh client's new session shows %q, want a fresh page", got)
 	}
 	if s := f.Sessions(ctx); total(s) != clients {

@@ -14,6 +14,7 @@ import (
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 
 	"github.com/sovereign-fleet/sovereign/e2e/harness"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // formsPage has the widgets of the form tools: selects, a native and a
@@ -157,25 +158,18 @@ func testMarkdownTodoMVC(t *testing.T, ctx context.Context, c *harness.MCPClient
 // testFormAudit checks that fill_form calls reach the audit trail and that
 // the one that filled a password field keeps its fields out.
 func testFormAudit(t *testing.T, ctx context.Context, f *harness.Fleet, since int64) {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	// The call that filled the password and the one that stopped at a
+	// field both reached the worker.
+	recs := kittest.EventuallyValue(t, 30*time.Second, func() ([]*historyv1.AuditRecord, error) {
 		recs, err := f.AuditAll(ctx, &historyv1.AuditQuery{Tool: "fill_form", SinceUnixNano: since})
 		if err != nil {
 			t.Fatalf("audit query: %v", err)
 		}
-		// The call that filled the password and the one that stopped
-		// at a field both reached the worker.
-		if len(recs) >= 2 {
-			for _, r := range recs {
-				if strings.Contains(r.GetArguments(), "hunter2") || strings.Contains(r.GetResult(), "hunter2") {
-					t.Errorf("audit record of fill_form holds the password: %s / %s", r.GetArguments(), r.GetResult())
-				}
-			}
-			return
+		return recs, kittest.Check(len(recs) >= 2, "audit holds %d fill_form records, want at least 2", len(recs))
+	})
+	for _, r := range recs {
+		if strings.Contains(r.GetArguments(), "hunter2") || strings.Contains(r.GetResult(), "hunter2") {
+			t.Errorf("audit record of fill_form holds the password: %s / %s", r.GetArguments(), r.GetResult())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("audit holds %d fill_form records after 30 s, want at least 2", len(recs))
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }

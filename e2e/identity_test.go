@@ -65,7 +65,7 @@ func TestIdentity(t *testing.T) {
 					return
 				}
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // polls in a goroutine of its own (no t to fail): the wait on decided below is bounded
 		}
 	}()
 	signed = evalJSONString(t, ctx, c, `window.nostr.signEvent({kind: 0, created_at: 1700000000, tags: [], content: "{\"name\":\"e2e\"}"}).then(JSON.stringify)`)

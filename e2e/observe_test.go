@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sovereign-fleet/sovereign/e2e/harness"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // TestObserve scrapes every service of a fleet of real processes
@@ -136,19 +137,11 @@ func TestObserve(t *testing.T) {
 		k("sovereign_nats_reconnects_total"): 0,
 	})
 	// History stores every call's record; the stream backlog drains to 0.
-	var hm harness.Metrics
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		hm = scrape("history", h.Base)
-		if hm[k("sovereign_history_audit_stored_total")] >= calls && hm[k("sovereign_audit_backlog")] == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("history: stored %v records (want %d) with a backlog of %v after 20 s",
-				hm[k("sovereign_history_audit_stored_total")], calls, hm[k("sovereign_audit_backlog")])
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	hm := kittest.EventuallyValue(t, 30*time.Second, func() (harness.Metrics, error) {
+		hm := scrape("history", h.Base)
+		return hm, kittest.Check(hm[k("sovereign_history_audit_stored_total")] >= calls && hm[k("sovereign_audit_backlog")] == 0,
+			"history: stored %v records (want %d) with a backlog of %v", hm[k("sovereign_history_audit_stored_total")], calls, hm[k("sovereign_audit_backlog")])
+	})
 	expect("history", hm, map[string]float64{
 		k("sovereign_history_audit_stored_total"): calls,
 		k("sovereign_nats_reconnects_total"):      0,
@@ -171,22 +164,13 @@ func TestObserve(t *testing.T) {
 	t.Logf("every /readyz answered 200 within %s of NATS being back", time.Since(back).Round(time.Millisecond))
 	// The counters are bumped by nats.go's connection callbacks, which run
 	// on their own goroutine after the status (what /readyz reads) has
-	// changed: read them until they show the outage, for up to 10 s.
+	// changed: read them until they show the outage.
 	for _, svc := range services {
-		var d, r float64
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		kittest.Eventually(t, 30*time.Second, func() error {
 			m := scrape(svc.name, svc.base)
-			d, r = m[k("sovereign_nats_disconnects_total")], m[k("sovereign_nats_reconnects_total")]
-			if (d >= 1 && r >= 1) || time.Now().After(deadline) {
-				break
-			}
-		}
-		if d < 1 {
-			t.Errorf("%s: sovereign_nats_disconnects_total = %v 10 s after the outage, want ≥ 1", svc.name, d)
-		}
-		if r < 1 {
-			t.Errorf("%s: sovereign_nats_reconnects_total = %v 10 s after NATS was back, want ≥ 1", svc.name, r)
-		}
+			d, r := m[k("sovereign_nats_disconnects_total")], m[k("sovereign_nats_reconnects_total")]
+			return kittest.Check(d >= 1 && r >= 1, "%s: sovereign_nats_disconnects_total = %v and sovereign_nats_reconnects_total = %v after the outage, want both ≥ 1", svc.name, d, r)
+		})
 	}
 }
 

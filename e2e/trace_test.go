@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/sovereign-fleet/sovereign/e2e/harness"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // traceMarker is on the test page and in its URL: no span may carry it.
@@ -177,14 +178,12 @@ func TestTracesInJaeger(t *testing.T) {
 	// One trace per tool call: every trace of the gateway holds at most
 	// one tools/call span, and there are as many as calls were made.
 	t.Run("one_trace_per_call", func(t *testing.T) {
-		var withCall []harness.JaegerTrace
-		deadline := time.Now().Add(15 * time.Second)
-		for {
+		withCall := kittest.EventuallyValue(t, 30*time.Second, func() ([]harness.JaegerTrace, error) {
 			traces, err := j.Traces(ctx, "gateway", 1000)
 			if err != nil {
 				t.Fatal(err)
 			}
-			withCall = withCall[:0]
+			var withCall []harness.JaegerTrace
 			for _, tr := range traces {
 				if n := countPrefix(tr, "tools/call "); n > 0 {
 					withCall = append(withCall, tr)
@@ -193,11 +192,8 @@ func TestTracesInJaeger(t *testing.T) {
 					}
 				}
 			}
-			if len(withCall) >= len(calls) || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return withCall, kittest.Check(len(withCall) >= len(calls), "%d traces hold a tools/call span; %d calls were made", len(withCall), len(calls))
+		})
 		if len(withCall) != len(calls) {
 			t.Fatalf("%d traces hold a tools/call span; %d calls were made", len(withCall), len(calls))
 		}
@@ -296,7 +292,6 @@ func traceSite(t *testing.T) string {
 // next batch).
 func waitTrace(t *testing.T, ctx context.Context, j *harness.Jaeger, c tracedCall) *harness.JaegerTrace {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
 	complete := func(tr *harness.JaegerTrace) bool {
 		mcpSpans, workers := tr.Named("tools/call "+c.tool), tr.Named("browser."+c.tool)
 		if len(mcpSpans) == 0 || len(workers) == 0 || len(tr.Named("POST /mcp")) == 0 {
@@ -309,25 +304,22 @@ func waitTrace(t *testing.T, ctx context.Context, j *harness.Jaeger, c tracedCal
 		}
 		return slices.ContainsFunc(ancestors(tr, workers[0]), func(s harness.JaegerSpan) bool { return s.SpanID == mcpSpans[0].SpanID })
 	}
-	for {
+	return kittest.EventuallyValue(t, 30*time.Second, func() (*harness.JaegerTrace, error) {
 		tr, err := j.Trace(ctx, c.traceID)
 		if err != nil && err != harness.ErrNoTrace {
 			t.Fatal(err)
 		}
 		if tr != nil && complete(tr) {
-			return tr
+			return tr, nil
 		}
-		if time.Now().After(deadline) {
-			var names []string
-			if tr != nil {
-				for _, s := range tr.Spans {
-					names = append(names, tr.Service(s)+":"+s.OperationName)
-				}
+		var names []string
+		if tr != nil {
+			for _, s := range tr.Spans {
+				names = append(names, tr.Service(s)+":"+s.OperationName)
 			}
-			t.Fatalf("trace %s of %s (via %q) is incomplete in Jaeger after 15s: %v", c.traceID, c.tool, c.via, names)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil, fmt.Errorf("trace %s of %s (via %q) is incomplete in Jaeger: %v", c.traceID, c.tool, c.via, names)
+	})
 }
 
 // wantPageSpans names the page spans under the worker's span of a tool.

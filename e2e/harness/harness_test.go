@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 func TestParseSnapshot(t *testing.T) {
@@ -74,10 +76,9 @@ func TestProcKillsGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Generous bounds: process start and exit on a loaded machine.
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(p.Output(), "started") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(strings.Contains(p.Output(), "started"), "sh has not said it started: %q", p.Output())
+	})
 	m, err := TreeMemory(p.PID())
 	if err != nil || m.Procs != 2 || m.RSS <= 0 {
 		t.Errorf("TreeMemory(sh) = %+v, %v; want 2 processes with some RSS", m, err)
@@ -87,20 +88,15 @@ func TestProcKillsGroup(t *testing.T) {
 	if err := p.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	// A deadline of its own: the wait for "started" must not use it up.
 	// A killed child is gone, or a zombie until its new parent reaps it.
 	running := func(pid int) bool {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		return err == nil && !strings.Contains(string(b), ") Z ")
 	}
-	deadline = time.Now().Add(30 * time.Second)
 	for _, k := range kids {
-		for running(k) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if running(k) {
-			t.Errorf("child %d of the killed process still runs", k)
-		}
+		kittest.Eventually(t, 30*time.Second, func() error {
+			return kittest.Check(!running(k), "child %d of the killed process still runs", k)
+		})
 	}
 }
 

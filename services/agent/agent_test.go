@@ -14,6 +14,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/agent/llmtest"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 func protoUnmarshal(b []byte, m proto.Message) error { return proto.Unmarshal(b, m) }
@@ -144,19 +145,15 @@ func TestToolLoop(t *testing.T) {
 			}
 
 			// Events: every state, in order, ending COMPLETE.
-			var states []agentv1.RunState
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			ev := kittest.EventuallyValue(t, 30*time.Second, func() ([]*agentv1.Run, error) {
 				ev := events()
-				if len(ev) > 0 && terminal(ev[len(ev)-1].GetState()) || time.Now().After(deadline) {
-					for _, r := range ev {
-						if len(states) == 0 || states[len(states)-1] != r.GetState() {
-							states = append(states, r.GetState())
-						}
-					}
-					break
+				return ev, kittest.Check(len(ev) > 0 && terminal(ev[len(ev)-1].GetState()), "%d run events, none terminal", len(ev))
+			})
+			var states []agentv1.RunState
+			for _, r := range ev {
+				if len(states) == 0 || states[len(states)-1] != r.GetState() {
+					states = append(states, r.GetState())
 				}
-				time.Sleep(10 * time.Millisecond)
 			}
 			want := []agentv1.RunState{agentv1.RunState_RUN_STATE_IDLE, agentv1.RunState_RUN_STATE_THINKING, agentv1.RunState_RUN_STATE_TOOL_CALL,
 				agentv1.RunState_RUN_STATE_THINKING, agentv1.RunState_RUN_STATE_TOOL_CALL, agentv1.RunState_RUN_STATE_THINKING, agentv1.RunState_RUN_STATE_COMPLETE}

@@ -19,6 +19,7 @@ import (
 	toolsv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1"
 	"github.com/sovereign-fleet/sovereign/services/agent/llmtest"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
@@ -153,17 +154,10 @@ func (e *env) wait(id string) *agentv1.Run {
 
 func (e *env) waitFor(id string, ok func(*agentv1.Run) bool) *agentv1.Run {
 	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	return kittest.EventuallyValue(e.t, time.Minute, func() (*agentv1.Run, error) {
 		r := e.get(id)
-		if ok(r) {
-			return r
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("run %s: still %s at iteration %d (tool %q)", id, r.GetState(), r.GetIteration(), r.GetCurrentTool())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return r, kittest.Check(ok(r), "run %s: still %s at iteration %d (tool %q)", id, r.GetState(), r.GetIteration(), r.GetCurrentTool())
+	})
 }
 
 // events subscribes to a run's events before it starts.

@@ -20,6 +20,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/kit/browserbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
@@ -85,17 +86,10 @@ func TestNetworkRequestsBlocked(t *testing.T) {
 	s := f.openWith(enforced(true, &browserv1.UrlRules{Tier: "global", Allow: []string{"127.0.0.1"}}))
 	f.mustCall(s, openReq(o.URL))
 	f.waitBlocked(s, "/secret.json", "XHR")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_NetworkRequests{NetworkRequests: &browserv1.NetworkRequests{Status: "failed"}}})
-		if strings.Contains(got, "/secret.json Fetch — blocked by the URL policy: not in the allow list of the global tier") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("network_requests never marked the blocked fetch: %q", got)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return kittest.Check(strings.Contains(got, "/secret.json Fetch — blocked by the URL policy: not in the allow list of the global tier"), "network_requests has not marked the blocked fetch: %q", got)
+	})
 }
 
 func storageReq(tool, name string) *browserv1.ToolRequest {
@@ -259,13 +253,10 @@ func TestDevtoolsScrubbed(t *testing.T) {
 		t.Errorf("console_messages = %v %v, want the placeholder", consoleRes, err)
 	}
 	noSecret(t, "console_messages", consoleRes.String())
-	var list string
-	for end := time.Now().Add(10 * time.Second); !strings.Contains(list, "→ 200"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("network_requests never showed the fetch: %q", list)
-		}
-		list = f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_NetworkRequests{NetworkRequests: &browserv1.NetworkRequests{Filter: "/api"}}})
-	}
+	list := kittest.EventuallyValue(t, 30*time.Second, func() (string, error) {
+		list := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_NetworkRequests{NetworkRequests: &browserv1.NetworkRequests{Filter: "/api"}}})
+		return list, kittest.Check(strings.Contains(list, "→ 200"), "network_requests has not shown the fetch: %q", list)
+	})
 	if !strings.Contains(list, "/api?k={{secrets.API_KEY}}") {
 		t.Errorf("network_requests = %q, want the placeholder", list)
 	}
@@ -278,13 +269,10 @@ func TestDevtoolsScrubbed(t *testing.T) {
 	noSecret(t, "network_request", body)
 	// A binary body is returned in base64, where the scrubbing of the
 	// result's text could not find the secret: it is scrubbed before.
-	var bin string
-	for end := time.Now().Add(10 * time.Second); !strings.Contains(bin, "/bin Fetch → 200"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("network_requests never showed /bin: %q", bin)
-		}
-		bin = f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_NetworkRequests{NetworkRequests: &browserv1.NetworkRequests{Filter: "/bin"}}})
-	}
+	bin := kittest.EventuallyValue(t, 30*time.Second, func() (string, error) {
+		bin := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_NetworkRequests{NetworkRequests: &browserv1.NetworkRequests{Filter: "/bin"}}})
+		return bin, kittest.Check(strings.Contains(bin, "/bin Fetch → 200"), "network_requests has not shown /bin: %q", bin)
+	})
 	id = strings.Fields(bin[strings.Index(bin, "\nr")+1:])[0]
 	body = f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_NetworkRequest{NetworkRequest: &browserv1.NetworkRequestBody{Id: id}}})
 	enc := body[strings.LastIndex(body, "\n")+1:]
@@ -531,15 +519,10 @@ func TestEmulateBackgroundDialog(t *testing.T) {
 	// (a fixed 300 ms could end before its timer ran on a loaded machine,
 	// and the emulate below would then meet no dialog, or one opening
 	// under it).
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		_, err := f.call(s, evalReq("1"))
-		if err != nil && strings.Contains(err.Error(), "confirm dialog is open") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the confirm did not open in the new tab within 20 s (eval: %v)", err)
-		}
-	}
+		return kittest.Check(err != nil && strings.Contains(err.Error(), "confirm dialog is open"), "the confirm has not opened in the new tab (eval: %v)", err)
+	})
 	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabSwitch{TabSwitch: &browserv1.TabIndex{Index: 0}}})
 	start := time.Now()
 	if _, err := f.call(s, emulateReq(&browserv1.Emulate{Timezone: "Europe/Berlin"})); err != nil {

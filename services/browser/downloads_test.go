@@ -15,6 +15,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 func downloadSite(t *testing.T) *httptest.Server {
@@ -207,15 +208,10 @@ setTimeout(() => { const iv = setInterval(() => {
 		}
 		return n, total
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		n, total := onDisk()
-		if total <= 2<<20 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d files, %d bytes of downloads on disk for the session 10 s after a timer's downloads between calls, want them cancelled", n, total)
-		}
-	}
+		return kittest.Check(total <= 2<<20, "%d files, %d bytes of downloads on disk for the session after a timer's downloads between calls, want them cancelled", n, total)
+	})
 	// The page did try: its timer ran (so an empty directory means the
 	// downloads were stopped, not that none began).
 	if got := f.mustCall(s, evalReq("n")); got == "0" {

@@ -21,6 +21,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // lighthouseDir is the runner of lighthouse_audit in this repository,
@@ -293,8 +294,9 @@ func TestLighthouseAudit(t *testing.T) {
 			out, _ := exec.Command("pgrep", "-a", "-P", strconv.Itoa(os.Getpid()), "-f", filepath.Join(dir, "run.mjs")).Output()
 			return strings.TrimSpace(string(out))
 		}
-		for end := time.Now().Add(8 * time.Second); time.Now().Before(end) && runners() == ""; time.Sleep(50 * time.Millisecond) {
-		}
+		kittest.Eventually(t, 30*time.Second, func() error {
+			return kittest.Check(runners() != "", "the first audit's Lighthouse runner has not started")
+		})
 		_, _, err := f.lighthouseCallWithin(other, lighthouseReq("snapshot", "", ""), 3500*time.Millisecond)
 		wantCode(t, "while another session's audit runs", err, commonv1.ErrorCode_TIMEOUT, "another Lighthouse audit ran on this browser worker")
 		o := <-done

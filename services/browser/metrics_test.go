@@ -2,6 +2,7 @@ package browser_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/kit/health"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
@@ -64,17 +66,10 @@ func get(t *testing.T, url string) (int, string) {
 // awaitStatus polls url until it answers code.
 func awaitStatus(t *testing.T, url string, code int, within time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	return kittest.EventuallyValue(t, within, func() (string, error) {
 		got, body := get(t, url)
-		if got == code {
-			return body
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %d %s; waited %s for %d", url, got, body, within, code)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return body, kittest.Check(got == code, "%s = %d %s, want %d", url, got, body, code)
+	})
 }
 
 func freeAddr(t *testing.T) string {
@@ -124,23 +119,21 @@ func TestServeHealth(t *testing.T) {
 			t.Error("the worker did not stop within 20 s")
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if resp, err := http.Get(base + "/readyz"); err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				if !strings.Contains(string(b), `"chromium":"ok"`) || !strings.Contains(string(b), `"nats":"ok"`) {
-					t.Fatalf("/readyz = %s, want nats and chromium ok", b)
-				}
-				break
-			}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker's /readyz did not answer 200 within 30 s")
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("the worker's /readyz = %d %s, want 200", resp.StatusCode, b)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		if !strings.Contains(string(b), `"chromium":"ok"`) || !strings.Contains(string(b), `"nats":"ok"`) {
+			t.Fatalf("/readyz = %s, want nats and chromium ok", b)
+		}
+		return nil
+	})
 	if code, _ := get(t, base+"/healthz"); code != 200 {
 		t.Errorf("/healthz = %d", code)
 	}
@@ -205,21 +198,14 @@ func TestCrashMetrics(t *testing.T) {
 	if err := w.KillChromium(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	m := kittest.EventuallyValue(t, 30*time.Second, func() (map[string]float64, error) {
 		m := scrape()
-		if m[`sovereign_browser_chromium_restarts_total{worker="crashmetrics"}`] == 1 {
-			if got := m[`sovereign_browser_sessions_lost_total{worker="crashmetrics"}`]; got != 2 {
-				t.Errorf("sessions_lost_total = %v, want 2", got)
-			}
-			if got := m[`sovereign_browser_sessions_open{worker="crashmetrics"}`]; got != 0 {
-				t.Errorf("sessions_open after the crash = %v, want 0", got)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no restart counted within 30 s: %v", m)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return m, kittest.Check(m[`sovereign_browser_chromium_restarts_total{worker="crashmetrics"}`] == 1, "no restart counted: %v", m)
+	})
+	if got := m[`sovereign_browser_sessions_lost_total{worker="crashmetrics"}`]; got != 2 {
+		t.Errorf("sessions_lost_total = %v, want 2", got)
+	}
+	if got := m[`sovereign_browser_sessions_open{worker="crashmetrics"}`]; got != 0 {
+		t.Errorf("sessions_open after the crash = %v, want 0", got)
 	}
 }

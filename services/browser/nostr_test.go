@@ -20,6 +20,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 	"github.com/sovereign-fleet/sovereign/services/signer"
 	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
@@ -440,13 +441,10 @@ func TestNostr(t *testing.T) {
 
 	t.Run("Popup", func(t *testing.T) {
 		f.mustCall(s, evalReq(`window.open('/popup', '_blank'); 1`))
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabList{TabList: &browserv1.NoArgs{}}}), "/popup") {
-			if time.Now().After(deadline) {
-				t.Fatal("the popup never showed up in tab_list")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		kittest.Eventually(t, 30*time.Second, func() error {
+			tabs := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabList{TabList: &browserv1.NoArgs{}}})
+			return kittest.Check(strings.Contains(tabs, "/popup"), "the popup is not in tab_list: %q", tabs)
+		})
 		f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabSwitch{TabSwitch: &browserv1.TabIndex{Index: 1}}})
 		if got := f.evalString(s, `window.early`); got != "object" {
 			t.Fatalf("popup: an inline script in <head> saw typeof window.nostr = %s", got)
@@ -473,10 +471,10 @@ func TestNostr(t *testing.T) {
 		if !strings.Contains(got.Error, "too many pending window.nostr calls") {
 			t.Fatalf("17th call in a document: %+v", got)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for len(a.requests()) < 16 && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
+		kittest.Eventually(t, 30*time.Second, func() error {
+			n := len(a.requests())
+			return kittest.Check(n >= 16, "the signer has %d of the popup's 16 requests", n)
+		})
 		f.evalValue(s, settle(`document.getElementById('same').contentWindow.nostr.getPublicKey()`), &got)
 		if !strings.Contains(got.Error, "too many pending window.nostr calls (at most 16 per session)") {
 			t.Fatalf("17th call in the session: %+v", got)
@@ -625,13 +623,10 @@ func TestNostrOutOfProcessIframe(t *testing.T) {
 	if err := w.KillChromium(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for f.signerState(s.SessionId) != signerv1.LoginState_LOGIN_STATE_LOGGED_OUT {
-		if time.Now().After(deadline) {
-			t.Fatal("the signer still holds the key of a session lost with its Chromium")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		st := f.signerState(s.SessionId)
+		return kittest.Check(st == signerv1.LoginState_LOGIN_STATE_LOGGED_OUT, "the signer still holds the key of a session lost with its Chromium (%s)", st)
+	})
 }
 
 // BenchmarkNostrSign measures window.nostr.signEvent from a page: page →

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // TestProfileConfig: the profiling tools' limits have defaults, flags,
@@ -97,16 +98,6 @@ func TestProfileScrubbed(t *testing.T) {
 	}
 }
 
-// eventually polls cond until it holds or 30 s passed.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(30 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not after 30s", what)
-		}
-	}
-}
-
 func perfStart(reload bool) *browserv1.ToolRequest {
 	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStart{PerformanceStart: &browserv1.PerformanceStart{Reload: reload}}}
 }
@@ -179,9 +170,9 @@ func TestPerformanceTwoSessions(t *testing.T) {
 		t.Error("the first session's trace holds the second session's page")
 	}
 
-	eventually(t, "the second session's recording starts", func() bool {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		_, err := f.call(b, perfStart(false))
-		return err != nil && strings.Contains(err.Error(), "already running")
+		return kittest.Check(err != nil && strings.Contains(err.Error(), "already running"), "not yet: the second session's recording starts")
 	})
 	f.mustCall(a, openReq(ts.URL+"/alpha2-5d1e"))
 	f.mustCall(b, openReq(ts.URL+"/bravo3-c93b"))

@@ -16,6 +16,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // origin is a test server that records the paths it served, and answers
@@ -134,22 +135,18 @@ func (f *fleet) blocked(s *browserv1.OpenSessionResponse) (string, blockedList) 
 // contains what, and returns it.
 func (f *fleet) waitBlocked(s *browserv1.OpenSessionResponse, what, resourceType string) string {
 	f.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	return kittest.EventuallyValue(f.t, 30*time.Second, func() (string, error) {
 		text, l := f.blocked(s)
 		for _, b := range l.Blocked {
 			if strings.Contains(b.URL, what) && b.ResourceType == resourceType {
 				if b.Rule == "" || b.TimeMs == 0 {
 					f.t.Fatalf("blocked request %+v lacks its rule or time", b)
 				}
-				return b.Rule
+				return b.Rule, nil
 			}
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("blocked_requests never listed a %s request to %s:\n%s", resourceType, what, text)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return "", fmt.Errorf("blocked_requests does not list a %s request to %s:\n%s", resourceType, what, text)
+	})
 }
 
 func enforced(blockPrivate bool, tiers ...*browserv1.UrlRules) *browserv1.UrlPolicy {

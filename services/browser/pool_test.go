@@ -7,18 +7,16 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // waitWarm waits until w holds n warm browser contexts.
 func waitWarm(t *testing.T, w *browser.Worker, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for w.WarmSessions() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("worker %s holds %d warm contexts, want %d", w.ID(), w.WarmSessions(), n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		got := w.WarmSessions()
+		return kittest.Check(got == n, "worker %s holds %d warm contexts, want %d", w.ID(), got, n)
+	})
 }
 
 // TestWarmPool: the pool fills to its size, an open takes a warm context

@@ -17,6 +17,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/browser/profiletest"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/profiles"
 )
 
@@ -250,24 +251,14 @@ func TestProfileSessionCrash(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	err = kittest.EventuallyValue(t, 30*time.Second, func() (error, error) {
 		_, err := f.call(s, evalReq("1"))
-		if err != nil {
-			wantCode(t, "call after its Chromium died", err, commonv1.ErrorCode_SESSION_LOST, "its Chromium crashed")
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the session still answers 20s after its Chromium was killed")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	for len(entries(t, copies[0])) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the copy %s is still there", copies[0])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err, kittest.Check(err != nil, "the session still answers after its Chromium was killed")
+	})
+	wantCode(t, "call after its Chromium died", err, commonv1.ErrorCode_SESSION_LOST, "its Chromium crashed")
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(len(entries(t, copies[0])) == 0, "the copy %s is still there", copies[0])
+	})
 	if got := f.mustCall(plain, openReq(ts.URL+"/b")); !strings.Contains(got, `page /b`) {
 		t.Fatalf("the shared Chromium's session after the crash: %q", got)
 	}
@@ -352,23 +343,17 @@ func TestProfileSessionLifecycle(t *testing.T) {
 	// full again (a renderer per warm context; a profile session's slot
 	// is refilled after its close, in the background): see TestNoLeaks.
 	waitWarm(t, w, 2)
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // time passes: the processes the refill started settle before the count
 	g0, p0 := runtime.NumGoroutine(), chromiumProcesses()
 	for range 4 {
 		cycle()
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		g, p := runtime.NumGoroutine(), chromiumProcesses()
 		left := entries(t, copies)
-		if g <= g0+3 && p <= p0 && len(left) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 4 profile sessions: goroutines %d -> %d, Chromium processes %d -> %d, copies left %q", g0, g, p0, p, left)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return kittest.Check(g <= g0+3 && p <= p0 && len(left) == 0, "after 4 profile sessions: goroutines %d -> %d, Chromium processes %d -> %d, copies left %q", g0, g, p0, p, left)
+	})
+	deadline := time.Now().Add(30 * time.Second)
 
 	// The idle timeout closes a profile session like any other.
 	s, err := f.openProfile("empty", nil)
@@ -389,14 +374,12 @@ func TestProfileSessionLifecycle(t *testing.T) {
 		if time.Now().After(deadline.Add(20 * time.Second)) {
 			t.Fatal("profile session still open long after its idle timeout")
 		}
-		time.Sleep(3 * time.Second) // longer than the timeout: idle between calls
+		time.Sleep(3 * time.Second) // time passes: longer than the timeout, idle between calls
 	}
-	for p, left := chromiumProcesses(), entries(t, copies); p > p0 || len(left) > 0; p, left = chromiumProcesses(), entries(t, copies) {
-		if time.Now().After(deadline.Add(40 * time.Second)) {
-			t.Fatalf("after the idle timeout: Chromium processes %d (before: %d), copies %q", p, p0, left)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		p, left := chromiumProcesses(), entries(t, copies)
+		return kittest.Check(p <= p0 && len(left) == 0, "after the idle timeout: Chromium processes %d (before: %d), copies %q", p, p0, left)
+	})
 	// One left open for the shutdown (the cleanup above checks).
 	if _, err := f.openProfile("empty", nil); err != nil {
 		t.Fatal(err)

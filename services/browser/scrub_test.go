@@ -15,6 +15,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // mdSecret has characters that Markdown escapes.
@@ -199,13 +200,10 @@ func withMax(req *browserv1.ToolRequest, n int) *browserv1.ToolRequest {
 // requestID waits for the tab's request to path and returns its id.
 func requestID(t *testing.T, f *fleet, s *browserv1.OpenSessionResponse, path string) string {
 	t.Helper()
-	var list string
-	for end := time.Now().Add(30 * time.Second); !strings.Contains(list, "→ 200"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("network_requests never showed %s: %q", path, list)
-		}
-		list = f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_NetworkRequests{NetworkRequests: &browserv1.NetworkRequests{Filter: path}}})
-	}
+	list := kittest.EventuallyValue(t, 30*time.Second, func() (string, error) {
+		list := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_NetworkRequests{NetworkRequests: &browserv1.NetworkRequests{Filter: path}}})
+		return list, kittest.Check(strings.Contains(list, "→ 200"), "network_requests has not shown %s: %q", path, list)
+	})
 	return strings.Fields(list[strings.Index(list, "\nr")+1:])[0]
 }
 

@@ -19,6 +19,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
@@ -63,18 +64,15 @@ func (f *fleet) worker(cfg browser.Config) *browser.Worker {
 	case <-time.After(30 * time.Second):
 		f.t.Fatalf("worker %s not ready after 30s", w.ID())
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	kittest.Eventually(f.t, 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		var pong browserv1.PingResponse
-		err := f.c.Request(context.Background(), f.c.Subject("browser", "w", w.ID(), "ping"), &browserv1.PingRequest{}, &pong)
-		if err == nil {
-			break
+		if err := f.c.Request(ctx, f.c.Subject("browser", "w", w.ID(), "ping"), &browserv1.PingRequest{}, &pong); err != nil {
+			return fmt.Errorf("worker %s does not answer its ping: %w", w.ID(), err)
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("worker %s not ready: %v", w.ID(), err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	return w
 }
 
@@ -252,19 +250,15 @@ func TestCapacity(t *testing.T) {
 	// Rejoining is a subscription, and the open that finds small starts a
 	// browser context there: 20 s, as other waits on Chromium here (5 s
 	// is little for that on a loaded machine).
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	s := kittest.EventuallyValue(t, 30*time.Second, func() (*browserv1.OpenSessionResponse, error) {
 		s, err := f.open()
-		if err == nil {
-			if s.WorkerId != "small" {
-				t.Fatalf("session went to %s, want small", s.WorkerId)
-			}
-			break
+		if err != nil {
+			return nil, fmt.Errorf("small has not rejoined the open queue: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("small did not rejoin the open queue: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return s, nil
+	})
+	if s.WorkerId != "small" {
+		t.Fatalf("session went to %s, want small", s.WorkerId)
 	}
 }
 
@@ -284,7 +278,7 @@ func TestIdleTimeout(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("session still open long after its idle timeout")
 		}
-		time.Sleep(600 * time.Millisecond) // longer than the timeout: idle between calls
+		time.Sleep(600 * time.Millisecond) // time passes: longer than the timeout, idle between calls
 	}
 }
 
@@ -328,17 +322,10 @@ func TestTabs(t *testing.T) {
 		!strings.Contains(got, "- new tab 2: "+ts.URL+"/popup (tab_switch 2 to use it)") {
 		t.Errorf("click on a target=_blank link = %q", got)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabList{TabList: &browserv1.NoArgs{}}})
-		if strings.Contains(got, "/popup") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("popup tab not listed: %s", got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return kittest.Check(strings.Contains(got, "/popup"), "popup tab not listed: %s", got)
+	})
 
 	// close closes the active tab; closing the last one leaves a blank tab.
 	for i := 0; i < 3; i++ {
@@ -367,35 +354,28 @@ func TestChromiumCrash(t *testing.T) {
 	if err := w.KillChromium(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		_, err := f.call(s, evalReq("1"))
-		if bus.CodeOf(err) == commonv1.ErrorCode_SESSION_LOST {
-			if !strings.Contains(err.Error(), "Chromium crashed") {
-				t.Fatalf("lost session error = %v", err)
-			}
-			break
+		if bus.CodeOf(err) != commonv1.ErrorCode_SESSION_LOST {
+			return fmt.Errorf("call after crash = %v, want SESSION_LOST", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("call after crash = %v, want SESSION_LOST", err)
+		if !strings.Contains(err.Error(), "Chromium crashed") {
+			t.Fatalf("lost session error = %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	for {
+		return nil
+	})
+	s2 := kittest.EventuallyValue(t, 30*time.Second, func() (*browserv1.OpenSessionResponse, error) {
 		s2, err := f.open()
-		if err == nil {
-			if got := f.mustCall(s2, evalReq("6*7")); got != "42" {
-				t.Fatalf("eval on the restarted Chromium = %q", got)
-			}
-			if now := entries(t, chromeDirs); len(now) != 1 || now[0] == first[0] {
-				t.Errorf("Chromium's user data directories after the restart: %q, want one other than %q", now, first[0])
-			}
-			return
+		if err != nil {
+			return nil, fmt.Errorf("worker has not come back after the crash: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("worker did not come back after the crash: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return s2, nil
+	})
+	if got := f.mustCall(s2, evalReq("6*7")); got != "42" {
+		t.Fatalf("eval on the restarted Chromium = %q", got)
+	}
+	if now := entries(t, chromeDirs); len(now) != 1 || now[0] == first[0] {
+		t.Errorf("Chromium's user data directories after the restart: %q, want one other than %q", now, first[0])
 	}
 }
 
@@ -414,26 +394,17 @@ func TestTabClosedByPage(t *testing.T) {
 	s := f.mustOpen()
 	f.mustCall(s, openReq(ts.URL+"/opener"))
 	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Click{Click: &browserv1.Click{Element: &browserv1.Element{By: &browserv1.Element_Selector{Selector: "a"}}}}})
-	deadline := time.Now().Add(10 * time.Second)
-	for strings.Count(f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabList{TabList: &browserv1.NoArgs{}}}), "\n") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the popup never showed up in tab_list")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		tabs := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabList{TabList: &browserv1.NoArgs{}}})
+		return kittest.Check(strings.Count(tabs, "\n") == 1, "the popup is not in tab_list: %q", tabs)
+	})
 	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabSwitch{TabSwitch: &browserv1.TabIndex{Index: 1}}})
 	closeNow.open()
-	for {
+	err := kittest.EventuallyValue(t, 30*time.Second, func() (error, error) {
 		_, err := f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetTitle{GetTitle: &browserv1.NoArgs{}}})
-		if err != nil {
-			wantCode(t, "get_title on a closed tab", err, commonv1.ErrorCode_NOT_FOUND, "closed")
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the popup never closed")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err, kittest.Check(err != nil, "the popup has not closed")
+	})
+	wantCode(t, "get_title on a closed tab", err, commonv1.ErrorCode_NOT_FOUND, "closed")
 	if got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetTitle{GetTitle: &browserv1.NoArgs{}}}); got != "opener" {
 		t.Fatalf("after the popup closed, get_title = %q, want the opener", got)
 	}
@@ -468,7 +439,11 @@ func TestCloseDuringCall(t *testing.T) {
 		_, err := f.call(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Wait{Wait: &browserv1.Wait{Ms: 15000}}})
 		errc <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// Wait until the wait runs: a call beside it finds the tab busy.
+	kittest.Eventually(t, 30*time.Second, func() error {
+		_, _, err := f.lighthouseCallWithin(s, evalReq("1"), time.Second)
+		return kittest.Check(err != nil && strings.Contains(err.Error(), "busy"), "the wait has not started (a call beside it: %v)", err)
+	})
 	start := time.Now()
 	if err := f.close(s); err != nil {
 		t.Fatal(err)
@@ -507,7 +482,7 @@ func TestNoLeaks(t *testing.T) {
 	// not always enough on a loaded machine) is one renderer short of
 	// the state every later close returns to.
 	waitWarm(t, w, 2)
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // time passes: the processes the refill started settle before the count
 	g0, p0 := runtime.NumGoroutine(), chromiumProcesses()
 	if p0 == 0 {
 		t.Fatal("found none of this test's Chromium processes: the count is broken")
@@ -515,17 +490,10 @@ func TestNoLeaks(t *testing.T) {
 	for range 15 {
 		cycle()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		g, p := runtime.NumGoroutine(), chromiumProcesses()
-		if g <= g0+3 && p <= p0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 15 sessions: goroutines %d -> %d, Chromium processes %d -> %d", g0, g, p0, p)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return kittest.Check(g <= g0+3 && p <= p0, "after 15 sessions: goroutines %d -> %d, Chromium processes %d -> %d", g0, g, p0, p)
+	})
 }
 
 // chromiumProcesses counts live (not zombie) Chromium processes started by

@@ -18,6 +18,7 @@ import (
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
@@ -37,16 +38,16 @@ func auditRecords(t *testing.T, srv *natsrv.Server, want int) []*historyv1.Audit
 		t.Fatal(err)
 	}
 	var out []*historyv1.AuditRecord
-	for seq := uint64(1); len(out) < want; {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			if ctx.Err() != nil {
-				t.Fatalf("the audit stream holds %d records, want %d", len(out), want)
+	for seq := uint64(1); len(out) < want; seq++ {
+		m := kittest.EventuallyValue(t, 30*time.Second, func() (*jetstream.RawStreamMsg, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			m, err := s.GetMsg(ctx, seq)
+			if err != nil {
+				return nil, fmt.Errorf("the audit stream holds %d records, want %d: %w", len(out), want, err)
 			}
-			time.Sleep(20 * time.Millisecond)
-			continue
-		}
-		seq++
+			return m, nil
+		})
 		// The signer records pages' window.nostr requests on its own
 		// subject: not the gateway's to count.
 		if m.Subject == audit.RecordSubject("sov", "signer") {

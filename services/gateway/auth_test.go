@@ -25,6 +25,7 @@ import (
 
 	"github.com/sovereign-fleet/sovereign/services/gateway"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
@@ -93,16 +94,11 @@ func post(t *testing.T, url, auth string, extra http.Header) (int, string, strin
 func awaitStatus(t *testing.T, url, auth string, want int) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for {
+	kittest.Eventually(t, 15*time.Second, func() error {
 		status, _, body := post(t, url, auth, nil)
-		if status == want {
-			return time.Since(start)
-		}
-		if time.Since(start) > 15*time.Second {
-			t.Fatalf("status %d (%s), want %d", status, body, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return kittest.Check(status == want, "status %d (%s), want %d", status, body, want)
+	})
+	return time.Since(start)
 }
 
 const (

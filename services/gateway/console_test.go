@@ -20,6 +20,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway"
 	"github.com/sovereign-fleet/sovereign/services/history"
 	"github.com/sovereign-fleet/sovereign/services/kit/approval"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
@@ -83,14 +84,10 @@ func serveGateway(t *testing.T, srv *natsrv.Server, cfg gateway.Config) (*gatewa
 // adminURL waits until g serves its console and returns its URL.
 func adminURL(t *testing.T, g *gateway.Gateway) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for g.AdminURL() == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("the operator console did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return g.AdminURL()
+	return kittest.EventuallyValue(t, 30*time.Second, func() (string, error) {
+		u := g.AdminURL()
+		return u, kittest.Check(u != "", "the operator console has not started")
+	})
 }
 
 // browserCtx starts a headless Chromium for the test to drive the console.
@@ -229,7 +226,7 @@ func TestConsole(t *testing.T) {
 	if got := textOf(t, ctx, "#pending-count"); got != "1" {
 		t.Errorf("nav count of pending approvals = %q, want 1", got)
 	}
-	time.Sleep(1100 * time.Millisecond) // let the countdown tick once for the screenshot
+	time.Sleep(1100 * time.Millisecond) // time passes: the countdown ticks once for the screenshot
 	screenshot(t, ctx, "approvals")
 	step(t, ctx, "approve once",
 		chromedp.Click(chromedp.CSS(`article.approval button[value="once"]`)),
@@ -249,18 +246,14 @@ func TestConsole(t *testing.T) {
 	screenshot(t, ctx, "approvals-decided")
 
 	// The open call is in the audit trail, with its arguments.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		step(t, ctx, "search the audit trail", chromedp.Navigate(admin+"audit?text=console-marker"), chromedp.WaitVisible(chromedp.CSS("main")))
 		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#audit-table tbody tr").length`))
-		if err == nil && n > 0 {
-			break
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the open call did not show in the audit trail (%d rows, %v): %s", n, err, textOf(t, ctx, "main"))
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return kittest.Check(n > 0, "the open call did not show in the audit trail: %s", textOf(t, ctx, "main"))
+	})
 	screenshot(t, ctx, "audit")
 	step(t, ctx, "open the record", chromedp.Click(chromedp.CSS("#audit-table tbody tr td:nth-child(3)")), chromedp.WaitVisible(chromedp.ID("arguments")))
 	if got := textOf(t, ctx, "#arguments"); !strings.Contains(got, pageURL) {

@@ -22,6 +22,7 @@ import (
 
 	toolsv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
@@ -578,35 +579,24 @@ func (n *notifications) add(m mcp.JSONRPCNotification) {
 	n.seen = append(n.seen, m.Method)
 }
 
-// await waits up to 10 s for a notification of method after the first
+// await waits up to 30 s for a notification of method after the first
 // skip ones and returns how many there are then.
 func (n *notifications) await(t *testing.T, method string, skip int) int {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	return kittest.EventuallyValue(t, 30*time.Second, func() (int, error) {
 		n.mu.Lock()
 		seen := slices.Clone(n.seen)
 		n.mu.Unlock()
-		if slices.Contains(seen[min(skip, len(seen)):], method) {
-			return len(seen)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within 30s; the client got %v", method, seen)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(seen), kittest.Check(slices.Contains(seen[min(skip, len(seen)):], method), "no %s after the first %d; the client got %v", method, skip, seen)
+	})
 }
 
 // awaitListed polls tools/list up to 30 s until name is listed (or not).
 func awaitListed(t *testing.T, c *client.Client, name string, want bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for slices.Contains(toolNames(t, c), name) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("tools/list: %s listed is not %v after 30s", name, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(slices.Contains(toolNames(t, c), name) == want, "tools/list: %s listed is not %v", name, want)
+	})
 }
 
 // TestReloadAcrossGateways: a script deployed through one gateway's admin
@@ -652,16 +642,10 @@ function ping() { return "pong"; }`)
 function describe() { return {name: "ping", description: "Fresh ping, version 2"}; }
 function ping() { return "pong 2"; }`)
 	seen = n.await(t, string(mcp.MethodNotificationToolsListChanged), seen)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if got := mustOK(t, callTool(t, c, "fresh__ping", nil), "fresh__ping v2"); got == "pong 2" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("B still runs the first version of fresh__ping after 10s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		got := mustOK(t, callTool(t, c, "fresh__ping", nil), "fresh__ping v2")
+		return kittest.Check(got == "pong 2", "fresh__ping on B = %q, want the second version", got)
+	})
 
 	adminOK(t, baseA, http.MethodDelete, "/admin/scripts/fresh", "")
 	n.await(t, string(mcp.MethodNotificationToolsListChanged), seen)

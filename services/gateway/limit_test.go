@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
 
@@ -96,17 +97,10 @@ func TestSessionLimitConcurrent(t *testing.T) {
 		if err := holder.Close(); err != nil {
 			t.Fatalf("end an MCP session: %v", err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		kittest.Eventually(t, 30*time.Second, func() error {
 			res := callTool(t, waiting[0], "get_url", nil)
-			if !res.IsError {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("a call after an MCP session ended = %q for 30 s, want its slot free", text(res))
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return kittest.Check(!res.IsError, "a call after an MCP session ended = %q, want its slot free", text(res))
+		})
 	})
 }
 
@@ -122,18 +116,14 @@ func TestSessionLimitFreedByIdle(t *testing.T) {
 		t.Fatalf("first call: %s", text(res))
 	}
 	calls := 1
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		res := callTool(t, c, "get_url", nil)
 		calls++
-		if !res.IsError {
-			break
+		if res.IsError && !strings.Contains(text(res), "limit") {
+			t.Fatalf("a call without a session after the first went idle = %q, want the limit until the keeper gives the first back", text(res))
 		}
-		if !strings.Contains(text(res), "limit") || time.Now().After(deadline) {
-			t.Fatalf("a call without a session after the first went idle = %q, want a session once the keeper gave the first back", text(res))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return kittest.Check(!res.IsError, "a call without a session after the first went idle = %q, want a session once the keeper gave the first back", text(res))
+	})
 	var released bool
 	for _, r := range auditRecords(t, srv, calls+1) { // the calls, and the keeper's release
 		released = released || r.GetTool() == "session.release"

@@ -612,7 +612,7 @@ func startStandInSigner(t *testing.T, srv *natsrv.Server) *standIn {
 			}
 			return nil, ctx.Err()
 		}
-		time.Sleep(200 * time.Millisecond) // the person approves
+		time.Sleep(200 * time.Millisecond) // a stand-in's delay, not a wait: the person takes a moment to approve
 		return &signerv1.LoginResponse{Pubkey: readonlyHex, Npub: readonlyNpb, Method: signerv1.Method_METHOD_NIP46}, nil
 	}
 	logout := func(_ context.Context, r *signerv1.Logout) (*signerv1.LogoutResponse, error) {

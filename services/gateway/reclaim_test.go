@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
 
@@ -40,7 +41,10 @@ func TestIdleRelease(t *testing.T) {
 	initClient(t, streaming)
 	callTool(t, streaming, "open", map[string]any{"url": site})
 
-	time.Sleep(5 * time.Second) // well past the idle timeout and a few keeper rounds
+	// Time passes, nothing to wait for: well past the idle timeout and a
+	// few keeper rounds, so that a keeper that wrongly gave back the
+	// streaming client's session too would have done so by now.
+	time.Sleep(5 * time.Second)
 	// The keeper has given the quiet session back (on a loaded machine it
 	// may run late): its record is the third, after the two opens.
 	if rec := auditRecords(t, srv, 3)[2]; rec.GetTool() != "session.release" {
@@ -114,9 +118,9 @@ func TestReclaimAtCapacity(t *testing.T) {
 	site := titleSite(t)
 	first, second := legacyClient(t, url, nil), legacyClient(t, url, nil)
 	callTool(t, first, "open", map[string]any{"url": site})
-	time.Sleep(3 * time.Second) // first is now the longest idle
+	time.Sleep(3 * time.Second) // time passes: first is now idle beyond the grace, and the longest idle
 	callTool(t, second, "open", map[string]any{"url": site})
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // time passes: both are idle beyond the grace, the reclaim must pick first
 	third := legacyClient(t, url, nil)
 	if res := callTool(t, third, "open", map[string]any{"url": site}); res.IsError {
 		t.Fatalf("a new session on a full fleet: %s, want the idle one reclaimed", text(res))
@@ -143,7 +147,7 @@ func TestReclaimSparesRunningCall(t *testing.T) {
 	busy := legacyClient(t, url, nil)
 	callTool(t, busy, "open", map[string]any{"url": titleSite(t)})
 	done := startWait(t, g, busy, 6000)
-	time.Sleep(2 * time.Second) // past the grace since the wait started
+	time.Sleep(2 * time.Second) // time passes: past the grace since the wait started
 	if res := callTool(t, legacyClient(t, url, nil), "get_url", nil); !res.IsError || !strings.Contains(text(res), "no browser capacity") {
 		t.Errorf("a new session while the only one runs a call = %q, want no capacity (not the running session reclaimed)", text(res))
 	}
@@ -187,11 +191,10 @@ func TestOpenQueue(t *testing.T) {
 	firstRes := asyncCall(ctx, first, "open", map[string]any{"url": site}, "queue-1")
 	progress.awaitContaining(t, "place 1 in the queue")
 	secondRes := asyncCall(ctx, second, "open", map[string]any{"url": site}, "")
-	for deadline := time.Now().Add(10 * time.Second); gateway.OpenQueueLen(g) < 2; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls wait in the open queue, want 2", gateway.OpenQueueLen(g))
-		}
-	}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		n := gateway.OpenQueueLen(g)
+		return kittest.Check(n >= 2, "%d calls wait in the open queue, want 2", n)
+	})
 	res := callTool(t, legacyClient(t, url, nil), "open", map[string]any{"url": site})
 	if !res.IsError || !strings.Contains(text(res), "no browser capacity") || !strings.Contains(text(res), "--open-queue") {
 		t.Errorf("a third call with 2 waiting in a queue of 2 = %q, want no capacity naming --open-queue", text(res))
@@ -226,10 +229,8 @@ func startWait(t *testing.T, g *gateway.Gateway, c *client.Client, ms int) <-cha
 		}
 		done <- res
 	}()
-	for deadline := time.Now().Add(15 * time.Second); gateway.RunningCalls(g) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the wait call did not start within 15 s")
-		}
-	}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(gateway.RunningCalls(g) > 0, "the wait call has not started")
+	})
 	return done
 }

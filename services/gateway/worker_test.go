@@ -27,7 +27,9 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/gateway"
+	"github.com/sovereign-fleet/sovereign/services/kit/browserbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
@@ -77,23 +79,20 @@ func runWorker(t *testing.T, srv *natsrv.Server, cfg browser.Config) {
 // waitForWorker waits until worker id answers its ping and can open sessions.
 func waitForWorker(t *testing.T, c *bus.Conn, id string, done <-chan error) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	kittest.Eventually(t, 60*time.Second, func() error {
 		select {
 		case err := <-done:
 			t.Fatalf("worker %s stopped while starting: %v", id, err)
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		var resp browserv1.PingResponse
-		err := c.Request(ctx, c.Subject("browser", "w", id, "ping"), &browserv1.PingRequest{}, &resp)
-		cancel()
-		if err == nil && inOpenGroup(c.NATS(), id) {
-			return
+		if err := c.Request(ctx, c.Subject("browser", "w", id, "ping"), &browserv1.PingRequest{}, &resp); err != nil {
+			return fmt.Errorf("worker %s does not answer its ping: %w", id, err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("worker %s did not come up within 60s", id)
+		return kittest.Check(inOpenGroup(c.NATS(), id), "worker %s answers its ping but is not in the open group", id)
+	})
 }
 
 // inOpenGroup reports whether worker id has joined the open queue group.
@@ -330,17 +329,10 @@ func TestFleet(t *testing.T) {
 
 func waitSessions(t *testing.T, c *bus.Conn, worker string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		n := workerSessions(t, c, worker)
-		if n == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("worker %s holds %d sessions, want %d", worker, n, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return kittest.Check(n == want, "worker %s holds %d sessions, want %d", worker, n, want)
+	})
 }
 
 func imageOf(t *testing.T, r *mcp.CallToolResult) mcp.ImageContent {
@@ -423,7 +415,13 @@ func TestWorkerKilled(t *testing.T) {
 	mustOK(t, res, "bystander open")
 	h := handleLine.FindStringSubmatch(text(res))[1]
 
-	// Kill the doomed worker in the middle of a 20 s wait.
+	// Kill the doomed worker in the middle of a 20 s wait: once the call
+	// is on its way to the worker (a copy of it reaches obs).
+	calls, err := obs.NATS().SubscribeSync(browserbus.Of("doomed").Call.Subject(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = calls.Unsubscribe() }()
 	var wg sync.WaitGroup
 	var waitRes *mcp.CallToolResult
 	var returned time.Time
@@ -431,7 +429,9 @@ func TestWorkerKilled(t *testing.T) {
 		waitRes = callTool(t, victim, "wait", map[string]any{"ms": 20000})
 		returned = time.Now()
 	})
-	time.Sleep(700 * time.Millisecond)
+	if _, err := calls.NextMsg(30 * time.Second); err != nil {
+		t.Fatalf("the wait call did not reach the doomed worker: %v", err)
+	}
 	killed := time.Now()
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

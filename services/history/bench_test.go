@@ -17,6 +17,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/history/internal/store"
 	"github.com/sovereign-fleet/sovereign/services/history/internal/store/storetest"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 	"github.com/sovereign-fleet/sovereign/services/kit/pgtest"
 )
@@ -190,15 +191,11 @@ func benchIngest(t *testing.T, cfg Config, n int) float64 {
 
 func waitBacklogN(t *testing.T, js jetstream.JetStream, want uint64, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	kittest.Eventually(t, within, func() error {
 		b, err := Backlog(context.Background(), js)
-		if err == nil && b.Pending == want {
-			return
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backlog = %d (%v), want %d", b.Pending, err, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return kittest.Check(b.Pending == want, "backlog = %d, want %d", b.Pending, want)
+	})
 }

@@ -17,6 +17,7 @@ import (
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 	"github.com/sovereign-fleet/sovereign/services/kit/pgtest"
 	"github.com/sovereign-fleet/sovereign/services/kit/redact"
@@ -94,20 +95,17 @@ func all(t *testing.T, c *bus.Conn, q *historyv1.AuditQuery) []*historyv1.AuditR
 	}
 }
 
-// waitFor polls until q matches want records (or fails after 15 s).
+// waitFor polls until q matches want records (or fails after 30 s, or at
+// once when more match).
 func waitFor(t *testing.T, c *bus.Conn, q *historyv1.AuditQuery, want int) []*historyv1.AuditRecord {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	return kittest.EventuallyValue(t, 30*time.Second, func() ([]*historyv1.AuditRecord, error) {
 		got := all(t, c, proto.Clone(q).(*historyv1.AuditQuery))
-		if len(got) == want {
-			return got
-		}
-		if len(got) > want || time.Now().After(deadline) {
+		if len(got) > want {
 			t.Fatalf("audit has %d records matching %v, want %d", len(got), q, want)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return got, kittest.Check(len(got) == want, "audit has %d records matching %v, want %d", len(got), q, want)
+	})
 }
 
 func TestRecordsStoredOnceAfterBacklog(t *testing.T) {
@@ -149,17 +147,7 @@ func TestRecordsStoredOnceAfterBacklog(t *testing.T) {
 
 func waitBacklog(t *testing.T, js jetstream.JetStream, want uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, err := Backlog(context.Background(), js)
-		if err == nil && b.Pending == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backlog = %d (%v), want %d", b.Pending, err, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitBacklogN(t, js, want, 30*time.Second)
 }
 
 // rawRecord publishes data on the record subject with its own message id,

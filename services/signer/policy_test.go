@@ -156,7 +156,7 @@ func TestAskOnTheConsole(t *testing.T) {
 						return
 					}
 				}
-				time.Sleep(25 * time.Millisecond)
+				time.Sleep(25 * time.Millisecond) // polls in a goroutine of its own (no t.Fatal there), bounded above
 			}
 			t.Error("no pending request appeared")
 			close(out)

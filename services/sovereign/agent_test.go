@@ -22,6 +22,7 @@ import (
 	toolsv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1"
 	"github.com/sovereign-fleet/sovereign/services/agent/llmtest"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // The full-stack agent tests: `sovereign up` in-process (embedded NATS,
@@ -81,17 +82,10 @@ func ended(s agentv1.RunState) bool {
 // waitRun polls the run until it ends.
 func waitRun(t *testing.T, c *bus.Conn, id string) *agentv1.Run {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	return kittest.EventuallyValue(t, 3*time.Minute, func() (*agentv1.Run, error) {
 		run := getRun(t, c, id)
-		if ended(run.GetState()) {
-			return run
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s did not end: %v", id, run)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return run, kittest.Check(ended(run.GetState()), "run %s has not ended: %v", id, run)
+	})
 }
 
 func call(name string, args map[string]any) llmtest.ToolCall {

@@ -20,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go"
 
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
@@ -108,17 +109,10 @@ func TestSecretNeverLeaves(t *testing.T) {
 	call("open", map[string]any{"url": site.URL})
 	call("fill", map[string]any{"selector": "input[name=user]", "value": "ada"})
 	// The worker's cache follows the bucket within moments of the set.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		r := call("fill", map[string]any{"selector": "input[name=pw]", "value": "{{secrets.PASSWORD}}"})
-		if !r.IsError {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fill with the secret: %s", text(r))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return kittest.Check(!r.IsError, "fill with the secret: %s", text(r))
+	})
 	call("click", map[string]any{"selector": "button"})
 	call("wait_for", map[string]any{"selector": "#echo"})
 	mu.Lock()
@@ -164,20 +158,14 @@ func TestSecretNeverLeaves(t *testing.T) {
 
 	// The audit trail: wait until history stored the last call.
 	var trail bytes.Buffer
-	deadline = time.Now().Add(20 * time.Second)
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		trail.Reset()
 		if err := auditCmd(ctx, []string{"--nats-url", "nats://" + natsListen, "--json", "--limit", "200"}, &trail); err != nil {
 			t.Fatal(err)
 		}
-		if strings.Count(trail.String(), `"tool":`) >= len(results) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the audit trail holds %d records, want %d:\n%s", strings.Count(trail.String(), `"tool":`), len(results), trail.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		n := strings.Count(trail.String(), `"tool":`)
+		return kittest.Check(n >= len(results), "the audit trail holds %d records, want %d:\n%s", n, len(results), trail.String())
+	})
 	if !strings.Contains(trail.String(), "{{secrets.PASSWORD}}") {
 		t.Errorf("the audit trail does not show the placeholder:\n%s", trail.String())
 	}

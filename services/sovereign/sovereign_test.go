@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 func freeAddr(t *testing.T) string {
@@ -163,17 +164,13 @@ func TestUp(t *testing.T) {
 
 	// The operator sees the three calls with `sovereign audit`.
 	var out strings.Builder
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		out.Reset()
 		if err := auditCmd(context.Background(), []string{"--nats-url", "nats://" + natsListen, "--json"}, &out); err != nil {
 			t.Fatalf("sovereign audit: %v", err)
 		}
-		if strings.Count(out.String(), "\n") >= 3 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return kittest.Check(strings.Count(out.String(), "\n") >= 3, "sovereign audit --json printed fewer than 3 records:\n%s", out.String())
+	})
 	for _, want := range []string{`"tool":"open"`, `"tool":"get_title"`, `"tool":"snapshot"`, `"client":"up-test 1"`, page.URL} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("sovereign audit --json lacks %s:\n%s", want, out.String())
@@ -201,13 +198,13 @@ func TestUp(t *testing.T) {
 	go func() {
 		done <- auditCmd(fctx, []string{"--nats-url", "nats://" + natsListen, "--follow", "--poll", "50ms", "--json"}, followed)
 	}()
-	for !strings.Contains(followed.String(), `"tool":"snapshot"`) && time.Now().Before(deadline.Add(10*time.Second)) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(strings.Contains(followed.String(), `"tool":"snapshot"`), "--follow has not printed the latest records:\n%s", followed.String())
+	})
 	callText(t, c, "get_url", nil)
-	for !strings.Contains(followed.String(), `"tool":"get_url"`) && time.Now().Before(deadline.Add(20*time.Second)) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(strings.Contains(followed.String(), `"tool":"get_url"`), "--follow has not printed the call made after it started:\n%s", followed.String())
+	})
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("sovereign audit --follow: %v", err)
@@ -249,41 +246,33 @@ func TestOneTrace(t *testing.T) {
 	// Spans are recorded as they end, and some end after the client has
 	// its answer (the bus server span after its reply is sent, the HTTP
 	// server span after the response is written): read them until the
-	// trace is whole, for up to 10 s.
-	var worker sdktrace.ReadOnlySpan
+	// trace is whole.
 	var inTrace map[string]bool
-	var bus, gateway bool
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		ended := rec.Ended()[before:]
+		var worker sdktrace.ReadOnlySpan
 		for _, s := range ended {
 			if s.Name() == "browser.get_title" {
 				worker = s
 			}
 		}
-		if worker != nil {
-			inTrace = map[string]bool{}
-			for _, s := range ended {
-				if s.SpanContext().TraceID() == worker.SpanContext().TraceID() {
-					inTrace[s.Name()] = true
-				}
-			}
-			bus, gateway = false, false
-			for name := range inTrace {
-				bus = bus || strings.HasSuffix(name, ".call")
-				gateway = gateway || strings.Contains(name, "get_title") || strings.Contains(name, "tools/call")
+		if worker == nil {
+			return fmt.Errorf("no browser.get_title span among %v", names(ended))
+		}
+		inTrace = map[string]bool{}
+		for _, s := range ended {
+			if s.SpanContext().TraceID() == worker.SpanContext().TraceID() {
+				inTrace[s.Name()] = true
 			}
 		}
-		if (worker != nil && bus && gateway && len(inTrace) >= 4) || time.Now().After(deadline) {
-			break
+		var bus, gateway bool
+		for name := range inTrace {
+			bus = bus || strings.HasSuffix(name, ".call")
+			gateway = gateway || strings.Contains(name, "get_title") || strings.Contains(name, "tools/call")
 		}
-	}
-	if worker == nil {
-		t.Fatalf("no browser.get_title span among %v", names(rec.Ended()[before:]))
-	}
+		return kittest.Check(bus && gateway && len(inTrace) >= 4, "the worker's span is in a trace of %v; want the gateway's tool span and the bus client and server spans too", keys(inTrace))
+	})
 	t.Logf("one trace: %v", keys(inTrace))
-	if !bus || !gateway || len(inTrace) < 4 {
-		t.Fatalf("the worker's span is in a trace of %v; want the gateway's tool span and the bus client and server spans too", keys(inTrace))
-	}
 }
 
 // recordSpans installs one span recorder as the global tracer provider for

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
@@ -115,13 +116,10 @@ func TestTokenCommand(t *testing.T) {
 	if !strings.Contains(rout.String(), `Revoked token "ci-agent" (id `+tok.ID+`)`) {
 		t.Errorf("revoke output: %s", rout.String())
 	}
-	deadline := time.Now().Add(30 * time.Second) // the watch of a loaded machine may lag
-	for _, err := gw.Verify(plain); !errors.Is(err, tokens.ErrRevoked); _, err = gw.Verify(plain) {
-		if time.Now().After(deadline) {
-			t.Fatalf("30 s after revoke the gateway's store still says %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error { // the watch of a loaded machine may lag
+		_, err := gw.Verify(plain)
+		return kittest.Check(errors.Is(err, tokens.ErrRevoked), "after revoke the gateway's store still says %v", err)
+	})
 	if _, err := runToken(t, srv, "revoke", tok.ID); err == nil || !strings.Contains(err.Error(), "already revoked") {
 		t.Errorf("second revoke: %v", err)
 	}

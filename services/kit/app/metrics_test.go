@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 )
 
@@ -28,7 +30,10 @@ func TestNATSCounters(t *testing.T) {
 		}
 	})
 	disc0, reco0 := testutil.ToFloat64(natsDisconnects), testutil.ToFloat64(natsReconnects)
-	c, closeConn, err := Connect(srv.ClientURL(), "counters-test", "")
+	// nats.go runs its handlers in order on one goroutine: once the closed
+	// handler ran, the disconnect handler of the close has run too.
+	closed := make(chan struct{})
+	c, closeConn, err := Connect(srv.ClientURL(), "counters-test", "", nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,31 +41,28 @@ func TestNATSCounters(t *testing.T) {
 
 	srv.Stop()
 	running = nil
-	eventually(t, "the disconnect to be counted", func() bool { return testutil.ToFloat64(natsDisconnects) == disc0+1 })
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(testutil.ToFloat64(natsDisconnects) == disc0+1, "not yet: the disconnect to be counted")
+	})
 	if srv, err = natsrv.Start(natsrv.Options{Listen: listen}); err != nil {
 		t.Fatal(err)
 	}
 	running = srv
-	eventually(t, "the reconnect", nc.IsConnected)
-	eventually(t, "the reconnect to be counted", func() bool { return testutil.ToFloat64(natsReconnects) == reco0+1 })
+	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(nc.IsConnected(), "not yet: the reconnect") })
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(testutil.ToFloat64(natsReconnects) == reco0+1, "not yet: the reconnect to be counted")
+	})
 
 	closeConn()
-	time.Sleep(100 * time.Millisecond) // the handlers run asynchronously
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the connection's closed handler did not run within 30s")
+	}
 	if got := testutil.ToFloat64(natsDisconnects); got != disc0+1 {
 		t.Errorf("sovereign_nats_disconnects_total = %v after closing, want %v (a close is not a disconnect)", got, disc0+1)
 	}
 	if got := testutil.ToFloat64(natsReconnects); got != reco0+1 {
 		t.Errorf("sovereign_nats_reconnects_total = %v, want %v", got, reco0+1)
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10 s for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

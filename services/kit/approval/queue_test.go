@@ -337,11 +337,18 @@ func TestElicitation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		failed := make(chan struct{})
 		done := ask(gw, ctx, request("eval"), func(context.Context, approval.Request) (bool, approval.Scope, error) {
+			defer close(failed)
 			return false, "", errors.New("client has no elicitation")
 		})
 		p := nextPending(t, watch)
-		time.Sleep(100 * time.Millisecond) // the elicitor has failed by now
+		select {
+		case <-failed:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the elicitor was not asked within 30 s")
+		}
+		time.Sleep(100 * time.Millisecond) // time passes: a decision wrongly taken on the failure would land
 		if cur, _ := console.Get(ctx, p.ID); cur.State != approval.Pending {
 			t.Fatalf("a failed elicitation decided the request: %+v", cur)
 		}
@@ -414,12 +421,12 @@ func TestList(t *testing.T) {
 			t.Fatal(err)
 		}
 		ids = append(ids, p.ID)
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // time passes: the requests' times differ, so their order is known
 	}
 	if _, err := q.Decide(ctx, ids[1], true, "", "console:a", ""); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(5 * time.Millisecond) // time passes: the decisions' times differ
 	if _, err := q.Decide(ctx, ids[3], false, "", "console:a", ""); err != nil {
 		t.Fatal(err)
 	}

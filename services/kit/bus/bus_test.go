@@ -23,6 +23,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
@@ -165,10 +166,10 @@ func TestTracePropagation(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = tp.ForceFlush(context.Background())
-	deadline := time.Now().Add(10 * time.Second)
-	for len(rec.Ended()) < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		n := len(rec.Ended())
+		return kittest.Check(n >= 2, "got %d spans, want client and server", n)
+	})
 	spans := rec.Ended()
 	if len(spans) != 2 {
 		t.Fatalf("got %d spans, want client and server", len(spans))
@@ -205,18 +206,12 @@ func TestTracePropagation(t *testing.T) {
 		}
 	}
 	// The observer's copy of the request arrives on its own goroutine.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		mu.Lock()
+		defer mu.Unlock()
 		_, ok := seen["traceparent"]
-		h := seen
-		mu.Unlock()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("headers %v lack a lower-case traceparent", h)
-		}
-	}
+		return kittest.Check(ok, "headers %v lack a lower-case traceparent", seen)
+	})
 }
 
 // TestTraceOfFailure: a failed request's spans say its code, not its
@@ -237,10 +232,10 @@ func TestTraceOfFailure(t *testing.T) {
 	if bus.CodeOf(err) != commonv1.ErrorCode_NOT_FOUND {
 		t.Fatalf("Request = %v, want NOT_FOUND", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(rec.Ended()) < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		n := len(rec.Ended())
+		return kittest.Check(n >= 2, "got %d spans, want client and server", n)
+	})
 	if n := len(rec.Ended()); n != 2 {
 		t.Fatalf("got %d spans, want client and server", n)
 	}
@@ -449,9 +444,7 @@ func TestReconnected(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var res browserv1.ToolResult
-	for nc.IsConnected() && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(!nc.IsConnected(), "still connected after NATS stopped") })
 	if err := c.Request(ctx, "sov.test.ok", &browserv1.NoArgs{}, &res); !errors.Is(err, bus.ErrDisconnected) {
 		t.Fatalf("Request while NATS is down = %v, want ErrDisconnected", err)
 	}
@@ -459,16 +452,12 @@ func TestReconnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		rctx, rcancel := context.WithTimeout(ctx, time.Second)
-		err := c.Request(rctx, "sov.test.ok", &browserv1.NoArgs{}, &res)
-		rcancel()
-		if err == nil {
-			break
+		defer rcancel()
+		if err := c.Request(rctx, "sov.test.ok", &browserv1.NoArgs{}, &res); err != nil {
+			return fmt.Errorf("no request has worked since NATS is back: %w", err)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("no request worked within 30 s of NATS being back: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }

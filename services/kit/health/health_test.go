@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 )
 
@@ -83,27 +84,18 @@ func TestServe(t *testing.T) {
 
 	srv.Stop()
 	stopped = true
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		code, body := get("/readyz")
-		if code == 503 && strings.Contains(body, `"nats":"NATS connection is`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz with NATS down = %d %s, want 503 naming nats", code, body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return kittest.Check(code == 503 && strings.Contains(body, `"nats":"NATS connection is`), "/readyz with NATS down = %d %s, want 503 naming nats", code, body)
+	})
 
 	cancel()
-	deadline = time.Now().Add(15 * time.Second)
-	for {
-		if _, err := http.Get(base + "/healthz"); err != nil {
-			break // closed with its context
+	kittest.Eventually(t, 30*time.Second, func() error {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return nil // closed with its context
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the listener still answers after its context ended")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return errors.New("the listener still answers after its context ended")
+	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
 
@@ -87,18 +88,14 @@ func TestReplicasSurviveAServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// JetStream needs a meta leader before anything can be created.
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := js.AccountInfo(actx)
-		acancel()
-		if err == nil {
-			break
+		defer acancel()
+		if _, err := js.AccountInfo(actx); err != nil {
+			return fmt.Errorf("the cluster's JetStream does not answer: %w", err)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("the cluster's JetStream never answered: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	store, err := tokens.Open(ctx, nc, "sov")
 	if err != nil {
 		t.Fatalf("tokens bucket on the cluster: %v", err)
@@ -130,29 +127,21 @@ func TestReplicasSurviveAServer(t *testing.T) {
 	srvs[2].Shutdown()
 	srvs[2].WaitForShutdown()
 	nc2 := connect(srvs[1])
-	deadline := time.Now().Add(30 * time.Second)
-	var other *tokens.Store
-	for {
+	other := kittest.EventuallyValue(t, 30*time.Second, func() (*tokens.Store, error) {
 		octx, ocancel := context.WithTimeout(ctx, 5*time.Second)
-		other, err = tokens.Open(octx, nc2, "sov")
-		ocancel()
-		if err == nil {
-			break
+		defer ocancel()
+		other, err := tokens.Open(octx, nc2, "sov")
+		if err != nil {
+			return nil, fmt.Errorf("tokens bucket with a server down: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tokens bucket with a server down: %v", err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return other, nil
+	})
 	defer other.Close()
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		list, err := other.List(ctx)
-		if err == nil && len(list) == 1 && list[0].ID == tok.ID {
-			break
+		if err != nil {
+			return fmt.Errorf("token after a server stopped: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("token after a server stopped: %v %v", list, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return kittest.Check(len(list) == 1 && list[0].ID == tok.ID, "tokens after a server stopped: %v, want %s alone", list, tok.ID)
+	})
 }

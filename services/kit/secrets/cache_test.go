@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 	"github.com/sovereign-fleet/sovereign/services/kit/redact"
 )
@@ -40,18 +41,6 @@ func cacheOn(t testing.TB, nc *nats.Conn, key *Key, vals map[string]string) (*St
 	}
 	t.Cleanup(c.Close)
 	return s, c
-}
-
-// eventually polls cond for up to 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestSubstitute(t *testing.T) {
@@ -236,7 +225,7 @@ func TestCacheFollows(t *testing.T) {
 	if err := s.Set(ctx, "NEW", []byte("new-value-1")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "NEW in the cache", func() bool { return c.Has("NEW") })
+	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(c.Has("NEW"), "not yet: NEW in the cache") })
 	if out, _, err := c.Substitute("{{secrets.NEW}}"); err != nil || out != "new-value-1" {
 		t.Errorf("Substitute(NEW) = %q, %v", out, err)
 	}
@@ -253,9 +242,9 @@ func TestCacheFollows(t *testing.T) {
 	if err := s.Set(ctx, "NEW", []byte("new-value-2")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the new value", func() bool {
-		out, _, _ := c.Substitute("{{secrets.NEW}}")
-		return out == "new-value-2"
+	kittest.Eventually(t, 30*time.Second, func() error {
+		out, _, err := c.Substitute("{{secrets.NEW}}")
+		return kittest.Check(out == "new-value-2", "Substitute = %q, %v; want the new value", out, err)
 	})
 	if got := c.Scrub("new-value-1 new-value-2"); got != "new-value-1 {{secrets.NEW}}" {
 		t.Errorf("after replace: Scrub = %q", got)
@@ -269,7 +258,7 @@ func TestCacheFollows(t *testing.T) {
 	if err := s.Delete(ctx, "OLD"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "OLD gone", func() bool { return !c.Has("OLD") })
+	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(!c.Has("OLD"), "not yet: OLD gone") })
 	if _, _, err := c.Substitute("{{secrets.OLD}}"); !errors.Is(err, ErrUnknownSecret) {
 		t.Errorf("deleted secret: err = %v, want ErrUnknownSecret", err)
 	}
@@ -335,16 +324,20 @@ func TestFeedRedactSet(t *testing.T) {
 	if err := s.Set(ctx, "LATER", []byte("added-later-1")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "LATER in the redact set", func() bool { return !strings.Contains(set.Text("x added-later-1"), "added") })
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(!strings.Contains(set.Text("x added-later-1"), "added"), "not yet: LATER in the redact set")
+	})
 	if err := s.Delete(ctx, "API"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "API out of the redact set", func() bool { return strings.Contains(set.Text("sk-live-abcdef"), "sk-live") })
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(strings.Contains(set.Text("sk-live-abcdef"), "sk-live"), "not yet: API out of the redact set")
+	})
 	// A value two secrets share stays while one of them does.
 	if err := s.Delete(ctx, "SHARE1"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "SHARE1 gone", func() bool { return !c.Has("SHARE1") })
+	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(!c.Has("SHARE1"), "not yet: SHARE1 gone") })
 	if strings.Contains(set.Text("same-value"), "same") {
 		t.Errorf("deleting SHARE1 took SHARE2's value out of the redact set")
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 )
 
@@ -44,15 +45,16 @@ func TestCacheSurvivesRestart(t *testing.T) {
 	}
 	stopped = false
 	ctx := context.Background()
-	eventually(t, "the reconnect", nc.IsConnected)
+	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(nc.IsConnected(), "not yet: the reconnect") })
 	if err := s.Set(ctx, "AFTER", []byte("after-value")); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete(ctx, "GOES"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the cache to follow after the restart", func() bool {
-		return slices.Equal(c.Names(), []string{"AFTER", "BEFORE"})
+	kittest.Eventually(t, 30*time.Second, func() error {
+		names := c.Names()
+		return kittest.Check(slices.Equal(names, []string{"AFTER", "BEFORE"}), "cache names %q, want [AFTER BEFORE] after the restart", names)
 	})
 	if out, _, err := c.Substitute("{{secrets.AFTER}} {{secrets.BEFORE}}"); err != nil || out != "after-value before-value" {
 		t.Errorf("Substitute = %q, %v", out, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
@@ -43,23 +44,6 @@ func create(t *testing.T, s *tokens.Store, spec tokens.Spec) (string, tokens.Tok
 		t.Fatalf("create %q: %v", spec.Name, err)
 	}
 	return plain, tok
-}
-
-// eventually retries f until it returns nil or 20 s pass (a store that
-// lost its watch retries with a backoff of up to 5 s).
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 var tokenRE = regexp.MustCompile(`^svt_[0-9a-f]{16}_[0-9a-f]{64}$`)
@@ -232,8 +216,10 @@ func TestMirrorFollowsOtherStores(t *testing.T) {
 	srv := natstest.Server(t)
 	cli, gw := open(t, natstest.Conn(t, srv)), open(t, natstest.Conn(t, srv))
 	plain, tok := create(t, cli, tokens.Spec{Name: "agent"})
-	eventually(t, "the gateway's store sees the new token", func() error { _, err := gw.Verify(plain); return err })
-	eventually(t, "last use written back", func() error {
+	// Wait until the gateway's store sees the new token.
+	kittest.Eventually(t, 30*time.Second, func() error { _, err := gw.Verify(plain); return err })
+	// Wait until last use is written back.
+	kittest.Eventually(t, 30*time.Second, func() error {
 		list, err := cli.List(ctxT(t))
 		if err != nil {
 			return err
@@ -246,7 +232,8 @@ func TestMirrorFollowsOtherStores(t *testing.T) {
 	if _, err := cli.Revoke(ctxT(t), tok.ID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the gateway's store sees the revocation", func() error {
+	// Wait until the gateway's store sees the revocation.
+	kittest.Eventually(t, 30*time.Second, func() error {
 		if _, err := gw.Verify(plain); !errors.Is(err, tokens.ErrRevoked) {
 			return fmt.Errorf("verify = %v, want ErrRevoked", err)
 		}
@@ -300,8 +287,10 @@ func TestSurvivesNATSRestart(t *testing.T) {
 	if _, err := other.Revoke(ctxT(t), "before"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the reconnected store sees the token made after the restart", func() error { _, err := gw.Verify(after); return err })
-	eventually(t, "the reconnected store sees the revocation", func() error {
+	// Wait until the reconnected store sees the token made after the restart.
+	kittest.Eventually(t, 30*time.Second, func() error { _, err := gw.Verify(after); return err })
+	// Wait until the reconnected store sees the revocation.
+	kittest.Eventually(t, 30*time.Second, func() error {
 		if _, err := gw.Verify(before); !errors.Is(err, tokens.ErrRevoked) {
 			return fmt.Errorf("verify = %v, want ErrRevoked", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/signer/nip46"
 	"github.com/sovereign-fleet/sovereign/services/signer/nip46/nip46test"
 	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
@@ -46,18 +47,6 @@ func dial(t *testing.T, cfg nip46.Config) *nip46.Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// waitFor polls cond until it holds or 15 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func methods(reqs []nip46test.Request) []string {
@@ -275,7 +264,9 @@ func TestWrongSecret(t *testing.T) {
 		t.Errorf("Dial error %q contains the secret", err)
 	}
 	// Nothing left open: only the bunker's connection remains.
-	waitFor(t, "the client's relay connection to close", func() bool { return relay.Connections() == 1 })
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(relay.Connections() == 1, "not yet: the client's relay connection to close")
+	})
 	// A caller's key is left to the caller when Dial fails.
 	if key.Wiped() {
 		t.Error("Dial wiped the caller's key although it failed")
@@ -415,12 +406,14 @@ func TestRelayDropReconnects(t *testing.T) {
 	if n := relay.DropConnections(); n != 2 {
 		t.Fatalf("DropConnections() = %d, want 2 (bunker and client)", n)
 	}
-	waitFor(t, "the client to see the drop", func() bool { return c.State().State != nip46.LinkConnected })
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(c.State().State != nip46.LinkConnected, "not yet: the client to see the drop")
+	})
 	if st := c.State(); st.LastError == "" {
 		t.Errorf("State() = %+v after the drop, want a LastError", st)
 	}
-	waitFor(t, "both to reconnect", func() bool {
-		return relay.Connections() == 2 && c.State().State == nip46.LinkConnected
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(relay.Connections() == 2 && c.State().State == nip46.LinkConnected, "not yet: both to reconnect")
 	})
 	out, err := c.SignEvent(ctxFor(t, 5*time.Second), &nostr.Event{Kind: 1, Content: "after the drop"})
 	if err != nil {
@@ -531,5 +524,7 @@ func TestCloseFailsInFlight(t *testing.T) {
 	if st := c.State(); st.State != nip46.LinkDisconnected {
 		t.Errorf("State() after Close = %+v, want disconnected", st)
 	}
-	waitFor(t, "the client's relay connection to close", func() bool { return relay.Connections() == 1 })
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(relay.Connections() == 1, "not yet: the client's relay connection to close")
+	})
 }

@@ -12,6 +12,7 @@ import (
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 func consoleReq(level string, since int64, limit int32) *browserv1.ToolRequest {
@@ -29,17 +30,6 @@ func bodyReq(id, part string, maxBytes int32) *browserv1.ToolRequest {
 
 func pdfReq(p *browserv1.Pdf) *browserv1.ToolRequest {
 	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Pdf{Pdf: p}}
-}
-
-// eventually polls cond until it holds or 30 s passed.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	for end := time.Now().Add(30 * time.Second); !cond(); {
-		if time.Now().After(end) {
-			tb.Fatalf("%s: not after 30s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // structured decodes the structured JSON of res into v.
@@ -68,9 +58,9 @@ func TestConsoleMessages(t *testing.T) {
 	tab := newTab(t, Options{})
 	must(t, tab, openReq(srv.URL))
 	var all string
-	eventually(t, "the thrown exception is logged", func() bool {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		all = text(must(t, tab, consoleReq("debug", 0, 0)))
-		return strings.Contains(all, "thrown later")
+		return kittest.Check(strings.Contains(all, "thrown later"), "not yet: the thrown exception is logged")
 	})
 	for _, want := range []string{"[debug] dbg message", "[info] log message 42", "[info] info message", "[warning] warn message",
 		"[error] error message", "[error] Uncaught (in promise) Error: rejected promise", "[error] Uncaught Error: thrown later", srv.URL + "/:2"} {
@@ -99,8 +89,8 @@ func TestConsoleMessages(t *testing.T) {
 		t.Errorf("console_messages max_chars 80 = %q, want the newest message only", s)
 	}
 	evalString(t, tab, `console.log("after"); 1`)
-	eventually(t, "the new message", func() bool {
-		return strings.Contains(text(must(t, tab, consoleReq("", got.Next, 0))), "after")
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(strings.Contains(text(must(t, tab, consoleReq("", got.Next, 0))), "after"), "not yet: the new message")
 	})
 	if s := text(must(t, tab, consoleReq("", got.Next, 0))); strings.Contains(s, "error message") || !strings.HasPrefix(s, "1 console message") {
 		t.Errorf("console_messages since %d = %q, want only the new one", got.Next, s)
@@ -129,9 +119,9 @@ func TestConsoleBuffer(t *testing.T) {
 	must(t, tab, openReq("about:blank"))
 	evalString(t, tab, `for (let i = 1; i <= 8; i++) console.log("m" + i); console.log("x".repeat(5000)); 1`)
 	var s string
-	eventually(t, "9 messages", func() bool {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		s = text(must(t, tab, consoleReq("", 0, 0)))
-		return strings.Contains(s, "xxxx")
+		return kittest.Check(strings.Contains(s, "xxxx"), "not yet: 9 messages")
 	})
 	if !strings.Contains(s, "keeps the last 5 messages (4 older ones were dropped)") || strings.Contains(s, "m4\n") || !strings.Contains(s, "m5") {
 		t.Errorf("console_messages = %q, want m5-m8 and the long one, and a note on the dropped", s)
@@ -190,7 +180,7 @@ func TestNetworkRequests(t *testing.T) {
 	var got struct {
 		Requests []netEntry `json:"requests"`
 	}
-	eventually(t, "five finished requests", func() bool {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		res := must(t, tab, netReq("", "", "", 0))
 		got.Requests = nil
 		structured(t, res, &got)
@@ -200,7 +190,7 @@ func TestNetworkRequests(t *testing.T) {
 				done++
 			}
 		}
-		return done == 5
+		return kittest.Check(done == 5, "not yet: five finished requests")
 	})
 	byPath := map[string]netEntry{}
 	for _, r := range got.Requests {
@@ -285,9 +275,9 @@ func TestNetworkBuffer(t *testing.T) {
 	srv := networkServer(t)
 	tab := newTab(t, Options{NetworkBuffer: 2})
 	must(t, tab, openReq(srv.URL))
-	eventually(t, "the ring is full and settled", func() bool {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		s := text(must(t, tab, netReq("", "", "", 0)))
-		return strings.Contains(s, "3 older ones were dropped") && !strings.Contains(s, "pending")
+		return kittest.Check(strings.Contains(s, "3 older ones were dropped") && !strings.Contains(s, "pending"), "not yet: the ring is full and settled")
 	})
 	_, err := call(t, tab, bodyReq("r1", "", 0))
 	wantErr(t, err, commonv1.ErrorCode_NOT_FOUND, "keeps its last 2 requests")
@@ -303,9 +293,9 @@ func TestNetworkBlockedRule(t *testing.T) {
 	})
 	must(t, tab, openReq(srv.URL))
 	var s string
-	eventually(t, "the fetch failed", func() bool {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		s = text(must(t, tab, netReq("blocked", "", "failed", 0)))
-		return strings.Contains(s, "blocked by the URL policy")
+		return kittest.Check(strings.Contains(s, "blocked by the URL policy"), "not yet: the fetch failed")
 	})
 	if !strings.Contains(s, `r2 GET http://blocked.invalid/x Fetch — blocked by the URL policy: block rule "blocked.invalid" (global)`) {
 		t.Errorf("network_requests = %q", s)
@@ -437,7 +427,9 @@ func TestEmulateSettles(t *testing.T) {
 	if s := text(res); !strings.HasPrefix(s, "Emulating: timezone Asia/Tokyo, color scheme dark") || got.Changes == nil {
 		t.Errorf("emulate = %q %s, want the summary and a change report", s, res.GetStructuredJson())
 	}
-	eventually(t, "the page's matchMedia listener ran", func() bool { return evalString(t, tab, `document.title`) == `"dark"` })
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(evalString(t, tab, `document.title`) == `"dark"`, "not yet: the page's matchMedia listener ran")
+	})
 	_, err := call(t, tab, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Emulate{Emulate: &browserv1.Emulate{Timezone: "Mars/Olympus"}}})
 	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "not an IANA time zone")
 	if got := evalString(t, tab, `Intl.DateTimeFormat().resolvedOptions().timeZone + " " + matchMedia("(prefers-color-scheme: dark)").matches`); got != `"Asia/Tokyo true"` {

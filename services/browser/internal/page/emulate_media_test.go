@@ -7,9 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 func emulateReq(e *browserv1.Emulate) *browserv1.ToolRequest {
@@ -36,7 +38,9 @@ func TestEmulateMedia(t *testing.T) {
 	if got := evalString(t, tab, probe); got != `"true false true true false"` {
 		t.Errorf("emulating print, forced colors and more contrast, the page sees %s", got)
 	}
-	eventually(t, "the page's print listener ran", func() bool { return evalString(t, tab, `document.title`) == `"print"` })
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(evalString(t, tab, `document.title`) == `"print"`, "not yet: the page's print listener ran")
+	})
 
 	must(t, tab, emulateReq(&browserv1.Emulate{Contrast: "less", ColorScheme: "dark"}))
 	if got := evalString(t, tab, probe); got != `"true false true false true"` {

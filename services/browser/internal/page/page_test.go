@@ -19,6 +19,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/chrome"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // browserCtx is the one Chromium of the test binary.
@@ -297,11 +298,9 @@ func openAt(tb testing.TB, u string) *Tab {
 // waitClosed waits until tab.Closed() says true.
 func waitClosed(tb testing.TB, tab *Tab) {
 	tb.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !tab.Closed(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			tb.Fatal("Closed() stayed false for 5 s after the tab went away")
-		}
-	}
+	kittest.Eventually(tb, 30*time.Second, func() error {
+		return kittest.Check(tab.Closed(), "Closed() stays false after the tab went away")
+	})
 }
 
 // wantClosed checks that tools on tab fail with NOT_FOUND (not
@@ -375,7 +374,8 @@ func TestTabGoneDuringTool(t *testing.T) {
 				_, err := tab.Do(ctx, waitForReq("#never", 10000))
 				done <- err
 			}()
-			time.Sleep(200 * time.Millisecond)
+			// Break the tab once wait_for runs (holds the tab).
+			kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(len(tab.sem) > 0, "wait_for has not started") })
 			tt.breakTab(t, tab)
 			select {
 			case err := <-done:

@@ -17,6 +17,7 @@ import (
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 func perfStartReq(reload bool) *browserv1.ToolRequest {
@@ -37,7 +38,7 @@ func perfServer(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/slow.css":
-			time.Sleep(150 * time.Millisecond)
+			time.Sleep(150 * time.Millisecond) // a slow server, not a wait: the stylesheet arrives late
 			w.Header().Set("Content-Type", "text/css")
 			_, _ = w.Write([]byte("body { margin: 0 }"))
 		case "/":
@@ -71,11 +72,11 @@ setTimeout(() => {
 // could end before that paint on a loaded machine.
 func awaitShiftReported(t *testing.T, tab *Tab) {
 	t.Helper()
-	eventually(t, "the banner's layout shift and the LCP reported to the page", func() bool {
-		return evalString(t, tab, `Promise.all(["layout-shift", "largest-contentful-paint"].map(type => new Promise(r => {
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(evalString(t, tab, `Promise.all(["layout-shift", "largest-contentful-paint"].map(type => new Promise(r => {
   new PerformanceObserver((l, o) => { o.disconnect(); r(l.getEntries().length > 0); }).observe({type, buffered: true});
   setTimeout(() => r(false), 100);
-}))).then(seen => seen.every(Boolean))`) == "true"
+}))).then(seen => seen.every(Boolean))`) == "true", "not yet: the banner's layout shift and the LCP reported to the page")
 	})
 }
 
@@ -148,7 +149,7 @@ func TestPerformance(t *testing.T) {
 	var stopped string
 	for try := 0; try < 3; try++ {
 		must(t, tab, perfStartReq(false))
-		time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+		time.Sleep(time.Duration(try) * 200 * time.Millisecond) // time passes: each try gives tracing longer to reach the page
 		evalString(t, tab, `const s = performance.now(); while (performance.now() - s < 80) {}; "ok"`)
 		if stopped = text(must(t, tab, perfStopReq())); strings.Contains(stopped, "; longest: ") {
 			break
@@ -291,9 +292,9 @@ func TestPerformanceMetrics(t *testing.T) {
 		t.Errorf("performance_metrics first = %q, want a note that the counters start now", s)
 	}
 	var res *browserv1.ToolResult
-	eventually(t, "the layout shift", func() bool {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		res = must(t, tab, metrics)
-		return strings.Contains(text(res), "(layout shifts without input: 1)")
+		return kittest.Check(strings.Contains(text(res), "(layout shifts without input: 1)"), "not yet: the layout shift")
 	})
 	s := text(res)
 	for _, want := range []string{"Performance metrics of " + srv.URL, "TTFB", "FCP", "LCP", "the LCP element is <h1#hero.big.title>",
@@ -376,9 +377,9 @@ func noMarker(tb testing.TB, whose string, res *browserv1.ToolResult, marker str
 // recording runs (a queued one starts by itself).
 func recordingRuns(t *testing.T, tab *Tab, what string) {
 	t.Helper()
-	eventually(t, what, func() bool {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		_, err := call(t, tab, perfStartReq(false))
-		return err != nil && strings.Contains(err.Error(), "already running")
+		return kittest.Check(err != nil && strings.Contains(err.Error(), "already running"), "not yet: %s", what)
 	})
 }
 
@@ -435,9 +436,9 @@ func TestPerformanceTurnEnds(t *testing.T) {
 	must(t, b, openReq(srv.URL))
 	must(t, a, perfStartReq(false))
 	must(t, b, perfStartReq(false)) // queued, or running if a's time is up already on a slow machine
-	eventually(t, "the first recording is stopped at the maximum", func() bool {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		_, err := call(t, a, perfStartReq(false))
-		return err != nil && strings.Contains(err.Error(), "has ended (it held the browser for the longest a recording may, 2s)")
+		return kittest.Check(err != nil && strings.Contains(err.Error(), "has ended (it held the browser for the longest a recording may, 2s)"), "not yet: the first recording is stopped at the maximum")
 	})
 	recordingRuns(t, b, "the second recording starts when the first one's time is up")
 	resA := must(t, a, perfStopReq())
@@ -484,9 +485,9 @@ func TestPerformanceOutsideTracer(t *testing.T) {
 	if _, err := chromedp.Call(outside.Context(), tracing.End, cdp.Empty{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a recording starts once the outside trace ended", func() bool {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		res, err := call(t, a, perfStartReq(false))
-		return err == nil && strings.HasPrefix(text(res), "Recording a performance trace")
+		return kittest.Check(err == nil && strings.HasPrefix(text(res), "Recording a performance trace"), "not yet: a recording starts once the outside trace ended")
 	})
 	must(t, a, perfStopReq())
 }

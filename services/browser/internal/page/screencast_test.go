@@ -14,6 +14,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 func castStartReq(frames, quality int32) *browserv1.ToolRequest {
@@ -124,10 +125,10 @@ func TestScreencast(t *testing.T) {
 	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "already running", "screencast_stop")
 	// Let the page draw two frames or more: a fixed sleep was a guess at
 	// how fast Chromium sends them, which a loaded machine can miss.
-	eventually(t, "two frames", func() bool {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		tab.cast.mu.Lock()
 		defer tab.cast.mu.Unlock()
-		return len(tab.cast.frames) >= 2
+		return kittest.Check(len(tab.cast.frames) >= 2, "not yet: two frames")
 	})
 	res := must(t, tab, castStopReq())
 	if s := text(res); !strings.Contains(s, "Screencast of "+srv.URL) || !strings.Contains(s, "Attached as screencast.mov") {
@@ -160,10 +161,10 @@ func TestScreencast(t *testing.T) {
 	}
 
 	must(t, tab, castStartReq(2, 30))
-	eventually(t, "two frames", func() bool {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		tab.cast.mu.Lock()
 		defer tab.cast.mu.Unlock()
-		return tab.cast.full != ""
+		return kittest.Check(tab.cast.full != "", "not yet: two frames")
 	})
 	res = must(t, tab, castStopReq())
 	if s := text(res); !strings.Contains(s, ": 2 frames over") || !strings.Contains(s, "it stopped keeping frames at max_frames=2") {
@@ -173,10 +174,10 @@ func TestScreencast(t *testing.T) {
 	small := newTab(t, Options{MaxProfileFileBytes: 3000})
 	must(t, small, openReq(srv.URL))
 	must(t, small, castStartReq(0, 100))
-	eventually(t, "the file limit", func() bool {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		small.cast.mu.Lock()
 		defer small.cast.mu.Unlock()
-		return small.cast.full != ""
+		return kittest.Check(small.cast.full != "", "not yet: the file limit")
 	})
 	res = must(t, small, castStopReq())
 	if s := text(res); !strings.Contains(s, "at 3000 bytes, the limit of the file (the worker's --max-profile-file-mb)") {

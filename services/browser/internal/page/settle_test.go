@@ -24,12 +24,12 @@ func slowSite(t *testing.T, delay time.Duration, pages map[string]string) *httpt
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/slow.js":
-			time.Sleep(delay)
+			time.Sleep(delay) // a slow server, not a wait
 			w.Header().Set("Content-Type", "text/javascript")
 			fmt.Fprint(w, `render();`)
 			return
 		case "/data":
-			time.Sleep(delay)
+			time.Sleep(delay) // a slow server, not a wait
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprint(w, `{"items": ["from the server"]}`)
 			return

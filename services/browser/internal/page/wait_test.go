@@ -9,6 +9,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 func TestWait(t *testing.T) {
@@ -236,9 +237,7 @@ func TestDeadlines(t *testing.T) {
 	defer busyCancel()
 	busy := make(chan error, 1)
 	go func() { _, err := tab.Do(busyCtx, waitReq(1500)); busy <- err }()
-	for len(tab.sem) == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(len(tab.sem) > 0, "the wait has not started") })
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel2()
 	_, err = tab.Do(ctx2, getTitleReq)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
@@ -25,7 +26,8 @@ func TestPlacementSpread(t *testing.T) {
 	for _, id := range []string{"p1", "p2", "p3"} {
 		runWorker(t, srv, browser.Config{ID: id, MaxSessions: 12, WarmSessions: -1})
 	}
-	eventually(t, "load reports of the three workers", 10*time.Second, func() error {
+	// Wait for: load reports of the three workers.
+	kittest.Eventually(t, 10*time.Second, func() error {
 		if n := len(fl.Spread()); n != 3 {
 			return fmt.Errorf("%d workers reported", n)
 		}
@@ -52,7 +54,8 @@ func TestPlacementSpread(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		eventually(t, "the workers report their sessions closed", 10*time.Second, func() error {
+		// Wait for: the workers report their sessions closed.
+		kittest.Eventually(t, 10*time.Second, func() error {
 			for id, n := range fl.Spread() {
 				if n != 0 {
 					return fmt.Errorf("%s reports %d sessions", id, n)

@@ -18,27 +18,12 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, within time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %v after %s", what, err, within)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 // runWorker runs a real worker (real Chromium) on its own connection to
 // srv; stop stops it, and hard first closes its connection, so that it
@@ -172,7 +157,8 @@ func TestRestoreAfterWorkerDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "checkpoint with the cookie, two tabs and tab 0 active", 20*time.Second, func() error {
+	// Wait for: checkpoint with the cookie, two tabs and tab 0 active.
+	kittest.Eventually(t, 20*time.Second, func() error {
 		e, err := kv.Get(ctx, sid)
 		if err != nil {
 			return err
@@ -229,14 +215,16 @@ func TestRestoreAfterWorkerDies(t *testing.T) {
 		t.Errorf("second Restore of %s: %v (%v), want SESSION_NOT_FOUND", sid, err, bus.CodeOf(err))
 	}
 	// The new session checkpoints; closing it deletes its checkpoint.
-	eventually(t, "checkpoint of the restored session", 20*time.Second, func() error {
+	// Wait for: checkpoint of the restored session.
+	kittest.Eventually(t, 20*time.Second, func() error {
 		_, err := kv.Get(ctx, nsid)
 		return err
 	})
 	if err := fl.Close(ctx, nw, nsid); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "checkpoint deleted on close", 10*time.Second, func() error {
+	// Wait for: checkpoint deleted on close.
+	kittest.Eventually(t, 10*time.Second, func() error {
 		if _, err := kv.Get(ctx, nsid); !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("get: %v", err)
 		}

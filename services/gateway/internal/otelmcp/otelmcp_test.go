@@ -22,6 +22,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // secret is sent as a tool argument; no span may carry it.
@@ -189,12 +191,9 @@ func TestTraceOfToolCall(t *testing.T) {
 			// find the one of the tool call: the span the MCP span names
 			// as parent or link.
 			// It ends after the client has its reply: wait for it.
-			httpSpan := waitSpan(rec, 0, func(s sdktrace.ReadOnlySpan) bool {
+			httpSpan := waitSpan(t, rec, 0, "POST /mcp span with "+AttrToolName+"=echo in the caller's trace", func(s sdktrace.ReadOnlySpan) bool {
 				return s.Name() == "POST /mcp" && attr(s, AttrToolName) == "echo" && s.SpanContext().TraceID() == sc.TraceID()
 			})
-			if httpSpan == nil {
-				t.Fatalf("no POST /mcp span with %s=echo in the caller's trace; it has %v", AttrToolName, keys(spans))
-			}
 			if got := httpSpan.Parent().SpanID(); got != sc.SpanID() {
 				t.Errorf("POST /mcp parent = %s, want the caller's span %s", got, sc.SpanID())
 			}
@@ -226,14 +225,8 @@ func TestTraceOfToolCall(t *testing.T) {
 		c := connect(t, url, mcp.LATEST_PROTOCOL_VERSION, nil)
 		before := len(rec.Ended())
 		call(t, c, "echo", nil)
-		mcpSpan := waitSpan(rec, before, func(s sdktrace.ReadOnlySpan) bool { return s.Name() == "tools/call echo" })
-		var httpSpan sdktrace.ReadOnlySpan
-		if mcpSpan != nil {
-			httpSpan = waitSpan(rec, before, func(s sdktrace.ReadOnlySpan) bool { return s.SpanContext().SpanID() == mcpSpan.Parent().SpanID() })
-		}
-		if mcpSpan == nil || httpSpan == nil {
-			t.Fatalf("spans %v; want tools/call echo and POST /mcp", names(rec.Ended()[before:]))
-		}
+		mcpSpan := waitSpan(t, rec, before, "tools/call echo span", func(s sdktrace.ReadOnlySpan) bool { return s.Name() == "tools/call echo" })
+		httpSpan := waitSpan(t, rec, before, "POST /mcp span, the parent of tools/call echo", func(s sdktrace.ReadOnlySpan) bool { return s.SpanContext().SpanID() == mcpSpan.Parent().SpanID() })
 		if httpSpan.Parent().IsValid() {
 			t.Errorf("POST /mcp has parent %s; want a new trace", httpSpan.Parent().SpanID())
 		}
@@ -273,20 +266,18 @@ func TestTraceOfToolCall(t *testing.T) {
 }
 
 // waitSpan returns the first span ended after the first from that match
-// accepts, waiting up to ten seconds for it.
-func waitSpan(rec *tracetest.SpanRecorder, from int, match func(sdktrace.ReadOnlySpan) bool) sdktrace.ReadOnlySpan {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		for _, s := range rec.Ended()[from:] {
+// accepts, waiting up to 30 seconds for it; what names it in a failure.
+func waitSpan(t *testing.T, rec *tracetest.SpanRecorder, from int, what string, match func(sdktrace.ReadOnlySpan) bool) sdktrace.ReadOnlySpan {
+	t.Helper()
+	return kittest.EventuallyValue(t, 30*time.Second, func() (sdktrace.ReadOnlySpan, error) {
+		ended := rec.Ended()[from:]
+		for _, s := range ended {
 			if match(s) {
-				return s
+				return s, nil
 			}
 		}
-		if time.Now().After(deadline) {
-			return nil
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil, fmt.Errorf("no %s among the spans ended: %v", what, names(ended))
+	})
 }
 
 func keys(m map[string]sdktrace.ReadOnlySpan) []string {

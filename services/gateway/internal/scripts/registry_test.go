@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
@@ -163,7 +164,7 @@ func TestRegistryAcrossGateways(t *testing.T) {
 	if _, err := stores[1].Put(ctx, "broken", []byte(brokenJS)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return a.Errors()["broken"] != "" })
+	kittest.Eventually(t, wait, func() error { return kittest.Check(a.Errors()["broken"] != "", "A reports no error for broken") })
 	if why := a.Errors()["broken"]; !strings.Contains(why, "a schema that is not an object") {
 		t.Fatalf("A's error for broken = %q", why)
 	}
@@ -210,18 +211,6 @@ func TestRegistryAcrossGateways(t *testing.T) {
 	// A reload of an unchanged bucket changes nothing.
 	if ch, err := a.Reload(ctx, ""); err != nil || len(ch.Added)+len(ch.Removed) != 0 {
 		t.Fatalf("Reload = %+v, %v", ch, err)
-	}
-}
-
-// waitFor polls cond until it holds (or fails the test after wait).
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", wait)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -425,13 +414,13 @@ func TestWatchBucketGone(t *testing.T) {
 	if err := js.DeleteKeyValue(ctx, admin.BucketName()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	kittest.Eventually(t, wait, func() error {
 		for _, l := range logs.lines() {
 			if l["msg"] == "script watch ended; serving the scripts loaded before and retrying" {
-				return true
+				return nil
 			}
 		}
-		return false
+		return errors.New("the registry has not logged the end of its watch")
 	})
 	if got := names(r.Tools()); got != "jira__create,jira__search" {
 		t.Fatalf("without a bucket the registry serves %q", got)

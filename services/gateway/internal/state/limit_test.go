@@ -3,10 +3,12 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
@@ -99,15 +101,14 @@ func TestReserveLapses(t *testing.T) {
 	if _, err := s.Reserve(ctx, "anonymous", KeyOf(Handle, NewHandle()), 1, time.Minute); !errors.Is(err, ErrLimit) {
 		t.Fatalf("second Reserve at limit 1 = %v, want ErrLimit", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		_, err := s.Reserve(ctx, "anonymous", KeyOf(Handle, NewHandle()), 1, time.Minute)
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, ErrLimit) || time.Now().After(deadline) {
+		if err != nil && !errors.Is(err, ErrLimit) {
 			t.Fatalf("Reserve after the first reservation's deadline = %v, want a slot", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		if err != nil {
+			return fmt.Errorf("Reserve after the first reservation's deadline = %w, want a slot", err)
+		}
+		return nil
+	})
 }

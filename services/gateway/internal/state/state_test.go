@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
@@ -131,20 +133,13 @@ func TestMirror(t *testing.T) {
 	if _, err := a.Modify(ctx, MCP, id, func(r *Record) bool { r.Terminated = true; return true }); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		got, err := b.Get(ctx, MCP, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Terminated {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("b's mirror never saw a's termination")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return kittest.Check(got.Terminated, "b's mirror has not seen a's termination")
+	})
 	// eb is stale: writing it conflicts, and the retry in Modify succeeds.
 	if _, err := b.Update(ctx, eb); !errors.Is(err, ErrConflict) {
 		t.Fatalf("stale Update error = %v, want ErrConflict", err)
@@ -185,28 +180,17 @@ func TestNATSRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv2.Stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for !nc.IsConnected() {
-		if time.Now().After(deadline) {
-			t.Fatal("client did not reconnect")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(nc.IsConnected(), "client has not reconnected") })
 
 	id := NewSessionID()
-	var created error
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, created = a.Create(cctx, MCP, id, Record{Owner: "o"})
-		cancel()
-		if created == nil || time.Now().After(deadline) {
-			break
+		defer cancel()
+		if _, err := a.Create(cctx, MCP, id, Record{Owner: "o"}); err != nil {
+			return fmt.Errorf("Create after the NATS restart: %w", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if created != nil {
-		t.Fatalf("Create after the NATS restart: %v", created)
-	}
+		return nil
+	})
 	// Another replica's write reaches a's mirror: its watch is live again.
 	nc2, err := nats.Connect(srv2.ClientURL())
 	if err != nil {
@@ -221,16 +205,13 @@ func TestNATSRestart(t *testing.T) {
 	if _, err := b.Modify(ctx, MCP, id, func(r *Record) bool { r.Terminated = true; return true }); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	kittest.Eventually(t, 30*time.Second, func() error {
 		e, err := a.Get(ctx, MCP, id)
-		if err == nil && e.Terminated {
-			return
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a's mirror never saw b's write after the restart: %+v %v", e, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return kittest.Check(e.Terminated, "a's mirror has not seen b's write after the restart: %+v", e)
+	})
 }
 
 // TestNoJetStream: a NATS without JetStream is refused with advice.
@@ -285,13 +266,7 @@ func TestPingAfterNATSRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv2.Stop)
-	deadline := time.Now().Add(10 * time.Second)
-	for !nc.IsConnected() {
-		if time.Now().After(deadline) {
-			t.Fatal("client did not reconnect")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(nc.IsConnected(), "client has not reconnected") })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := a.Ping(ctx); err != nil {

@@ -5,6 +5,7 @@ package systools
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 func TestReadWriteFIFO(t *testing.T) {
@@ -127,13 +130,9 @@ func gone(pid int) bool {
 // waitGone waits (up to a generous bound) for pid to end.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !gone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still runs: the command's process group was not killed", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	kittest.Eventually(t, 30*time.Second, func() error {
+		return kittest.Check(gone(pid), "process %d still runs: the command's process group was not killed", pid)
+	})
 }
 
 func readPid(t *testing.T, w *Workspace, name string) int {
@@ -187,16 +186,13 @@ func TestExecCancel(t *testing.T) {
 	}()
 	// Cancel once the command runs: once the shell has written the
 	// child's pid (the file exists a moment before it holds the line).
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(filepath.Join(w.Dir(), "child.pid")); err == nil && strings.HasSuffix(string(b), "\n") {
-			break
+	kittest.Eventually(t, 30*time.Second, func() error {
+		b, err := os.ReadFile(filepath.Join(w.Dir(), "child.pid"))
+		if err != nil {
+			return fmt.Errorf("the command has not started: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the command did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return kittest.Check(strings.HasSuffix(string(b), "\n"), "the command has not written the child's pid")
+	})
 	cancel()
 	<-done
 	if !errors.Is(err, context.Canceled) || r.TimedOut {
