@@ -863,8 +863,45 @@
   const SET_VALUE = new Set(['color', 'date', 'datetime-local', 'month', 'range', 'time', 'week']);
   const NO_TEXT = new Set(['button', 'submit', 'reset', 'image', 'file', 'hidden', 'checkbox', 'radio']);
 
+  // inView says whether the box r (in this frame's viewport) is fully
+  // visible: in this viewport and in those of the same-origin frames
+  // around it (an element at the top of a frame that sits below the fold
+  // of its page is not: a click at its centre would miss).
   function inView(r) {
-    return r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight && r.right <= innerWidth;
+    let { top, left, bottom, right } = r;
+    if (top < 0 || left < 0 || bottom > innerHeight || right > innerWidth) return false;
+    for (const { view, dx, dy } of outerFrames()) {
+      top += dy;
+      bottom += dy;
+      left += dx;
+      right += dx;
+      if (top < 0 || left < 0 || bottom > view.innerHeight || right > view.innerWidth) return false;
+    }
+    return true;
+  }
+
+  // outerFrames returns the same-origin frames around this document, inner
+  // first (at most 16): each frame element, its window, and the offset
+  // (dx, dy) from the frame's viewport to that window's.
+  function outerFrames() {
+    const out = [];
+    let win = window;
+    for (let depth = 0; depth < 16; depth++) {
+      let frame;
+      try {
+        frame = win.frameElement;
+      } catch {
+        break;
+      }
+      if (!frame) break;
+      const view = frame.ownerDocument.defaultView;
+      const r = frame.getBoundingClientRect();
+      const cs = view.getComputedStyle(frame);
+      out.push({ frame, view, dx: r.left + frame.clientLeft + parseFloat(cs.paddingLeft),
+        dy: r.top + frame.clientTop + parseFloat(cs.paddingTop) });
+      win = view;
+    }
+    return out;
   }
 
   // point scrolls el into view when it is not fully visible and reports what
@@ -946,20 +983,9 @@
   // viewport, where the hit must be the frame's element. It returns the
   // role and name of what covers the frame there, or ''.
   function frameCover(x, y) {
-    let win = window;
-    for (let depth = 0; depth < 16; depth++) {
-      let frame;
-      try {
-        frame = win.frameElement;
-      } catch {
-        return '';
-      }
-      if (!frame) return '';
-      const view = frame.ownerDocument.defaultView;
-      const r = frame.getBoundingClientRect();
-      const cs = view.getComputedStyle(frame);
-      x += r.left + frame.clientLeft + parseFloat(cs.paddingLeft);
-      y += r.top + frame.clientTop + parseFloat(cs.paddingTop);
+    for (const { frame, dx, dy } of outerFrames()) {
+      x += dx;
+      y += dy;
       const hit = hitAt(frame.ownerDocument, x, y);
       if (hit && !reaches(hit, frame)) {
         const tag = hit.tagName;
@@ -967,7 +993,6 @@
         const name = nameOf(hit, tag, role, role === 'generic');
         return role + (name ? ' ' + JSON.stringify(name) : '') + ' (outside the frame)';
       }
-      win = view;
     }
     return '';
   }

@@ -409,6 +409,8 @@ const hitPage = `<!doctype html><title>Hits</title>
 <div class=box style="height:100px"><iframe id=free srcdoc="<button>Free</button>" style="width:280px;height:80px"></iframe></div>
 <div style="height:3000px"></div>
 <button id=far>Far</button>
+<div style="height:3000px"></div>
+<iframe id=deep srcdoc="<button>Deep</button>" style="width:280px;height:80px"></iframe>
 <script>host.attachShadow({mode: 'open'}).innerHTML = '<span><button id=inner>Inner</button></span>';</script>`
 
 // TestPageJSPoint: __sov.point, the hit test before a click: it names what
@@ -448,8 +450,8 @@ func TestPageJSPoint(t *testing.T) {
 	// frames in the main viewport: #far scrolled it away).
 	pjs(t, tab, "", `function() { scrollTo(0, 0); }`, nil)
 	frames := childFrames(t, tab)
-	if len(frames) != 2 {
-		t.Fatalf("%d child frames, want 2", len(frames))
+	if len(frames) != 3 {
+		t.Fatalf("%d child frames, want 3", len(frames))
 	}
 	for i, want := range []string{`generic "Ad cover" (outside the frame)`, ""} {
 		var got pointOut
@@ -457,6 +459,16 @@ func TestPageJSPoint(t *testing.T) {
 		if !strings.Contains(got.Desc, "[ref=f9e") || got.Covered != want {
 			t.Errorf("point in frame %d = desc %q covered %q, want a f9 ref and covered %q", i, got.Desc, got.Covered, want)
 		}
+	}
+	// A frame below the fold of its page: point scrolls the page too, so
+	// that the element is in the page's viewport (where a click lands).
+	var deep pointOut
+	pjs(t, tab, frames[2], `function() { return __sov.point(document.querySelector('button'), ''); }`, &deep)
+	var box struct{ Top, Bottom, VH float64 }
+	pjs(t, tab, "", `function() { const r = $('#deep').getBoundingClientRect(); return {top: r.top, bottom: r.bottom, vh: innerHeight}; }`, &box)
+	if box.Top < 0 || box.Bottom > box.VH || deep.Covered != "" {
+		t.Errorf("after point in the frame below the fold: frame at %v..%v of a %v high viewport, covered %q; want it in view, not covered",
+			box.Top, box.Bottom, box.VH, deep.Covered)
 	}
 
 	var gone pointOut
