@@ -9,9 +9,7 @@ package page
 import (
 	"context"
 	"encoding/json"
-
 	"regexp"
-
 	"strconv"
 	"strings"
 	"testing"
@@ -689,12 +687,18 @@ func TestPageJSRead(t *testing.T) {
 
 	// scroll moves the page, or the scrollable element in the middle of
 	// the viewport when the page cannot scroll.
-	for _, c := range []struct{ path string }{{"/tall"}, {"/inner"}} {
+	for _, c := range []struct {
+		path string
+		page bool
+	}{{"/tall", true}, {"/inner", false}} {
 		must(t, tab, openReq(u+c.path))
-		var got map[string]any
+		var got struct {
+			Page, Moved bool
+			Y, H        float64
+		}
 		pjs(t, tab, "", `function() { return __sov.scroll(0, 300); }`, &got)
-		if got["page"] != (c.path == "/tall") || got["moved"] != true || got["y"] != 300.0 || got["h"].(float64) < 5000 {
-			t.Errorf("scroll(0, 300) on %s = %v, want page %v, moved to y 300 of 5000 or more", c.path, got, c.path == "/tall")
+		if got.Page != c.page || !got.Moved || got.Y != 300 || got.H < 5000 {
+			t.Errorf("scroll(0, 300) on %s = %+v, want page %v, moved to y 300 of 5000 or more", c.path, got, c.page)
 		}
 	}
 }
