@@ -138,12 +138,27 @@ gen-check: ## fail when `make gen` would change a generated file
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: lint
-lint: ## gofmt, go vet and staticcheck
+lint: lint-js ## gofmt, go vet, staticcheck, and ESLint on the browser's in-page JavaScript
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS) ./e2e/...
 	@# SA1019 off: tests of the 2025 protocol call its deprecated RPCs on purpose.
 	$(GO) run $(STATICCHECK) -checks 'inherit,-SA1019' $(PKGS) ./e2e/...
+
+# The JavaScript that the browser worker runs in pages (scripts/jslint has
+# ESLint, pinned, and its config). Without Node.js the target says so in
+# one line and skips, except in CI (CI set), where it fails.
+JSLINT_FILES := services/browser/internal/page/*.js services/browser/internal/nostrjs/nostr.js
+
+.PHONY: lint-js
+lint-js: ## ESLint on the browser worker's in-page JavaScript (needs Node.js >= 18.18 and npm)
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  msg="lint-js: ESLint needs Node.js >= 18.18 and npm (Debian: apt-get install nodejs npm)"; \
+	  if [ -n "$${CI:-}" ] && [ "$${CI}" != false ]; then echo "$$msg" >&2; exit 1; fi; \
+	  echo "$$msg; skipped" >&2; exit 0; \
+	fi; \
+	./scripts/deps.sh jslint && \
+	scripts/jslint/node_modules/.bin/eslint --config scripts/jslint/eslint.config.js $(JSLINT_FILES)
 
 .PHONY: clean
 clean: ## remove build output and the local data dir

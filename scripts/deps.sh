@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what Sovereign's build and tests need on a fresh Debian/Ubuntu
 # machine: Chromium (its headless shell and the full browser), protoc, the
-# Node packages of the e2e clients, and the PostgreSQL server binaries
-# (history's tests start their own server).
+# Node packages of the e2e clients and of ESLint (make lint), and the
+# PostgreSQL server binaries (history's tests start their own server).
 # `deps.sh chromium` installs only Chromium. Needs root (or sudo) for apt.
 # Not in the default list: `deps.sh docker` (a Docker engine, started when
 # none answers, with the compose >= 2.24 and buildx CLI plugins, built from
-# the Go module proxy when missing) and `deps.sh debootstrap`.
+# the Go module proxy when missing) and `deps.sh debootstrap`; `deps.sh
+# jslint` installs only ESLint's packages (make lint-js).
 # Progress goes to stderr: callers capture what other scripts print on stdout
 # (docker-offline.sh takes a path from its functions' output).
 set -euo pipefail
@@ -30,6 +31,18 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
+# npm_ci installs the Node packages of dir (npm ci) when they are missing
+# or older than its package-lock.json, and npm itself when it is missing.
+npm_ci() {
+  local dir=$1
+  [ -f $dir/package.json ] || return 0
+  command -v npm >/dev/null || apt_install nodejs npm
+  if [ ! -d $dir/node_modules ] || [ $dir/package-lock.json -nt $dir/node_modules ]; then
+    echo "installing $dir Node packages (npm ci)…" >&2
+    (cd $dir && npm ci --no-audit --no-fund --loglevel=error) >&2
+  fi
+}
+
 for w in "${want[@]}"; do
   case "$w" in
     chromium)
@@ -50,16 +63,14 @@ for w in "${want[@]}"; do
       # e2e/client-ts: the TypeScript SDK client; e2e/corpus: the
       # compatibility corpus (the todomvc package's apps) and Playwright MCP
       # for make bench; services/browser/lighthouse: the Lighthouse runner
-      # of lighthouse_audit, which the browser tests run.
-      for dir in e2e/client-ts e2e/corpus services/browser/lighthouse; do
-        if [ -f $dir/package.json ]; then
-          command -v npm >/dev/null || apt_install nodejs npm
-          if [ ! -d $dir/node_modules ] || [ $dir/package-lock.json -nt $dir/node_modules ]; then
-            echo "installing $dir Node packages (npm ci)…" >&2
-            (cd $dir && npm ci --no-audit --no-fund --loglevel=error) >&2
-          fi
-        fi
+      # of lighthouse_audit, which the browser tests run; scripts/jslint:
+      # ESLint for the browser's in-page JavaScript (make lint).
+      for dir in e2e/client-ts e2e/corpus services/browser/lighthouse scripts/jslint; do
+        npm_ci $dir
       done ;;
+    jslint)
+      # make lint-js: only ESLint's packages.
+      npm_ci scripts/jslint ;;
     lighthouse)
       # make lighthouse (and make run): the runner of lighthouse_audit.
       # Without Node.js it only says so: the worker then answers

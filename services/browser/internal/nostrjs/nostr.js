@@ -14,12 +14,12 @@
   const BINDING = __BINDING__, REPLY = __REPLY__, MAX = __MAX__, MAX_PENDING = __MAX_PENDING__;
   const g = globalThis;
   const send = g[BINDING];
-  try { delete g[BINDING]; } catch (e) { /* keep going */ }
+  try { delete g[BINDING]; } catch { /* keep going */ }
   const installed = Object.getOwnPropertyDescriptor(g, REPLY);
   if (installed) {
     // The session logged in again: this document's window.nostr works
     // again (it kept the binding it took the first time).
-    try { installed.value(null, 0, 'login'); } catch (e) { /* its own loss */ }
+    try { installed.value(null, 0, 'login'); } catch { /* its own loss */ }
     return;
   }
   if (typeof send !== 'function') return;

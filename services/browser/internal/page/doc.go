@@ -60,9 +60,11 @@
 //
 // click, hover, fill, type, focus, get_text, get_html, get_attr and element
 // screenshots take a ref (e5, @e5, f1e2) or a CSS selector (main frame).
-// click and hover scroll the element into view and send real mouse events
-// at the centre of its box in main-frame coordinates, so iframe offsets
-// are accounted for; a click that lands on a covering element says so.
+// click and hover scroll the element into view (with the same-origin
+// frames around it: an element at the top of a frame below the fold is
+// not in view) and send real mouse events at the centre of its box in
+// main-frame coordinates, so iframe offsets are accounted for; a click
+// that lands on a covering element says so.
 // The hit test looks into open shadow roots and slots, so a component's
 // own parts (the label around its switch, its host) never count as
 // covering it, and for an element in a same-origin frame it also looks at

@@ -328,6 +328,11 @@ func (t *Tab) pointAt(ctx context.Context, e *elem) (x, y float64, info pointInf
 		return 0, 0, info, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s is no longer in the page; take a new snapshot", e.what)
 	}
 	info.Desc, info.Covered = t.noteDesc(info.Desc), t.noteDesc(info.Covered)
+	// page.js scrolled e into view in its frame and in the same-origin
+	// frames around it; a cross-origin frame cannot see its parent, so
+	// the browser scrolls what is still needed (a frame below the fold).
+	// Best effort: an element with no box fails below.
+	_, _ = chromedp.Call(ctx, dom.ScrollIntoViewIfNeeded, dom.ScrollIntoViewIfNeededParams{ObjectID: e.obj})
 	q, err := chromedp.Call(ctx, dom.GetContentQuads, dom.GetContentQuadsParams{ObjectID: e.obj})
 	if err == nil {
 		for _, quad := range q.Quads {

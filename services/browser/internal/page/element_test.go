@@ -106,6 +106,32 @@ func TestClick(t *testing.T) {
 	wantErr(t, err, commonv1.ErrorCode_NOT_FOUND, `selector "#gone"`, "not visible")
 }
 
+// TestClickInFrameBelowFold: a button at the top of an iframe that sits
+// below the fold of its page, same-origin or cross-origin, is scrolled
+// into view with the frame, and the click lands (it used to be pressed
+// where the button was, off the screen, and reported as done).
+func TestClickInFrameBelowFold(t *testing.T) {
+	const button = `<button onclick="parent.postMessage('clicked', '*')">Deep</button>`
+	inner := serve(t, map[string]string{"/": `<!doctype html>` + button})
+	for _, c := range []struct{ name, frame string }{
+		{"same-origin", `srcdoc="` + strings.ReplaceAll(button, `"`, "&quot;") + `"`},
+		{"cross-origin", `src="` + strings.Replace(inner.URL, "127.0.0.1", "localhost", 1) + `"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tab := newTab(t, Options{})
+			srv := serve(t, map[string]string{"/": `<!doctype html><title>Below</title>
+<script>window.clicks = 0; addEventListener('message', (e) => { if (e.data === 'clicked') clicks++; });</script>
+<div style="height:3000px"></div><iframe ` + c.frame + ` style="width:200px;height:80px"></iframe><div style="height:3000px"></div>`})
+			must(t, tab, openReq(srv.URL))
+			snap := text(must(t, tab, snapReq(true, true)))
+			must(t, tab, clickReq(ref(refFor(t, snap, `"Deep"`))))
+			eventually(t, "the click in the frame below the fold", func() bool {
+				return evalString(t, tab, "String(window.clicks)") == `"1"`
+			})
+		})
+	}
+}
+
 func TestHoverAndFocus(t *testing.T) {
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": elementsPage})

@@ -6,6 +6,7 @@
 //
 // so it stays out of page.js, which every frame document loads whether or not a
 // form tool ever runs.
+/* global __sov -- page.js's api, installed in the same world */
 ({
   // norm collapses white space, as labels are compared.
   norm(s) {
@@ -36,7 +37,7 @@
     const disabled = [];
     for (const v of values) {
       const want = this.norm(v).toLowerCase();
-      const o = opts.find((o) => o.value === v) || opts.find((o) => this.labelOf(o).toLowerCase() === want);
+      const o = opts.find((opt) => opt.value === v) || opts.find((opt) => this.labelOf(opt).toLowerCase() === want);
       if (!o) missing.push(v);
       else if (o.matches(':disabled')) disabled.push(v); // in a disabled optgroup too
       else chosen.add(o);

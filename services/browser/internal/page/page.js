@@ -1,19 +1,19 @@
 // page.js runs in Sovereign's isolated world of one frame (Page.createIsolatedWorld),
 // so the page can neither see nor break it. The Go side evaluates this file as
 //
-//	(<this function>)(start)
+//	(<this function>)(startRef)
 //
 // once per frame document. It installs globalThis.__sov and returns the next ref
 // number. Refs are numbers per frame; the Go side adds the frame prefix (e5, f1e2).
 // An element keeps its ref for as long as it exists: refOf is a WeakMap from element
 // to number and byRef a Map from number to WeakRef(element).
-(function install(start) {
+(function install(startRef) {
   'use strict';
   if (globalThis.__sov) return globalThis.__sov.next();
 
   const refOf = new WeakMap();
   const byRef = new Map();
-  let nextRef = start;
+  let nextRef = startRef;
 
   function ref(el) {
     let n = refOf.get(el);
@@ -65,7 +65,9 @@
   }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
 
   function sleep(ms) {
-    return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+    return new Promise((resolve) => {
+      setTimeout(resolve, Math.max(0, ms));
+    });
   }
 
   // nextFrame resolves after the next animation frame and the task after
@@ -562,14 +564,14 @@
   }
 
   // children appends the output nodes of node's children to out. pointer
-  // says whether node has cursor:pointer; text says whether its text shows.
-  Walker.prototype.children = function (node, out, pointer, text) {
+  // says whether node has cursor:pointer; showText whether its text shows.
+  Walker.prototype.children = function (node, out, pointer, showText) {
     const assigned = node.nodeName === 'SLOT' ? slotted(node) : null;
     if (assigned) {
-      for (const c of assigned) this.child(c, out, pointer, text);
+      for (const c of assigned) this.child(c, out, pointer, showText);
       return;
     }
-    if (!text) {
+    if (!showText) {
       // Elements only: touching text nodes would cost a wrapper each.
       let run = 0;
       for (let c = node.firstElementChild; c; c = c.nextElementSibling) {
@@ -586,7 +588,7 @@
       }
       return;
     }
-    for (let c = node.firstChild; c; c = c.nextSibling) this.child(c, out, pointer, text);
+    for (let c = node.firstChild; c; c = c.nextSibling) this.child(c, out, pointer, showText);
   };
 
   // RUNS are the roles of items that a container may hold thousands of.
@@ -601,11 +603,11 @@
     return n;
   }
 
-  Walker.prototype.child = function (c, out, pointer, text) {
+  Walker.prototype.child = function (c, out, pointer, showText) {
     const type = c.nodeType;
     if (type === 1) {
       this.element(c, out, pointer);
-    } else if (type === 3 && text) {
+    } else if (type === 3 && showText) {
       const d = c.data;
       if (d.trim()) out.push({ text: d });
       else if (d.length && out.length && out[out.length - 1].text !== undefined) out.push(SPACE);
@@ -646,7 +648,10 @@
     // controls (a component's host around its button, a grid cell's box
     // around its checkbox) is not a target of its own: its controls are.
     if (interactive === POINTER && this.interactive && out.length > start) interactive = false;
-    if (!visible || !this.keep(role, interactive, out.length > start)) return this.hoist(out, block);
+    if (!visible || !this.keep(role, interactive, out.length > start)) {
+      this.hoist(out, block);
+      return;
+    }
 
     const frame = (tag === 'IFRAME' || tag === 'FRAME') ? this.frames.get(el) : undefined;
     let name = nameOf(el, tag, role, interactive && namedWhenInteractive(role));
@@ -654,8 +659,11 @@
     if (!name && !value && interactive && this.interactive && CONTEXT_ROLES.has(role)) name = contextOf(el);
     if (this.compact && !this.interactive && !interactive && !name) {
       // Drop empty structural wrappers; keep their content.
-      if (role === 'generic' || role === 'presentation' || role === 'none') return this.hoist(out, block);
-      if (out.length === start && frame === undefined && !value) return this.hoist(out, block);
+      if (role === 'generic' || role === 'presentation' || role === 'none' ||
+          (out.length === start && frame === undefined && !value)) {
+        this.hoist(out, block);
+        return;
+      }
     }
     const kids = out.length > start ? out.splice(start) : [];
     if (block) out.pop();
@@ -743,6 +751,7 @@
 
   // ---- output -------------------------------------------------------------
 
+  // eslint-disable-next-line no-control-regex -- control characters are never plain YAML
   const PLAIN = /^[^\s\-?:,[\]{}#&*!|>'"%@`\u0000-\u001f][^\u0000-\u001f]*$/;
 
   function yamlText(s) {
@@ -854,8 +863,45 @@
   const SET_VALUE = new Set(['color', 'date', 'datetime-local', 'month', 'range', 'time', 'week']);
   const NO_TEXT = new Set(['button', 'submit', 'reset', 'image', 'file', 'hidden', 'checkbox', 'radio']);
 
+  // inView says whether the box r (in this frame's viewport) is fully
+  // visible: in this viewport and in those of the same-origin frames
+  // around it (an element at the top of a frame that sits below the fold
+  // of its page is not: a click at its centre would miss).
   function inView(r) {
-    return r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight && r.right <= innerWidth;
+    let { top, left, bottom, right } = r;
+    if (top < 0 || left < 0 || bottom > innerHeight || right > innerWidth) return false;
+    for (const { view, dx, dy } of outerFrames()) {
+      top += dy;
+      bottom += dy;
+      left += dx;
+      right += dx;
+      if (top < 0 || left < 0 || bottom > view.innerHeight || right > view.innerWidth) return false;
+    }
+    return true;
+  }
+
+  // outerFrames returns the same-origin frames around this document, inner
+  // first (at most 16): each frame element, its window, and the offset
+  // (dx, dy) from the frame's viewport to that window's.
+  function outerFrames() {
+    const out = [];
+    let win = window;
+    for (let depth = 0; depth < 16; depth++) {
+      let frame;
+      try {
+        frame = win.frameElement;
+      } catch {
+        break;
+      }
+      if (!frame) break;
+      const view = frame.ownerDocument.defaultView;
+      const r = frame.getBoundingClientRect();
+      const cs = view.getComputedStyle(frame);
+      out.push({ frame, view, dx: r.left + frame.clientLeft + parseFloat(cs.paddingLeft),
+        dy: r.top + frame.clientTop + parseFloat(cs.paddingTop) });
+      win = view;
+    }
+    return out;
   }
 
   // point scrolls el into view when it is not fully visible and reports what
@@ -937,20 +983,9 @@
   // viewport, where the hit must be the frame's element. It returns the
   // role and name of what covers the frame there, or ''.
   function frameCover(x, y) {
-    let win = window;
-    for (let depth = 0; depth < 16; depth++) {
-      let frame;
-      try {
-        frame = win.frameElement;
-      } catch (e) {
-        return '';
-      }
-      if (!frame) return '';
-      const view = frame.ownerDocument.defaultView;
-      const r = frame.getBoundingClientRect();
-      const cs = view.getComputedStyle(frame);
-      x += r.left + frame.clientLeft + parseFloat(cs.paddingLeft);
-      y += r.top + frame.clientTop + parseFloat(cs.paddingTop);
+    for (const { frame, dx, dy } of outerFrames()) {
+      x += dx;
+      y += dy;
       const hit = hitAt(frame.ownerDocument, x, y);
       if (hit && !reaches(hit, frame)) {
         const tag = hit.tagName;
@@ -958,7 +993,6 @@
         const name = nameOf(hit, tag, role, role === 'generic');
         return role + (name ? ' ' + JSON.stringify(name) : '') + ' (outside the frame)';
       }
-      win = view;
     }
     return '';
   }
@@ -983,9 +1017,9 @@
   function chooseOption(el, value) {
     const want = norm(value).toLowerCase();
     const opts = Array.from(el.options);
-    const o = opts.find((o) => o.value === value) ||
-      opts.find((o) => norm(o.label || o.text).toLowerCase() === want);
-    if (!o) return { error: 'option', options: opts.slice(0, 30).map((o) => norm(o.label || o.text)) };
+    const o = opts.find((opt) => opt.value === value) ||
+      opts.find((opt) => norm(opt.label || opt.text).toLowerCase() === want);
+    if (!o) return { error: 'option', options: opts.slice(0, 30).map((opt) => norm(opt.label || opt.text)) };
     if (o.disabled) return { error: 'option-disabled' };
     el.value = o.value;
     if (!o.selected) o.selected = true;
@@ -1047,7 +1081,7 @@
     } else {
       try {
         el.setSelectionRange(el.value.length, el.value.length);
-      } catch (e) {
+      } catch {
         // Some input types (email, number) have no selection API.
       }
     }

@@ -2,6 +2,7 @@
 // It returns JSON text for values that Runtime cannot return by value: DOM
 // nodes, cycles, functions, Maps, Sets, BigInts and errors become readable
 // stand-ins instead of failing the call.
+/* exported serialize -- Runtime.callFunctionOn's function declaration */
 function serialize() {
   'use strict';
   const seen = new WeakSet();
