@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 const elementsPage = `<!doctype html><title>Elements</title>
@@ -125,8 +127,9 @@ func TestClickInFrameBelowFold(t *testing.T) {
 			must(t, tab, openReq(srv.URL))
 			snap := text(must(t, tab, snapReq(true, true)))
 			must(t, tab, clickReq(ref(refFor(t, snap, `"Deep"`))))
-			eventually(t, "the click in the frame below the fold", func() bool {
-				return evalString(t, tab, "String(window.clicks)") == `"1"`
+			kittest.Eventually(t, 30*time.Second, func() error {
+				got := evalString(t, tab, "String(window.clicks)")
+				return kittest.Check(got == `"1"`, "the click in the frame below the fold: window.clicks = %s", got)
 			})
 		})
 	}
