@@ -47,8 +47,9 @@ type workerSet struct {
 	workers map[*Worker]struct{}
 }
 
-// track adds w to the running workers (its counters start at 0) until the
-// returned func is called.
+// track adds w to the running workers until the returned func is called.
+// Its counters show from 0 on; a worker of the same id that ran before it
+// in this process left its counts there, and this one counts on from them.
 func track(w *Worker) (untrack func()) {
 	chromiumRestarts.WithLabelValues(w.cfg.ID)
 	sessionsLost.WithLabelValues(w.cfg.ID)

@@ -150,7 +150,8 @@ func Options(execPath, userDataDir string, sandbox Sandbox) []chromedp.ExecAlloc
 }
 
 // Start launches Chromium and returns a browser context (the first tab is
-// created by chromedp) and a cancel func that stops the process. The
+// created by chromedp) and a cancel func that stops the process and its
+// child processes, and waits for them to exit. The
 // returned context is done when the browser goes away, crash included.
 func Start(ctx context.Context, execPath string) (context.Context, context.CancelFunc, error) {
 	return StartWrapped(ctx, execPath, SandboxAuto, nil)
@@ -185,7 +186,19 @@ func StartWrapped(ctx context.Context, execPath string, sandbox Sandbox, wrap fu
 		cancelAlloc()
 		return nil, nil, fmt.Errorf("start chromium %s: %w", execPath, err)
 	}
-	return bctx, func() { cancelB(); cancelAlloc() }, nil
+	var pid int
+	if c := chromedp.FromContext(bctx); c != nil && c.Browser != nil && c.Browser.Process() != nil {
+		pid = c.Browser.Process().Pid
+	}
+	return bctx, func() {
+		cancelB()
+		cancelAlloc()
+		// Chromium's child processes (the network service, which keeps
+		// the HTTP cache) outlive the browser process for a while and
+		// write into the user data directory, creating directories again
+		// after the caller removed it: stop them too.
+		stopGroup(pid)
+	}, nil
 }
 
 type devToolsKey struct{}

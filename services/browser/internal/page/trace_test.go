@@ -3,6 +3,7 @@ package page
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,13 +15,31 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 )
 
+// The span recorder of this test binary. The package's tracer comes from
+// the global provider, which delegates to the first provider ever set and
+// to no later one: a second TestSpans in the same process (go test
+// -count=2) sets the provider once, with the recorder of the first.
+var (
+	tracingOnce sync.Once
+	tracingRec  *tracetest.SpanRecorder
+	tracingTP   *sdktrace.TracerProvider
+)
+
+func testTracing() (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
+	tracingOnce.Do(func() {
+		tracingRec = tracetest.NewSpanRecorder()
+		tracingTP = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracingRec))
+		otel.SetTracerProvider(tracingTP) // the only test of this binary that sets one
+	})
+	return tracingRec, tracingTP
+}
+
 // TestSpans: each tool's page-level actions are spans under the caller's
 // span, with sizes and counts but nothing from the page, its URL or the
 // script.
 func TestSpans(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	otel.SetTracerProvider(tp) // the only test of this binary that sets one
+	rec, tp := testTracing()
+	start := len(rec.Ended()) // spans of an earlier run in this process are not this run's
 	const secret = "TOPSECRET-content"
 	srv := serve(t, map[string]string{
 		"/": `<title>` + secret + `</title><p>` + secret + `</p>
@@ -80,7 +99,7 @@ func TestSpans(t *testing.T) {
 	}
 
 	// Sizes and counts are there.
-	for _, s := range rec.Ended() {
+	for _, s := range rec.Ended()[start:] {
 		switch s.Name() {
 		case spanSnapshot:
 			if attr(s, "sovereign.frame") == "0" && (attr(s, "sovereign.snapshot.size") == "0" || attr(s, "sovereign.frame.children") != "1") {

@@ -12,6 +12,7 @@ import (
 
 	agentv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/agent/v1"
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // chromiumPath is the browser the UI test drives.
@@ -124,9 +125,13 @@ func TestChatPageInBrowser(t *testing.T) {
 	}
 	step("press Stop", chromedp.Click(chromedp.ID("stop")))
 	until("the stop is requested", `document.getElementById("stop").textContent === "Stopping…"`)
-	ag.mu.Lock()
-	cancels := append([]string(nil), ag.cancels...)
-	ag.mu.Unlock()
+	// The button reads "Stopping…" as the click sends the cancel, before
+	// the agent has it: wait for the agent.
+	cancels := kittest.EventuallyValue(t, 30*time.Second, func() ([]string, error) {
+		ag.mu.Lock()
+		defer ag.mu.Unlock()
+		return append([]string(nil), ag.cancels...), kittest.Check(len(ag.cancels) > 0, "the agent has no cancel")
+	})
 	if len(cancels) != 1 || cancels[0] != id2+" by console:admin" {
 		t.Fatalf("cancels = %v, want %s by console:admin", cancels, id2)
 	}
