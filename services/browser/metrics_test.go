@@ -72,16 +72,6 @@ func awaitStatus(t *testing.T, url string, code int, within time.Duration) strin
 	})
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestServeHealth runs a worker as `sovereign browser` does (Serve, its
 // listener on --listen) against a NATS server on a port: /readyz is 200
 // once Chromium runs, 503 naming nats while NATS is down and 200 again
@@ -101,7 +91,7 @@ func TestServeHealth(t *testing.T) {
 			running.Stop()
 		}
 	})
-	listen := freeAddr(t)
+	listen := kittest.FreeAddr(t)
 	base := "http://" + listen
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sovereign-fleet/sovereign/services/agent/llmtest"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // chatUIChromium is the browser TestChatUIInBrowser drives (the worker's
@@ -59,7 +60,7 @@ func TestChatUIInBrowser(t *testing.T) {
 
 	const token = "chat-ui-admin-token-0123456789"
 	t.Setenv("SOVEREIGN_ADMIN_TOKEN", token)
-	admin := freeAddr(t)
+	admin := kittest.FreeAddr(t)
 	startAgentUp(t, llm, "--admin-listen", admin)
 	base := "http://" + admin
 

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/sovereign-fleet/sovereign/services/browser/profiletest"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // adminDo sends one admin API request with the admin token.
@@ -71,7 +72,7 @@ func TestProfileThroughAdminAPI(t *testing.T) {
 	site := profiletest.LoginSite(t)
 	raw := profiletest.RawTarGz(t, profiletest.MakeProfile(t, site.URL))
 
-	admin := freeAddr(t)
+	admin := kittest.FreeAddr(t)
 	listen, _, _ := startUp(t, "--admin-listen", admin, "--profile-export", "--max-sessions", "4")
 	base := "http://" + admin + "/admin/profiles/"
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,25 +25,15 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // startUp runs `sovereign up` in-process for one test and returns the
-// address MCP is served on, once it is ready. The addresses freeAddr
+// address MCP is served on, once it is ready. The addresses kittest.FreeAddr
 // picked were free a moment before up binds them; when another socket
 // took one meanwhile (up returns "address already in use"), up is started
 // again on new ones, up to three times in all.
 func startUp(t *testing.T, extra ...string) (listen, natsListen, dir string) {
 	t.Helper()
 	for try := 1; ; try++ {
-		listen, natsListen, dir = freeAddr(t), freeAddr(t), t.TempDir()
+		listen, natsListen, dir = kittest.FreeAddr(t), kittest.FreeAddr(t), t.TempDir()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
@@ -133,7 +122,7 @@ func TestUp(t *testing.T) {
 	listen, natsListen, dir := startUp(t)
 
 	// A second `up` on the same NATS port fails with advice, not a hang.
-	err := Command(context.Background(), "up", []string{"--listen", freeAddr(t), "--nats-listen", natsListen, "--data-dir", t.TempDir()})
+	err := Command(context.Background(), "up", []string{"--listen", kittest.FreeAddr(t), "--nats-listen", natsListen, "--data-dir", t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "--nats-listen") {
 		t.Fatalf("second up on a busy NATS port = %v, want advice naming --nats-listen", err)
 	}

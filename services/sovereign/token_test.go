@@ -145,8 +145,8 @@ func TestTokenCommand(t *testing.T) {
 // loopback, create a token, start again exposed) works, and then requests
 // need the token.
 func TestUpExposedNeedsToken(t *testing.T) {
-	dir, natsListen := t.TempDir(), freeAddr(t)
-	_, port, _ := net.SplitHostPort(freeAddr(t))
+	dir, natsListen := t.TempDir(), kittest.FreeAddr(t)
+	_, port, _ := net.SplitHostPort(kittest.FreeAddr(t))
 	base := []string{"--nats-listen", natsListen, "--data-dir", dir, "--workers", "0", "--history=false"}
 	run := func(listen string) (context.CancelFunc, <-chan error) {
 		ctx, cancel := context.WithCancel(context.Background())

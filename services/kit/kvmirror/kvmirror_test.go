@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 	"github.com/sovereign-fleet/sovereign/services/kit/kvmirror"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
@@ -213,21 +213,11 @@ func TestMirrorClose(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // TestMirrorReconnect: after NATS restarts, the mirror watches again, gets
 // what changed meanwhile (a put, a delete) and drops what is gone; and
 // after NATS comes back without its store, the bucket is made again.
 func TestMirrorReconnect(t *testing.T) {
-	dir, addr := t.TempDir(), freePort(t)
+	dir, addr := t.TempDir(), kittest.FreeAddr(t)
 	srv, err := natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir})
 	if err != nil {
 		t.Fatal(err)

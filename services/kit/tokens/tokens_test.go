@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"regexp"
 	"strings"
 	"sync"
@@ -241,20 +240,10 @@ func TestMirrorFollowsOtherStores(t *testing.T) {
 	})
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // TestSurvivesNATSRestart: tokens are on file storage, and a store whose
 // connection reconnects catches up with what changed meanwhile.
 func TestSurvivesNATSRestart(t *testing.T) {
-	dir, addr := t.TempDir(), freePort(t)
+	dir, addr := t.TempDir(), kittest.FreeAddr(t)
 	srv, err := natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
