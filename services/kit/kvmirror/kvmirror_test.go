@@ -27,20 +27,15 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// eventually retries f until it returns nil or 30 s pass.
+// eventually waits with kittest.Eventually until f returns nil (30 s).
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
+	kittest.Eventually(t, 30*time.Second, func() error {
+		if err := f(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func openBucket(t *testing.T, nc *nats.Conn) *kvbucket.Bucket {
