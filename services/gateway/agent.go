@@ -19,7 +19,7 @@ import (
 	agentv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/agent/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	toolsv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1"
-	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/agentbus"

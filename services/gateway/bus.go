@@ -11,7 +11,7 @@ import (
 
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	toolsv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1"
-	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"

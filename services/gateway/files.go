@@ -7,7 +7,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
-	"github.com/sovereign-fleet/sovereign/services/gateway/internal/catalog"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 )
 

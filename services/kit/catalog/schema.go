@@ -94,7 +94,7 @@ func Markdown() string {
 	var b strings.Builder
 	b.WriteString(`# Browser tools
 
-<!-- Generated from services/gateway/internal/catalog by
+<!-- Generated from services/kit/catalog by
      (cd services/gateway && go run ./cmd/gendocs > ../../docs/tools.md). Do not edit. -->
 
 The gateway serves these tools over MCP (Streamable HTTP at ` + "`/mcp`" + `). Each call runs in a

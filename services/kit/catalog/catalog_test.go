@@ -17,7 +17,7 @@ import (
 var update = flag.Bool("update", false, "rewrite docs/tools.md from the catalog")
 
 // docsPath is docs/tools.md at the repository root.
-var docsPath = filepath.Join("..", "..", "..", "..", "docs", "tools.md")
+var docsPath = filepath.Join("..", "..", "..", "docs", "tools.md")
 
 func TestDocsUpToDate(t *testing.T) {
 	want := Markdown()
@@ -32,7 +32,7 @@ func TestDocsUpToDate(t *testing.T) {
 	}
 	if string(got) != want {
 		t.Fatalf("%s is stale: regenerate it with `cd services/gateway && go run ./cmd/gendocs > ../../docs/tools.md` "+
-			"(or go test ./internal/catalog -update)", docsPath)
+			"(or go test ./services/kit/catalog -update)", docsPath)
 	}
 }
 
