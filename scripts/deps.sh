@@ -58,7 +58,11 @@ for w in "${want[@]}"; do
         apt_install chromium-headless-shell
       fi ;;
     protoc)
-      command -v protoc >/dev/null || apt_install protobuf-compiler ;;
+      # libprotobuf-dev holds the well-known types' .proto files
+      # (google/protobuf/struct.proto: a tool's structured result).
+      if ! command -v protoc >/dev/null || [ ! -f /usr/include/google/protobuf/struct.proto ]; then
+        apt_install protobuf-compiler libprotobuf-dev
+      fi ;;
     node)
       # e2e/client-ts: the TypeScript SDK client; e2e/corpus: the
       # compatibility corpus (the todomvc package's apps) and Playwright MCP

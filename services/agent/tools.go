@@ -14,6 +14,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	toolsv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 	"github.com/sovereign-fleet/sovereign/services/kit/toolsbus"
 )
 
@@ -183,8 +184,8 @@ func resultText(resp *toolsv1.CallToolResponse) string {
 		}
 	}
 	text := strings.Join(parts, "\n")
-	if text == "" && resp.GetStructuredJson() != "" {
-		text = resp.GetStructuredJson()
+	if text == "" && resp.GetStructured() != nil {
+		text = string(structured.JSON(resp.GetStructured()))
 	}
 	if text == "" {
 		text = "(no output)"

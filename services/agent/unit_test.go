@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	toolsv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1"
 )
@@ -159,7 +161,8 @@ func TestResultText(t *testing.T) {
 	if !strings.HasPrefix(got, strings.Repeat("é", MaxToolResult)+"[… clipped: 10 more characters]") || len([]rune(got)) != MaxToolResult+len([]rune("[… clipped: 10 more characters]")) {
 		t.Errorf("clipped result ends %q", got[len(got)-60:])
 	}
-	if got := resultText(&toolsv1.CallToolResponse{StructuredJson: `{"a":1}`}); got != `{"a":1}` {
+	facts, _ := structpb.NewStruct(map[string]any{"a": 1})
+	if got := resultText(&toolsv1.CallToolResponse{Structured: facts}); got != `{"a":1}` {
 		t.Errorf("structured only = %q", got)
 	}
 	if got := resultText(&toolsv1.CallToolResponse{}); got != "(no output)" {

@@ -22,6 +22,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 func emulateReq(e *browserv1.Emulate) *browserv1.ToolRequest {
@@ -486,7 +487,7 @@ func TestEmulateHeadersHidden(t *testing.T) {
 		t.Fatal(err)
 	}
 	for what, r := range map[string]*browserv1.ToolResult{"emulate": res, "tab_list": list} {
-		all := r.GetStructuredJson()
+		all := string(structured.JSON(r.GetStructured()))
 		for _, c := range r.GetContent() {
 			all += c.GetText()
 		}

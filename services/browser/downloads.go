@@ -350,7 +350,7 @@ func (s *session) collectDownloads(ctx context.Context, start time.Time, res *br
 		lines = append(lines, "- "+s.finishDownload(ctx, d, store))
 	}
 	page.AppendText(res, strings.Join(lines, "\n"))
-	res.StructuredJson = page.MergeStructured(res.GetStructuredJson(), mustJSON(map[string]any{"downloads": s.downloadInfos(mine)}))
+	page.SetStructured(res, "downloads", s.downloadInfos(mine))
 }
 
 // finishDownload stores a finished download and says what became of it.
@@ -604,13 +604,4 @@ func safeFileName(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// mustJSON encodes v (static shapes only) for MergeStructured.
-func mustJSON(v any) string {
-	res, err := result("", v)
-	if err != nil {
-		return ""
-	}
-	return res.GetStructuredJson()
 }

@@ -2,7 +2,6 @@ package browser
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	cdpbrowser "github.com/chromedp/cdproto/browser"
@@ -46,11 +45,7 @@ func (s *session) emulate(ctx context.Context, req *browserv1.ToolRequest) (*bro
 		}
 	}
 	page.AppendText(res, "- every tab of this session has it, and so will new ones (tab_list shows it)")
-	b, err := json.Marshal(map[string]any{"emulation": next.Shown()})
-	if err != nil {
-		return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "encode result: %v", err)
-	}
-	res.StructuredJson = page.MergeStructured(res.GetStructuredJson(), string(b))
+	page.SetStructured(res, "emulation", next.Shown())
 	return res, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 // lighthouseDir is the runner of lighthouse_audit in this repository,
@@ -152,7 +153,7 @@ func TestLighthouseAudit(t *testing.T) {
 			t.Fatal(err)
 		}
 		text := res.GetContent()[0].GetText()
-		t.Logf("snapshot audit: %s, text %d chars, structured %d bytes", took.Round(10*time.Millisecond), len(text), len(res.GetStructuredJson()))
+		t.Logf("snapshot audit: %s, text %d chars, structured %d bytes", took.Round(10*time.Millisecond), len(text), len(string(structured.JSON(res.GetStructured()))))
 		for _, want := range []string{"Lighthouse 12.8.2, snapshot mode, desktop", "image-alt", "button-name", "meta-description", "document-title", "html-has-lang"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("text lacks %q:\n%s", want, text)
@@ -162,7 +163,7 @@ func TestLighthouseAudit(t *testing.T) {
 			t.Errorf("text is %d characters, more than the cap of 8000", len(text))
 		}
 		var st lighthouseStructured
-		if err := json.Unmarshal([]byte(res.GetStructuredJson()), &st); err != nil {
+		if err := json.Unmarshal(structured.JSON(res.GetStructured()), &st); err != nil {
 			t.Fatal(err)
 		}
 		sc := st.Lighthouse.Scores
@@ -196,7 +197,7 @@ func TestLighthouseAudit(t *testing.T) {
 		}
 		t.Logf("lighthouse.json: %d bytes", len(report))
 		noSecret(t, "text", text)
-		noSecret(t, "structured", res.GetStructuredJson())
+		noSecret(t, "structured", string(structured.JSON(res.GetStructured())))
 		noSecret(t, "lighthouse.json", string(report))
 	})
 

@@ -22,6 +22,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 	"github.com/sovereign-fleet/sovereign/services/signer"
 	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
 )
@@ -116,8 +117,8 @@ func (f *fleet) evalValue(s *browserv1.OpenSessionResponse, script string, out a
 	var v struct {
 		Value json.RawMessage `json:"value"`
 	}
-	if err := json.Unmarshal([]byte(res.StructuredJson), &v); err != nil {
-		f.t.Fatalf("eval %s: result %q: %v", script, res.StructuredJson, err)
+	if err := json.Unmarshal(structured.JSON(res.GetStructured()), &v); err != nil {
+		f.t.Fatalf("eval %s: result %q: %v", script, string(structured.JSON(res.GetStructured())), err)
 	}
 	if err := json.Unmarshal(v.Value, out); err != nil {
 		f.t.Fatalf("eval %s: value %s: %v", script, v.Value, err)

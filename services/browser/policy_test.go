@@ -17,6 +17,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 // origin is a test server that records the paths it served, and answers
@@ -125,8 +126,8 @@ func (f *fleet) blocked(s *browserv1.OpenSessionResponse) (string, blockedList) 
 		f.t.Fatalf("blocked_requests: %v", err)
 	}
 	var l blockedList
-	if err := json.Unmarshal([]byte(res.StructuredJson), &l); err != nil {
-		f.t.Fatalf("blocked_requests JSON %q: %v", res.StructuredJson, err)
+	if err := json.Unmarshal(structured.JSON(res.GetStructured()), &l); err != nil {
+		f.t.Fatalf("blocked_requests JSON %q: %v", string(structured.JSON(res.GetStructured())), err)
 	}
 	return res.GetContent()[0].GetText(), l
 }

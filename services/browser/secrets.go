@@ -185,7 +185,7 @@ func placeholderOutsideHost(raw string) error {
 }
 
 // scrubResult replaces secret values in a result with their placeholders:
-// its text and structured JSON, and every file it carries (an image, a
+// its text and structured content, and every file it carries (an image, a
 // PDF, a download, a trace) through the one path for files,
 // secrets.Cache.ScrubFile, which scrubs a text file and refuses a binary
 // one that holds a value. A refused file refuses the whole result, with
@@ -214,9 +214,7 @@ func (w *Worker) scrubResult(res *browserv1.ToolResult) (*browserv1.ToolResult, 
 			p.Image.Data = data
 		}
 	}
-	if s := res.GetStructuredJson(); s != "" {
-		res.StructuredJson = string(w.secrets.ScrubJSON([]byte(s)))
-	}
+	w.secrets.ScrubStruct(res.Structured)
 	return res, nil
 }
 

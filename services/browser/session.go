@@ -2,7 +2,6 @@ package browser
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -23,6 +22,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/guard"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 var tracer = otel.Tracer("github.com/sovereign-fleet/sovereign/services/browser")
@@ -468,7 +468,7 @@ func (s *session) tabNew(ctx context.Context, req *browserv1.ToolRequest, opts p
 		}
 		out.Content = c
 	}
-	out.StructuredJson = page.MergeStructured(out.GetStructuredJson(), res.GetStructuredJson())
+	out.Structured = structured.Merge(out.Structured, res.Structured)
 	return out, nil
 }
 
@@ -603,14 +603,14 @@ func within(base, req context.Context) (context.Context, context.CancelFunc) {
 	return ctx, func() { stop(); cancel() }
 }
 
-func result(text string, structured any) (*browserv1.ToolResult, error) {
+func result(text string, facts any) (*browserv1.ToolResult, error) {
 	res := &browserv1.ToolResult{Content: []*browserv1.Content{{Part: &browserv1.Content_Text{Text: text}}}}
-	if structured != nil {
-		b, err := json.Marshal(structured)
+	if facts != nil {
+		s, err := structured.Object(facts)
 		if err != nil {
 			return nil, bus.Errorf(commonv1.ErrorCode_INTERNAL, "encode result: %v", err)
 		}
-		res.StructuredJson = string(b)
+		res.Structured = s
 	}
 	return res, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 // fleet is an in-process NATS server with workers on it and a client bus.
@@ -301,11 +302,11 @@ func TestTabs(t *testing.T) {
 			Active bool   `json:"active"`
 		} `json:"tabs"`
 	}
-	if err := json.Unmarshal([]byte(res.StructuredJson), &list); err != nil {
+	if err := json.Unmarshal(structured.JSON(res.GetStructured()), &list); err != nil {
 		t.Fatal(err)
 	}
 	if len(list.Tabs) != 2 || !strings.HasSuffix(list.Tabs[1].URL, "/two") || !list.Tabs[1].Active {
-		t.Fatalf("tab_list = %s", res.StructuredJson)
+		t.Fatalf("tab_list = %s", string(structured.JSON(res.GetStructured())))
 	}
 	f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabSwitch{TabSwitch: &browserv1.TabIndex{Index: 0}}})
 	if got := f.mustCall(s, &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetUrl{GetUrl: &browserv1.NoArgs{}}}); !strings.HasSuffix(got, "/one") {

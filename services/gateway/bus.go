@@ -11,10 +11,10 @@ import (
 
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	toolsv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1"
-	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/toolsbus"
 )
 
@@ -223,9 +223,7 @@ func busResponse(r *dispatch.Result) *toolsv1.CallToolResponse {
 		}
 		out.Content = append(out.Content, &toolsv1.Content{Type: "text", Text: p.Text})
 	}
-	if r.Structured != nil {
-		out.StructuredJson = string(r.Structured)
-	}
+	out.Structured = r.Structured
 	return out
 }
 

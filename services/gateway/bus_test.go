@@ -165,8 +165,8 @@ func TestBusTools(t *testing.T) {
 		if !strings.HasPrefix(handle, "sov_") {
 			t.Fatalf("open without a session: response session %q, want a new handle", handle)
 		}
-		if strings.Contains(txt, handle) || strings.Contains(resp.GetStructuredJson(), handle) {
-			t.Errorf("the handle is in the content or structured result: %q / %s", txt, resp.GetStructuredJson())
+		if strings.Contains(txt, handle) || strings.Contains(resp.GetStructured().String(), handle) {
+			t.Errorf("the handle is in the content or structured result: %q / %s", txt, resp.GetStructured().String())
 		}
 		_, snap := busOK(t, c, &toolsv1.CallToolRequest{Caller: busAlice, Name: "snapshot", Session: handle})
 		if !regexp.MustCompile(`button "Go" \[ref=e\d+\]`).MatchString(snap) {

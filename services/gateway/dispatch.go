@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -11,8 +10,9 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 // One tool call, from HTTP to Chromium:
@@ -142,16 +142,13 @@ func mcpResult(r *dispatch.Result) *mcp.CallToolResult {
 		}
 		out.Content = append(out.Content, mcp.NewTextContent(p.Text))
 	}
-	structured := r.Structured
+	facts := r.Structured
 	if r.NewSession {
-		fields := map[string]json.RawMessage{}
-		if structured == nil || json.Unmarshal(structured, &fields) == nil {
-			fields["session"], _ = json.Marshal(r.Session)
-			structured, _ = json.Marshal(fields)
-		}
+		facts, _ = structured.Set(facts, "session", r.Session)
 	}
-	if structured != nil {
-		out.StructuredContent = json.RawMessage(structured)
+	if facts != nil {
+		// The one place structured content becomes JSON.
+		out.StructuredContent = structured.JSON(facts)
 	}
 	return out
 }

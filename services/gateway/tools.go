@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,11 +13,11 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
-	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/signerbus"
 )
 
@@ -432,8 +431,6 @@ func render(res *browserv1.ToolResult) *dispatch.Result {
 			out.Parts = append(out.Parts, dispatch.Part{Data: p.Resource.GetData(), MIME: p.Resource.GetMimeType(), Name: name})
 		}
 	}
-	if s := strings.TrimSpace(res.GetStructuredJson()); s != "" && json.Valid([]byte(s)) {
-		out.Structured = json.RawMessage(s)
-	}
+	out.Structured = res.GetStructured()
 	return out
 }

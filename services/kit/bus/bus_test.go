@@ -42,10 +42,10 @@ func TestRequestReply(t *testing.T) {
 	}
 	defer svc.Stop()
 	big := strings.Repeat("x", 3<<20+12345) // three and a bit times the 1 MiB payload limit
-	err = svc.AddEndpoint("echo", bus.Handle(c, func(ctx context.Context, req *browserv1.Open) (*browserv1.ToolResult, error) {
+	err = svc.AddEndpoint("echo", bus.Handle(c, func(ctx context.Context, req *browserv1.Open) (*browserv1.Open, error) {
 		switch req.Url {
 		case "big":
-			return &browserv1.ToolResult{StructuredJson: big}, nil
+			return &browserv1.Open{Url: big}, nil
 		case "fail":
 			return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "ref e9 is not in the current page")
 		case "panic":
@@ -56,7 +56,7 @@ func TestRequestReply(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}
-		return &browserv1.ToolResult{StructuredJson: req.Url}, nil
+		return &browserv1.Open{Url: req.Url}, nil
 	}), endpointSubject("sov.test.echo"))
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestRequestReply(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, tt.timeout)
 				defer cancel()
 			}
-			var res browserv1.ToolResult
+			var res browserv1.Open
 			err := c.Request(ctx, "sov.test.echo", &browserv1.Open{Url: tt.url}, &res)
 			if tt.wantCode != commonv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
 				if got := bus.CodeOf(err); got != tt.wantCode || !strings.Contains(err.Error(), tt.wantMsg) {
@@ -98,8 +98,8 @@ func TestRequestReply(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Request(%q) = %v", tt.url, err)
 			}
-			if res.StructuredJson != tt.want {
-				t.Fatalf("Request(%q) returned %d bytes, want %d", tt.url, len(res.StructuredJson), len(tt.want))
+			if res.Url != tt.want {
+				t.Fatalf("Request(%q) returned %d bytes, want %d", tt.url, len(res.Url), len(tt.want))
 			}
 		})
 	}
@@ -108,7 +108,7 @@ func TestRequestReply(t *testing.T) {
 func TestNoResponders(t *testing.T) {
 	c := start(t)
 	start := time.Now()
-	var res browserv1.ToolResult
+	var res browserv1.Open
 	err := c.Request(context.Background(), "sov.nobody.home", &browserv1.NoArgs{}, &res)
 	if bus.CodeOf(err) != commonv1.ErrorCode_UNAVAILABLE {
 		t.Fatalf("Request to nobody = %v, want UNAVAILABLE", err)
@@ -136,7 +136,7 @@ func TestLiveness(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var res browserv1.ToolResult
+	var res browserv1.Open
 	err = c.Request(ctx, "sov.test.work", &browserv1.NoArgs{}, &res, bus.WithLiveness("sov.test.ping", 200*time.Millisecond))
 	if bus.CodeOf(err) != commonv1.ErrorCode_UNAVAILABLE || !strings.Contains(err.Error(), "stopped answering") {
 		t.Fatalf("Request = %v, want UNAVAILABLE stopped answering", err)
@@ -385,7 +385,7 @@ func TestDisconnected(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
-		var res browserv1.ToolResult
+		var res browserv1.Open
 		errc <- c.Request(ctx, "sov.test.hang", &browserv1.NoArgs{}, &res)
 	}()
 	<-taken
@@ -398,7 +398,7 @@ func TestDisconnected(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Request waiting when NATS stopped did not fail before its deadline")
 	}
-	var res browserv1.ToolResult
+	var res browserv1.Open
 	if err := c.Request(ctx, "sov.test.hang", &browserv1.NoArgs{}, &res); !errors.Is(err, bus.ErrDisconnected) {
 		t.Fatalf("Request while NATS is down = %v, want ErrDisconnected at once", err)
 	}
@@ -433,7 +433,7 @@ func TestReconnected(t *testing.T) {
 	defer c.Close()
 	serve := func() {
 		if _, err := nc.Subscribe("sov.test.ok", func(m *nats.Msg) {
-			b, _ := proto.Marshal(&browserv1.ToolResult{StructuredJson: "ok"})
+			b, _ := proto.Marshal(&browserv1.Open{Url: "ok"})
 			_ = m.Respond(b)
 		}); err != nil {
 			t.Fatal(err)
@@ -443,7 +443,7 @@ func TestReconnected(t *testing.T) {
 	srv.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var res browserv1.ToolResult
+	var res browserv1.Open
 	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(!nc.IsConnected(), "still connected after NATS stopped") })
 	if err := c.Request(ctx, "sov.test.ok", &browserv1.NoArgs{}, &res); !errors.Is(err, bus.ErrDisconnected) {
 		t.Fatalf("Request while NATS is down = %v, want ErrDisconnected", err)

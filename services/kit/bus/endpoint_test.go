@@ -9,7 +9,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 )
 
-var echo = bus.Endpoint[*browserv1.Open, *browserv1.ToolResult]{Group: []string{"test", "grp"}, Name: "echo"}
+var echo = bus.Endpoint[*browserv1.Open, *browserv1.Open]{Group: []string{"test", "grp"}, Name: "echo"}
 
 func TestEndpoint(t *testing.T) {
 	c := start(t)
@@ -27,13 +27,13 @@ func TestEndpoint(t *testing.T) {
 	}
 	defer svc.Stop()
 	g := svc.AddGroup(c.Subject(echo.Group...))
-	if err := g.AddEndpoint(echo.Name, bus.Handle(c, func(_ context.Context, req *browserv1.Open) (*browserv1.ToolResult, error) {
-		return &browserv1.ToolResult{StructuredJson: req.GetUrl()}, nil
+	if err := g.AddEndpoint(echo.Name, bus.Handle(c, func(_ context.Context, req *browserv1.Open) (*browserv1.Open, error) {
+		return &browserv1.Open{Url: req.GetUrl()}, nil
 	})); err != nil {
 		t.Fatal(err)
 	}
 	res, err := echo.Call(ctx, c, &browserv1.Open{Url: "https://example.test"})
-	if err != nil || res.GetStructuredJson() != "https://example.test" {
+	if err != nil || res.GetUrl() != "https://example.test" {
 		t.Fatalf("Call() = %v, %v; want the URL echoed", res, err)
 	}
 	if !c.Serving(ctx, echo.Subject(c)) {

@@ -167,20 +167,39 @@ func TestScrubOverlaps(t *testing.T) {
 	}
 }
 
-func TestScrubJSON(t *testing.T) {
+// scrubCase is a document with values to scrub, in keys, strings, escapes
+// and numbers, and what it must become: the cases of TestScrubJSON and
+// TestScrubStruct.
+func scrubCase(t *testing.T) (c *Cache, doc, want map[string]any) {
 	const pass = "pa\"ss\\wörd\n<&>"
-	_, c := cacheWith(t, map[string]string{"PASS": pass, "PIN": "482913", "NL": "nABCDE"})
-	doc := map[string]any{
+	_, c = cacheWith(t, map[string]string{"PASS": pass, "PIN": "482913", "NL": "nABCDE"})
+	doc = map[string]any{
 		"title":  "Account",
 		"value":  pass,
 		"inside": "the password is " + pass + ".",
 		"nested": []any{map[string]any{pass: "as a key"}},
 		"pin":    482913,
-		"pins":   []any{1482913, 7},
+		"pins":   []any{1482913, 7, 0.5, true, nil},
 		"html":   "<b>" + html.EscapeString(pass) + "</b>",
 		"escnl":  "line\nABCDE", // \n then ABCDE: not the NL secret
 		"nl":     "x nABCDE",
 	}
+	want = map[string]any{
+		"title":  "Account",
+		"value":  "{{secrets.PASS}}",
+		"inside": "the password is {{secrets.PASS}}.",
+		"nested": []any{map[string]any{"{{secrets.PASS}}": "as a key"}},
+		"pin":    "{{secrets.PIN}}",
+		"pins":   []any{"{{secrets.PIN}}", 7.0, 0.5, true, nil},
+		"html":   "<b>{{secrets.PASS}}</b>",
+		"escnl":  "line\nABCDE",
+		"nl":     "x {{secrets.NL}}",
+	}
+	return c, doc, want
+}
+
+func TestScrubJSON(t *testing.T) {
+	c, doc, want := scrubCase(t)
 	b, err := json.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)
@@ -191,17 +210,6 @@ func TestScrubJSON(t *testing.T) {
 	}
 	var back map[string]any
 	_ = json.Unmarshal(got, &back)
-	want := map[string]any{
-		"title":  "Account",
-		"value":  "{{secrets.PASS}}",
-		"inside": "the password is {{secrets.PASS}}.",
-		"nested": []any{map[string]any{"{{secrets.PASS}}": "as a key"}},
-		"pin":    "{{secrets.PIN}}",
-		"pins":   []any{"{{secrets.PIN}}", 7.0},
-		"html":   "<b>{{secrets.PASS}}</b>",
-		"escnl":  "line\nABCDE",
-		"nl":     "x {{secrets.NL}}",
-	}
 	wj, _ := json.Marshal(want)
 	bj, _ := json.Marshal(back)
 	if string(wj) != string(bj) {

@@ -12,6 +12,7 @@ package browserv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -4713,12 +4714,13 @@ func (*Content_Image) isContent_Part() {}
 func (*Content_Resource) isContent_Part() {}
 
 // ToolResult is what a tool returns: content parts and, for some tools,
-// structured JSON (the snapshot's ref map, tab lists, eval values).
+// structured content (the snapshot's ref map, tab lists, eval values).
 type ToolResult struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Content []*Content             `protobuf:"bytes,1,rep,name=content,proto3" json:"content,omitempty"`
-	// JSON object text, or empty.
-	StructuredJson string `protobuf:"bytes,2,opt,name=structured_json,json=structuredJson,proto3" json:"structured_json,omitempty"`
+	// The structured content, a JSON object, or unset. It travels as it is
+	// from the worker to the gateway's edge, which writes it as JSON once.
+	Structured *structpb.Struct `protobuf:"bytes,4,opt,name=structured,proto3" json:"structured,omitempty"`
 	// true when the tool typed into a password field: the call's text
 	// arguments must not be stored or logged.
 	SensitiveInput bool `protobuf:"varint,3,opt,name=sensitive_input,json=sensitiveInput,proto3" json:"sensitive_input,omitempty"`
@@ -4763,11 +4765,11 @@ func (x *ToolResult) GetContent() []*Content {
 	return nil
 }
 
-func (x *ToolResult) GetStructuredJson() string {
+func (x *ToolResult) GetStructured() *structpb.Struct {
 	if x != nil {
-		return x.StructuredJson
+		return x.Structured
 	}
-	return ""
+	return nil
 }
 
 func (x *ToolResult) GetSensitiveInput() bool {
@@ -5189,7 +5191,7 @@ var File_sovereign_browser_v1_browser_proto protoreflect.FileDescriptor
 
 const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\n" +
-	"\"sovereign/browser/v1/browser.proto\x12\x14sovereign.browser.v1\"}\n" +
+	"\"sovereign/browser/v1/browser.proto\x12\x14sovereign.browser.v1\x1a\x1cgoogle/protobuf/struct.proto\"}\n" +
 	"\x12OpenSessionRequest\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x127\n" +
 	"\x06policy\x18\x02 \x01(\v2\x1f.sovereign.browser.v1.UrlPolicyR\x06policy\x12\x18\n" +
@@ -5498,12 +5500,14 @@ const file_sovereign_browser_v1_browser_proto_rawDesc = "" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x123\n" +
 	"\x05image\x18\x02 \x01(\v2\x1b.sovereign.browser.v1.ImageH\x00R\x05image\x12<\n" +
 	"\bresource\x18< \x01(\v2\x1e.sovereign.browser.v1.ResourceH\x00R\bresourceB\x06\n" +
-	"\x04part\"\x97\x01\n" +
+	"\x04part\"\xbe\x01\n" +
 	"\n" +
 	"ToolResult\x127\n" +
-	"\acontent\x18\x01 \x03(\v2\x1d.sovereign.browser.v1.ContentR\acontent\x12'\n" +
-	"\x0fstructured_json\x18\x02 \x01(\tR\x0estructuredJson\x12'\n" +
-	"\x0fsensitive_input\x18\x03 \x01(\bR\x0esensitiveInput\"\x89\x03\n" +
+	"\acontent\x18\x01 \x03(\v2\x1d.sovereign.browser.v1.ContentR\acontent\x127\n" +
+	"\n" +
+	"structured\x18\x04 \x01(\v2\x17.google.protobuf.StructR\n" +
+	"structured\x12'\n" +
+	"\x0fsensitive_input\x18\x03 \x01(\bR\x0esensitiveInputJ\x04\b\x02\x10\x03R\x0fstructured_json\"\x89\x03\n" +
 	"\x0fHTTPToolRequest\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x10\n" +
@@ -5631,6 +5635,7 @@ var file_sovereign_browser_v1_browser_proto_goTypes = []any{
 	(*RestoreSessionRequest)(nil),   // 63: sovereign.browser.v1.RestoreSessionRequest
 	(*WorkerLoad)(nil),              // 64: sovereign.browser.v1.WorkerLoad
 	nil,                             // 65: sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	(*structpb.Struct)(nil),         // 66: google.protobuf.Struct
 }
 var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	4,  // 0: sovereign.browser.v1.OpenSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
@@ -5719,14 +5724,15 @@ var file_sovereign_browser_v1_browser_proto_depIdxs = []int32{
 	57, // 83: sovereign.browser.v1.Content.image:type_name -> sovereign.browser.v1.Image
 	58, // 84: sovereign.browser.v1.Content.resource:type_name -> sovereign.browser.v1.Resource
 	59, // 85: sovereign.browser.v1.ToolResult.content:type_name -> sovereign.browser.v1.Content
-	65, // 86: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
-	4,  // 87: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	4,  // 88: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
-	89, // [89:89] is the sub-list for method output_type
-	89, // [89:89] is the sub-list for method input_type
-	89, // [89:89] is the sub-list for extension type_name
-	89, // [89:89] is the sub-list for extension extendee
-	0,  // [0:89] is the sub-list for field type_name
+	66, // 86: sovereign.browser.v1.ToolResult.structured:type_name -> google.protobuf.Struct
+	65, // 87: sovereign.browser.v1.HTTPToolRequest.headers:type_name -> sovereign.browser.v1.HTTPToolRequest.HeadersEntry
+	4,  // 88: sovereign.browser.v1.HTTPToolRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	4,  // 89: sovereign.browser.v1.RestoreSessionRequest.policy:type_name -> sovereign.browser.v1.UrlPolicy
+	90, // [90:90] is the sub-list for method output_type
+	90, // [90:90] is the sub-list for method input_type
+	90, // [90:90] is the sub-list for extension type_name
+	90, // [90:90] is the sub-list for extension extendee
+	0,  // [0:90] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_browser_v1_browser_proto_init() }

@@ -26,6 +26,7 @@ package toolsv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -456,8 +457,8 @@ type CallToolResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	IsError bool                   `protobuf:"varint,1,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
 	Content []*Content             `protobuf:"bytes,2,rep,name=content,proto3" json:"content,omitempty"`
-	// The structured result, JSON, when the tool has one.
-	StructuredJson string `protobuf:"bytes,3,opt,name=structured_json,json=structuredJson,proto3" json:"structured_json,omitempty"`
+	// The structured result, a JSON object, when the tool has one.
+	Structured *structpb.Struct `protobuf:"bytes,5,opt,name=structured,proto3" json:"structured,omitempty"`
 	// The session handle the call ran in (set when the call opened one).
 	Session       string `protobuf:"bytes,4,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -508,11 +509,11 @@ func (x *CallToolResponse) GetContent() []*Content {
 	return nil
 }
 
-func (x *CallToolResponse) GetStructuredJson() string {
+func (x *CallToolResponse) GetStructured() *structpb.Struct {
 	if x != nil {
-		return x.StructuredJson
+		return x.Structured
 	}
-	return ""
+	return nil
 }
 
 func (x *CallToolResponse) GetSession() string {
@@ -526,7 +527,7 @@ var File_sovereign_tools_v1_tools_proto protoreflect.FileDescriptor
 
 const file_sovereign_tools_v1_tools_proto_rawDesc = "" +
 	"\n" +
-	"\x1esovereign/tools/v1/tools.proto\x12\x12sovereign.tools.v1\"\x94\x01\n" +
+	"\x1esovereign/tools/v1/tools.proto\x12\x12sovereign.tools.v1\x1a\x1cgoogle/protobuf/struct.proto\"\x94\x01\n" +
 	"\x06Caller\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
@@ -554,12 +555,14 @@ const file_sovereign_tools_v1_tools_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1b\n" +
 	"\tmime_type\x18\x03 \x01(\tR\bmimeType\x12\x12\n" +
-	"\x04data\x18\x04 \x01(\fR\x04data\"\xa7\x01\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\"\xce\x01\n" +
 	"\x10CallToolResponse\x12\x19\n" +
 	"\bis_error\x18\x01 \x01(\bR\aisError\x125\n" +
-	"\acontent\x18\x02 \x03(\v2\x1b.sovereign.tools.v1.ContentR\acontent\x12'\n" +
-	"\x0fstructured_json\x18\x03 \x01(\tR\x0estructuredJson\x12\x18\n" +
-	"\asession\x18\x04 \x01(\tR\asessionBGZEgithub.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1;toolsv1b\x06proto3"
+	"\acontent\x18\x02 \x03(\v2\x1b.sovereign.tools.v1.ContentR\acontent\x127\n" +
+	"\n" +
+	"structured\x18\x05 \x01(\v2\x17.google.protobuf.StructR\n" +
+	"structured\x12\x18\n" +
+	"\asession\x18\x04 \x01(\tR\asessionJ\x04\b\x03\x10\x04R\x0fstructured_jsonBGZEgithub.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1;toolsv1b\x06proto3"
 
 var (
 	file_sovereign_tools_v1_tools_proto_rawDescOnce sync.Once
@@ -582,16 +585,18 @@ var file_sovereign_tools_v1_tools_proto_goTypes = []any{
 	(*CallToolRequest)(nil),   // 4: sovereign.tools.v1.CallToolRequest
 	(*Content)(nil),           // 5: sovereign.tools.v1.Content
 	(*CallToolResponse)(nil),  // 6: sovereign.tools.v1.CallToolResponse
+	(*structpb.Struct)(nil),   // 7: google.protobuf.Struct
 }
 var file_sovereign_tools_v1_tools_proto_depIdxs = []int32{
 	1, // 0: sovereign.tools.v1.ListToolsResponse.tools:type_name -> sovereign.tools.v1.Tool
 	0, // 1: sovereign.tools.v1.CallToolRequest.caller:type_name -> sovereign.tools.v1.Caller
 	5, // 2: sovereign.tools.v1.CallToolResponse.content:type_name -> sovereign.tools.v1.Content
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	7, // 3: sovereign.tools.v1.CallToolResponse.structured:type_name -> google.protobuf.Struct
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_sovereign_tools_v1_tools_proto_init() }

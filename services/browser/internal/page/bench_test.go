@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 // page500 has 500 interactive elements (buttons, links, inputs, selects,
@@ -46,7 +48,7 @@ func BenchmarkSnapshot500(b *testing.B) {
 			bytes := 0
 			for b.Loop() {
 				res := must(b, tab, req)
-				bytes = len(text(res)) + len(res.StructuredJson)
+				bytes = len(text(res)) + len(string(structured.JSON(res.GetStructured())))
 			}
 			b.ReportMetric(float64(bytes), "bytes/op")
 		})

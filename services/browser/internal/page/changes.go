@@ -2,12 +2,12 @@ package page
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 // callState is what Do keeps about the running tool. Only the holder of
@@ -171,7 +171,7 @@ func (t *Tab) report(req *browserv1.ToolRequest, res *browserv1.ToolResult, dial
 	if len(lines) > 0 {
 		appendText(res, strings.Join(lines, "\n"))
 	}
-	setStructured(res, "changes", c)
+	SetStructured(res, "changes", c)
 }
 
 // Opened returns the URLs of the windows that the page opened during the
@@ -191,28 +191,6 @@ func ClipTab(url, title string) (string, string) {
 // AppendText adds lines to the first text part of res (or a new one).
 func AppendText(res *browserv1.ToolResult, lines string) { appendText(res, lines) }
 
-// MergeStructured returns the JSON object a with the keys of b added (b
-// wins); a or b may be empty.
-func MergeStructured(a, b string) string {
-	if b == "" {
-		return a
-	}
-	obj := map[string]json.RawMessage{}
-	for _, s := range []string{a, b} {
-		if s == "" {
-			continue
-		}
-		if err := json.Unmarshal([]byte(s), &obj); err != nil {
-			return a
-		}
-	}
-	out, err := marshal(obj)
-	if err != nil {
-		return a
-	}
-	return out
-}
-
 // appendText adds lines to the first text part of res (or a new one).
 func appendText(res *browserv1.ToolResult, lines string) {
 	for _, c := range res.Content {
@@ -224,13 +202,11 @@ func appendText(res *browserv1.ToolResult, lines string) {
 	res.Content = append(res.Content, textContent(lines))
 }
 
-// setStructured sets key in the structured JSON object of res.
-func setStructured(res *browserv1.ToolResult, key string, v any) {
-	b, err := marshal(map[string]any{key: v})
-	if err != nil {
-		return
-	}
-	res.StructuredJson = MergeStructured(res.GetStructuredJson(), b)
+// SetStructured sets key in the structured content of res to v (any value
+// encoding/json writes). A value that cannot be encoded is left out: the
+// text says the same.
+func SetStructured(res *browserv1.ToolResult, key string, v any) {
+	res.Structured, _ = structured.Set(res.Structured, key, v)
 }
 
 // snapshotAfter adds the snapshot of the settled page to res, whole or

@@ -162,8 +162,8 @@ func (t *Tab) consoleMessages(_ context.Context, req *browserv1.ConsoleMessages)
 		head += fmt.Sprintf("; the tab keeps the last %d messages (%d older ones were dropped)", t.opts.consoleBuffer(), dropped)
 	}
 	res := textResult("%s", strings.Join(append([]string{head}, lines...), "\n"))
-	setStructured(res, "messages", picked)
-	setStructured(res, "next", next)
+	SetStructured(res, "messages", picked)
+	SetStructured(res, "next", next)
 	return res, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 func consoleReq(level string, since int64, limit int32) *browserv1.ToolRequest {
@@ -32,11 +33,11 @@ func pdfReq(p *browserv1.Pdf) *browserv1.ToolRequest {
 	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Pdf{Pdf: p}}
 }
 
-// structured decodes the structured JSON of res into v.
-func structured(tb testing.TB, res *browserv1.ToolResult, v any) {
+// decodeStructured decodes the structured content of res into v.
+func decodeStructured(tb testing.TB, res *browserv1.ToolResult, v any) {
 	tb.Helper()
-	if err := json.Unmarshal([]byte(res.GetStructuredJson()), v); err != nil {
-		tb.Fatalf("structured %q: %v", res.GetStructuredJson(), err)
+	if err := json.Unmarshal(structured.JSON(res.GetStructured()), v); err != nil {
+		tb.Fatalf("structured %q: %v", string(structured.JSON(res.GetStructured())), err)
 	}
 }
 
@@ -76,7 +77,7 @@ func TestConsoleMessages(t *testing.T) {
 		Messages []consoleEntry `json:"messages"`
 		Next     int64          `json:"next"`
 	}
-	structured(t, errs, &got)
+	decodeStructured(t, errs, &got)
 	if len(got.Messages) != 3 || got.Next != 7 || got.Messages[0].Line != 6 {
 		t.Errorf("structured = %+v, want 3 errors, next 7, the first on line 6", got)
 	}
@@ -183,7 +184,7 @@ func TestNetworkRequests(t *testing.T) {
 	kittest.Eventually(t, 30*time.Second, func() error {
 		res := must(t, tab, netReq("", "", "", 0))
 		got.Requests = nil
-		structured(t, res, &got)
+		decodeStructured(t, res, &got)
 		done := 0
 		for _, r := range got.Requests {
 			if !r.Pending {
@@ -221,7 +222,7 @@ func TestNetworkRequests(t *testing.T) {
 			var f struct {
 				Requests []netEntry `json:"requests"`
 			}
-			structured(t, must(t, tab, netReq(tc.filter, tc.typ, tc.status, 0)), &f)
+			decodeStructured(t, must(t, tab, netReq(tc.filter, tc.typ, tc.status, 0)), &f)
 			if len(f.Requests) != len(tc.want) {
 				t.Fatalf("got %d requests %+v, want %v", len(f.Requests), f.Requests, tc.want)
 			}
@@ -423,9 +424,9 @@ func TestEmulateSettles(t *testing.T) {
 	var got struct {
 		Changes *Changes `json:"changes"`
 	}
-	structured(t, res, &got)
+	decodeStructured(t, res, &got)
 	if s := text(res); !strings.HasPrefix(s, "Emulating: timezone Asia/Tokyo, color scheme dark") || got.Changes == nil {
-		t.Errorf("emulate = %q %s, want the summary and a change report", s, res.GetStructuredJson())
+		t.Errorf("emulate = %q %s, want the summary and a change report", s, string(structured.JSON(res.GetStructured())))
 	}
 	kittest.Eventually(t, 30*time.Second, func() error {
 		return kittest.Check(evalString(t, tab, `document.title`) == `"dark"`, "not yet: the page's matchMedia listener ran")

@@ -148,7 +148,7 @@
 // the result, and top-level await all work, and a returned promise is
 // awaited. A script that does not parse that way (return x) runs as the
 // body of an async function. The value comes back as JSON text and as
-// {"type": ..., "value": ...} in structured_json; undefined is the text
+// {"type": ..., "value": ...} in the structured content; undefined is the text
 // "undefined". DOM nodes, cycles, functions and BigInts become readable
 // stand-ins. A throw or a rejection is SCRIPT_ERROR with the message.
 //

@@ -19,6 +19,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 // serializeJS turns an eval result into JSON text in the page.
@@ -79,7 +80,7 @@ func (t *Tab) evalResult(ctx context.Context, obj *runtime.RemoteObject, exc *ru
 		text = clipRunes(text, limit) + cutMarker(limit, total, "return a smaller part of the value (slice it in the script), or pass a larger max_chars")
 		value = json.RawMessage("null")
 	}
-	out, err := marshal(struct {
+	out, err := structured.Object(struct {
 		Type      string          `json:"type"`
 		Value     json.RawMessage `json:"value"`
 		Truncated bool            `json:"truncated,omitempty"`
@@ -87,7 +88,7 @@ func (t *Tab) evalResult(ctx context.Context, obj *runtime.RemoteObject, exc *ru
 	if err != nil {
 		return nil, err
 	}
-	return &browserv1.ToolResult{Content: []*browserv1.Content{textContent(text)}, StructuredJson: out}, nil
+	return &browserv1.ToolResult{Content: []*browserv1.Content{textContent(text)}, Structured: out}, nil
 }
 
 // evalOn runs script, a function, with the element that el names, in the

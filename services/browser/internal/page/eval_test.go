@@ -8,6 +8,7 @@ import (
 	"time"
 
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 func TestEval(t *testing.T) {
@@ -48,8 +49,8 @@ func TestEval(t *testing.T) {
 				Type  string          `json:"type"`
 				Value json.RawMessage `json:"value"`
 			}
-			if err := json.Unmarshal([]byte(res.StructuredJson), &sj); err != nil {
-				t.Fatalf("structured_json %q: %v", res.StructuredJson, err)
+			if err := json.Unmarshal(structured.JSON(res.GetStructured()), &sj); err != nil {
+				t.Fatalf("structured content %q: %v", string(structured.JSON(res.GetStructured())), err)
 			}
 			if string(sj.Value) != tt.value {
 				t.Errorf("eval(%q) structured value = %s, want %s", tt.script, sj.Value, tt.value)

@@ -87,7 +87,7 @@ func (t *Tab) heapSnapshot(ctx context.Context) (*browserv1.ToolResult, error) {
 	if !zipped.over {
 		res.Content = append(res.Content, resourcePart("heap.heapsnapshot.gz", "application/gzip", zipped.Bytes()))
 	}
-	setStructured(res, "heap", sum)
+	SetStructured(res, "heap", sum)
 	return res, nil
 }
 

@@ -180,7 +180,7 @@ func (t *Tab) lighthouseAudit(ctx context.Context, req *browserv1.LighthouseAudi
 	}
 	text, scores, failed := summarizeLighthouse(&r, mode, device, took)
 	res := textResult("%s", text)
-	setStructured(res, "lighthouse", map[string]any{
+	SetStructured(res, "lighthouse", map[string]any{
 		"version": r.LighthouseVersion, "mode": mode, "device": device, "url": clipTo(r.FinalDisplayedURL, maxURL),
 		"scores": scores, "failed": failed, "duration_ms": took.Milliseconds(),
 	})

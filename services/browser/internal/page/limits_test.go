@@ -11,6 +11,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 // maxChars sets the character cap of req.
@@ -67,8 +68,8 @@ document.getElementById('big').textContent = 'x'.repeat(5 * 1024 * 1024);
 	}
 	// The structured value of eval goes with its text.
 	res = must(t, tab, evalReq(`'y'.repeat(3000000)`))
-	if len(res.GetStructuredJson()) > 200 {
-		t.Errorf("eval's structured result has %d bytes", len(res.GetStructuredJson()))
+	if len(string(structured.JSON(res.GetStructured()))) > 200 {
+		t.Errorf("eval's structured result has %d bytes", len(string(structured.JSON(res.GetStructured()))))
 	}
 }
 
@@ -155,8 +156,8 @@ func TestSnapshotRefAndMaxChars(t *testing.T) {
 		Truncated bool `json:"truncated"`
 	}
 	res := must(t, tab, maxChars(snapReq(true, true), 60))
-	if err := json.Unmarshal([]byte(res.GetStructuredJson()), &m); err != nil || !m.Truncated {
-		t.Errorf("structured result of a cut snapshot = %s", res.GetStructuredJson())
+	if err := json.Unmarshal(structured.JSON(res.GetStructured()), &m); err != nil || !m.Truncated {
+		t.Errorf("structured result of a cut snapshot = %s", string(structured.JSON(res.GetStructured())))
 	}
 }
 

@@ -233,7 +233,7 @@ func (t *Tab) networkRequests(_ context.Context, req *browserv1.NetworkRequests)
 		head += "; network_request with an id returns a body"
 	}
 	res := textResult("%s", strings.Join(append([]string{head}, lines...), "\n"))
-	setStructured(res, "requests", picked)
+	SetStructured(res, "requests", picked)
 	return res, nil
 }
 
@@ -357,6 +357,6 @@ func (t *Tab) networkRequest(ctx context.Context, req *browserv1.NetworkRequestB
 	}
 	head += "):"
 	res := textResult("%s\n%s", head, text)
-	setStructured(res, "body", map[string]any{"id": id, "part": part, "bytes": total, "encoding": encoding, "cut": cut, "mime_type": found.MIMEType})
+	SetStructured(res, "body", map[string]any{"id": id, "part": part, "bytes": total, "encoding": encoding, "cut": cut, "mime_type": found.MIMEType})
 	return res, nil
 }

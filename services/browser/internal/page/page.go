@@ -2,7 +2,6 @@ package page
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -631,18 +630,6 @@ func (t *Tab) takeDialogs() []string {
 	}
 	t.dialogs, t.moreDialogs = nil, 0
 	return d
-}
-
-// marshal returns the JSON encoding of v, without escaping <, > and &
-// (the JSON is for models and programs, not for HTML).
-func marshal(v any) (string, error) {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return "", err
-	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
 // textContent returns a text content part.

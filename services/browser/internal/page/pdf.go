@@ -82,6 +82,6 @@ func (t *Tab) pdf(ctx context.Context, req *browserv1.Pdf) (*browserv1.ToolResul
 	res := textResult("PDF of %s: %d bytes, %s %s, attached as page.pdf", clipTo(u, maxURL), len(data), size.name, orientation)
 	res.Content = append(res.Content, &browserv1.Content{Part: &browserv1.Content_Resource{Resource: &browserv1.Resource{
 		Name: "page.pdf", MimeType: "application/pdf", Data: data}}})
-	setStructured(res, "pdf", map[string]any{"bytes": len(data), "format": size.name, "landscape": req.GetLandscape()})
+	SetStructured(res, "pdf", map[string]any{"bytes": len(data), "format": size.name, "landscape": req.GetLandscape()})
 	return res, nil
 }

@@ -333,7 +333,7 @@ func (t *Tab) finishTrace(ctx context.Context, p *perfRecording) (*browserv1.Too
 	if attach {
 		res.Content = append(res.Content, resourcePart("trace.json.gz", "application/gzip", file.Bytes()))
 	}
-	setStructured(res, "performance", sum)
+	SetStructured(res, "performance", sum)
 	t.lastTrace = &sum
 	return res, nil
 }

@@ -126,7 +126,7 @@ func TestPerformance(t *testing.T) {
 	var got struct {
 		Performance traceSummary `json:"performance"`
 	}
-	structured(t, res, &got)
+	decodeStructured(t, res, &got)
 	p := got.Performance
 	if p.CLS <= 0 || p.Shifts < 1 || p.LongTasks < 1 || p.Longest[0].DurationMS < 150 || p.FCP <= 0 || p.LCP < p.FCP || p.Load < p.DCL {
 		t.Errorf("performance = %+v, want CLS > 0, a long task of 150 ms or more (a busy machine may add more), FCP <= LCP, DCL <= load", p)
@@ -258,7 +258,7 @@ func TestHeapSnapshot(t *testing.T) {
 	var got struct {
 		Heap heapSummary `json:"heap"`
 	}
-	structured(t, res, &got)
+	decodeStructured(t, res, &got)
 	if got.Heap.Nodes < 5000 || got.Heap.TotalBytes <= 0 || len(got.Heap.Top) != heapTopShown {
 		t.Errorf("heap = %+v, want the nodes, the total and the top %d", got.Heap, heapTopShown)
 	}
@@ -307,7 +307,7 @@ func TestPerformanceMetrics(t *testing.T) {
 		Vitals  webVitals          `json:"web_vitals"`
 		Metrics map[string]float64 `json:"metrics"`
 	}
-	structured(t, res, &got)
+	decodeStructured(t, res, &got)
 	if got.Vitals.CLS <= 0 || got.Vitals.Shifts != 1 || got.Metrics["Nodes"] < 5 {
 		t.Errorf("structured = %+v, want the layout shift and the node count", got)
 	}

@@ -158,7 +158,7 @@ func (t *Tab) performanceMetrics(ctx context.Context) (*browserv1.ToolResult, er
 	}
 	b.WriteString("\n(For long tasks, main-thread time and slow requests, record a trace with performance_start and performance_stop.)")
 	res := textResult("%s", b.String())
-	setStructured(res, "web_vitals", v)
-	setStructured(res, "metrics", shown)
+	SetStructured(res, "web_vitals", v)
+	SetStructured(res, "metrics", shown)
 	return res, nil
 }

@@ -178,6 +178,6 @@ func (t *Tab) screencastStop(ctx context.Context) (*browserv1.ToolResult, error)
 	} else {
 		AppendText(res, fmt.Sprintf("- no screencast.gif: as a GIF it would pass %d bytes (the file limit, the worker's --max-profile-file-mb, or what the movie leaves of a %d-byte reply)", gifMax, bus.MaxReply))
 	}
-	setStructured(res, "screencast", map[string]any{"frames": len(frames), "frame_ms": index, "bytes": len(data), "limited": full})
+	SetStructured(res, "screencast", map[string]any{"frames": len(frames), "frame_ms": index, "bytes": len(data), "limited": full})
 	return res, nil
 }

@@ -15,6 +15,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 func castStartReq(frames, quality int32) *browserv1.ToolRequest {
@@ -138,16 +139,16 @@ func TestScreencast(t *testing.T) {
 	if r.GetName() != "screencast.mov" || r.GetMimeType() != "video/quicktime" {
 		t.Fatalf("screencast_stop attached %s (%s), want screencast.mov", r.GetName(), r.GetMimeType())
 	}
-	var structured struct {
+	var facts struct {
 		Screencast struct {
 			Frames  int     `json:"frames"`
 			FrameMS []int64 `json:"frame_ms"`
 		} `json:"screencast"`
 	}
-	err = json.Unmarshal([]byte(res.GetStructuredJson()), &structured)
-	meta := structured.Screencast
+	err = json.Unmarshal(structured.JSON(res.GetStructured()), &facts)
+	meta := facts.Screencast
 	if err != nil || meta.Frames < 2 || len(meta.FrameMS) != meta.Frames {
-		t.Fatalf("structured content %s: %v; want two frames or more with their times", res.GetStructuredJson(), err)
+		t.Fatalf("structured content %s: %v; want two frames or more with their times", string(structured.JSON(res.GetStructured())), err)
 	}
 	checkMovie(t, r.GetData(), meta.Frames)
 	jpegs := meta.Frames

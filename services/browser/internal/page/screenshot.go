@@ -18,6 +18,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 const (
@@ -129,7 +130,7 @@ func shotResult(data []byte, mime, what string, clipped bool) (*browserv1.ToolRe
 	if err != nil {
 		return nil, err
 	}
-	meta, err := marshal(struct {
+	meta, err := structured.Object(struct {
 		MIMEType string `json:"mime_type"`
 		Width    int    `json:"width"`
 		Height   int    `json:"height"`
@@ -141,5 +142,5 @@ func shotResult(data []byte, mime, what string, clipped bool) (*browserv1.ToolRe
 		return nil, err
 	}
 	img := &browserv1.Content{Part: &browserv1.Content_Image{Image: &browserv1.Image{MimeType: mime, Data: data}}}
-	return &browserv1.ToolResult{Content: []*browserv1.Content{img}, StructuredJson: meta}, nil
+	return &browserv1.ToolResult{Content: []*browserv1.Content{img}, Structured: meta}, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 // noisyPage is 2400 px tall with a canvas of random pixels at the bottom,
@@ -86,8 +87,8 @@ func TestScreenshot(t *testing.T) {
 				MIMEType      string `json:"mime_type"`
 				Width, Height int
 			}
-			if err := json.Unmarshal([]byte(res.StructuredJson), &meta); err != nil || meta.Width != b.Dx() || meta.MIMEType != mime {
-				t.Errorf("structured_json = %s (%v)", res.StructuredJson, err)
+			if err := json.Unmarshal(structured.JSON(res.GetStructured()), &meta); err != nil || meta.Width != b.Dx() || meta.MIMEType != mime {
+				t.Errorf("structured content = %s (%v)", string(structured.JSON(res.GetStructured())), err)
 			}
 		})
 	}

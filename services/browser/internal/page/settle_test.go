@@ -13,6 +13,7 @@ import (
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 // slowSite serves pages, plus /slow.js (after a delay, a script that runs
@@ -61,8 +62,8 @@ func changesOf(t *testing.T, res *browserv1.ToolResult) Changes {
 	var m struct {
 		Changes *Changes `json:"changes"`
 	}
-	if err := json.Unmarshal([]byte(res.GetStructuredJson()), &m); err != nil || m.Changes == nil {
-		t.Fatalf("structured result %q has no changes (%v)", res.GetStructuredJson(), err)
+	if err := json.Unmarshal(structured.JSON(res.GetStructured()), &m); err != nil || m.Changes == nil {
+		t.Fatalf("structured result %q has no changes (%v)", string(structured.JSON(res.GetStructured())), err)
 	}
 	return *m.Changes
 }

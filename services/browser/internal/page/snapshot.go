@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"go.opentelemetry.io/otel/attribute"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 )
@@ -59,7 +60,7 @@ type snapOpts struct {
 
 // snapshot returns the ARIA-YAML tree of the page and its frames (or of
 // the element req.ref), with refs, cut at the call's character cap, and
-// the ref map as structured JSON. A huge page stops the walk at the
+// the ref map as structured content. A huge page stops the walk at the
 // request's soft deadline: the result says it is partial.
 func (t *Tab) snapshot(ctx context.Context, req *browserv1.Snapshot) (*browserv1.ToolResult, error) {
 	interactive, compact := req.GetInteractive(), req.GetCompact()
@@ -128,16 +129,22 @@ func (t *Tab) snapshot(ctx context.Context, req *browserv1.Snapshot) (*browserv1
 	t.mu.Lock()
 	t.seen = pageSeen{url: u, title: title}
 	t.mu.Unlock()
-	out, err := marshal(struct {
-		URL       string             `json:"url"`
-		Title     string             `json:"title"`
-		Refs      map[string]refInfo `json:"refs"`
-		Truncated bool               `json:"truncated,omitempty"`
-	}{clipTo(u, maxURL), title, refs, cut || st.stopped != ""})
-	if err != nil {
-		return nil, err
+	// The ref map is the biggest structured content a tool makes (a
+	// thousand refs on a big page): built as the message directly.
+	refMap := make(map[string]*structpb.Value, len(refs))
+	for ref, info := range refs {
+		refMap[ref] = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			"role": structpb.NewStringValue(info.Role), "name": structpb.NewStringValue(info.Name)}})
 	}
-	return &browserv1.ToolResult{Content: []*browserv1.Content{textContent(text)}, StructuredJson: out}, nil
+	out := &structpb.Struct{Fields: map[string]*structpb.Value{
+		"url":   structpb.NewStringValue(clipTo(u, maxURL)),
+		"title": structpb.NewStringValue(title),
+		"refs":  structpb.NewStructValue(&structpb.Struct{Fields: refMap}),
+	}}
+	if cut || st.stopped != "" {
+		out.Fields["truncated"] = structpb.NewBoolValue(true)
+	}
+	return &browserv1.ToolResult{Content: []*browserv1.Content{textContent(text)}, Structured: out}, nil
 }
 
 // snapState is what the walks of one snapshot report beyond their lines.

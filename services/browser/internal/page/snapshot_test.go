@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 const formPage = `<!doctype html><title>Form</title>
@@ -83,8 +84,8 @@ func TestSnapshotGrammar(t *testing.T) {
 		Title string `json:"title"`
 		Refs  map[string]refInfo
 	}
-	if err := json.Unmarshal([]byte(res.StructuredJson), &m); err != nil {
-		t.Fatalf("structured_json %q: %v", res.StructuredJson, err)
+	if err := json.Unmarshal(structured.JSON(res.GetStructured()), &m); err != nil {
+		t.Fatalf("structured content %q: %v", string(structured.JSON(res.GetStructured())), err)
 	}
 	if m.URL != srv.URL+"/" || m.Title != "Form" {
 		t.Errorf("structured url, title = %q, %q; want %q, Form", m.URL, m.Title, srv.URL+"/")

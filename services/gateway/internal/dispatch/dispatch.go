@@ -25,8 +25,10 @@ import (
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
 // Kind is what serves a tool; behaviour differs by kind where a switch on
@@ -143,8 +145,8 @@ type Part struct {
 type Result struct {
 	Parts []Part
 	// Structured is the result's structured content (a JSON object), nil
-	// for none.
-	Structured json.RawMessage
+	// for none. It stays a message until the edge writes it.
+	Structured *structpb.Struct
 	IsError    bool
 
 	// Session is the handle of the browser session a handle-bound call
@@ -183,12 +185,11 @@ func Denied(s string) *Result {
 	return r
 }
 
-// Structured is a text result with the same facts as structured content.
+// Structured is a text result with the same facts as structured content
+// (v: a struct or map encoding/json writes as an object).
 func Structured(text string, v any) *Result {
 	r := Text(text)
-	if b, err := json.Marshal(v); err == nil {
-		r.Structured = b
-	}
+	r.Structured, _ = structured.Object(v)
 	return r
 }
 
