@@ -24,9 +24,10 @@ var submitParam = Param{Name: "submit", Type: Boolean, Default: false,
 	Description: "Press Enter in the field afterwards, in the same call (submits a search box or a form)"}
 
 // formTools are the form, pointer and reading tools of issue 19.
-var formTools = withSettle([]Tool{
+var formTools = []Tool{
 	{
 		Name: "select_option", Title: "Select option",
+		Acts: Always, MayNavigate: Always, // a change handler may navigate
 		Description: "Select options of a select element by value or visible label: one for a single select, " +
 			"several for a multiple select (which then has exactly those selected). input and change fire; the result " +
 			"says what is selected now, and an error lists the options when a value matches none.",
@@ -46,6 +47,7 @@ var formTools = withSettle([]Tool{
 	},
 	{
 		Name: "check", Title: "Check or uncheck",
+		Acts: Always, MayNavigate: Always,
 		Description: "Set a checkbox, radio button or switch to checked or unchecked: native inputs and ARIA widgets " +
 			"(role=checkbox, switch or radio with aria-checked). Already in that state, it does nothing and says so; " +
 			"otherwise it clicks the element and verifies that its state changed.",
@@ -60,6 +62,8 @@ var formTools = withSettle([]Tool{
 	},
 	{
 		Name: "fill_form", Title: "Fill form", TypesText: true,
+		Acts: Always, MayNavigate: Always,
+		Secrets: Secrets{Item: "fill_form field", In: formValues},
 		Description: "Fill several form fields in one call, in order: text fields (value), selects (value or values) " +
 			"and checkboxes, radios and switches (checked). The result has one line per field; it stops at the first " +
 			"field that fails and says which fields were done.",
@@ -90,6 +94,7 @@ var formTools = withSettle([]Tool{
 	},
 	{
 		Name: "drag", Title: "Drag and drop",
+		Acts: Always, MayNavigate: Always,
 		Description: "Drag one element onto another, each named by a ref or a CSS selector. HTML5 drag and drop " +
 			"(draggable elements with dragstart and drop handlers) and pointer-driven widgets (sliders, sortable lists: " +
 			"press, several moves, release) both work.",
@@ -111,6 +116,7 @@ var formTools = withSettle([]Tool{
 	},
 	{
 		Name: "mouse", Title: "Mouse action",
+		Acts: Always, MayNavigate: Always, // a click on a canvas may navigate
 		Description: "Send one mouse action at a point of the viewport, for canvases and maps: move, down, up, click " +
 			"or wheel. x and y are CSS pixels from the viewport's top left corner (a screenshot of the viewport shows " +
 			"the same pixels); a point outside the viewport is an error.",
@@ -137,6 +143,7 @@ var formTools = withSettle([]Tool{
 	},
 	{
 		Name: "get_markdown", Title: "Get Markdown", ReadOnly: true,
+		MaxChars: TextChars,
 		Description: "Get the readable content of the page, or of one element, as Markdown: headings, paragraphs, " +
 			"lists, tables, links with absolute URLs, images, code blocks; no scripts, styles or hidden elements.",
 		params: elementParams("; the whole page when none is given"),
@@ -148,7 +155,7 @@ var formTools = withSettle([]Tool{
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetMarkdown{GetMarkdown: &browserv1.GetMarkdown{Element: el}}}, nil
 		},
 	},
-})
+}
 
 // formField builds one field of fill_form.
 func formField(f Args) (*browserv1.FormField, *ArgError) {
