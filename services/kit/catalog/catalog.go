@@ -428,8 +428,8 @@ var browserTools = []Tool{
 		Description: "Click an element, named by ref (or target) or CSS selector: with the left button by default, " +
 			"or right (context menu) or middle; click_count 2 double-clicks (dblclick fires); modifiers are held during the click.",
 		params: append(elementParams(""),
-			Param{Name: "button", Type: String, Default: "left", Enum: []string{"left", "right", "middle"}, Description: "Mouse button"},
-			Param{Name: "click_count", Type: Integer, Default: 1, Min: bound(1), Max: bound(3), Description: "1 for a click, 2 for a double click"},
+			Param{Name: "button", Type: String, Default: "left", Enum: MouseButtons, Description: "Mouse button"},
+			Param{Name: "click_count", Type: Integer, Default: 1, Min: bound(1), Max: bound(MaxClickCount), Description: "1 for a click, 2 for a double click"},
 			Param{Name: "modifiers", Type: Array, Items: &Param{Type: String, Enum: modifierKeys}, MaxItems: len(modifierKeys),
 				Description: "Keys held during the click, e.g. [\"Shift\"] or [\"Control\"] (Meta is Command on a Mac)"}),
 		build: func(a Args) (*browserv1.ToolRequest, error) {

@@ -17,6 +17,17 @@ const (
 	maxSelectValues = 200
 )
 
+// The mouse arguments of click and mouse, declared once: the schema holds
+// a model's calls to them, and the worker (internal/page/pointer.go)
+// reads the same values when it turns a request into mouse events,
+// refusing what it cannot send (a request on the bus need not have come
+// through the schema).
+var MouseButtons = []string{"left", "right", "middle"}
+
+// MaxClickCount is the most clicks one click call sends (3: a triple click
+// selects a paragraph).
+const MaxClickCount = 3
+
 // modifierKeys are the keys click may hold.
 var modifierKeys = []string{"Alt", "Control", "Meta", "Shift"}
 
@@ -126,7 +137,7 @@ var formTools = []Tool{
 			{Name: "y", Type: Number, Required: true, Description: "Vertical position in CSS pixels"},
 			{Name: "dx", Type: Number, Description: "Wheel only: horizontal scroll distance in CSS pixels"},
 			{Name: "dy", Type: Number, Description: "Wheel only: vertical scroll distance in CSS pixels (positive scrolls down)"},
-			{Name: "button", Type: String, Default: "left", Enum: []string{"left", "right", "middle"}, Description: "Button for down, up and click"},
+			{Name: "button", Type: String, Default: "left", Enum: MouseButtons, Description: "Button for down, up and click"},
 		},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
 			x, _ := a.number("x")
