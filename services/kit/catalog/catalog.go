@@ -1,8 +1,9 @@
 // Package catalog declares the browser tools once: name, description,
-// parameters and how a call's arguments become a browserv1.ToolRequest (or,
-// for the identity tools, a signerv1.Login).
+// parameters, how a call's arguments become a browserv1.ToolRequest (or,
+// for the identity tools, a signerv1.Login), and the traits the browser
+// worker acts on (traits.go).
 // MCP tools/list, the argument checks and docs/tools.md are all generated
-// from it.
+// from it; the worker finds a request's descriptor with ForRequest.
 package catalog
 
 import (
