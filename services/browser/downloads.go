@@ -447,6 +447,16 @@ func (s *session) downloadInfos(list []*download) []downloadInfo {
 	return out
 }
 
+// downloadTools read the session's downloads.
+var downloadTools = map[string]sessionTool{
+	"download_list": {run: func(s *session, _ context.Context, _ *browserv1.ToolRequest, _ page.Options) (*browserv1.ToolResult, error) {
+		return s.downloadList()
+	}},
+	"download_get": {run: func(s *session, ctx context.Context, r *browserv1.ToolRequest, _ page.Options) (*browserv1.ToolResult, error) {
+		return s.downloadGet(ctx, r, s.dlStore)
+	}},
+}
+
 // downloadList is the download_list tool.
 func (s *session) downloadList() (*browserv1.ToolResult, error) {
 	s.dl.mu.Lock()

@@ -13,14 +13,24 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 )
 
+// emulateTools are resize and emulate, for the whole session.
+var emulateTools = map[string]sessionTool{
+	"resize": {run: func(s *session, ctx context.Context, r *browserv1.ToolRequest, _ page.Options) (*browserv1.ToolResult, error) {
+		return s.emulate(ctx, r, page.Resizing(r.GetResize()))
+	}},
+	"emulate": {run: func(s *session, ctx context.Context, r *browserv1.ToolRequest, _ page.Options) (*browserv1.ToolResult, error) {
+		return s.emulate(ctx, r, page.Emulating(r.GetEmulate()))
+	}},
+}
+
 // emulate is the resize and emulate tools. Emulation belongs to the
 // session, not to one tab: the active tab runs the tool (it settles and
 // reports what changed), then every other tab gets the same emulation, and
 // so do the tabs opened later (newTab), so that a page the session opens
 // in a new tab looks the same as the one it came from. The caller holds
 // the lock.
-func (s *session) emulate(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
-	next, err := s.emu.Apply(req)
+func (s *session) emulate(ctx context.Context, req *browserv1.ToolRequest, change page.EmulationChange) (*browserv1.ToolResult, error) {
+	next, err := change(s.emu)
 	if err != nil {
 		return nil, err
 	}

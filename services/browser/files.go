@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 	"io"
 	"net"
@@ -102,6 +103,17 @@ func (s *session) removeFiles() {
 		_ = os.RemoveAll(s.dir)
 		s.dir = ""
 	}
+}
+
+// fileTools hand files to the active tab.
+var fileTools = map[string]sessionTool{
+	"upload_file": {run: runUpload},
+	"drop":        {run: runUpload},
+}
+
+// runUpload is upload_file and drop in the active tab.
+func runUpload(s *session, ctx context.Context, r *browserv1.ToolRequest, _ page.Options) (*browserv1.ToolResult, error) {
+	return s.uploadFile(ctx, s.tabs[s.active], r)
 }
 
 // uploadFile runs upload_file, or drop, on tab t: it writes the files

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 )
 
 // TestNavigatesFormTools: a form tool's change handler, drop or click may
@@ -28,8 +29,9 @@ func TestNavigatesFormTools(t *testing.T) {
 		{&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStart{PerformanceStart: &browserv1.PerformanceStart{}}}, false},
 		{&browserv1.ToolRequest{Tool: &browserv1.ToolRequest_HeapSnapshot{HeapSnapshot: &browserv1.NoArgs{}}}, false},
 	} {
-		if got := navigates(tc.req); got != tc.want {
-			t.Errorf("navigates(%v) = %v, want %v", tc.req, got, tc.want)
+		tool, _ := catalog.ForRequest(tc.req)
+		if got := tool.CanNavigate(tc.req); got != tc.want {
+			t.Errorf("CanNavigate(%v) = %v, want %v", tc.req, got, tc.want)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
+	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/signerbus"
 )
@@ -28,6 +29,13 @@ import (
 // settles the page's promise in that frame. set_identity "" removes
 // window.nostr from new documents, and the loaded ones fail with "logged
 // out". When the session closes, the signer is told to forget the key.
+
+// identityTools are the session's requests about its Nostr identity.
+var identityTools = map[string]sessionTool{
+	"set_identity": {afterTabGone: true, run: func(s *session, ctx context.Context, r *browserv1.ToolRequest, _ page.Options) (*browserv1.ToolResult, error) {
+		return s.setIdentity(ctx, r.GetSetIdentity().GetPubkey())
+	}},
+}
 
 // setIdentity records the session's Nostr identity (the gateway sends it
 // after login, logout and switch_identity) and puts window.nostr in the

@@ -11,6 +11,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/guard"
+	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/urlpolicy"
 )
@@ -92,29 +93,11 @@ func (s *session) navMark(id target.ID) guard.NavBlock {
 	return s.pol.LastNav(id)
 }
 
-// navigates reports whether the tool may navigate the active tab's main
-// frame, so that a navigation the policy blocked is its error.
-func navigates(req *browserv1.ToolRequest) bool {
-	switch req.GetTool().(type) {
-	case *browserv1.ToolRequest_Open, *browserv1.ToolRequest_Back, *browserv1.ToolRequest_Forward,
-		*browserv1.ToolRequest_Reload, *browserv1.ToolRequest_Click, *browserv1.ToolRequest_Press,
-		// A change handler, a drop or a click on a canvas may navigate too.
-		*browserv1.ToolRequest_SelectOption, *browserv1.ToolRequest_Check, *browserv1.ToolRequest_FillForm,
-		*browserv1.ToolRequest_Drag, *browserv1.ToolRequest_Mouse,
-
-		*browserv1.ToolRequest_HandleDialog, // accepting a beforeunload dialog leaves the page
-		*browserv1.ToolRequest_Drop:
-		return true
-	case *browserv1.ToolRequest_Fill:
-		return req.GetFill().GetSubmit() // Enter submits the form
-	case *browserv1.ToolRequest_Type:
-		return req.GetType().GetSubmit()
-	case *browserv1.ToolRequest_PerformanceStart:
-		return req.GetPerformanceStart().GetReload() // a reload may redirect
-	case *browserv1.ToolRequest_LighthouseAudit:
-		return !strings.EqualFold(strings.TrimSpace(req.GetLighthouseAudit().GetMode()), "snapshot") // navigation reloads
-	}
-	return false
+// policyTools are the session's tools on its URL policy.
+var policyTools = map[string]sessionTool{
+	"blocked_requests": {run: func(s *session, _ context.Context, _ *browserv1.ToolRequest, _ page.Options) (*browserv1.ToolResult, error) {
+		return s.blockedRequests()
+	}},
 }
 
 type blockedJSON struct {

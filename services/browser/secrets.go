@@ -10,6 +10,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
@@ -51,112 +52,51 @@ func (w *Worker) openSecrets(ctx context.Context, c *bus.Conn) error {
 func hasPlaceholder(s string) bool { return strings.Contains(s, "{{") }
 
 // withSecrets returns req with its placeholders replaced by the values,
-// or req itself when it has none. The copy must not leave the worker.
-func (w *Worker) withSecrets(req *browserv1.ToolRequest) (*browserv1.ToolRequest, error) {
-	if req.GetFillForm() != nil {
-		return w.formSecrets(req)
-	}
-	var field *string
-	switch t := req.GetTool().(type) {
-	case *browserv1.ToolRequest_Fill:
-		if t.Fill != nil && hasPlaceholder(t.Fill.GetValue()) {
-			field = &t.Fill.Value
-		}
-	case *browserv1.ToolRequest_Type:
-		if t.Type != nil && hasPlaceholder(t.Type.GetValue()) {
-			field = &t.Type.Value
-		}
-	case *browserv1.ToolRequest_Open:
-		if t.Open != nil && hasPlaceholder(t.Open.GetUrl()) {
-			field = &t.Open.Url
-		}
-	case *browserv1.ToolRequest_TabNew:
-		if t.TabNew != nil && hasPlaceholder(t.TabNew.GetUrl()) {
-			field = &t.TabNew.Url
-		}
-	case *browserv1.ToolRequest_HandleDialog:
-		if t.HandleDialog != nil && hasPlaceholder(t.HandleDialog.GetPromptText()) {
-			field = t.HandleDialog.PromptText
-		}
-	}
-	if field == nil {
+// or req itself when it has none. The fields that may hold them are its
+// tool's (catalog.Tool.Secrets). The copy must not leave the worker.
+func (w *Worker) withSecrets(tool catalog.Tool, req *browserv1.ToolRequest) (*browserv1.ToolRequest, error) {
+	if tool.Secrets.In == nil {
 		return req, nil
 	}
-	if w.secrets == nil {
-		if strings.Contains(*field, "secrets.") {
-			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
-				"this worker has no secret key, so {{secrets.NAME}} placeholders cannot be used: set %s or %s on the browser workers",
-				secrets.EnvKey, secrets.EnvKeyFile)
-		}
-		return req, nil
-	}
-	if isURLField(req) {
-		if err := placeholderOutsideHost(*field); err != nil {
-			return nil, err
-		}
-	}
-	out, used, err := w.secrets.Substitute(*field)
-	if err != nil {
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s", err.Error())
-	}
-	if len(used) == 0 {
-		return req, nil
-	}
-	// Work on a copy: the caller's request (and anything that logs or
-	// traces it) keeps the placeholder.
-	cp := proto.Clone(req).(*browserv1.ToolRequest)
-	switch t := cp.GetTool().(type) {
-	case *browserv1.ToolRequest_Fill:
-		t.Fill.Value = out
-	case *browserv1.ToolRequest_Type:
-		t.Type.Value = out
-	case *browserv1.ToolRequest_Open:
-		t.Open.Url = out
-	case *browserv1.ToolRequest_TabNew:
-		t.TabNew.Url = out
-	case *browserv1.ToolRequest_HandleDialog:
-		t.HandleDialog.PromptText = &out
-	}
-	return cp, nil
-}
-
-// formSecrets is withSecrets for fill_form: each field's value may hold
-// placeholders.
-func (w *Worker) formSecrets(req *browserv1.ToolRequest) (*browserv1.ToolRequest, error) {
 	var cp *browserv1.ToolRequest
-	for i, f := range req.GetFillForm().GetFields() {
-		if f.Value == nil || !hasPlaceholder(f.GetValue()) {
+	for i, field := range tool.Secrets.In(req) {
+		if field == nil || !hasPlaceholder(*field) {
 			continue
 		}
 		if w.secrets == nil {
-			if strings.Contains(f.GetValue(), "secrets.") {
+			if strings.Contains(*field, "secrets.") {
 				return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
 					"this worker has no secret key, so {{secrets.NAME}} placeholders cannot be used: set %s or %s on the browser workers",
 					secrets.EnvKey, secrets.EnvKeyFile)
 			}
 			continue
 		}
-		out, used, err := w.secrets.Substitute(f.GetValue())
+		if tool.Secrets.URL {
+			if err := placeholderOutsideHost(*field); err != nil {
+				return nil, err
+			}
+		}
+		out, used, err := w.secrets.Substitute(*field)
 		if err != nil {
-			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "fill_form field %d: %s", i+1, err.Error())
+			if tool.Secrets.Item != "" {
+				return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s %d: %s", tool.Secrets.Item, i+1, err.Error())
+			}
+			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s", err.Error())
 		}
 		if len(used) == 0 {
 			continue
 		}
 		if cp == nil {
-			// As withSecrets: the caller's request keeps the placeholders.
+			// Work on a copy: the caller's request (and anything that
+			// logs or traces it) keeps the placeholders.
 			cp = proto.Clone(req).(*browserv1.ToolRequest)
 		}
-		cp.GetFillForm().GetFields()[i].Value = &out
+		*tool.Secrets.In(cp)[i] = out
 	}
 	if cp == nil {
 		return req, nil
 	}
 	return cp, nil
-}
-
-func isURLField(req *browserv1.ToolRequest) bool {
-	return req.GetOpen() != nil || req.GetTabNew() != nil
 }
 
 // placeholderOutsideHost refuses a secret in a URL's scheme or host: the

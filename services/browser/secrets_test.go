@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 )
 
 func TestPlaceholderOutsideHost(t *testing.T) {
@@ -41,11 +42,12 @@ func TestFormSecretsWithoutKey(t *testing.T) {
 		}}}}
 	}
 	w := &Worker{}
-	if _, err := w.withSecrets(form("{{secrets.PW}}")); err == nil || !strings.Contains(err.Error(), "no secret key") {
+	formTool, _ := catalog.Lookup("fill_form")
+	if _, err := w.withSecrets(formTool, form("{{secrets.PW}}")); err == nil || !strings.Contains(err.Error(), "no secret key") {
 		t.Errorf("withSecrets(fill_form with a placeholder) = %v, want the no-secret-key error", err)
 	}
 	req := form("plain")
-	if got, err := w.withSecrets(req); err != nil || got != req {
+	if got, err := w.withSecrets(formTool, req); err != nil || got != req {
 		t.Errorf("withSecrets(fill_form without placeholders) = %v, %v; want the request itself", got, err)
 	}
 }

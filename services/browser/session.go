@@ -22,6 +22,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/guard"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
@@ -236,49 +237,62 @@ func (s *session) idleSince() time.Time {
 	return s.lastUsed
 }
 
+// A sessionTool is the handler of a tool that the browser session runs
+// (catalog.OnSession). Each file registers its tools in a table of its own
+// (tabTools below, emulateTools in emulate.go, …); sessionTools joins them.
+type sessionTool struct {
+	// run runs the tool, reading its own message of req; the caller holds
+	// the session's lock.
+	run func(s *session, ctx context.Context, req *browserv1.ToolRequest, opts page.Options) (*browserv1.ToolResult, error)
+	// afterTabGone tools run when the active tab has just gone away (the
+	// page closed it, or it crashed): they do not act on it. Any other
+	// call fails then, saying so.
+	afterTabGone bool
+}
+
+// sessionTools are the session's tools by catalog name.
+var sessionTools = catalog.Join(tabTools, policyTools, emulateTools, fileTools, downloadTools, identityTools)
+
+// tabTools open, list, switch and close the session's tabs.
+var tabTools = map[string]sessionTool{
+	"close": {run: func(s *session, ctx context.Context, _ *browserv1.ToolRequest, opts page.Options) (*browserv1.ToolResult, error) {
+		return s.closeTab(ctx, s.active, opts)
+	}},
+	"tab_close": {run: func(s *session, ctx context.Context, r *browserv1.ToolRequest, opts page.Options) (*browserv1.ToolResult, error) {
+		i := s.active
+		if r.GetTabClose().GetHasIndex() {
+			i = int(r.GetTabClose().GetIndex())
+		}
+		return s.closeTab(ctx, i, opts)
+	}},
+	"tab_list": {afterTabGone: true, run: func(s *session, ctx context.Context, _ *browserv1.ToolRequest, opts page.Options) (*browserv1.ToolResult, error) {
+		return s.tabList(ctx, opts)
+	}},
+	"tab_switch": {afterTabGone: true, run: func(s *session, ctx context.Context, r *browserv1.ToolRequest, opts page.Options) (*browserv1.ToolResult, error) {
+		return s.tabSwitch(ctx, int(r.GetTabSwitch().GetIndex()), opts)
+	}},
+	"tab_new": {afterTabGone: true, run: (*session).tabNew},
+}
+
 // do runs one tool; the caller holds the lock.
 func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.Options) (*browserv1.ToolResult, error) {
-	ctx, span := tracer.Start(ctx, "browser."+toolName(req))
+	tool, ok := catalog.ForRequest(req)
+	if !ok {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "the request names no tool")
+	}
+	ctx, span := tracer.Start(ctx, "browser."+tool.Name)
 	defer span.End()
 	span.SetAttributes(attribute.String("sovereign.session", s.id))
 	s.dialogs.note(req)
 	if err := s.applyPolicy(ctx, req.GetPolicy()); err != nil {
 		return nil, err
 	}
-	if gone := s.prune(ctx, opts); gone != "" {
-		switch req.GetTool().(type) {
-		case *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew, *browserv1.ToolRequest_TabSwitch, *browserv1.ToolRequest_SetIdentity:
-		default:
-			return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s; tab %d is active now: take a snapshot before acting on it", gone, s.active)
-		}
+	st, onSession := sessionTools[tool.Name]
+	if gone := s.prune(ctx, opts); gone != "" && !st.afterTabGone {
+		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s; tab %d is active now: take a snapshot before acting on it", gone, s.active)
 	}
-	switch t := req.GetTool().(type) {
-	case *browserv1.ToolRequest_Close:
-		return s.closeTab(ctx, s.active, opts)
-	case *browserv1.ToolRequest_TabClose:
-		i := s.active
-		if t.TabClose.GetHasIndex() {
-			i = int(t.TabClose.GetIndex())
-		}
-		return s.closeTab(ctx, i, opts)
-	case *browserv1.ToolRequest_TabList:
-		return s.tabList(ctx, opts)
-	case *browserv1.ToolRequest_TabSwitch:
-		return s.tabSwitch(ctx, int(t.TabSwitch.GetIndex()), opts)
-	case *browserv1.ToolRequest_TabNew:
-		return s.tabNew(ctx, req, opts)
-	case *browserv1.ToolRequest_BlockedRequests:
-		return s.blockedRequests()
-	case *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate:
-		return s.emulate(ctx, req) // emulate.go
-	case *browserv1.ToolRequest_SetIdentity:
-		return s.setIdentity(ctx, t.SetIdentity.GetPubkey())
-	case *browserv1.ToolRequest_UploadFile, *browserv1.ToolRequest_Drop:
-		return s.uploadFile(ctx, s.tabs[s.active], req) // files.go
-	case *browserv1.ToolRequest_DownloadList:
-		return s.downloadList() // downloads.go
-	case *browserv1.ToolRequest_DownloadGet:
-		return s.downloadGet(ctx, req, s.dlStore)
+	if onSession {
+		return st.run(s, ctx, req, opts)
 	}
 	active := s.tabs[s.active]
 	mark := s.navMark(active.id)
@@ -299,7 +313,7 @@ func (s *session) do(ctx context.Context, req *browserv1.ToolRequest, opts page.
 			}
 		}
 	}
-	if navigates(req) {
+	if tool.CanNavigate(req) {
 		if blocked := s.navBlocked(active.id, mark); blocked != nil {
 			if req.GetPerformanceStart() != nil {
 				active.page.DropRecording(ctx)
@@ -364,15 +378,6 @@ func (s *session) prune(ctx context.Context, opts page.Options) (activeGone stri
 		s.active = max(len(s.tabs)-1, 0)
 	}
 	return activeGone
-}
-
-// toolName is the catalog name of req's tool (its oneof field: get_title).
-func toolName(req *browserv1.ToolRequest) string {
-	m := req.ProtoReflect()
-	if fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("tool")); fd != nil {
-		return string(fd.Name())
-	}
-	return "none"
 }
 
 // adopt attaches tabs the page opened itself (window.open, target=_blank),

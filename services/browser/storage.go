@@ -44,6 +44,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/browser/internal/page"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
@@ -90,35 +91,34 @@ func (w *Worker) openStorage(ctx context.Context, c *bus.Conn) error {
 	return nil
 }
 
-// isStorageCall reports whether req is a storage tool or an open that
-// starts from saved storage.
-func isStorageCall(req *browserv1.ToolRequest) bool {
-	switch t := req.GetTool().(type) {
-	case *browserv1.ToolRequest_StorageSave, *browserv1.ToolRequest_StorageList, *browserv1.ToolRequest_StorageDelete:
-		return true
-	case *browserv1.ToolRequest_Open:
-		return t.Open.GetStorage() != ""
-	case *browserv1.ToolRequest_TabNew:
-		return t.TabNew.GetStorage() != ""
-	}
-	return false
+// A workerTool is the handler of a tool that needs the worker's stores
+// (catalog.OnWorker), run in session s; the caller holds its lock.
+type workerTool func(w *Worker, ctx context.Context, s *session, req *browserv1.ToolRequest) (*browserv1.ToolResult, error)
+
+// workerTools are the saved storage tools.
+var workerTools = map[string]workerTool{
+	"storage_save": func(w *Worker, ctx context.Context, s *session, r *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		return w.storageSave(ctx, s, r.GetStorageSave().GetName())
+	},
+	"storage_list": func(w *Worker, ctx context.Context, s *session, _ *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		return w.storageList(ctx, s)
+	},
+	"storage_delete": func(w *Worker, ctx context.Context, s *session, r *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		return w.storageDelete(ctx, s, r.GetStorageDelete().GetName())
+	},
 }
 
-// storageCall runs a storage tool, or an open with storage, in s; the
-// caller holds its lock. Its errors are never UNAVAILABLE or
+// storageCall runs a call that uses saved storage (catalog.Tool.Storage):
+// a storage tool, or an open or tab_new that starts from saved storage, in
+// s; the caller holds its lock. Its errors are never UNAVAILABLE or
 // SESSION_LOST: those tell the gateway that the session is gone.
-func (w *Worker) storageCall(ctx context.Context, s *session, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+func (w *Worker) storageCall(ctx context.Context, s *session, tool catalog.Tool, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
 	if w.storage == nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
 			"saved storage needs the operator secret key on the browser workers (to seal it): set %s or %s", secrets.EnvKey, secrets.EnvKeyFile)
 	}
-	switch t := req.GetTool().(type) {
-	case *browserv1.ToolRequest_StorageSave:
-		return w.storageSave(ctx, s, t.StorageSave.GetName())
-	case *browserv1.ToolRequest_StorageList:
-		return w.storageList(ctx, s)
-	case *browserv1.ToolRequest_StorageDelete:
-		return w.storageDelete(ctx, s, t.StorageDelete.GetName())
+	if tool.Level == catalog.OnWorker {
+		return workerTools[tool.Name](w, ctx, s, req)
 	}
 	return w.openWithStorage(ctx, s, req)
 }

@@ -49,6 +49,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
 	"github.com/sovereign-fleet/sovereign/services/kit/browserbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/profiles"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
@@ -700,7 +701,8 @@ func (w *Worker) call(ctx context.Context, req *browserv1.ToolRequest) (*browser
 	if err != nil {
 		return nil, err
 	}
-	if req.GetTool() == nil {
+	tool, ok := catalog.ForRequest(req)
+	if !ok {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "the request names no tool")
 	}
 	if err := s.acquire(ctx); err != nil {
@@ -720,7 +722,7 @@ func (w *Worker) call(ctx context.Context, req *browserv1.ToolRequest) (*browser
 	} else if cur != s {
 		return nil, bus.Errorf(commonv1.ErrorCode_SESSION_NOT_FOUND, "browser session %s was closed", s.id)
 	}
-	run, err := w.withSecrets(req) // secrets.go: values only in this copy
+	run, err := w.withSecrets(tool, req) // secrets.go: values only in this copy
 	if err != nil {
 		return nil, err
 	}
@@ -728,8 +730,8 @@ func (w *Worker) call(ctx context.Context, req *browserv1.ToolRequest) (*browser
 		ctx = page.WithSecretInput(ctx) // fields typed into draw discs: pixels are not scrubbed
 	}
 	var res *browserv1.ToolResult
-	if isStorageCall(run) {
-		res, err = w.storageCall(ctx, s, run) // storage.go
+	if tool.Storage.Of(run) {
+		res, err = w.storageCall(ctx, s, tool, run) // storage.go
 	} else {
 		res, err = s.do(ctx, run, w.pageOptions())
 	}

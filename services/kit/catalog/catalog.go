@@ -1,8 +1,9 @@
 // Package catalog declares the browser tools once: name, description,
-// parameters and how a call's arguments become a browserv1.ToolRequest (or,
-// for the identity tools, a signerv1.Login).
+// parameters, how a call's arguments become a browserv1.ToolRequest (or,
+// for the identity tools, a signerv1.Login), and the traits the browser
+// worker acts on (traits.go).
 // MCP tools/list, the argument checks and docs/tools.md are all generated
-// from it.
+// from it; the worker finds a request's descriptor with ForRequest.
 package catalog
 
 import (
@@ -44,6 +45,38 @@ type Tool struct {
 	// workspace; they are also Local. The gateway has them only when its
 	// system tools mode allows.
 	System bool
+
+	// The traits below concern the tools that build a worker request
+	// (traits.go).
+
+	// Acts: the call acts on the page. The worker settles after it and
+	// reports what changed (URL, title, tabs, dialogs, errors), and the
+	// tool takes settle_ms and snapshot (every tool that may act does).
+	Acts Trait
+	// Navigates: the call loads another page by itself (open, back, …): a
+	// dialog in its way is answered first, beforeunload included, and its
+	// result already says where the tab is.
+	Navigates Trait
+	// MayNavigate: the page may navigate in reaction to the call (a click
+	// on a link, Enter in a form). See CanNavigate.
+	MayNavigate Trait
+	// WithDialog tools work while a dialog waits for an answer: they
+	// answer it, navigate away (answering it first), or need nothing from
+	// the page's JavaScript.
+	WithDialog bool
+	// Secrets are the request fields that may hold {{secrets.NAME}}.
+	Secrets Secrets
+	// Storage: the call reads or writes saved storage (storage_save).
+	Storage Trait
+	// Wait returns how long the call itself asks to wait in milliseconds,
+	// which its caller's deadline is extended by (nil: no wait).
+	Wait func(req *browserv1.ToolRequest) int64
+	// MaxChars is the default cap of the text the tool returns; a tool
+	// with one takes max_chars.
+	MaxChars int64
+	// Level is the layer of the worker that handles the tool.
+	Level Level
+
 	// Params are the tool's own arguments; Params() adds the session one.
 	params []Param
 	build  func(Args) (*browserv1.ToolRequest, error)
@@ -119,17 +152,12 @@ func Lookup(name string) (Tool, bool) {
 // gatherers, usually 3-10 s; a slow page takes longer.
 const LighthouseExtraMs = 30000
 
-// Wait returns how long req itself asks to wait in milliseconds (wait's ms,
-// wait_for's timeout, lighthouse_audit's LighthouseExtraMs), so that the
-// caller can extend its deadline by it.
+// Wait returns how long req itself asks to wait in milliseconds (its
+// tool's Wait: wait's ms, wait_for's timeout, lighthouse_audit's
+// LighthouseExtraMs), so that the caller can extend its deadline by it.
 func Wait(req *browserv1.ToolRequest) int64 {
-	switch {
-	case req.GetWait() != nil:
-		return int64(req.GetWait().GetMs())
-	case req.GetWaitFor() != nil:
-		return int64(req.GetWaitFor().GetTimeoutMs())
-	case req.GetLighthouseAudit() != nil:
-		return LighthouseExtraMs
+	if t, ok := ForRequest(req); ok && t.Wait != nil {
+		return t.Wait(req)
 	}
 	return 0
 }
@@ -225,12 +253,14 @@ func fillTool(set func(*browserv1.ToolRequest, *browserv1.Fill)) func(Args) (*br
 // tools (devtools.go), the performance and memory tools (perf.go), the
 // dialog, file and download tools (files.go), then the agent tools
 // (agent.go), then the system tools (system.go).
-var tools = slices.Concat(identityTools, browserTools, formTools, devtoolsTools, perfTools, storageTools, filesTools, agentTools, systemTools)
+var tools = derive(slices.Concat(identityTools, browserTools, formTools, devtoolsTools, perfTools, storageTools, filesTools, agentTools, systemTools))
 
-var browserTools = withSettle([]Tool{
+var browserTools = []Tool{
 	// Navigation.
 	{
 		Name: "open", Title: "Open URL",
+		Acts: Always, Navigates: Always, WithDialog: true, Storage: func(r *browserv1.ToolRequest) bool { return r.GetOpen().GetStorage() != "" },
+		Secrets:     Secrets{URL: true, In: openURL},
 		Description: "Navigate the active tab to a URL and wait for the page to load.",
 		params: []Param{
 			{Name: "url", Type: String, Required: true, Description: "Absolute URL to load, e.g. https://example.com"},
@@ -251,24 +281,29 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "back", Title: "Go back", Description: "Go back in the active tab's history.",
+		Acts: Always, Navigates: Always, WithDialog: true,
 		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) { r.Tool = &browserv1.ToolRequest_Back{Back: n} }),
 	},
 	{
 		Name: "forward", Title: "Go forward", Description: "Go forward in the active tab's history.",
+		Acts: Always, Navigates: Always, WithDialog: true,
 		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
 			r.Tool = &browserv1.ToolRequest_Forward{Forward: n}
 		}),
 	},
 	{
 		Name: "reload", Title: "Reload", Description: "Reload the current page (bypassing the cache).",
+		Acts: Always, Navigates: Always, WithDialog: true,
 		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) { r.Tool = &browserv1.ToolRequest_Reload{Reload: n} }),
 	},
 	{
 		Name: "get_url", Title: "Get URL", ReadOnly: true, Description: "Get the current URL of the active tab.",
-		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) { r.Tool = &browserv1.ToolRequest_GetUrl{GetUrl: n} }),
+		WithDialog: true,
+		build:      noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) { r.Tool = &browserv1.ToolRequest_GetUrl{GetUrl: n} }),
 	},
 	{
 		Name: "get_title", Title: "Get title", ReadOnly: true, Description: "Get the page title of the active tab.",
+		WithDialog: true,
 		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
 			r.Tool = &browserv1.ToolRequest_GetTitle{GetTitle: n}
 		}),
@@ -277,6 +312,7 @@ var browserTools = withSettle([]Tool{
 	// Snapshot and inspection.
 	{
 		Name: "snapshot", Title: "Accessibility snapshot", ReadOnly: true,
+		MaxChars: SnapshotChars,
 		Description: "Get the accessibility tree of the current page as ARIA YAML with element refs " +
 			"(`- button \"Save\" [ref=e5]`) and a ref map. Pass a ref (e5 or @e5) to click, fill and the other " +
 			"element tools. Take a new snapshot after navigation or page changes: refs describe the page as it was. " +
@@ -305,6 +341,7 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "get_text", Title: "Get text", ReadOnly: true,
+		MaxChars:    TextChars,
 		Description: "Get the text content of an element, named by ref (or target) or CSS selector.",
 		params:      elementParams(""),
 		build: elementTool(func(r *browserv1.ToolRequest, e *browserv1.Element) {
@@ -313,6 +350,7 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "get_html", Title: "Get HTML", ReadOnly: true,
+		MaxChars:    TextChars,
 		Description: "Get the inner HTML of an element, named by ref (or target) or CSS selector.",
 		params:      elementParams(""),
 		build: elementTool(func(r *browserv1.ToolRequest, e *browserv1.Element) {
@@ -338,6 +376,7 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "get_styles", Title: "Get styles", ReadOnly: true,
+		MaxChars: TextChars,
 		Description: "Why an element looks the way it does: its computed style (the properties named, or a default set " +
 			"on layout and paint), the author CSS rules that match it, in cascade order, with its inline style, and the " +
 			"properties that inherit from its ancestors' rules.",
@@ -363,6 +402,7 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "eval", Title: "Run JavaScript",
+		MaxChars: TextChars,
 		Description: "Run JavaScript in the current page and return its result (a returned promise is awaited). " +
 			"Use it for inspection or interaction the other tools do not cover. With ref or selector, script is a " +
 			"function that receives the element: (el) => el.value.",
@@ -385,11 +425,12 @@ var browserTools = withSettle([]Tool{
 	// Interaction.
 	{
 		Name: "click", Title: "Click",
+		Acts: Always, MayNavigate: Always,
 		Description: "Click an element, named by ref (or target) or CSS selector: with the left button by default, " +
 			"or right (context menu) or middle; click_count 2 double-clicks (dblclick fires); modifiers are held during the click.",
 		params: append(elementParams(""),
-			Param{Name: "button", Type: String, Default: "left", Enum: []string{"left", "right", "middle"}, Description: "Mouse button"},
-			Param{Name: "click_count", Type: Integer, Default: 1, Min: bound(1), Max: bound(3), Description: "1 for a click, 2 for a double click"},
+			Param{Name: "button", Type: String, Default: "left", Enum: MouseButtons, Description: "Mouse button"},
+			Param{Name: "click_count", Type: Integer, Default: 1, Min: bound(1), Max: bound(MaxClickCount), Description: "1 for a click, 2 for a double click"},
 			Param{Name: "modifiers", Type: Array, Items: &Param{Type: String, Enum: modifierKeys}, MaxItems: len(modifierKeys),
 				Description: "Keys held during the click, e.g. [\"Shift\"] or [\"Control\"] (Meta is Command on a Mac)"}),
 		build: func(a Args) (*browserv1.ToolRequest, error) {
@@ -414,6 +455,8 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "fill", Title: "Fill input", TypesText: true,
+		Acts: Always, MayNavigate: func(r *browserv1.ToolRequest) bool { return r.GetFill().GetSubmit() }, // Enter submits the form
+		Secrets: Secrets{In: fillValue},
 		Description: "Clear an input and fill it with a value. It succeeds when the field took the text, whatever " +
 			"the page then does with it (an app that adds an item on change and empties the field is fine: the result " +
 			"says what the field holds now); it fails, naming the cause, only when the field cannot take text (disabled, " +
@@ -423,11 +466,14 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "type", Title: "Type text", Description: "Type text into an element with key events (appends to its current value).", TypesText: true,
-		params: append(elementParams(""), Param{Name: "value", Type: String, Required: true, Description: "Text to type"}, submitParam),
-		build:  fillTool(func(r *browserv1.ToolRequest, f *browserv1.Fill) { r.Tool = &browserv1.ToolRequest_Type{Type: f} }),
+		Acts: Always, MayNavigate: func(r *browserv1.ToolRequest) bool { return r.GetType().GetSubmit() }, // Enter submits the form
+		Secrets: Secrets{In: typeValue},
+		params:  append(elementParams(""), Param{Name: "value", Type: String, Required: true, Description: "Text to type"}, submitParam),
+		build:   fillTool(func(r *browserv1.ToolRequest, f *browserv1.Fill) { r.Tool = &browserv1.ToolRequest_Type{Type: f} }),
 	},
 	{
 		Name: "press", Title: "Press key",
+		Acts: Always, MayNavigate: Always,
 		Description: "Press a keyboard key in the focused element, e.g. Enter, Tab, Escape, ArrowDown. action down holds " +
 			"the key (a held Shift, Control, Alt or Meta also applies to later key presses, clicks and mouse actions) until action up.",
 		params: []Param{
@@ -469,19 +515,23 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "close", Title: "Close tab", Description: "Close the active tab.",
+		Level: OnSession,
 		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) { r.Tool = &browserv1.ToolRequest_Close{Close: n} }),
 	},
 
 	// Tabs.
 	{
 		Name: "tab_list", Title: "List tabs", ReadOnly: true, Description: "List the open tabs with their index, URL and title; the active one is marked.",
+		Level: OnSession,
 		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
 			r.Tool = &browserv1.ToolRequest_TabList{TabList: n}
 		}),
 	},
 	{
 		Name: "tab_new", Title: "New tab", Description: "Open a new tab, optionally loading a URL, and make it active.",
-		params: []Param{{Name: "url", Type: String, Description: "URL to load in the new tab (default: a blank page)"}, storageParam, dialogsParam},
+		Acts: Always, Level: OnSession, Storage: func(r *browserv1.ToolRequest) bool { return r.GetTabNew().GetStorage() != "" },
+		Secrets: Secrets{URL: true, In: tabNewURL},
+		params:  []Param{{Name: "url", Type: String, Description: "URL to load in the new tab (default: a blank page)"}, storageParam, dialogsParam},
 		build: withDialogs(func(a Args) (*browserv1.ToolRequest, error) {
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_TabNew{TabNew: &browserv1.TabNew{Url: strings.TrimSpace(a.str("url")),
 				Storage: strings.TrimSpace(a.str("storage"))}}}, nil
@@ -489,6 +539,7 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "tab_switch", Title: "Switch tab", Description: "Make the tab at an index (from tab_list) the active one.",
+		Level:  OnSession,
 		params: []Param{{Name: "index", Type: Integer, Required: true, Min: bound(0), Description: "Tab index from tab_list (0 is the first tab)"}},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
 			n, _ := a.integer("index")
@@ -497,6 +548,7 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "tab_close", Title: "Close tab by index", Description: "Close the tab at an index (from tab_list); without an index, close the active tab.",
+		Level:  OnSession,
 		params: []Param{{Name: "index", Type: Integer, Min: bound(0), Description: "Tab index from tab_list (default: the active tab)"}},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
 			n, has := a.integer("index")
@@ -507,6 +559,7 @@ var browserTools = withSettle([]Tool{
 	// Waiting.
 	{
 		Name: "wait", Title: "Wait", ReadOnly: true, Description: "Wait for a number of milliseconds (at most one minute; to wait for something to appear, use wait_for).",
+		WithDialog: true, Wait: func(r *browserv1.ToolRequest) int64 { return int64(r.GetWait().GetMs()) },
 		params: []Param{{Name: "ms", Type: Integer, Default: 1000, Min: bound(0), Max: bound(60000), Description: "Milliseconds to wait"}},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
 			n, _ := a.integer("ms")
@@ -515,6 +568,7 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "wait_for", Title: "Wait for a condition", ReadOnly: true,
+		Wait: func(r *browserv1.ToolRequest) int64 { return int64(r.GetWaitFor().GetTimeoutMs()) },
 		Description: "Wait until one condition holds: an element matching a CSS selector is visible, a text is visible " +
 			"on the page, a text is gone from it, or the page's URL contains a text (or matches a glob with * and ?).",
 		params: []Param{
@@ -569,6 +623,7 @@ var browserTools = withSettle([]Tool{
 	},
 	{
 		Name: "blocked_requests", Title: "Blocked requests", ReadOnly: true,
+		Level: OnSession,
 		Description: "List the requests the session's URL policy blocked (navigations, frames, scripts, fetch/XHR, " +
 			"websockets, popups), newest last, each with the rule that blocked it.",
 		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
@@ -596,22 +651,9 @@ var browserTools = withSettle([]Tool{
 			{Name: "name", Type: String, Description: "Only this script (its file stem), with target scripts or all."},
 		},
 	},
-})
+}
 
-// Settling, the change report and the caps (the worker's
-// internal/page/settle.go, changes.go and limits.go do the work).
-var (
-	// actingTools can change the page: they settle, report what changed
-	// and take settle_ms and snapshot.
-	actingTools = []string{"open", "back", "forward", "reload", "tab_new", "click", "press", "fill", "type",
-		"select_option", "check", "fill_form", "drag", "mouse", "handle_dialog", "upload_file", "drop"}
-	// cappedTools return text that max_chars bounds, with their default
-	// caps (the worker's).
-	cappedTools = map[string]int64{"snapshot": 40000, "get_text": 20000, "get_html": 20000, "eval": 20000, "get_markdown": 20000,
-		"get_styles": 20000, "download_get": 20000}
-)
-
-// settleDoc ends the description of every acting tool.
+// settleDoc ends the description of every acting tool (derive).
 const settleDoc = " Returns once the page has settled, with a line on each thing that changed (URL, title, tabs, dialogs, errors)."
 
 var settleParams = []Param{
@@ -622,27 +664,9 @@ var settleParams = []Param{
 }
 
 func maxCharsParam(def int64) Param {
-	return Param{Name: "max_chars", Type: Integer, Min: bound(1), Max: bound(5000000),
+	return Param{Name: "max_chars", Type: Integer, Min: bound(1), Max: bound(MaxChars),
 		Description: fmt.Sprintf("Most characters of text to return (default %d); longer text is cut with a marker "+
 			"that says how much was left out and how to see the rest", def)}
-}
-
-// withSettle gives the acting tools settle_ms and snapshot and the capped
-// tools max_chars.
-func withSettle(ts []Tool) []Tool {
-	for i := range ts {
-		t := &ts[i]
-		if slices.Contains(actingTools, t.Name) {
-			t.params = append(slices.Clip(t.params), settleParams...)
-			t.Description += settleDoc
-			t.build = settling(t.build)
-		}
-		if def, ok := cappedTools[t.Name]; ok {
-			t.params = append(slices.Clip(t.params), maxCharsParam(def))
-			t.build = capping(t.build)
-		}
-	}
-	return ts
 }
 
 // settling adds settle_ms and snapshot to the requests that build makes.

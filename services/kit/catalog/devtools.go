@@ -24,6 +24,7 @@ const bufferSize = 500
 var devtoolsTools = []Tool{
 	{
 		Name: "console_messages", Title: "Console messages", ReadOnly: true,
+		MaxChars: TextChars,
 		Description: "List what the active tab's page logged to the console, oldest first, with level, text and " +
 			"source line: console.log/info/debug/warn/error calls, uncaught exceptions and unhandled promise " +
 			"rejections. The tab keeps its last 500 messages. Pass the result's next as since to see only newer ones.",
@@ -32,17 +33,17 @@ var devtoolsTools = []Tool{
 				Description: "Least severe level to list: each level includes the more severe ones (info includes console.log)"},
 			{Name: "since", Type: Integer, Min: bound(0), Description: "Only messages numbered above this: the next of an earlier call"},
 			{Name: "limit", Type: Integer, Min: bound(1), Max: bound(bufferSize), Description: "Most messages to return, the newest (default 100)"},
-			maxCharsParam(20000),
 		},
-		build: capping(func(a Args) (*browserv1.ToolRequest, error) {
+		build: func(a Args) (*browserv1.ToolRequest, error) {
 			since, _ := a.integer("since")
 			limit, _ := a.integer("limit")
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_ConsoleMessages{ConsoleMessages: &browserv1.ConsoleMessages{
 				Level: a.str("level"), Since: since, Limit: int32(limit)}}}, nil
-		}),
+		},
 	},
 	{
 		Name: "network_requests", Title: "Network requests", ReadOnly: true,
+		MaxChars: TextChars,
 		Description: "List the requests of the active tab's page, oldest first: id, method, URL, resource type, " +
 			"status, MIME type, size and duration; a request the URL policy refused names the rule. The tab keeps " +
 			"its last 500 requests. Pass an id to network_request to read a body.",
@@ -51,13 +52,12 @@ var devtoolsTools = []Tool{
 			{Name: "resource_type", Type: String, Description: "Only this type: Document, Stylesheet, Image, Media, Font, Script, XHR, Fetch, …"},
 			{Name: "status", Type: String, Description: "Only this HTTP status (404), class (4xx) or failed (no response, blocked included)"},
 			{Name: "limit", Type: Integer, Min: bound(1), Max: bound(bufferSize), Description: "Most requests to return, the newest (default 100)"},
-			maxCharsParam(20000),
 		},
-		build: capping(func(a Args) (*browserv1.ToolRequest, error) {
+		build: func(a Args) (*browserv1.ToolRequest, error) {
 			limit, _ := a.integer("limit")
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_NetworkRequests{NetworkRequests: &browserv1.NetworkRequests{
 				Filter: a.str("filter"), ResourceType: a.str("resource_type"), Status: a.str("status"), Limit: int32(limit)}}}, nil
-		}),
+		},
 	},
 	{
 		Name: "network_request", Title: "Request body", ReadOnly: true,
@@ -81,26 +81,28 @@ var devtoolsTools = []Tool{
 	},
 	{
 		Name: "resize", Title: "Resize viewport",
-		Description: "Set the viewport of every tab of the browser session (and of tabs opened later) to a size in CSS pixels." + settleDoc,
-		params: append([]Param{
+		Acts: Always, Level: OnSession,
+		Description: "Set the viewport of every tab of the browser session (and of tabs opened later) to a size in CSS pixels.",
+		params: []Param{
 			{Name: "width", Type: Integer, Required: true, Min: bound(100), Max: bound(8192), Description: "Width in CSS pixels"},
 			{Name: "height", Type: Integer, Required: true, Min: bound(100), Max: bound(8192), Description: "Height in CSS pixels"},
-		}, settleParams...),
-		build: settling(func(a Args) (*browserv1.ToolRequest, error) {
+		},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
 			w, _ := a.integer("width")
 			h, _ := a.integer("height")
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_Resize{Resize: &browserv1.Resize{Width: int32(w), Height: int32(h)}}}, nil
-		}),
+		},
 	},
 	{
 		Name: "emulate", Title: "Emulate device and environment",
+		Acts: Always, Level: OnSession,
 		Description: "Make every tab of the browser session (and tabs opened later) present itself as a device or " +
 			"environment: a phone or tablet (viewport, pixel ratio, mobile, touch, user agent), a user agent, locale, " +
 			"time zone, position, color scheme, reduced motion, print media, forced colors, contrast, offline, a slow network " +
 			"or a slow CPU. What a call leaves out stays as an earlier " +
 			"call set it; reset returns to the browser's own first. Some pages read these only when they load: reload " +
-			"after emulating. tab_list shows what is emulated." + settleDoc,
-		params: append([]Param{
+			"after emulating. tab_list shows what is emulated.",
+		params: []Param{
 			{Name: "device", Type: String, Description: "One of: " + strings.Join(deviceNames, ", ")},
 			{Name: "user_agent", Type: String, Description: "User agent string (replaces the device's)"},
 			{Name: "locale", Type: String, Description: "BCP 47 language tag, e.g. de-DE (navigator.language, Accept-Language, Intl)"},
@@ -121,8 +123,8 @@ var devtoolsTools = []Tool{
 			}}, Description: "Extra HTTP headers for every request of the session's pages, replacing earlier ones ([] clears them); " +
 				"results and tab_list name them but never show their values"},
 			{Name: "reset", Type: Boolean, Default: false, Description: "Clear all emulation before applying the rest of this call"},
-		}, settleParams...),
-		build: settling(buildEmulate),
+		},
+		build: buildEmulate,
 	},
 	{
 		Name: "pdf", Title: "Save as PDF", ReadOnly: true,
@@ -145,6 +147,7 @@ var devtoolsTools = []Tool{
 var storageTools = []Tool{
 	{
 		Name: "storage_save", Title: "Save storage",
+		Storage: Always, Level: OnWorker,
 		Description: "Save the browser session's cookies and the local storage of its open tabs' sites under a name, " +
 			"sealed in the fleet, to start a later session from it (open with storage): a login kept without showing it. " +
 			"The result names the cookie domains, sites and counts, never a value. Saving under an existing name replaces it.",
@@ -155,6 +158,7 @@ var storageTools = []Tool{
 	},
 	{
 		Name: "storage_list", Title: "List saved storage", ReadOnly: true,
+		Storage: Always, Level: OnWorker,
 		Description: "List the saved storages of this caller: name, when saved, cookie domains, sites and counts (never values).",
 		build: noArgs(func(r *browserv1.ToolRequest, n *browserv1.NoArgs) {
 			r.Tool = &browserv1.ToolRequest_StorageList{StorageList: n}
@@ -162,6 +166,7 @@ var storageTools = []Tool{
 	},
 	{
 		Name: "storage_delete", Title: "Delete saved storage", Description: "Delete a saved storage.",
+		Storage: Always, Level: OnWorker,
 		params: []Param{storageNameParam("Name of the saved storage")},
 		build: storageNameTool(func(r *browserv1.ToolRequest, n *browserv1.StorageName) {
 			r.Tool = &browserv1.ToolRequest_StorageDelete{StorageDelete: n}

@@ -39,9 +39,11 @@ func withDialogs(build func(Args) (*browserv1.ToolRequest, error)) func(Args) (*
 	}
 }
 
-var filesTools = withSettle([]Tool{
+var filesTools = []Tool{
 	{
 		Name: "handle_dialog", Title: "Answer dialog",
+		Acts: Always, MayNavigate: Always, WithDialog: true, // accepting a beforeunload dialog leaves the page
+		Secrets: Secrets{In: promptText},
 		Description: "Answer the dialog (confirm, prompt or beforeunload) that is open in the active tab. In the " +
 			"session's ask mode such a dialog stays open: the call that raised it says so, and tools that need the " +
 			"page fail naming it until it is answered. Accepting a beforeunload dialog leaves the page.",
@@ -60,6 +62,7 @@ var filesTools = withSettle([]Tool{
 	{
 
 		Name: "upload_file", Title: "Upload file",
+		Acts: Always, Level: OnSession,
 		Description: "Set the files of a file input (in a snapshot: button \"Choose file: …\"), named by ref (or " +
 			"target) or CSS selector, as a person picking files does: the page gets its change event. Each file is " +
 			"given by content (content_base64 and name), by url (fetched by the browser worker under the session's " +
@@ -72,6 +75,7 @@ var filesTools = withSettle([]Tool{
 	},
 	{
 		Name: "drop", Title: "Drop files or data",
+		Acts: Always, MayNavigate: Always, Level: OnSession,
 		Description: "Drop files, or data (text, a URL, HTML), onto an element, named by ref (or target) or CSS " +
 			"selector, as if a person dragged them there from outside the page: for drop zones that take no file " +
 			"input (for one, use upload_file). The page gets dragenter, dragover and drop events with them; the " +
@@ -87,6 +91,7 @@ var filesTools = withSettle([]Tool{
 	},
 	{
 		Name: "download_list", Title: "List downloads", ReadOnly: true,
+		Level: OnSession,
 		Description: "List the files this browser session downloaded (by a click, a script or open of a file's URL), " +
 			"each with its id (d1, d2, …), name, state, size and URL. The result of the action that began a download " +
 			"already names it.",
@@ -96,6 +101,7 @@ var filesTools = withSettle([]Tool{
 	},
 	{
 		Name: "download_get", Title: "Get download", ReadOnly: true,
+		MaxChars: TextChars, Level: OnSession,
 		Description: "Return a file this browser session downloaded: a text file (text, JSON, XML, CSV) as text, " +
 			"cut at max_chars; any other file as an embedded resource with its bytes. Downloads are kept for a while " +
 			"(an hour by default) and are at most 20 MiB by default (the browser workers' limits).",
@@ -108,7 +114,7 @@ var filesTools = withSettle([]Tool{
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_DownloadGet{DownloadGet: &browserv1.DownloadGet{Id: strings.TrimSpace(id)}}}, nil
 		},
 	},
-})
+}
 
 // FilesParam is upload_file's argument that lists the files.
 const FilesParam = "files"

@@ -17,6 +17,17 @@ const (
 	maxSelectValues = 200
 )
 
+// The mouse arguments of click and mouse, declared once: the schema holds
+// a model's calls to them, and the worker (internal/page/pointer.go)
+// reads the same values when it turns a request into mouse events,
+// refusing what it cannot send (a request on the bus need not have come
+// through the schema).
+var MouseButtons = []string{"left", "right", "middle"}
+
+// MaxClickCount is the most clicks one click call sends (3: a triple click
+// selects a paragraph).
+const MaxClickCount = 3
+
 // modifierKeys are the keys click may hold.
 var modifierKeys = []string{"Alt", "Control", "Meta", "Shift"}
 
@@ -24,9 +35,10 @@ var submitParam = Param{Name: "submit", Type: Boolean, Default: false,
 	Description: "Press Enter in the field afterwards, in the same call (submits a search box or a form)"}
 
 // formTools are the form, pointer and reading tools of issue 19.
-var formTools = withSettle([]Tool{
+var formTools = []Tool{
 	{
 		Name: "select_option", Title: "Select option",
+		Acts: Always, MayNavigate: Always, // a change handler may navigate
 		Description: "Select options of a select element by value or visible label: one for a single select, " +
 			"several for a multiple select (which then has exactly those selected). input and change fire; the result " +
 			"says what is selected now, and an error lists the options when a value matches none.",
@@ -46,6 +58,7 @@ var formTools = withSettle([]Tool{
 	},
 	{
 		Name: "check", Title: "Check or uncheck",
+		Acts: Always, MayNavigate: Always,
 		Description: "Set a checkbox, radio button or switch to checked or unchecked: native inputs and ARIA widgets " +
 			"(role=checkbox, switch or radio with aria-checked). Already in that state, it does nothing and says so; " +
 			"otherwise it clicks the element and verifies that its state changed.",
@@ -60,6 +73,8 @@ var formTools = withSettle([]Tool{
 	},
 	{
 		Name: "fill_form", Title: "Fill form", TypesText: true,
+		Acts: Always, MayNavigate: Always,
+		Secrets: Secrets{Item: "fill_form field", In: formValues},
 		Description: "Fill several form fields in one call, in order: text fields (value), selects (value or values) " +
 			"and checkboxes, radios and switches (checked). The result has one line per field; it stops at the first " +
 			"field that fails and says which fields were done.",
@@ -90,6 +105,7 @@ var formTools = withSettle([]Tool{
 	},
 	{
 		Name: "drag", Title: "Drag and drop",
+		Acts: Always, MayNavigate: Always,
 		Description: "Drag one element onto another, each named by a ref or a CSS selector. HTML5 drag and drop " +
 			"(draggable elements with dragstart and drop handlers) and pointer-driven widgets (sliders, sortable lists: " +
 			"press, several moves, release) both work.",
@@ -111,6 +127,7 @@ var formTools = withSettle([]Tool{
 	},
 	{
 		Name: "mouse", Title: "Mouse action",
+		Acts: Always, MayNavigate: Always, // a click on a canvas may navigate
 		Description: "Send one mouse action at a point of the viewport, for canvases and maps: move, down, up, click " +
 			"or wheel. x and y are CSS pixels from the viewport's top left corner (a screenshot of the viewport shows " +
 			"the same pixels); a point outside the viewport is an error.",
@@ -120,7 +137,7 @@ var formTools = withSettle([]Tool{
 			{Name: "y", Type: Number, Required: true, Description: "Vertical position in CSS pixels"},
 			{Name: "dx", Type: Number, Description: "Wheel only: horizontal scroll distance in CSS pixels"},
 			{Name: "dy", Type: Number, Description: "Wheel only: vertical scroll distance in CSS pixels (positive scrolls down)"},
-			{Name: "button", Type: String, Default: "left", Enum: []string{"left", "right", "middle"}, Description: "Button for down, up and click"},
+			{Name: "button", Type: String, Default: "left", Enum: MouseButtons, Description: "Button for down, up and click"},
 		},
 		build: func(a Args) (*browserv1.ToolRequest, error) {
 			x, _ := a.number("x")
@@ -137,6 +154,7 @@ var formTools = withSettle([]Tool{
 	},
 	{
 		Name: "get_markdown", Title: "Get Markdown", ReadOnly: true,
+		MaxChars: TextChars,
 		Description: "Get the readable content of the page, or of one element, as Markdown: headings, paragraphs, " +
 			"lists, tables, links with absolute URLs, images, code blocks; no scripts, styles or hidden elements.",
 		params: elementParams("; the whole page when none is given"),
@@ -148,7 +166,7 @@ var formTools = withSettle([]Tool{
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_GetMarkdown{GetMarkdown: &browserv1.GetMarkdown{Element: el}}}, nil
 		},
 	},
-})
+}
 
 // formField builds one field of fill_form.
 func formField(f Args) (*browserv1.FormField, *ArgError) {

@@ -1,6 +1,8 @@
 package catalog
 
 import (
+	"strings"
+
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 )
 
@@ -9,23 +11,28 @@ import (
 // by constructor, a screencast and a Google Lighthouse audit. The worker
 // does the work (internal/page perf.go, perftrace.go, perfmetrics.go,
 // heap.go, screencast.go, lighthouse.go).
+// perfReload holds for a performance_start that reloads the page: that one
+// navigates, and acts.
+func perfReload(r *browserv1.ToolRequest) bool { return r.GetPerformanceStart().GetReload() }
+
 var perfTools = []Tool{
 	{
 		Name: "performance_start", Title: "Start performance trace",
+		Acts: perfReload, Navigates: perfReload,
 		Description: "Start recording a performance trace (Chromium's, as DevTools' Performance panel records it) of the " +
 			"active tab; with reload, reload the page first so the trace holds its load. Act on the page, then call " +
 			"performance_stop for the insights. One recording per tab at a time; it belongs to the tab it started in. " +
 			"A worker's browser records one trace at a time: while another session's recording runs, this one is queued " +
 			"(the result says so) and starts by itself when that one ends, reloading then if asked (call performance_start " +
 			"again to see whether it runs). A recording is stopped after 3 minutes at most, its result kept for " +
-			"performance_stop." + settleDoc,
-		params: append([]Param{
+			"performance_stop.",
+		params: []Param{
 			{Name: "reload", Type: Boolean, Default: false, Description: "Reload the page once the recording runs, to measure its load"},
-		}, settleParams...),
-		build: settling(func(a Args) (*browserv1.ToolRequest, error) {
+		},
+		build: func(a Args) (*browserv1.ToolRequest, error) {
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStart{PerformanceStart: &browserv1.PerformanceStart{
 				Reload: a.boolean("reload")}}}, nil
-		}),
+		},
 	},
 	{
 		Name: "performance_stop", Title: "Stop performance trace", ReadOnly: true,
@@ -41,18 +48,18 @@ var perfTools = []Tool{
 	},
 	{
 		Name: "performance_insight", Title: "Performance insight", ReadOnly: true,
+		MaxChars: TextChars,
 		Description: "Detail one insight of the active tab's last performance_stop, every item behind its figure in time " +
 			"order: lcp (the candidates, the images loaded before it), cls (each layout shift and its score), " +
 			"long_tasks (each task over 50 ms and its blocking time), requests (each request: start, duration, " +
 			"status, type, size, render-blocking) or main_thread (time by category).",
 		params: []Param{
 			{Name: "insight", Type: String, Required: true, Enum: []string{"lcp", "cls", "long_tasks", "requests", "main_thread"}, Description: "The insight to detail"},
-			maxCharsParam(20000),
 		},
-		build: capping(func(a Args) (*browserv1.ToolRequest, error) {
+		build: func(a Args) (*browserv1.ToolRequest, error) {
 			return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceInsight{PerformanceInsight: &browserv1.PerformanceInsight{
 				Insight: a.str("insight")}}}, nil
-		}),
+		},
 	},
 	{
 		Name: "performance_metrics", Title: "Performance metrics", ReadOnly: true,
@@ -106,6 +113,10 @@ var perfTools = []Tool{
 		// Not read-only: navigation mode reloads the page (as reload and
 		// performance_start with reload, which are not either).
 		Name: "lighthouse_audit", Title: "Lighthouse audit",
+		MayNavigate: func(r *browserv1.ToolRequest) bool { // navigation mode reloads
+			return !strings.EqualFold(strings.TrimSpace(r.GetLighthouseAudit().GetMode()), "snapshot")
+		},
+		Wait: func(*browserv1.ToolRequest) int64 { return LighthouseExtraMs },
 		Description: "Audit the active tab with Google Lighthouse (12.8.2, run on the worker) for accessibility, best " +
 			"practices and SEO: each category's score (0-100) and its failed audits with a few of the elements they " +
 			"flag (selector and HTML). navigation reloads the page and audits its load (refs are stale afterwards); " +

@@ -49,35 +49,6 @@ type pageSeen struct {
 	url, title string
 }
 
-// changesPage reports whether the tool of req can change the page, so it
-// settles and reports what changed.
-func changesPage(req *browserv1.ToolRequest) bool {
-	switch req.GetTool().(type) {
-	case *browserv1.ToolRequest_Open, *browserv1.ToolRequest_Back, *browserv1.ToolRequest_Forward,
-		*browserv1.ToolRequest_Reload, *browserv1.ToolRequest_Click, *browserv1.ToolRequest_Press,
-		*browserv1.ToolRequest_Fill, *browserv1.ToolRequest_Type, *browserv1.ToolRequest_SelectOption,
-		*browserv1.ToolRequest_Check, *browserv1.ToolRequest_FillForm, *browserv1.ToolRequest_Drag,
-		*browserv1.ToolRequest_Mouse, *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate,
-		*browserv1.ToolRequest_HandleDialog, *browserv1.ToolRequest_UploadFile, *browserv1.ToolRequest_Drop:
-		return true
-	case *browserv1.ToolRequest_PerformanceStart:
-		return req.GetPerformanceStart().GetReload()
-	}
-	return false
-}
-
-// navigates reports whether the tool of req navigates by itself (its
-// result already says where the tab is).
-func navigates(req *browserv1.ToolRequest) bool {
-	switch req.GetTool().(type) {
-	case *browserv1.ToolRequest_Open, *browserv1.ToolRequest_Back, *browserv1.ToolRequest_Forward, *browserv1.ToolRequest_Reload:
-		return true
-	case *browserv1.ToolRequest_PerformanceStart:
-		return req.GetPerformanceStart().GetReload()
-	}
-	return false
-}
-
 // Changes is what an action changed, as the structured result carries it
 // (under "changes"); the text of the result says the same in a few short
 // lines, only when something changed.
@@ -116,9 +87,10 @@ func (t *Tab) beginCall(req *browserv1.ToolRequest) {
 	t.call = callState{settle: budget, netMark: started, maxChars: int(req.GetMaxChars())}
 }
 
-// report adds to res what the action of req changed: text lines after the
-// first text part and "changes" in the structured result.
-func (t *Tab) report(req *browserv1.ToolRequest, res *browserv1.ToolResult, dialogs []string) {
+// report adds to res what the action changed: text lines after the first
+// text part and "changes" in the structured result. An action that
+// navigated by itself has said where the tab is already.
+func (t *Tab) report(navigated bool, res *browserv1.ToolResult, dialogs []string) {
 	var c Changes
 	var lines []string
 	t.mu.Lock()
@@ -133,11 +105,11 @@ func (t *Tab) report(req *browserv1.ToolRequest, res *browserv1.ToolResult, dial
 	if r := t.call.settled; r != nil {
 		c.Settled, c.Pending, c.SettleMS = !r.Timeout, r.Pending, r.Waited.Milliseconds()
 		if r.URL != "" {
-			if before.url != "" && r.URL != before.url && !navigates(req) {
+			if before.url != "" && r.URL != before.url && !navigated {
 				c.URL, c.PreviousURL = clipTo(r.URL, maxURL), clipTo(before.url, maxURL)
 				lines = append(lines, fmt.Sprintf("- URL: %s (was %s)", c.URL, c.PreviousURL))
 			}
-			if before.url != "" && r.Title != before.title && !navigates(req) {
+			if before.url != "" && r.Title != before.title && !navigated {
 				title := clipTo(r.Title, maxTitle)
 				c.Title = &title
 				lines = append(lines, fmt.Sprintf("- title: %q", title))

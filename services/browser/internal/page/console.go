@@ -107,6 +107,14 @@ func (t *Tab) onConsole(ev any) {
 	}
 }
 
+// devtoolsHandlers are the developer tools (network.go, pdf.go).
+var devtoolsHandlers = map[string]handler{
+	"console_messages": on((*browserv1.ToolRequest).GetConsoleMessages, (*Tab).consoleMessages),
+	"network_requests": on((*browserv1.ToolRequest).GetNetworkRequests, (*Tab).networkRequests),
+	"network_request":  on((*browserv1.ToolRequest).GetNetworkRequest, (*Tab).networkRequest),
+	"pdf":              on((*browserv1.ToolRequest).GetPdf, (*Tab).pdf),
+}
+
 // consoleMessages is the console_messages tool.
 func (t *Tab) consoleMessages(_ context.Context, req *browserv1.ConsoleMessages) (*browserv1.ToolResult, error) {
 	level := strings.ToLower(strings.TrimSpace(req.GetLevel()))

@@ -182,28 +182,15 @@ func dialogError(tool string, d *openDialog) error {
 	return bus.Errorf(commonv1.ErrorCode_DIALOG_OPEN, "%s cannot run: %s", tool, d.waiting())
 }
 
-// worksWithDialog reports whether the tool of req can run while a dialog
-// is open: it answers the dialog, navigates away (answering it first), or
-// needs nothing from the page's JavaScript.
-func worksWithDialog(req *browserv1.ToolRequest) bool {
-	switch req.GetTool().(type) {
-	case *browserv1.ToolRequest_HandleDialog, *browserv1.ToolRequest_Open, *browserv1.ToolRequest_Back,
-		*browserv1.ToolRequest_Forward, *browserv1.ToolRequest_Reload, *browserv1.ToolRequest_GetUrl,
-		*browserv1.ToolRequest_GetTitle, *browserv1.ToolRequest_Wait:
-		return true
-	}
-	return false
-}
-
 // watchDialogs returns ctx cancelled with errDialogOpened as soon as a
-// dialog opens that waits for an answer, so that the tool of req that
+// dialog opens that waits for an answer, so that the tool that
 // raised it returns at once instead of waiting on the frozen page. While a
 // navigating tool runs, beforeunload dialogs are accepted.
-func (t *Tab) watchDialogs(ctx context.Context, req *browserv1.ToolRequest) (context.Context, func()) {
+func (t *Tab) watchDialogs(ctx context.Context, navigates bool) (context.Context, func()) {
 	dctx, cancel := context.WithCancelCause(ctx)
 	t.mu.Lock()
 	t.interrupt = func() { cancel(errDialogOpened) }
-	t.leaving = navigates(req)
+	t.leaving = navigates
 	t.mu.Unlock()
 	return dctx, func() {
 		t.mu.Lock()
@@ -258,6 +245,11 @@ func (t *Tab) clearDialog(d *openDialog) {
 		t.pending = nil
 	}
 	t.mu.Unlock()
+}
+
+// dialogHandlers answer dialogs.
+var dialogHandlers = map[string]handler{
+	"handle_dialog": on((*browserv1.ToolRequest).GetHandleDialog, (*Tab).handleDialog),
 }
 
 // handleDialog answers the open dialog (handle_dialog) and reports what the

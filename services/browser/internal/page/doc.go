@@ -7,7 +7,10 @@
 // one tool from a [browserv1.ToolRequest] and returns a
 // [browserv1.ToolResult] or a *bus.Error whose code and message are meant
 // for the model that called the tool: they say what was wrong and what to
-// do next.
+// do next. Do reads the tool's traits from its catalog descriptor
+// (catalog.ForRequest: whether it settles and reports changes, navigates,
+// runs with a dialog open) and runs the handler that the tool's domain
+// file registered (navHandlers in nav.go, inputHandlers in pointer.go, …).
 //
 // # Snapshots and refs
 //

@@ -414,13 +414,23 @@ func (t *Tab) Emulate(ctx context.Context, e Emulation) error {
 	return nil
 }
 
+// emulateHandlers are resize and emulate in the tab they act in (the
+// session keeps the emulation for its other tabs).
+var emulateHandlers = map[string]handler{
+	"resize": func(t *Tab, ctx context.Context, r *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		return t.emulateTool(ctx, Resizing(r.GetResize()))
+	},
+	"emulate": func(t *Tab, ctx context.Context, r *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		return t.emulateTool(ctx, Emulating(r.GetEmulate()))
+	},
+}
+
 // emulateTool is resize and emulate in the tab they act in: the tab's
-// emulation changed as req asks, then the page settles (its media
-// queries, resize handlers and matchMedia listeners may change it) and the
-// result reports what changed. A value Chromium refuses leaves the tab as
-// it was.
-func (t *Tab) emulateTool(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
-	next, err := t.emu.Apply(req)
+// emulation changed by change, then the page settles (its media queries,
+// resize handlers and matchMedia listeners may change it) and the result
+// reports what changed. A value Chromium refuses leaves the tab as it was.
+func (t *Tab) emulateTool(ctx context.Context, change EmulationChange) (*browserv1.ToolResult, error) {
+	next, err := change(t.emu)
 	if err != nil {
 		return nil, err
 	}
@@ -438,15 +448,18 @@ func (t *Tab) emulateTool(ctx context.Context, req *browserv1.ToolRequest) (*bro
 	return t.acted(ctx, w, "Emulating: "+next.Summary())
 }
 
-// Apply returns e changed by a resize or emulate request.
-func (e Emulation) Apply(req *browserv1.ToolRequest) (Emulation, error) {
-	switch x := req.GetTool().(type) {
-	case *browserv1.ToolRequest_Resize:
-		return e.WithSize(x.Resize.GetWidth(), x.Resize.GetHeight())
-	case *browserv1.ToolRequest_Emulate:
-		return e.Merge(x.Emulate)
-	}
-	return e, badArg("%s is not resize or emulate", toolName(req))
+// An EmulationChange is what one resize or emulate call does to an
+// emulation: the tab and the session apply the same one.
+type EmulationChange func(Emulation) (Emulation, error)
+
+// Resizing is the change of a resize call.
+func Resizing(r *browserv1.Resize) EmulationChange {
+	return func(e Emulation) (Emulation, error) { return e.WithSize(r.GetWidth(), r.GetHeight()) }
+}
+
+// Emulating is the change of an emulate call.
+func Emulating(m *browserv1.Emulate) EmulationChange {
+	return func(e Emulation) (Emulation, error) { return e.Merge(m) }
 }
 
 func (t *Tab) emulate(ctx context.Context, e Emulation) error {

@@ -29,6 +29,15 @@ type fileInput struct {
 	Desc     string `json:"desc"`
 }
 
+// filesHandlers are upload_file and drop, which the session runs through
+// Upload once it has written their files.
+var filesHandlers = map[string]handler{
+	"upload_file": func(t *Tab, ctx context.Context, r *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		return t.uploadFile(ctx, r.GetUploadFile().GetElement())
+	},
+	"drop": on((*browserv1.ToolRequest).GetDrop, (*Tab).dropOn),
+}
+
 // uploadFile sets t.call.files on the file input that el names
 // (DOM.setFileInputFiles: the page gets input and change events, as when a
 // person picks files), then settles and reports like an action.

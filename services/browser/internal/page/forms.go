@@ -39,6 +39,14 @@ func formsFn(body string) string {
 	return `function(...a) { const F = globalThis.__sovForms || (globalThis.__sovForms = (` + formsJS + `)); ` + body + ` }`
 }
 
+// formHandlers are the form tools and get_markdown.
+var formHandlers = map[string]handler{
+	"select_option": on((*browserv1.ToolRequest).GetSelectOption, (*Tab).selectOption),
+	"check":         on((*browserv1.ToolRequest).GetCheck, (*Tab).check),
+	"fill_form":     on((*browserv1.ToolRequest).GetFillForm, (*Tab).fillForm),
+	"get_markdown":  on((*browserv1.ToolRequest).GetGetMarkdown, (*Tab).getMarkdown),
+}
+
 // selectOption selects options of a select element (select_option).
 func (t *Tab) selectOption(ctx context.Context, s *browserv1.SelectOption) (*browserv1.ToolResult, error) {
 	return t.actOn(ctx, func() (string, error) { return t.selectField(ctx, s.GetElement(), s.GetValues(), "select_option") })

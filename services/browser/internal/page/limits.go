@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
 )
 
@@ -12,13 +13,14 @@ import (
 // title, its HTML or its snapshot as large as it likes. Each cap below has
 // a marker that says what was cut and how to see the rest.
 const (
-	// DefaultSnapshotChars caps a snapshot (max_chars overrides it).
-	DefaultSnapshotChars = 40000
-	// DefaultTextChars caps get_text, get_html and eval (max_chars
-	// overrides it).
-	DefaultTextChars = 20000
+	// DefaultSnapshotChars caps a snapshot (max_chars overrides it); the
+	// catalog declares it, as snapshot's default max_chars.
+	DefaultSnapshotChars = catalog.SnapshotChars
+	// DefaultTextChars caps get_text, get_html, eval and the other text
+	// tools (max_chars overrides it; the catalog declares it too).
+	DefaultTextChars = catalog.TextChars
 	// MaxChars is the largest max_chars a call may ask for.
-	MaxChars = 5000000
+	MaxChars = catalog.MaxChars
 	// maxTitle caps a page title in get_title, tab lists and change
 	// reports; maxURL an address.
 	maxTitle    = 1000

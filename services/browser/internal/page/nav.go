@@ -28,6 +28,26 @@ import (
 // started to load.
 const settleCap = 10 * time.Second
 
+// navHandlers are the navigation and waiting tools (wait.go).
+var navHandlers = map[string]handler{
+	"open": func(t *Tab, ctx context.Context, r *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		return t.open(ctx, r.GetOpen().GetUrl())
+	},
+	"back": func(t *Tab, ctx context.Context, _ *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		return t.history(ctx, -1)
+	},
+	"forward": func(t *Tab, ctx context.Context, _ *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		return t.history(ctx, +1)
+	},
+	"reload":    noArgs((*Tab).reload),
+	"get_url":   noArgs((*Tab).getURL),
+	"get_title": noArgs((*Tab).getTitle),
+	"wait": func(t *Tab, ctx context.Context, r *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		return t.wait(ctx, r.GetWait().GetMs())
+	},
+	"wait_for": on((*browserv1.ToolRequest).GetWaitFor, (*Tab).waitFor),
+}
+
 // open navigates the tab to raw and waits for the page to load.
 func (t *Tab) open(ctx context.Context, raw string) (*browserv1.ToolResult, error) {
 	target, err := t.checkURL(raw)

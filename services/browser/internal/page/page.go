@@ -18,6 +18,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 )
 
 // DefaultSchemes are the URL schemes that open accepts when
@@ -310,26 +311,31 @@ func (t *Tab) Upload(ctx context.Context, req *browserv1.ToolRequest, paths []st
 
 // do runs one tool; files are the paths of upload_file's files.
 func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string) (*browserv1.ToolResult, error) {
-	if req == nil {
+	tool, ok := catalog.ForRequest(req)
+	if !ok {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "the request names no tool")
 	}
-	tool := toolName(req)
+	run, ok := handlers[tool.Name]
+	if !ok {
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
+			"%s is a session tool: the browser session handles it, not a single tab", tool.Name)
+	}
 	select {
 	case t.sem <- struct{}{}:
 		defer func() { <-t.sem }()
 	case <-ctx.Done():
-		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "%s: the tab was busy with another tool until the request deadline", tool)
+		return nil, bus.Errorf(commonv1.ErrorCode_TIMEOUT, "%s: the tab was busy with another tool until the request deadline", tool.Name)
 	}
 	if t.Closed() {
-		return nil, closedError(tool)
+		return nil, closedError(tool.Name)
 	}
 	rctx, cancel := t.runCtx(ctx)
 	defer cancel()
 	if err := t.init(rctx); err != nil {
-		return nil, t.fail(ctx, rctx, tool, err)
+		return nil, t.fail(ctx, rctx, tool.Name, err)
 	}
-	if d := t.openDialogNow(); d != nil && !worksWithDialog(req) {
-		return nil, dialogError(tool, d)
+	if d := t.openDialogNow(); d != nil && !tool.WithDialog {
+		return nil, dialogError(tool.Name, d)
 	}
 	t.madeObjects = false
 	if e := t.emuLater; e != nil && t.openDialogNow() == nil {
@@ -340,16 +346,17 @@ func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string
 	t.beginCall(req)
 	t.call.files = files
 	t.call.secretInput = secretInput(ctx)
-	dctx, stopDialogs := t.watchDialogs(rctx, req)
+	navigates, acts := tool.Navigates.Of(req), tool.Acts.Of(req)
+	dctx, stopDialogs := t.watchDialogs(rctx, navigates)
 	defer stopDialogs()
-	res, err := t.dispatch(dctx, req)
+	res, err := t.dispatch(dctx, tool.Name, navigates, run, req)
 	if t.openDialogNow() != nil {
 		// The page is frozen: no snapshot, no release of objects.
 		if errors.Is(context.Cause(dctx), errDialogOpened) && (err != nil || res == nil) {
-			res, err = t.interrupted(tool), nil
+			res, err = t.interrupted(tool.Name), nil
 		}
 		t.madeObjects = false
-	} else if err == nil && changesPage(req) && req.GetSnapshotAfter() != browserv1.SnapshotAfter_SNAPSHOT_AFTER_NONE {
+	} else if err == nil && acts && req.GetSnapshotAfter() != browserv1.SnapshotAfter_SNAPSHOT_AFTER_NONE {
 		err = t.snapshotAfter(rctx, req.GetSnapshotAfter(), res)
 	}
 	if t.madeObjects {
@@ -362,137 +369,62 @@ func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string
 		}
 	}
 	if err != nil {
-		return nil, t.fail(ctx, rctx, tool, err)
+		return nil, t.fail(ctx, rctx, tool.Name, err)
 	}
 	if t.openDialogNow() == nil {
 		t.call.choosers = t.chooserNotes(rctx)
 	}
 	dialogs := t.takeDialogs()
-	if changesPage(req) {
-		t.report(req, res, dialogs)
+	if acts {
+		t.report(navigates, res, dialogs)
 	} else if len(dialogs) > 0 {
 		appendText(res, strings.Join(dialogs, "\n"))
 	}
 	return res, nil
 }
 
-// dispatch runs the tool of req.
-func (t *Tab) dispatch(ctx context.Context, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
-	if navigates(req) {
-		if err := t.leaveDialog(ctx, toolName(req)); err != nil {
+// dispatch runs the tool of req with its handler; a tool that navigates
+// answers a dialog in its way first.
+func (t *Tab) dispatch(ctx context.Context, tool string, navigates bool, run handler, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+	if navigates {
+		if err := t.leaveDialog(ctx, tool); err != nil {
 			return nil, err
 		}
 	}
-	switch x := req.GetTool().(type) {
-	case *browserv1.ToolRequest_Open:
-		return t.open(ctx, x.Open.GetUrl())
-	case *browserv1.ToolRequest_Back:
-		return t.history(ctx, -1)
-	case *browserv1.ToolRequest_Forward:
-		return t.history(ctx, +1)
-	case *browserv1.ToolRequest_Reload:
-		return t.reload(ctx)
-	case *browserv1.ToolRequest_GetUrl:
-		return t.getURL(ctx)
-	case *browserv1.ToolRequest_GetTitle:
-		return t.getTitle(ctx)
-	case *browserv1.ToolRequest_Snapshot:
-		return t.snapshot(ctx, x.Snapshot)
-	case *browserv1.ToolRequest_GetText:
-		return t.getText(ctx, x.GetText)
-	case *browserv1.ToolRequest_GetHtml:
-		return t.getHTML(ctx, x.GetHtml)
-	case *browserv1.ToolRequest_GetStyles:
-		return t.getStyles(ctx, x.GetStyles)
-	case *browserv1.ToolRequest_GetAttr:
-		return t.getAttr(ctx, x.GetAttr.GetElement(), x.GetAttr.GetAttr())
-	case *browserv1.ToolRequest_Eval:
-		if x.Eval.GetElement() != nil {
-			return t.evalOn(ctx, x.Eval.GetElement(), x.Eval.GetScript())
-		}
-		return t.eval(ctx, x.Eval.GetScript())
-	case *browserv1.ToolRequest_Click:
-		return t.click(ctx, x.Click)
-	case *browserv1.ToolRequest_Fill:
-		return t.fill(ctx, x.Fill)
-	case *browserv1.ToolRequest_Type:
-		return t.typeText(ctx, x.Type)
-	case *browserv1.ToolRequest_Press:
-		return t.pressKey(ctx, x.Press)
-	case *browserv1.ToolRequest_Scroll:
-		return t.scroll(ctx, x.Scroll.GetDirection(), x.Scroll.GetAmount())
-	case *browserv1.ToolRequest_Hover:
-		return t.hover(ctx, x.Hover)
-	case *browserv1.ToolRequest_Focus:
-		return t.focus(ctx, x.Focus)
-	case *browserv1.ToolRequest_Wait:
-		return t.wait(ctx, x.Wait.GetMs())
-	case *browserv1.ToolRequest_WaitFor:
-		return t.waitFor(ctx, x.WaitFor)
-	case *browserv1.ToolRequest_Screenshot:
-		return t.screenshot(ctx, x.Screenshot)
-	case *browserv1.ToolRequest_SelectOption:
-		return t.selectOption(ctx, x.SelectOption)
-	case *browserv1.ToolRequest_Check:
-		return t.check(ctx, x.Check)
-	case *browserv1.ToolRequest_FillForm:
-		return t.fillForm(ctx, x.FillForm)
-	case *browserv1.ToolRequest_GetMarkdown:
-		return t.getMarkdown(ctx, x.GetMarkdown)
-	case *browserv1.ToolRequest_Drag:
-		return t.drag(ctx, x.Drag)
-	case *browserv1.ToolRequest_Mouse:
-		return t.mouseAction(ctx, x.Mouse)
-	case *browserv1.ToolRequest_ConsoleMessages:
-		return t.consoleMessages(ctx, x.ConsoleMessages)
-	case *browserv1.ToolRequest_NetworkRequests:
-		return t.networkRequests(ctx, x.NetworkRequests)
-	case *browserv1.ToolRequest_NetworkRequest:
-		return t.networkRequest(ctx, x.NetworkRequest)
-	case *browserv1.ToolRequest_Pdf:
-		return t.pdf(ctx, x.Pdf)
-	case *browserv1.ToolRequest_PerformanceStart:
-		return t.performanceStart(ctx, x.PerformanceStart)
-	case *browserv1.ToolRequest_PerformanceStop:
-		return t.performanceStop(ctx)
-	case *browserv1.ToolRequest_PerformanceMetrics:
-		return t.performanceMetrics(ctx)
-	case *browserv1.ToolRequest_HeapSnapshot:
-		return t.heapSnapshot(ctx)
-	case *browserv1.ToolRequest_ScreencastStart:
-		return t.screencastStart(ctx, x.ScreencastStart)
-	case *browserv1.ToolRequest_ScreencastStop:
-		return t.screencastStop(ctx)
-	case *browserv1.ToolRequest_Resize, *browserv1.ToolRequest_Emulate:
-		return t.emulateTool(ctx, req) // the session keeps the emulation for its other tabs
-	case *browserv1.ToolRequest_HandleDialog:
-		return t.handleDialog(ctx, x.HandleDialog)
-	case *browserv1.ToolRequest_PerformanceInsight:
-		return t.performanceInsight(x.PerformanceInsight.GetInsight())
-	case *browserv1.ToolRequest_LighthouseAudit:
-		return t.lighthouseAudit(ctx, x.LighthouseAudit)
-	case *browserv1.ToolRequest_Drop:
-		return t.dropOn(ctx, x.Drop)
-	case *browserv1.ToolRequest_UploadFile:
-		return t.uploadFile(ctx, x.UploadFile.GetElement())
-	case *browserv1.ToolRequest_Close, *browserv1.ToolRequest_TabList, *browserv1.ToolRequest_TabNew,
-		*browserv1.ToolRequest_TabSwitch, *browserv1.ToolRequest_TabClose:
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
-			"%s is a session tool: the browser session handles it, not a single tab", toolName(req))
-	case nil:
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "the request names no tool")
-	default:
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "tool %s is not supported by this worker", toolName(req))
+	return run(t, ctx, req)
+}
+
+// A handler runs one tool in a tab, reading its own message of req.
+// Each domain file registers its tools' handlers in a table of its own
+// (navHandlers in nav.go, …); handlers joins them.
+type handler func(t *Tab, ctx context.Context, req *browserv1.ToolRequest) (*browserv1.ToolResult, error)
+
+// handlers are the tab's tools by catalog name. The session tools
+// (catalog.OnSession) that act in a tab are here too: the session runs
+// them through Do (resize, emulate) or Upload (upload_file, drop).
+var handlers = catalog.Join(navHandlers, readingHandlers, inputHandlers, formHandlers, devtoolsHandlers, perfHandlers,
+	emulateHandlers, filesHandlers, dialogHandlers)
+
+// Handles reports whether the tab has a handler for the tool called name
+// (for the worker's test that every tool has one).
+func Handles(name string) bool {
+	_, ok := handlers[name]
+	return ok
+}
+
+// on makes a handler of a tool method that takes the tool's own message,
+// which msg reads from the request.
+func on[M any](msg func(*browserv1.ToolRequest) M, run func(*Tab, context.Context, M) (*browserv1.ToolResult, error)) handler {
+	return func(t *Tab, ctx context.Context, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		return run(t, ctx, msg(req))
 	}
 }
 
-// toolName returns the name of the tool in req, as the catalog spells it.
-func toolName(req *browserv1.ToolRequest) string {
-	m := req.ProtoReflect()
-	if fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("tool")); fd != nil {
-		return string(fd.Name())
+// noArgs makes a handler of a tool method that takes no arguments.
+func noArgs(run func(*Tab, context.Context) (*browserv1.ToolResult, error)) handler {
+	return func(t *Tab, ctx context.Context, _ *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		return run(t, ctx)
 	}
-	return "tool"
 }
 
 // runCtx returns a context for browser calls: derived from the tab context

@@ -63,6 +63,21 @@ type perfRecording struct {
 	keptErr error
 }
 
+// perfHandlers are the performance and memory tools (perfmetrics.go,
+// heap.go, screencast.go, lighthouse.go).
+var perfHandlers = map[string]handler{
+	"performance_start": on((*browserv1.ToolRequest).GetPerformanceStart, (*Tab).performanceStart),
+	"performance_stop":  noArgs((*Tab).performanceStop),
+	"performance_insight": func(t *Tab, _ context.Context, r *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		return t.performanceInsight(r.GetPerformanceInsight().GetInsight())
+	},
+	"performance_metrics": noArgs((*Tab).performanceMetrics),
+	"heap_snapshot":       noArgs((*Tab).heapSnapshot),
+	"screencast_start":    on((*browserv1.ToolRequest).GetScreencastStart, (*Tab).screencastStart),
+	"screencast_stop":     noArgs((*Tab).screencastStop),
+	"lighthouse_audit":    on((*browserv1.ToolRequest).GetLighthouseAudit, (*Tab).lighthouseAudit),
+}
+
 // performanceStart starts a trace of the tab (and reloads the page with
 // reload, so the trace holds its load), or queues it while another tab of
 // the browser records one (perfturns.go).

@@ -3,6 +3,7 @@ package page
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,12 +16,14 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 )
 
 const (
-	// MaxClickCount is the most clicks one click call sends (3: a triple
-	// click selects a paragraph).
-	MaxClickCount = 3
+	// MaxClickCount is the most clicks one click call sends: the
+	// catalog's, which its schema holds the model to (this check is for
+	// requests that did not come through it).
+	MaxClickCount = catalog.MaxClickCount
 	// dragSteps is how many mouse moves a drag makes from its source to
 	// its target: sliders and sortable lists follow pointermove, and some
 	// only start a drag after a few moves.
@@ -41,15 +44,15 @@ type pointerState struct {
 // buttonBits are the CDP buttons bit field values.
 var buttonBits = map[input.MouseButton]int64{input.MouseButtonLeft: 1, input.MouseButtonRight: 2, input.MouseButtonMiddle: 4}
 
-// parseButton reads a button name ("" is left).
+// parseButton reads a button name ("" is left): one of the catalog's
+// MouseButtons, which are CDP's names for them.
 func parseButton(name, tool string) (input.MouseButton, error) {
-	switch strings.ToLower(strings.TrimSpace(name)) {
-	case "", "left":
+	b := strings.ToLower(strings.TrimSpace(name))
+	switch {
+	case b == "":
 		return input.MouseButtonLeft, nil
-	case "right":
-		return input.MouseButtonRight, nil
-	case "middle":
-		return input.MouseButtonMiddle, nil
+	case slices.Contains(catalog.MouseButtons, b):
+		return input.MouseButton(b), nil
 	}
 	return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: unknown button %q; use left, right or middle", tool, name)
 }
@@ -115,6 +118,22 @@ func heldButton(buttons int64) input.MouseButton {
 		}
 	}
 	return input.MouseButtonNone
+}
+
+// inputHandlers are the tools that act with the mouse and keyboard
+// (element.go, scroll.go).
+var inputHandlers = map[string]handler{
+	"click": on((*browserv1.ToolRequest).GetClick, (*Tab).click),
+	"fill":  on((*browserv1.ToolRequest).GetFill, (*Tab).fill),
+	"type":  on((*browserv1.ToolRequest).GetType, (*Tab).typeText),
+	"press": on((*browserv1.ToolRequest).GetPress, (*Tab).pressKey),
+	"scroll": func(t *Tab, ctx context.Context, r *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		return t.scroll(ctx, r.GetScroll().GetDirection(), r.GetScroll().GetAmount())
+	},
+	"hover": on((*browserv1.ToolRequest).GetHover, (*Tab).hover),
+	"focus": on((*browserv1.ToolRequest).GetFocus, (*Tab).focus),
+	"drag":  on((*browserv1.ToolRequest).GetDrag, (*Tab).drag),
+	"mouse": on((*browserv1.ToolRequest).GetMouse, (*Tab).mouseAction),
 }
 
 // click clicks the centre of an element with real mouse events (the

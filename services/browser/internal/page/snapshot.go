@@ -58,6 +58,25 @@ type snapOpts struct {
 	MaxRun   int     `json:"maxRun,omitempty"`
 }
 
+// readingHandlers are the tools that read the page (element.go,
+// styles.go, eval.go, screenshot.go).
+var readingHandlers = map[string]handler{
+	"snapshot": on((*browserv1.ToolRequest).GetSnapshot, (*Tab).snapshot),
+	"get_text": on((*browserv1.ToolRequest).GetGetText, (*Tab).getText),
+	"get_html": on((*browserv1.ToolRequest).GetGetHtml, (*Tab).getHTML),
+	"get_attr": func(t *Tab, ctx context.Context, r *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		return t.getAttr(ctx, r.GetGetAttr().GetElement(), r.GetGetAttr().GetAttr())
+	},
+	"get_styles": on((*browserv1.ToolRequest).GetGetStyles, (*Tab).getStyles),
+	"eval": func(t *Tab, ctx context.Context, r *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
+		if el := r.GetEval().GetElement(); el != nil {
+			return t.evalOn(ctx, el, r.GetEval().GetScript())
+		}
+		return t.eval(ctx, r.GetEval().GetScript())
+	},
+	"screenshot": on((*browserv1.ToolRequest).GetScreenshot, (*Tab).screenshot),
+}
+
 // snapshot returns the ARIA-YAML tree of the page and its frames (or of
 // the element req.ref), with refs, cut at the call's character cap, and
 // the ref map as structured content. A huge page stops the walk at the
