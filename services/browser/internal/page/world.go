@@ -21,7 +21,8 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// pageJS installs the snapshot walker and the ref table in an isolated world.
+// pageJS installs the snapshot walker and the ref table in an isolated world,
+// with forms.js's api beside them.
 //
 //go:embed page.js
 var pageJS string
@@ -211,8 +212,10 @@ func (t *Tab) refStart(n int) int64 {
 }
 
 // world returns the execution context of Sovereign's isolated world in
-// frame, creating the world and installing page.js when the frame's
-// document has none yet.
+// frame, creating the world and installing page.js and forms.js when the
+// frame's document has none yet. forms.js used to come with each call of
+// a form tool; installed with page.js, it is parsed once per document
+// (V8 compiles its methods on first use) and calls send only a name.
 func (t *Tab) world(ctx context.Context, frame cdp.FrameID) (runtime.ExecutionContextID, error) {
 	t.mu.Lock()
 	id, ok := t.worlds.byFrame[frame]
@@ -226,7 +229,7 @@ func (t *Tab) world(ctx context.Context, frame cdp.FrameID) (runtime.ExecutionCo
 	}
 	num := t.frameNum(frame)
 	r, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{
-		Expression:    "(" + pageJS + ")(" + strconv.FormatInt(t.refStart(num), 10) + ")",
+		Expression:    "(" + pageJS + ")(" + strconv.FormatInt(t.refStart(num), 10) + ", " + formsJS + ")",
 		ContextID:     res.ExecutionContextID,
 		ReturnByValue: new(true),
 		Silent:        new(true),
