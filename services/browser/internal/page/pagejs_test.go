@@ -17,6 +17,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -31,7 +32,7 @@ func pjsTab(t *testing.T, pages map[string]string) (*Tab, string) {
 // pjs calls the JavaScript function fn (async or not) with args in the
 // isolated world of frame (the main frame when "") and decodes its result
 // into out as page.js returned it: the clip markers (U+E000..U+E002) stay
-// in, where callWorld would resolve them. In fn, $(sel) finds an element
+// in, where the wrappers would resolve them. In fn, $(sel) finds an element
 // across open shadow roots ("host >>> inner").
 func pjs(tb testing.TB, tab *Tab, frame cdp.FrameID, fn string, out any, args ...any) {
 	tb.Helper()
@@ -40,14 +41,30 @@ func pjs(tb testing.TB, tab *Tab, frame cdp.FrameID, fn string, out any, args ..
 	if frame == "" {
 		frame = tab.main()
 	}
-	wrapped := `async function(...a) {
+	// The arguments travel as one array: the protocol client leaves out
+	// an argument whose JSON is "", null, [] or {}.
+	argv, err := json.Marshal(append([]any{}, args...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	wrapped := `async function(a) {
 		const $ = (s) => s.split('>>>').reduce((r, part) => r && (r.shadowRoot || r).querySelector(part.trim()), document);
 		const v = await (` + fn + `).apply(this, a);
-		// Escaped, so callWorld's clip resolution leaves the markers alone.
+		// Escaped, so decodeCall's clip resolution leaves the markers alone.
 		return v === undefined ? 'null' : JSON.stringify(v).replace(/[\uE000-\uE002]/g, (c) => '\\u' + c.charCodeAt(0).toString(16));
 	}`
 	var s string
-	if err := tab.callWorld(ctx, frame, wrapped, &s, args...); err != nil {
+	err = tab.inWorld(ctx, frame, func(world runtime.ExecutionContextID) error {
+		r, err := chromedp.Call(ctx, runtime.CallFunctionOn, runtime.CallFunctionOnParams{
+			FunctionDeclaration: wrapped,
+			ExecutionContextID:  world,
+			Arguments:           []*runtime.CallArgument{{Value: argv}},
+			ReturnByValue:       new(true),
+			AwaitPromise:        new(true),
+		})
+		return decodeCall(r, err, &s)
+	})
+	if err != nil {
 		tb.Fatalf("page.js call %s: %v", fn, err)
 	}
 	if out == nil {
