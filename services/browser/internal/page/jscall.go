@@ -78,67 +78,87 @@ type jsTarget struct {
 // noResult is the result type of a function whose result Go ignores.
 type noResult struct{}
 
-// jsParams returns the parameters of Runtime.callFunctionOn that call fn
-// with args, passed by value, and then the remote objects objs.
-func jsParams(fn jsFunc, req jsCall, objs ...*runtime.CallArgument) runtime.CallFunctionOnParams {
+// sendJS calls fn through call.js with req on the target of p (an
+// execution context or a remote object, and whether the result comes by
+// value), awaiting a promise. An exception the function throws is a
+// *jsError; every error names fn.
+func sendJS(ctx context.Context, fn jsFunc, req jsCall, p runtime.CallFunctionOnParams, objs ...*runtime.CallArgument) (runtime.CallFunctionOnResult, error) {
 	req.API, req.Name = fn.api, fn.name
 	b, err := json.Marshal(req)
 	if err != nil {
-		// Only a Go value that JSON cannot hold fails, a bug of the wrapper.
-		b = []byte(`{"api":"","name":""}`)
+		return runtime.CallFunctionOnResult{}, fmt.Errorf("%s: %w", fn, err)
 	}
-	return runtime.CallFunctionOnParams{
-		FunctionDeclaration: callJSDecl,
-		Arguments:           append([]*runtime.CallArgument{{Value: b}}, objs...),
-		ReturnByValue:       new(true),
-		AwaitPromise:        new(true),
-		Silent:              new(true),
+	p.FunctionDeclaration = callJSDecl
+	p.Arguments = append([]*runtime.CallArgument{{Value: b}}, objs...)
+	p.AwaitPromise, p.Silent = new(true), new(true)
+	r, err := chromedp.Call(ctx, runtime.CallFunctionOn, p)
+	if err == nil && r.ExceptionDetails != nil {
+		err = &jsError{details: r.ExceptionDetails}
 	}
+	if err != nil {
+		return r, fmt.Errorf("%s: %w", fn, err)
+	}
+	return r, nil
 }
 
-// decodeJS decodes the result of a call of fn into a T.
-func decodeJS[T any](fn jsFunc, r runtime.CallFunctionOnResult, err error) (T, error) {
+// resultJS decodes the value that fn returned as a T, resolving the clips
+// that page.js marked in its strings (limits.go).
+func resultJS[T any](fn jsFunc, r runtime.CallFunctionOnResult) (T, error) {
 	var v T
-	var out any = &v
-	if _, ok := out.(*noResult); ok {
-		out = nil
+	if _, ignore := any(&v).(*noResult); ignore || r.Result == nil || len(r.Result.Value) == 0 {
+		return v, nil
 	}
-	if err := decodeCall(r, err, out); err != nil {
-		return v, fmt.Errorf("%s: %w", fn, err)
+	raw, err := resolveJSONClips(r.Result.Value)
+	if err == nil {
+		err = json.Unmarshal(raw, &v)
+	}
+	if err != nil {
+		return v, fmt.Errorf("%s: decode the result: %w", fn, err)
 	}
 	return v, nil
 }
 
+// byValue is the target of a call in the execution context world whose
+// result comes back as JSON.
+func byValue(world runtime.ExecutionContextID) runtime.CallFunctionOnParams {
+	return runtime.CallFunctionOnParams{ExecutionContextID: world, ReturnByValue: new(true)}
+}
+
 // callJS calls fn in Sovereign's world of frame with args and returns its
-// result (awaited, when it is a promise). A thrown exception is a *jsError.
+// result. A thrown exception is a *jsError.
 func callJS[T any](ctx context.Context, t *Tab, frame cdp.FrameID, fn jsFunc, args ...any) (T, error) {
 	var v T
 	err := t.inWorld(ctx, frame, func(world runtime.ExecutionContextID) error {
-		p := jsParams(fn, jsCall{Args: args})
-		p.ExecutionContextID = world
-		r, err := chromedp.Call(ctx, runtime.CallFunctionOn, p)
-		v, err = decodeJS[T](fn, r, err)
+		r, err := sendJS(ctx, fn, jsCall{Args: args}, byValue(world))
+		if err != nil {
+			return err
+		}
+		v, err = resultJS[T](fn, r)
 		return err
 	})
 	return v, err
 }
 
-// callJSWith calls fn in the world with args and then objs, remote objects
-// of that world, as one array.
+// callJSWith calls fn in world with args and then objs, remote objects of
+// that world, as one array.
 func callJSWith[T any](ctx context.Context, world runtime.ExecutionContextID, fn jsFunc, objs []*runtime.CallArgument, args ...any) (T, error) {
-	p := jsParams(fn, jsCall{Args: args, Objects: true}, objs...)
-	p.ExecutionContextID = world
-	r, err := chromedp.Call(ctx, runtime.CallFunctionOn, p)
-	return decodeJS[T](fn, r, err)
+	r, err := sendJS(ctx, fn, jsCall{Args: args, Objects: true}, byValue(world), objs...)
+	if err != nil {
+		var v T
+		return v, err
+	}
+	return resultJS[T](fn, r)
 }
 
 // callJSOn calls fn with the element obj, a remote object of Sovereign's
 // world, and args.
 func callJSOn[T any](ctx context.Context, obj runtime.RemoteObjectID, fn jsFunc, args ...any) (T, error) {
-	p := jsParams(fn, jsCall{Args: args, Self: true})
-	p.ObjectID = obj
-	r, err := chromedp.Call(ctx, runtime.CallFunctionOn, p)
-	return decodeJS[T](fn, r, err)
+	r, err := sendJS(ctx, fn, jsCall{Args: args, Self: true}, runtime.CallFunctionOnParams{ObjectID: obj, ReturnByValue: new(true)})
+	if err != nil {
+		var v T
+		return v, err
+	}
+	return resultJS[T](fn, r)
 }
 
 // objectJS calls fn in Sovereign's world of frame and returns the object it
@@ -146,14 +166,9 @@ func callJSOn[T any](ctx context.Context, obj runtime.RemoteObjectID, fn jsFunc,
 func objectJS(ctx context.Context, t *Tab, frame cdp.FrameID, fn jsFunc, args ...any) (runtime.RemoteObjectID, error) {
 	var obj runtime.RemoteObjectID
 	err := t.inWorld(ctx, frame, func(world runtime.ExecutionContextID) error {
-		p := jsParams(fn, jsCall{Args: args})
-		p.ExecutionContextID, p.ObjectGroup, p.ReturnByValue = world, objectGroup, nil
-		r, err := chromedp.Call(ctx, runtime.CallFunctionOn, p)
+		r, err := sendJS(ctx, fn, jsCall{Args: args}, runtime.CallFunctionOnParams{ExecutionContextID: world, ObjectGroup: objectGroup})
 		if err != nil {
-			return fmt.Errorf("%s: %w", fn, err)
-		}
-		if r.ExceptionDetails != nil {
-			return fmt.Errorf("%s: %w", fn, &jsError{details: r.ExceptionDetails})
+			return err
 		}
 		if r.Result != nil && r.Result.ObjectID != "" {
 			obj = r.Result.ObjectID
@@ -207,10 +222,11 @@ func callJSAt[T any](ctx context.Context, t *Tab, at elementAt, fn jsFunc, args 
 	var v T
 	var r atResult
 	err := t.inWorld(ctx, at.frame, func(world runtime.ExecutionContextID) error {
-		p := jsParams(fn, jsCall{Args: args, At: &at.target})
-		p.ExecutionContextID = world
-		res, err := chromedp.Call(ctx, runtime.CallFunctionOn, p)
-		r, err = decodeJS[atResult](fn, res, err)
+		res, err := sendJS(ctx, fn, jsCall{Args: args, At: &at.target}, byValue(world))
+		if err != nil {
+			return err
+		}
+		r, err = resultJS[atResult](fn, res)
 		return err
 	})
 	switch {
@@ -225,9 +241,10 @@ func callJSAt[T any](ctx context.Context, t *Tab, at elementAt, fn jsFunc, args 
 	case r.Missing:
 		return v, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "no element matches selector %q", at.target.Selector)
 	}
-	if _, ok := any(&v).(*noResult); ok || len(r.V) == 0 {
+	if _, ignore := any(&v).(*noResult); ignore || len(r.V) == 0 {
 		return v, nil
 	}
+	// Its clips were resolved with the rest of the answer.
 	if err := json.Unmarshal(r.V, &v); err != nil {
 		return v, fmt.Errorf("%s: decode the result: %w", fn, err)
 	}
