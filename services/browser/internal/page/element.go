@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/dom"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/runtime"
@@ -32,15 +33,69 @@ type elem struct {
 // refPattern matches a snapshot ref: e5, or f1e2 for frame 1.
 var refPattern = regexp.MustCompile(`^(?:f(\d+))?e(\d+)$`)
 
-// resolve finds the element that el names, by ref or CSS selector.
+// resolve finds the element that el names, by ref or CSS selector, as a
+// remote object of Sovereign's world.
 func (t *Tab) resolve(ctx context.Context, el *browserv1.Element, tool string) (*elem, error) {
-	if ref := strings.TrimSpace(el.GetRef()); ref != "" {
-		return t.resolveRef(ctx, ref)
+	at, err := t.elementAt(el, tool)
+	if err != nil {
+		return nil, err
 	}
-	if sel := strings.TrimSpace(el.GetSelector()); sel != "" {
-		return t.resolveSelector(ctx, sel)
+	var obj runtime.RemoteObjectID
+	if at.ref != "" {
+		obj, err = jsEl(ctx, t, at.frame, at.target.Ref)
+		if isJSError(err) || isFrameGone(err) {
+			return nil, staleRef(at.ref)
+		}
+	} else {
+		obj, err = jsQuery(ctx, t, at.target.Selector)
+		if je, ok := asJSError(err); ok {
+			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "selector %q is not valid CSS: %s", at.target.Selector, firstLines(je.Error(), 1))
+		}
 	}
-	return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s needs ref (from snapshot), target or selector", tool)
+	switch {
+	case err != nil:
+		return nil, err
+	case obj == "" && at.ref != "":
+		return nil, staleRef(at.ref)
+	case obj == "":
+		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "no element matches selector %q", at.target.Selector)
+	}
+	return &elem{what: at.what, prefix: at.prefix, obj: obj}, nil
+}
+
+// elementAt is an element that a tool names, parsed but not yet found: the
+// frame to look in and what call.js looks for there.
+type elementAt struct {
+	frame  cdp.FrameID
+	target jsTarget
+	// what names the element in messages ("ref e5", `selector "#a"`);
+	// prefix is the ref prefix of its frame ("" or "f1").
+	what, prefix string
+	// ref is the cleaned ref, "" for a selector.
+	ref string
+}
+
+// elementAt parses the element that el names, for tool's messages.
+func (t *Tab) elementAt(el *browserv1.Element, tool string) (elementAt, error) {
+	switch ref, sel := strings.TrimSpace(el.GetRef()), strings.TrimSpace(el.GetSelector()); {
+	case ref != "":
+		num, id, err := t.parseRef(ref)
+		if err != nil {
+			return elementAt{}, err
+		}
+		f, ok := t.frameByNum(num)
+		if !ok {
+			return elementAt{}, staleRef(cleanRef(ref))
+		}
+		a := elementAt{frame: f, target: jsTarget{Ref: id}, what: "ref " + cleanRef(ref), ref: cleanRef(ref)}
+		if num > 0 {
+			a.prefix = "f" + strconv.Itoa(num)
+		}
+		return a, nil
+	case sel != "":
+		return elementAt{frame: t.main(), target: jsTarget{Selector: sel}, what: fmt.Sprintf("selector %q", sel)}, nil
+	}
+	return elementAt{}, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s needs ref (from snapshot), target or selector", tool)
 }
 
 // cleanRef strips what models tend to wrap refs in: @e5, ref=e5, [ref=e5].
@@ -62,51 +117,6 @@ func (t *Tab) parseRef(raw string) (frame int, n int64, err error) {
 	}
 	n, _ = strconv.ParseInt(m[2], 10, 64)
 	return frame, n, nil
-}
-
-// resolveRef finds the element with a snapshot ref.
-func (t *Tab) resolveRef(ctx context.Context, raw string) (*elem, error) {
-	ref := cleanRef(raw)
-	num, n, err := t.parseRef(raw)
-	if err != nil {
-		return nil, err
-	}
-	stale := staleRef(ref)
-	frame, ok := t.frameByNum(num)
-	if !ok {
-		return nil, stale
-	}
-	obj, err := jsEl(ctx, t, frame, n)
-	if err != nil {
-		if isJSError(err) || isFrameGone(err) {
-			return nil, stale
-		}
-		return nil, err
-	}
-	if obj == "" {
-		return nil, stale
-	}
-	prefix := ""
-	if num > 0 {
-		prefix = "f" + strconv.Itoa(num)
-	}
-	return &elem{what: "ref " + ref, prefix: prefix, obj: obj}, nil
-}
-
-// resolveSelector finds the first element in the main frame that matches
-// the CSS selector sel.
-func (t *Tab) resolveSelector(ctx context.Context, sel string) (*elem, error) {
-	obj, err := jsQuery(ctx, t, sel)
-	if je, ok := asJSError(err); ok {
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "selector %q is not valid CSS: %s", sel, firstLines(je.Error(), 1))
-	}
-	if err != nil {
-		return nil, err
-	}
-	if obj == "" {
-		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "no element matches selector %q", sel)
-	}
-	return &elem{what: fmt.Sprintf("selector %q", sel), obj: obj}, nil
 }
 
 func staleRef(ref string) error {

@@ -6,14 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 )
@@ -177,41 +174,6 @@ func objectJS(ctx context.Context, t *Tab, frame cdp.FrameID, fn jsFunc, args ..
 		return nil
 	})
 	return obj, err
-}
-
-// elementAt is an element that a tool names, parsed but not yet found: the
-// frame to look in and what call.js looks for there.
-type elementAt struct {
-	frame  cdp.FrameID
-	target jsTarget
-	// what names the element in messages ("ref e5", `selector "#a"`);
-	// prefix is the ref prefix of its frame ("" or "f1").
-	what, prefix string
-	// ref is the cleaned ref, "" for a selector.
-	ref string
-}
-
-// elementAt parses the element that el names, for tool's messages.
-func (t *Tab) elementAt(el *browserv1.Element, tool string) (elementAt, error) {
-	switch ref, sel := strings.TrimSpace(el.GetRef()), strings.TrimSpace(el.GetSelector()); {
-	case ref != "":
-		num, id, err := t.parseRef(ref)
-		if err != nil {
-			return elementAt{}, err
-		}
-		f, ok := t.frameByNum(num)
-		if !ok {
-			return elementAt{}, staleRef(cleanRef(ref))
-		}
-		a := elementAt{frame: f, target: jsTarget{Ref: id}, what: "ref " + cleanRef(ref), ref: cleanRef(ref)}
-		if num > 0 {
-			a.prefix = "f" + strconv.Itoa(num)
-		}
-		return a, nil
-	case sel != "":
-		return elementAt{frame: t.main(), target: jsTarget{Selector: sel}, what: fmt.Sprintf("selector %q", sel)}, nil
-	}
-	return elementAt{}, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s needs ref (from snapshot), target or selector", tool)
 }
 
 // callJSAt finds the element at names and calls fn with it and args, in
