@@ -21,8 +21,9 @@ module.exports = [
     languageOptions: {
       ecmaVersion: 'latest',
       sourceType: 'script',
-      // Chromium's: page.js and forms.js run in an isolated world of a
-      // frame, serialize.js and nostr.js in the page's main world.
+      // Chromium's: page.js, forms.js and call.js run in an isolated world
+      // of a frame; serialize.js, park.js, eval_*.js and nostr.js in the
+      // page's main world.
       globals: { ...globals.browser },
     },
     linterOptions: { reportUnusedDisableDirectives: 'error' },
@@ -52,6 +53,14 @@ module.exports = [
       radix: 'error',
       'prefer-const': 'error',
       'no-var': 'error',
+    },
+  },
+  {
+    // eval's scripts are templates: eval.go puts the model's script (and
+    // the parked element's name, and eval_element.js) in place of these.
+    files: ['**/page/eval_*.js'],
+    languageOptions: {
+      globals: { __SCRIPT__: 'readonly', __KEY__: 'readonly', __FUNCTION__: 'readonly' },
     },
   },
   {

@@ -27,7 +27,10 @@
 //	  - button "Pay" [ref=f1e2]
 //
 // page.js runs in an isolated world (Page.createIsolatedWorld), one per
-// frame document, so the page can neither see nor break it. There a
+// frame document, so the page can neither see nor break it. Go calls its
+// functions, and forms.js's, by name through one typed wrapper each
+// (js_<domain>.go, over jscall.go and call.js); no JavaScript is written in
+// Go strings. There a
 // WeakMap gives each element its ref number and a map of WeakRefs leads
 // back, so a ref stays the same across snapshots for as long as its
 // element exists. Refs of the main frame look like e5; refs in a child
@@ -103,7 +106,7 @@
 // applies to later key presses, clicks and mouse actions until it goes up.
 //
 // get_markdown renders the page or an element as Markdown in the
-// isolated world (forms.js, installed on first use), leaving out scripts,
+// isolated world (forms.js, installed with page.js), leaving out scripts,
 // styles, form controls and hidden elements, cut in the page at the
 // text cap. eval with an element calls the script, a function, with the
 // element in the page's main world. wait_for waits for one of a selector,

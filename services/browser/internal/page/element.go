@@ -2,7 +2,6 @@ package page
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -34,15 +33,69 @@ type elem struct {
 // refPattern matches a snapshot ref: e5, or f1e2 for frame 1.
 var refPattern = regexp.MustCompile(`^(?:f(\d+))?e(\d+)$`)
 
-// resolve finds the element that el names, by ref or CSS selector.
+// resolve finds the element that el names, by ref or CSS selector, as a
+// remote object of Sovereign's world.
 func (t *Tab) resolve(ctx context.Context, el *browserv1.Element, tool string) (*elem, error) {
-	if ref := strings.TrimSpace(el.GetRef()); ref != "" {
-		return t.resolveRef(ctx, ref)
+	at, err := t.elementAt(el, tool)
+	if err != nil {
+		return nil, err
 	}
-	if sel := strings.TrimSpace(el.GetSelector()); sel != "" {
-		return t.resolveSelector(ctx, sel)
+	var obj runtime.RemoteObjectID
+	if at.ref != "" {
+		obj, err = jsEl(ctx, t, at.frame, at.target.Ref)
+		if isJSError(err) || isFrameGone(err) {
+			return nil, staleRef(at.ref)
+		}
+	} else {
+		obj, err = jsQuery(ctx, t, at.target.Selector)
+		if je, ok := asJSError(err); ok {
+			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "selector %q is not valid CSS: %s", at.target.Selector, firstLines(je.Error(), 1))
+		}
 	}
-	return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s needs ref (from snapshot), target or selector", tool)
+	switch {
+	case err != nil:
+		return nil, err
+	case obj == "" && at.ref != "":
+		return nil, staleRef(at.ref)
+	case obj == "":
+		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "no element matches selector %q", at.target.Selector)
+	}
+	return &elem{what: at.what, prefix: at.prefix, obj: obj}, nil
+}
+
+// elementAt is an element that a tool names, parsed but not yet found: the
+// frame to look in and what call.js looks for there.
+type elementAt struct {
+	frame  cdp.FrameID
+	target jsTarget
+	// what names the element in messages ("ref e5", `selector "#a"`);
+	// prefix is the ref prefix of its frame ("" or "f1").
+	what, prefix string
+	// ref is the cleaned ref, "" for a selector.
+	ref string
+}
+
+// elementAt parses the element that el names, for tool's messages.
+func (t *Tab) elementAt(el *browserv1.Element, tool string) (elementAt, error) {
+	switch ref, sel := strings.TrimSpace(el.GetRef()), strings.TrimSpace(el.GetSelector()); {
+	case ref != "":
+		num, id, err := t.parseRef(ref)
+		if err != nil {
+			return elementAt{}, err
+		}
+		f, ok := t.frameByNum(num)
+		if !ok {
+			return elementAt{}, staleRef(cleanRef(ref))
+		}
+		a := elementAt{frame: f, target: jsTarget{Ref: id}, what: "ref " + cleanRef(ref), ref: cleanRef(ref)}
+		if num > 0 {
+			a.prefix = "f" + strconv.Itoa(num)
+		}
+		return a, nil
+	case sel != "":
+		return elementAt{frame: t.main(), target: jsTarget{Selector: sel}, what: fmt.Sprintf("selector %q", sel)}, nil
+	}
+	return elementAt{}, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s needs ref (from snapshot), target or selector", tool)
 }
 
 // cleanRef strips what models tend to wrap refs in: @e5, ref=e5, [ref=e5].
@@ -66,119 +119,12 @@ func (t *Tab) parseRef(raw string) (frame int, n int64, err error) {
 	return frame, n, nil
 }
 
-// resolveRef finds the element with a snapshot ref.
-func (t *Tab) resolveRef(ctx context.Context, raw string) (*elem, error) {
-	ref := cleanRef(raw)
-	num, n, err := t.parseRef(raw)
-	if err != nil {
-		return nil, err
-	}
-	stale := staleRef(ref)
-	frame, ok := t.frameByNum(num)
-	if !ok {
-		return nil, stale
-	}
-	obj, err := t.objectInWorld(ctx, frame, `function(n) { return __sov.el(n); }`, n)
-	if err != nil {
-		if _, gone := err.(*jsError); gone || isFrameGone(err) {
-			return nil, stale
-		}
-		return nil, err
-	}
-	if obj == "" {
-		return nil, stale
-	}
-	prefix := ""
-	if num > 0 {
-		prefix = "f" + strconv.Itoa(num)
-	}
-	return &elem{what: "ref " + ref, prefix: prefix, obj: obj}, nil
-}
-
-// resolveSelector finds the first element in the main frame that matches
-// the CSS selector sel.
-func (t *Tab) resolveSelector(ctx context.Context, sel string) (*elem, error) {
-	obj, err := t.objectInWorld(ctx, t.main(), `function(s) { return document.querySelector(s); }`, sel)
-	if je, ok := err.(*jsError); ok {
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "selector %q is not valid CSS: %s", sel, firstLines(je.Error(), 1))
-	}
-	if err != nil {
-		return nil, err
-	}
-	if obj == "" {
-		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "no element matches selector %q", sel)
-	}
-	return &elem{what: fmt.Sprintf("selector %q", sel), obj: obj}, nil
-}
-
-// onElement runs the JavaScript function fn with this bound to the element
-// that el names and decodes its result (awaited, when it is a promise) into
-// out, in one round trip to the page: finding the element and reading it happen in the same call, and no
-// remote object is made. It returns how messages name the element and the
-// ref prefix of its frame.
-func (t *Tab) onElement(ctx context.Context, el *browserv1.Element, tool, fn string, out any, args ...any) (what, prefix string, err error) {
-	var frame cdp.FrameID
-	var kind, key string
-	var n int64
-	switch ref, sel := strings.TrimSpace(el.GetRef()), strings.TrimSpace(el.GetSelector()); {
-	case ref != "":
-		num, id, err := t.parseRef(ref)
-		if err != nil {
-			return "", "", err
-		}
-		f, ok := t.frameByNum(num)
-		if !ok {
-			return "", "", staleRef(cleanRef(ref))
-		}
-		if num > 0 {
-			prefix = "f" + strconv.Itoa(num)
-		}
-		frame, kind, n, what = f, "ref", id, "ref "+cleanRef(ref)
-	case sel != "":
-		frame, kind, key, what = t.main(), "selector", sel, fmt.Sprintf("selector %q", sel)
-	default:
-		return "", "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s needs ref (from snapshot), target or selector", tool)
-	}
-	var r struct {
-		Missing bool            `json:"missing"`
-		BadCSS  string          `json:"badCSS"`
-		V       json.RawMessage `json:"v"`
-	}
-	err = t.callWorld(ctx, frame, `function(kind, n, sel, prefix, args) {
-		let el;
-		if (kind === 'ref') { el = __sov.el(n); } else {
-			try { el = document.querySelector(sel); } catch (e) { return {badCSS: String(e.message || e)}; }
-		}
-		if (!el) return {missing: true};
-		const v = (`+fn+`).apply(el, [prefix].concat(args));
-		return v instanceof Promise ? v.then((v) => ({v})) : {v};
-	}`, &r, kind, n, key, prefix, args)
-	switch {
-	case err != nil && kind == "ref" && (isFrameGone(err) || isJSError(err)):
-		return "", "", staleRef(cleanRef(el.GetRef()))
-	case err != nil:
-		return "", "", err
-	case r.BadCSS != "":
-		return "", "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "selector %q is not valid CSS: %s", key, clipText(firstLines(r.BadCSS, 1)))
-	case r.Missing && kind == "ref":
-		return "", "", staleRef(cleanRef(el.GetRef()))
-	case r.Missing:
-		return "", "", bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "no element matches selector %q", key)
-	}
-	if out != nil && len(r.V) > 0 {
-		if err := json.Unmarshal(r.V, out); err != nil {
-			return "", "", fmt.Errorf("decode %s result: %w", tool, err)
-		}
-	}
-	return what, prefix, nil
-}
-
 func staleRef(ref string) error {
 	return bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "ref %s is not in the current page; take a new snapshot", ref)
 }
 
 func isJSError(err error) bool {
-	_, ok := err.(*jsError)
+	_, ok := asJSError(err)
 	return ok
 }
 
@@ -187,58 +133,31 @@ func isFrameGone(err error) bool {
 	return err != nil && strings.Contains(strings.ToLower(err.Error()), "no frame")
 }
 
-// objectInWorld calls fn in the isolated world of frame and returns the
-// object it returns, or "" for null.
-func (t *Tab) objectInWorld(ctx context.Context, frame cdp.FrameID, fn string, args ...any) (runtime.RemoteObjectID, error) {
-	var obj runtime.RemoteObjectID
-	decl, argv := withArgs(fn, args...)
-	err := t.inWorld(ctx, frame, func(world runtime.ExecutionContextID) error {
-		r, err := chromedp.Call(ctx, runtime.CallFunctionOn, runtime.CallFunctionOnParams{
-			FunctionDeclaration: decl,
-			ExecutionContextID:  world,
-			Arguments:           argv,
-			ObjectGroup:         objectGroup,
-			Silent:              new(true),
-		})
-		if err != nil {
-			return err
-		}
-		if r.ExceptionDetails != nil {
-			return &jsError{details: r.ExceptionDetails}
-		}
-		if r.Result != nil && r.Result.ObjectID != "" {
-			obj = r.Result.ObjectID
-			t.madeObjects = true
-		}
-		return nil
-	})
-	return obj, err
-}
-
 // getText returns the text of an element (innerText, or the value of a
 // form field), cut at the call's character cap.
 func (t *Tab) getText(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
-	return t.readCut(ctx, el, "get_text", `function(_, max) { return __sov.text(this, max); }`,
+	return t.readCut(ctx, el, "get_text", jsText,
 		"read a smaller element (a ref from snapshot), or pass a larger max_chars")
 }
 
 // getHTML returns the innerHTML of an element, cut at the call's
 // character cap.
 func (t *Tab) getHTML(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
-	return t.readCut(ctx, el, "get_html", `function(_, max) { return __sov.html(this, max); }`,
+	return t.readCut(ctx, el, "get_html", jsHTML,
 		"ask for a smaller element (a ref from snapshot or a narrower selector), or pass a larger max_chars")
 }
 
-// readCut reads the text that fn returns for an element, {s, total}, cut
-// by the page at the call's cap so that a huge text never leaves it.
-func (t *Tab) readCut(ctx context.Context, el *browserv1.Element, tool, fn, how string) (*browserv1.ToolResult, error) {
-	var r struct {
-		S     string `json:"s"`
-		Total int    `json:"total"`
-	}
+// readCut reads the text that read returns for an element, cut by the
+// page at the call's cap so that a huge text never leaves it.
+func (t *Tab) readCut(ctx context.Context, el *browserv1.Element, tool string, read func(context.Context, *Tab, elementAt, int) (pageText, error), how string) (*browserv1.ToolResult, error) {
 	limit := t.capChars(DefaultTextChars)
 	room := readRoom(limit)
-	if _, _, err := t.onElement(ctx, el, tool, fn, &r, room); err != nil {
+	at, err := t.elementAt(el, tool)
+	if err != nil {
+		return nil, err
+	}
+	r, err := read(ctx, t, at, room)
+	if err != nil {
 		return nil, err
 	}
 	text, cut := cutRead(r.S, limit, r.Total > room)
@@ -257,30 +176,33 @@ func (t *Tab) getAttr(ctx context.Context, el *browserv1.Element, name string) (
 	if name == "" {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "get_attr needs attr, the name of the attribute (such as href, src or class)")
 	}
-	var v *string
-	what, _, err := t.onElement(ctx, el, "get_attr", `function(_, n) { return this.getAttribute(n); }`, &v, name)
+	at, err := t.elementAt(el, "get_attr")
+	if err != nil {
+		return nil, err
+	}
+	v, err := jsAttr(ctx, t, at, name)
 	if err != nil {
 		return nil, err
 	}
 	if v == nil {
-		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "the element at %s has no attribute %q", what, name)
+		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "the element at %s has no attribute %q", at.what, name)
 	}
 	return textResult("%s", *v), nil
 }
 
 // focus focuses an element.
 func (t *Tab) focus(ctx context.Context, el *browserv1.Element) (*browserv1.ToolResult, error) {
-	var r struct {
-		Desc string `json:"desc"`
-		OK   bool   `json:"ok"`
+	at, err := t.elementAt(el, "focus")
+	if err != nil {
+		return nil, err
 	}
-	what, _, err := t.onElement(ctx, el, "focus", `function(p) { return __sov.focus(this, p); }`, &r)
+	r, err := jsFocus(ctx, t, at)
 	if err != nil {
 		return nil, err
 	}
 	desc := t.noteDesc(r.Desc)
 	if !r.OK {
-		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s (%s) cannot take focus; focus works on links, buttons, form fields and elements with tabindex", what, desc)
+		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s (%s) cannot take focus; focus works on links, buttons, form fields and elements with tabindex", at.what, desc)
 	}
 	return textResult("Focused %s", desc), nil
 }
@@ -304,9 +226,13 @@ type pointInfo struct {
 // trip by value; an element in an iframe or with several boxes is measured
 // through a remote object and DOM.getContentQuads.
 func (t *Tab) locate(ctx context.Context, el *browserv1.Element, tool string) (x, y float64, info pointInfo, err error) {
-	if _, prefix, err := t.onElement(ctx, el, tool, `function(p) { return __sov.point(this, p); }`, &info); err != nil {
+	at, err := t.elementAt(el, tool)
+	if err != nil {
 		return 0, 0, info, err
-	} else if prefix == "" && !info.Gone && info.OneBox && info.W >= 1 && info.H >= 1 {
+	}
+	if info, err = jsPoint(ctx, t, at); err != nil {
+		return 0, 0, info, err
+	} else if at.prefix == "" && !info.Gone && info.OneBox && info.W >= 1 && info.H >= 1 {
 		info.Desc, info.Covered = t.noteDesc(info.Desc), t.noteDesc(info.Covered)
 		return info.X, info.Y, info, nil
 	}
@@ -321,7 +247,8 @@ func (t *Tab) locate(ctx context.Context, el *browserv1.Element, tool string) (x
 // box in the coordinates of the main frame's viewport (DOM.getContentQuads
 // adds the offsets of the iframes that hold it).
 func (t *Tab) pointAt(ctx context.Context, e *elem) (x, y float64, info pointInfo, err error) {
-	if err := callOn(ctx, e.obj, `function(p) { return __sov.point(this, p); }`, &info, e.prefix); err != nil {
+	info, err = jsPointOn(ctx, e)
+	if err != nil {
 		return 0, 0, info, err
 	}
 	if info.Gone {
@@ -553,16 +480,17 @@ func (t *Tab) fillField(ctx context.Context, el *browserv1.Element, value, tool 
 	// Three round trips and no remote object: find, describe and prepare
 	// the field (focus it, select its text); insert the text as typing
 	// would; fire change and read back what the field holds.
-	var p inputPrep
-	// A select or a date-like field takes its value in this first call.
-	t.call.inputAt = time.Now()
-	what, prefix, err := t.onElement(ctx, el, tool, `function(pre, v, mask) {
-		const desc = __sov.describe(this, pre);
-		return Object.assign(__sov.prepareInput(this, v, 'fill', mask), {desc});
-	}`, &p, value, t.call.secretInput)
+	at, err := t.elementAt(el, tool)
 	if err != nil {
 		return "", false, err
 	}
+	// A select or a date-like field takes its value in this first call.
+	t.call.inputAt = time.Now()
+	p, err := jsStartInput(ctx, t, at, value, "fill", t.call.secretInput)
+	if err != nil {
+		return "", false, err
+	}
+	what, prefix := at.what, at.prefix
 	desc := t.noteDesc(p.Desc)
 	e := &elem{what: what, prefix: prefix}
 	if err := inputError(p, e, desc, tool, value); err != nil {
@@ -576,9 +504,9 @@ func (t *Tab) fillField(ctx context.Context, el *browserv1.Element, value, tool 
 		}
 		// The field the text went to, not the ref again: the page may
 		// have replaced the element by now.
-		var f filled
 		frame, _ := t.frameByNum(frameOfPrefix(prefix))
-		if err := t.callWorld(ctx, frame, `function() { return __sov.finishFill(null, true); }`, &f); err != nil && !contextGone(err) && !isFrameGone(err) {
+		f, err := jsFinishFill(ctx, t, frame)
+		if err != nil && !contextGone(err) && !isFrameGone(err) {
 			return "", false, err
 		}
 		switch {
@@ -630,11 +558,8 @@ func (t *Tab) typeText(ctx context.Context, f *browserv1.Fill) (*browserv1.ToolR
 	if err != nil {
 		return nil, err
 	}
-	var p inputPrep
-	if err := callOn(ctx, e.obj, `function(v, pre, mask) {
-		const desc = __sov.describe(this, pre);
-		return Object.assign(__sov.prepareInput(this, v, 'type', mask), {desc});
-	}`, &p, value, e.prefix, t.call.secretInput); err != nil {
+	p, err := jsStartInputOn(ctx, e, value, "type", t.call.secretInput)
+	if err != nil {
 		return nil, err
 	}
 	desc := t.noteDesc(p.Desc)
@@ -658,8 +583,8 @@ func (t *Tab) typeText(ctx context.Context, f *browserv1.Fill) (*browserv1.ToolR
 			if err := chromedp.Do(ctx, chromedp.KeyEvent(value)); err != nil {
 				return nil, err
 			}
-			var got filled
-			if err := callOn(ctx, e.obj, `function() { return __sov.finishFill(this, true); }`, &got); err != nil && !contextGone(err) {
+			got, err := jsFinishFillOn(ctx, e.obj)
+			if err != nil && !contextGone(err) {
 				return nil, err
 			}
 			p.finish(got)

@@ -22,10 +22,44 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/structured"
 )
 
-// serializeJS turns an eval result into JSON text in the page.
-//
-//go:embed serialize.js
-var serializeJS string
+// The page's side of eval, in the page's main world (the page can see it
+// there: nothing of Sovereign's isolated world goes with it).
+var (
+	// serializeJS turns an eval result into JSON text in the page.
+	//
+	//go:embed serialize.js
+	serializeJS string
+	// evalBodyJS runs a script as the body of an async function.
+	//
+	//go:embed eval_body.js
+	evalBodyJS string
+	// evalElementJS calls a script, a function, with an element.
+	//
+	//go:embed eval_element.js
+	evalElementJS string
+	// evalParkedJS calls evalElementJS with a parked element.
+	//
+	//go:embed eval_parked.js
+	evalParkedJS string
+	// parkJS parks an element under a global name, or takes it away.
+	//
+	//go:embed park.js
+	parkJS string
+)
+
+// parking is park.js's argument.
+type parking struct {
+	Key string `json:"key"`
+	On  bool   `json:"on"`
+}
+
+// withScript returns the eval template tmpl with the script (or another
+// template) in place of its placeholders: each of pairs is a placeholder
+// and its text. A template names its placeholders only where they go, never
+// in a comment: a script of several lines would end a line comment.
+func withScript(tmpl string, pairs ...string) string {
+	return strings.NewReplacer(pairs...).Replace(tmpl)
+}
 
 // eval runs script in the page's main world and returns its value as JSON.
 //
@@ -42,7 +76,7 @@ func (t *Tab) eval(ctx context.Context, script string) (*browserv1.ToolResult, e
 	obj, exc, err := evaluate(ctx, script, true)
 	if err == nil && exc != nil && isCompileError(exc) {
 		var exc2 *runtime.ExceptionDetails
-		obj, exc2, err = evaluate(ctx, "(async () => {\n"+script+"\n})()", false)
+		obj, exc2, err = evaluate(ctx, withScript(evalBodyJS, "__SCRIPT__", script), false)
 		if exc2 == nil || !isCompileError(exc2) {
 			exc = exc2
 		}
@@ -114,13 +148,12 @@ func (t *Tab) evalOn(ctx context.Context, el *browserv1.Element, script string) 
 	if err != nil || main.Object == nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s is no longer in the page; take a new snapshot", e.what)
 	}
-	fn := "(\n" + script + "\n)"
-	check := "if (typeof f !== 'function') throw new TypeError('with an element, script must be a function of it, such as (el) => el.textContent');\n"
+	fn := withScript(evalElementJS, "__SCRIPT__", script)
 	if e.prefix != "" {
 		// An element in a frame: called on it directly, in its frame's
 		// main world (V8's deadline does not reach this call).
 		r, err := chromedp.Call(ctx, runtime.CallFunctionOn, runtime.CallFunctionOnParams{
-			FunctionDeclaration: "function() { const f = " + fn + ";\n" + check + "return f(this); }",
+			FunctionDeclaration: fn,
 			ObjectID:            main.Object.ObjectID, ObjectGroup: objectGroup, AwaitPromise: new(true), Silent: new(true),
 		})
 		if err != nil {
@@ -130,18 +163,17 @@ func (t *Tab) evalOn(ctx context.Context, el *browserv1.Element, script string) 
 		return t.evalResult(ctx, r.Result, r.ExceptionDetails)
 	}
 	key := fmt.Sprintf("__sovEvalEl%d", time.Now().UnixNano())
-	if err := callOn(ctx, main.Object.ObjectID, `function(k) { Object.defineProperty(globalThis, k, {value: this, configurable: true}); }`, nil, key); err != nil {
+	if err := callMain(ctx, main.Object.ObjectID, parkJS, nil, parking{key, true}); err != nil {
 		return nil, err
 	}
 	k, _ := json.Marshal(key)
-	obj, exc, err := evaluate(ctx, "(() => { const el = globalThis["+string(k)+"]; delete globalThis["+string(k)+"];\n"+
-		"const f = "+fn+";\n"+check+"return f(el); })()", false)
+	obj, exc, err := evaluate(ctx, withScript(evalParkedJS, "__KEY__", string(k), "__FUNCTION__", fn), false)
 	if err != nil {
 		return nil, err
 	}
 	if exc != nil && isCompileError(exc) {
 		// The expression never ran, so the element is still parked.
-		_, _, _ = evaluate(ctx, "delete globalThis["+string(k)+"]", false)
+		_ = callMain(ctx, main.Object.ObjectID, parkJS, nil, parking{key, false})
 	}
 	t.madeObjects = true
 	if exc == nil && obj != nil && obj.Subtype == runtime.RemoteObjectSubtypePromise {
@@ -215,8 +247,8 @@ func jsonOf(ctx context.Context, obj *runtime.RemoteObject) (string, json.RawMes
 		return s, v, nil
 	case obj.ObjectID != "":
 		var s *string
-		if err := callOn(ctx, obj.ObjectID, serializeJS, &s); err != nil {
-			if _, ok := err.(*jsError); !ok {
+		if err := callMain(ctx, obj.ObjectID, serializeJS, &s, nil); err != nil {
+			if !isJSError(err) {
 				return "", nil, err
 			}
 		}

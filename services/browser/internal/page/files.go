@@ -21,7 +21,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 )
 
-// fileInput is what page.js says about the element upload_file names.
+// fileInput is what page.js's fileInput says about the element upload_file names.
 type fileInput struct {
 	File     bool   `json:"file"`
 	Multiple bool   `json:"multiple"`
@@ -51,11 +51,8 @@ func (t *Tab) uploadFile(ctx context.Context, el *browserv1.Element) (*browserv1
 		return nil, err
 	}
 	t.madeObjects = true
-	var in fileInput
-	if err := callOn(ctx, e.obj, `function(p) {
-		const file = this.tagName === 'INPUT' && (this.type || '').toLowerCase() === 'file';
-		return {file, multiple: file && this.multiple, disabled: !!this.disabled, desc: __sov.describe(this, p)};
-	}`, &in, e.prefix); err != nil {
+	in, err := jsFileInput(ctx, e)
+	if err != nil {
 		return nil, err
 	}
 	desc := t.noteDesc(in.Desc)
@@ -186,7 +183,8 @@ func (t *Tab) describeNode(ctx context.Context, frame cdp.FrameID, n cdp.Backend
 		if num := t.frameNum(frame); num > 0 {
 			prefix = "f" + strconv.Itoa(num)
 		}
-		return callOn(ctx, r.Object.ObjectID, `function(p) { return __sov.describe(this, p); }`, &desc, prefix)
+		desc, err = jsDescribe(ctx, r.Object.ObjectID, prefix)
+		return err
 	})
 	return t.noteDesc(desc), err
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // formsJS is the page side of select_option, check, drag and get_markdown,
-// installed in the isolated world on first use (see formsFn).
+// installed in the isolated world with page.js (see world.go).
 //
 //go:embed forms.js
 var formsJS string
@@ -32,12 +32,6 @@ const (
 	// may render it a frame later).
 	checkVerifyFrames = 30
 )
-
-// formsFn returns a function for onElement whose body runs with F, the
-// helpers of forms.js, and a, the arguments (a[0] is the ref prefix).
-func formsFn(body string) string {
-	return `function(...a) { const F = globalThis.__sovForms || (globalThis.__sovForms = (` + formsJS + `)); ` + body + ` }`
-}
 
 // formHandlers are the form tools and get_markdown.
 var formHandlers = map[string]handler{
@@ -94,12 +88,16 @@ func (t *Tab) selectField(ctx context.Context, el *browserv1.Element, values []s
 	case len(values) > MaxSelectValues:
 		return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s takes at most %d values (MaxSelectValues), got %d", tool, MaxSelectValues, len(values))
 	}
-	var r selectResult
-	t.call.inputAt = time.Now()
-	what, _, err := t.onElement(ctx, el, tool, formsFn(`return F.selectOptions(this, a[1], a[0]);`), &r, values)
+	at, err := t.elementAt(el, tool)
 	if err != nil {
 		return "", err
 	}
+	t.call.inputAt = time.Now()
+	r, err := jsSelectOptions(ctx, t, at, values)
+	if err != nil {
+		return "", err
+	}
+	what := at.what
 	desc := t.noteDesc(r.Desc)
 	bad := func(format string, args ...any) error {
 		return bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: %s (%s) %s", tool, what, desc, fmt.Sprintf(format, args...))
@@ -177,11 +175,15 @@ func stateWord(checked bool) string {
 // would (a native input without a box of its own, hidden behind a styled
 // label, gets a synthetic click), and then checks that the state changed.
 func (t *Tab) checkField(ctx context.Context, el *browserv1.Element, want bool, tool string) (string, error) {
-	var s toggleState
-	what, _, err := t.onElement(ctx, el, tool, formsFn(`return F.checkState(this, a[0]);`), &s)
+	at, err := t.elementAt(el, tool)
 	if err != nil {
 		return "", err
 	}
+	s, err := jsCheckState(ctx, t, at)
+	if err != nil {
+		return "", err
+	}
+	what := at.what
 	desc := t.noteDesc(s.Desc)
 	bad := func(format string, args ...any) error {
 		return bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: %s (%s) %s", tool, what, desc, fmt.Sprintf(format, args...))
@@ -206,14 +208,12 @@ func (t *Tab) checkField(ctx context.Context, el *browserv1.Element, want bool, 
 	if err != nil {
 		return "", err
 	}
-	var after toggleState
-	if _, _, err := t.onElement(ctx, el, tool, formsFn(`return (async () => {
-		for (let i = 0; ; i++) {
-			const s = F.checkState(this, a[0]);
-			if (s.error || s.checked === a[1] || i >= a[2]) return s;
-			await new Promise((r) => setTimeout(r, 16));
-		}
-	})();`), &after, want, checkVerifyFrames); err != nil {
+	// Found again: the click may have replaced the page's document.
+	if at, err = t.elementAt(el, tool); err != nil {
+		return "", fmt.Errorf("clicked %s, then could not read its state: %w", what, err)
+	}
+	after, err := jsCheckSettled(ctx, t, at, want, checkVerifyFrames)
+	if err != nil {
 		return "", fmt.Errorf("clicked %s, then could not read its state: %w", what, err)
 	}
 	if after.Checked != want {
@@ -237,8 +237,11 @@ func (t *Tab) clickToggle(ctx context.Context, el *browserv1.Element, s toggleSt
 	x, y, info, err := t.locate(ctx, el, tool)
 	var be *bus.Error
 	if err != nil && !s.Aria && errors.As(err, &be) && be.Code == commonv1.ErrorCode_NOT_FOUND && strings.Contains(be.Message, "not visible") {
-		_, _, err := t.onElement(ctx, el, tool, formsFn(`return F.toggle(this);`), nil)
-		return "", err
+		at, err := t.elementAt(el, tool)
+		if err != nil {
+			return "", err
+		}
+		return "", jsToggle(ctx, t, at)
 	}
 	if err != nil {
 		return "", err
@@ -360,19 +363,18 @@ func formFieldError(err error, i, n int) error {
 // that g names, as Markdown (forms.js's markdown), cut in the page at the
 // call's cap.
 func (t *Tab) getMarkdown(ctx context.Context, g *browserv1.GetMarkdown) (*browserv1.ToolResult, error) {
-	var r struct {
-		S     string `json:"s"`
-		Total int    `json:"total"`
-		More  bool   `json:"more"`
-	}
 	limit := t.capChars(DefaultTextChars)
 	room := readRoom(limit)
-	const fn = `return F.markdown(this, a[1]);`
-	if g.GetElement() == nil {
-		if err := t.callWorld(ctx, t.main(), formsFn(`return F.markdown(document.body || document.documentElement, a[0]);`), &r, room); err != nil {
+	var at *elementAt
+	if g.GetElement() != nil {
+		a, err := t.elementAt(g.GetElement(), "get_markdown")
+		if err != nil {
 			return nil, err
 		}
-	} else if _, _, err := t.onElement(ctx, g.GetElement(), "get_markdown", formsFn(fn), &r, room); err != nil {
+		at = &a
+	}
+	r, err := jsMarkdown(ctx, t, at, room)
+	if err != nil {
 		return nil, err
 	}
 	how := "ask for one part of the page (ref or selector), or pass a larger max_chars"

@@ -1,11 +1,8 @@
 // forms.js holds the page side of the form, drag and Markdown tools. It runs in
 // Sovereign's isolated world next to page.js (whose __sov it uses for element
-// descriptions) and is installed on first use: the Go side sends it as
-//
-//	(globalThis.__sovForms || (globalThis.__sovForms = (<this object>)))
-//
-// so it stays out of page.js, which every frame document loads whether or not a
-// form tool ever runs.
+// descriptions): page.js's install puts this object at globalThis.__sovForms,
+// and Go calls its methods by name through call.js (jscall.go), with this
+// bound to the object.
 /* global __sov -- page.js's api, installed in the same world */
 ({
   // norm collapses white space, as labels are compared.
@@ -79,6 +76,17 @@
     return { error: 'not-toggle', desc, role: role || el.tagName.toLowerCase() };
   },
 
+  // checkSettled reads el's state (checkState) until it is want, for at most
+  // frames turns of 16 ms: a framework may render an ARIA toggle's new state
+  // a frame after the click.
+  async checkSettled(el, prefix, want, frames) {
+    for (let i = 0; ; i++) {
+      const s = this.checkState(el, prefix);
+      if (s.error || s.checked === want || i >= frames) return s;
+      await new Promise((r) => { setTimeout(r, 16); });
+    }
+  },
+
   // toggle clicks el with a synthetic click: the fallback for a native
   // checkbox or radio that has no box to click (a styled one hides the input
   // and shows its label).
@@ -104,12 +112,13 @@
     return { started: !!(w && w.started) };
   },
 
-  // markdown renders the readable content of root as Markdown: headings,
+  // markdown renders the readable content of root (the page when null) as Markdown: headings,
   // paragraphs, lists, tables, links and images with absolute URLs, code
   // blocks, quotes. Scripts, styles, form controls and hidden elements are
   // left out. The walk stops once it has well over max characters:
   // {s, total, more}.
   markdown(root, max) {
+    if (!root) root = document.body || document.documentElement;
     const F = this;
     const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK', 'SVG', 'CANVAS', 'IFRAME',
       'OBJECT', 'EMBED', 'SELECT', 'INPUT', 'TEXTAREA', 'BUTTON', 'DIALOG']);

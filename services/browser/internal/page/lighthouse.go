@@ -268,8 +268,8 @@ func (t *Tab) restoreEmulation(call context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		var got string
-		if err := t.callWorld(ctx, t.main(), `function() { return innerWidth + "x" + innerHeight; }`, &got); err != nil {
+		got, err := jsViewport(ctx, t)
+		if err != nil {
 			continue
 		}
 		if got != want {

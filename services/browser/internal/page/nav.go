@@ -241,15 +241,8 @@ func (t *Tab) targetInfo(ctx context.Context) *target.Info {
 // title returns document.title of the main frame, read in the isolated
 // world so that the page cannot fake it.
 func (t *Tab) title(ctx context.Context) (string, error) {
-	var r struct {
-		S     string `json:"s"`
-		Total int    `json:"total"`
-	}
 	room := readRoom(maxTitle)
-	err := t.callWorld(ctx, t.main(), `function(max) {
-		const t = document.title;
-		return {s: t.slice(0, max), total: t.length};
-	}`, &r, room)
+	r, err := jsTitle(ctx, t, room)
 	if err != nil {
 		return "", err
 	}

@@ -1,15 +1,17 @@
 // page.js runs in Sovereign's isolated world of one frame (Page.createIsolatedWorld),
 // so the page can neither see nor break it. The Go side evaluates this file as
 //
-//	(<this function>)(startRef)
+//	(<this function>)(startRef, <forms.js>)
 //
-// once per frame document. It installs globalThis.__sov and returns the next ref
-// number. Refs are numbers per frame; the Go side adds the frame prefix (e5, f1e2).
+// once per frame document. It installs globalThis.__sov (and forms.js's api as
+// globalThis.__sovForms) and returns the next ref number. Go calls the functions
+// of both by name through call.js (jscall.go), one typed wrapper each. Refs are numbers per frame; the Go side adds the frame prefix (e5, f1e2).
 // An element keeps its ref for as long as it exists: refOf is a WeakMap from element
 // to number and byRef a Map from number to WeakRef(element).
-(function install(startRef) {
+(function install(startRef, forms) {
   'use strict';
   if (globalThis.__sov) return globalThis.__sov.next();
+  globalThis.__sovForms = forms;
 
   const refOf = new WeakMap();
   const byRef = new Map();
@@ -549,10 +551,10 @@
     this.interactive = !!opts.interactive;
     this.compact = !!opts.compact;
     this.frames = frames;
-    // The walk stops (stopped: 'time' or 'size') at opts.deadline (ms of
-    // performance.now()) or once it kept opts.maxNodes elements, so that a
+    // The walk stops (stopped: 'time' or 'size') at opts.deadline (ms from
+    // the call) or once it kept opts.maxNodes elements, so that a
     // huge page gives a bounded snapshot within the tool's time.
-    this.deadline = opts.deadline || Infinity;
+    this.deadline = opts.deadline ? performance.now() + opts.deadline : Infinity;
     this.maxNodes = opts.maxNodes || Infinity;
     // In interactive mode, a container shows at most opts.maxRun rows (or
     // list or tree items) of its own, then a line that says how many
@@ -1208,6 +1210,113 @@
     return { visible: shown, desc: shown ? describe(el, prefix) : '' };
   }
 
+  // query returns the first element of the document that selector matches
+  // (a selector that is not CSS throws).
+  function query(selector) {
+    return document.querySelector(selector);
+  }
+
+  // attr returns the value of el's attribute name, null when it has none.
+  function attr(el, name) {
+    return el.getAttribute(name);
+  }
+
+  // startInput describes el and gets it ready for fill or type
+  // (prepareInput): the first call of both, in one round trip.
+  function startInput(el, prefix, value, mode, mask) {
+    const desc = describe(el, prefix);
+    return Object.assign(prepareInput(el, value, mode, mask), { desc });
+  }
+
+  // fileInput says whether el is a file input that upload_file can set.
+  function fileInput(el, prefix) {
+    const file = el.tagName === 'INPUT' && (el.type || '').toLowerCase() === 'file';
+    return { file, multiple: file && el.multiple, disabled: !!el.disabled, desc: describe(el, prefix) };
+  }
+
+  // docTitle returns the document's title cut to max characters: {s, total}.
+  function docTitle(max) {
+    return cut(document.title, max);
+  }
+
+  // hasText reports whether the body's visible text contains s (lower case).
+  function hasText(s) {
+    const b = document.body;
+    return !!b && b.innerText.toLowerCase().includes(s);
+  }
+
+  // viewport returns the viewport's size as "WxH" in CSS pixels.
+  function viewport() {
+    return innerWidth + 'x' + innerHeight;
+  }
+
+  // probe returns the viewport's size and the snapshot line of the element
+  // at the point (x, y) of it, for a raw mouse action there.
+  function probe(x, y) {
+    const el = document.elementFromPoint(x, y);
+    return { w: innerWidth, h: innerHeight, desc: el ? describe(el, '') : '' };
+  }
+
+  // styles returns the computed values of the CSS properties props of el.
+  function styles(el, props, prefix) {
+    if (!el.isConnected) return { gone: true };
+    const cs = getComputedStyle(el), values = {};
+    for (const p of props) values[p] = cs.getPropertyValue(p);
+    return { desc: describe(el, prefix), values };
+  }
+
+  // webVitals reads the page's Web Vitals: the navigation and paint entries,
+  // and LCP and layout shifts from buffered PerformanceObservers (they are not
+  // in getEntriesByType). An observer with nothing buffered never calls back,
+  // so each waits at most 200 ms.
+  async function webVitals() {
+    const buffered = (type) => new Promise((done) => {
+      let list = [];
+      try {
+        const o = new PerformanceObserver((l) => { list = list.concat(l.getEntries()); });
+        o.observe({ type, buffered: true });
+        setTimeout(() => { o.disconnect(); done(list); }, 200);
+      } catch {
+        done([]); // a type this Chromium does not know
+      }
+    });
+    const [lcps, shifts] = await Promise.all([buffered('largest-contentful-paint'), buffered('layout-shift')]);
+    const nav = performance.getEntriesByType('navigation')[0];
+    const fcp = performance.getEntriesByName('first-contentful-paint')[0];
+    const out = {};
+    if (nav) {
+      out.ttfb_ms = nav.responseStart;
+      out.dom_content_loaded_ms = nav.domContentLoadedEventEnd;
+      out.load_ms = nav.loadEventEnd;
+    }
+    if (fcp) out.fcp_ms = fcp.startTime;
+    const lcp = lcps[lcps.length - 1];
+    if (lcp) {
+      out.lcp_ms = lcp.startTime;
+      const el = lcp.element;
+      if (el) {
+        let d = el.localName + (el.id ? '#' + el.id : '');
+        if (typeof el.className === 'string' && el.className.trim()) d += '.' + el.className.trim().split(/\s+/).join('.');
+        out.lcp_element = '<' + d.slice(0, 118) + '>';
+      }
+    }
+    // CLS: the largest session window (1 s gap, 5 s at most).
+    let cls = 0, win = 0, start = 0, last = 0, n = 0;
+    for (const sh of shifts) {
+      if (sh.hadRecentInput) continue;
+      if (n++ === 0 || sh.startTime - last > 1000 || sh.startTime - start > 5000) {
+        win = 0;
+        start = sh.startTime;
+      }
+      win += sh.value;
+      last = sh.startTime;
+      cls = Math.max(cls, win);
+    }
+    out.cls = Math.round(cls * 10000) / 10000;
+    out.layout_shifts = n;
+    return out;
+  }
+
   globalThis.__sov = {
     next: () => nextRef,
     settle,
@@ -1222,6 +1331,16 @@
     focus,
     scroll,
     find,
+    query,
+    attr,
+    startInput,
+    fileInput,
+    title: docTitle,
+    hasText,
+    viewport,
+    probe,
+    styles,
+    webVitals,
   };
   return nextRef;
 })

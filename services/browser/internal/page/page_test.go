@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,33 +23,44 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
-// browserCtx is the one Chromium of the test binary.
-var browserCtx context.Context
+// The one Chromium of the test binary, started by the first test that
+// needs it (chromium), so that the tests of pure code (perftrace_test.go,
+// changes_test.go) run without one: go test -run 'TestAnalyzeTrace|...'.
+var (
+	browserOnce sync.Once
+	browserCtx  context.Context
+	browserStop context.CancelFunc
+	browserErr  error
+)
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	code := m.Run()
+	if browserStop != nil {
+		browserStop()
+	}
+	os.Exit(code)
 }
 
-func run(m *testing.M) int {
-	path, err := chrome.Find("")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "page tests need Chromium:", err)
-		return 1
+// chromium returns the context of the test binary's Chromium, starting it
+// on first use; without Chromium the test fails.
+func chromium(tb testing.TB) context.Context {
+	tb.Helper()
+	browserOnce.Do(func() {
+		var path string
+		if path, browserErr = chrome.Find(""); browserErr == nil {
+			browserCtx, browserStop, browserErr = chrome.Start(context.Background(), path)
+		}
+	})
+	if browserErr != nil {
+		tb.Fatalf("page tests need Chromium: %v", browserErr)
 	}
-	ctx, cancel, err := chrome.Start(context.Background(), path)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "page tests need Chromium:", err)
-		return 1
-	}
-	defer cancel()
-	browserCtx = ctx
-	return m.Run()
+	return browserCtx
 }
 
 // newTab opens a tab in a new browser context and returns its Tab.
 func newTab(tb testing.TB, opts Options) *Tab {
 	tb.Helper()
-	ctx, cancel := chromedp.NewContext(browserCtx, chromedp.WithNewBrowserContext())
+	ctx, cancel := chromedp.NewContext(chromium(tb), chromedp.WithNewBrowserContext())
 	tb.Cleanup(cancel)
 	if err := chromedp.Do(ctx); err != nil {
 		tb.Fatalf("open tab: %v", err)
@@ -254,7 +266,7 @@ func TestNilRequest(t *testing.T) {
 }
 
 func TestClosedTab(t *testing.T) {
-	ctx, cancel := chromedp.NewContext(browserCtx, chromedp.WithNewBrowserContext())
+	ctx, cancel := chromedp.NewContext(chromium(t), chromedp.WithNewBrowserContext())
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +293,7 @@ func TestClosedTab(t *testing.T) {
 // it with window.close() (Chromium refuses that to a page with more).
 func openAt(tb testing.TB, u string) *Tab {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(browserCtx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(chromium(tb), 10*time.Second)
 	defer cancel()
 	res, err := chromedp.CallBrowser(ctx, target.CreateTarget, target.CreateTargetParams{URL: u})
 	if err != nil {

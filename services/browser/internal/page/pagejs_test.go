@@ -1,14 +1,16 @@
 package page
 
 // Tests of page.js on its own: its api (globalThis.__sov in Sovereign's
-// isolated world, the 13 functions that the Go side calls by name) called
-// directly in real pages, with table-driven cases on what each returns.
+// isolated world, the functions that the Go side calls by name) called
+// directly in real pages, with table-driven cases on what each returns,
+// and each typed wrapper of js_*.go called once (TestPageJSWrappers).
 // The tool tests (snapshot_test.go, names_test.go, ...) see page.js
 // through the tools; these pin the page side's answers themselves.
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,7 +19,12 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
+	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 )
 
 // pjsTab opens a tab with an httptest server of pages (by path) and
@@ -31,7 +38,7 @@ func pjsTab(t *testing.T, pages map[string]string) (*Tab, string) {
 // pjs calls the JavaScript function fn (async or not) with args in the
 // isolated world of frame (the main frame when "") and decodes its result
 // into out as page.js returned it: the clip markers (U+E000..U+E002) stay
-// in, where callWorld would resolve them. In fn, $(sel) finds an element
+// in, where the wrappers would resolve them. In fn, $(sel) finds an element
 // across open shadow roots ("host >>> inner").
 func pjs(tb testing.TB, tab *Tab, frame cdp.FrameID, fn string, out any, args ...any) {
 	tb.Helper()
@@ -40,14 +47,30 @@ func pjs(tb testing.TB, tab *Tab, frame cdp.FrameID, fn string, out any, args ..
 	if frame == "" {
 		frame = tab.main()
 	}
-	wrapped := `async function(...a) {
+	// The arguments travel as one array: the protocol client leaves out
+	// an argument whose JSON is "", null, [] or {}.
+	argv, err := json.Marshal(append([]any{}, args...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	wrapped := `async function(a) {
 		const $ = (s) => s.split('>>>').reduce((r, part) => r && (r.shadowRoot || r).querySelector(part.trim()), document);
 		const v = await (` + fn + `).apply(this, a);
-		// Escaped, so callWorld's clip resolution leaves the markers alone.
+		// Escaped, so decodeCall's clip resolution leaves the markers alone.
 		return v === undefined ? 'null' : JSON.stringify(v).replace(/[\uE000-\uE002]/g, (c) => '\\u' + c.charCodeAt(0).toString(16));
 	}`
 	var s string
-	if err := tab.callWorld(ctx, frame, wrapped, &s, args...); err != nil {
+	err = tab.inWorld(ctx, frame, func(world runtime.ExecutionContextID) error {
+		r, err := chromedp.Call(ctx, runtime.CallFunctionOn, runtime.CallFunctionOnParams{
+			FunctionDeclaration: wrapped,
+			ExecutionContextID:  world,
+			Arguments:           []*runtime.CallArgument{{Value: argv}},
+			ReturnByValue:       new(true),
+			AwaitPromise:        new(true),
+		})
+		return decodeCall(r, err, &s)
+	})
+	if err != nil {
 		tb.Fatalf("page.js call %s: %v", fn, err)
 	}
 	if out == nil {
@@ -699,6 +722,150 @@ func TestPageJSRead(t *testing.T) {
 		pjs(t, tab, "", `function() { return __sov.scroll(0, 300); }`, &got)
 		if got.Page != c.page || !got.Moved || got.Y != 300 || got.H < 5000 {
 			t.Errorf("scroll(0, 300) on %s = %+v, want page %v, moved to y 300 of 5000 or more", c.path, got, c.page)
+		}
+	}
+}
+
+// wrappersPage has an element for each of the typed wrappers that
+// TestPageJSWrappers calls.
+const wrappersPage = `<!doctype html><title>Wrappers</title>
+<div id=corner role=button aria-label=Corner style="position:fixed;left:0;top:0;width:40px;height:40px"></div>
+<h1 style="margin-top:60px">Head</h1>
+<p id=para data-x=1>Some text here</p>
+<label>Name <input id=name value=old></label>
+<input id=file type=file multiple aria-label=Photos>
+<label>Agree <input id=box type=checkbox></label>
+<select id=sel aria-label=Fruit><option value=a>Apple</option><option value=b>Banana</option></select>
+<div id=red style="color: rgb(255, 0, 0)">Red</div>`
+
+// TestPageJSWrappers calls each typed wrapper of the Go–JavaScript
+// interface (js_*.go) once in a real page: the Go arguments reach the
+// in-page function whole and its result comes back typed.
+func TestPageJSWrappers(t *testing.T) {
+	tab, u := pjsTab(t, map[string]string{"/": wrappersPage})
+	must(t, tab, openReq(u))
+	ctx, cancel := context.WithTimeout(tab.ctx, 30*time.Second)
+	defer cancel()
+	at := func(s string) elementAt {
+		t.Helper()
+		a, err := tab.elementAt(sel(s), "test")
+		if err != nil {
+			t.Fatalf("elementAt(%q): %v", s, err)
+		}
+		return a
+	}
+	elemOf := func(s string) *elem {
+		t.Helper()
+		e, err := tab.resolve(ctx, sel(s), "test")
+		if err != nil {
+			t.Fatalf("resolve(%q): %v", s, err)
+		}
+		return e
+	}
+	check := func(name string, err error, ok bool, got any) {
+		t.Helper()
+		if err != nil || !ok {
+			t.Errorf("%s = %+v, %v", name, got, err)
+		}
+	}
+
+	// Reading: query, el, describe, attr, text, html, title, hasText.
+	obj, err := jsQuery(ctx, tab, "#para")
+	check("jsQuery(#para)", err, obj != "", obj)
+	obj, err = jsQuery(ctx, tab, "#none")
+	check("jsQuery(#none)", err, obj == "", obj)
+	_, err = jsQuery(ctx, tab, "((")
+	check("jsQuery(() is a jsError", nil, isJSError(err), err)
+	desc, err := jsDescribe(ctx, elemOf("#para").obj, "")
+	check("jsDescribe(#para)", err, strings.HasPrefix(desc, "paragraph [ref=e"), desc)
+	byRef, err := jsEl(ctx, tab, tab.main(), int64(refNum(t, desc)))
+	check("jsEl(ref of #para)", err, byRef != "", byRef)
+	v, err := jsAttr(ctx, tab, at("#para"), "data-x")
+	check("jsAttr(data-x)", err, v != nil && *v == "1", v)
+	v, err = jsAttr(ctx, tab, at("#para"), "nope")
+	check("jsAttr(nope)", err, v == nil, v)
+	txt, err := jsText(ctx, tab, at("#para"), 4)
+	check("jsText(#para, 4)", err, txt == pageText{"Some", 14}, txt)
+	html, err := jsHTML(ctx, tab, at("#para"), 100)
+	check("jsHTML(#para)", err, html == pageText{"Some text here", 14}, html)
+	title, err := jsTitle(ctx, tab, 3)
+	check("jsTitle(3)", err, title == pageText{"Wra", 8}, title)
+	has, err := jsHasText(ctx, tab, "some text")
+	check("jsHasText(some text)", err, has, has)
+	has, err = jsHasText(ctx, tab, "absent")
+	check("jsHasText(absent)", err, !has, has)
+	f, err := jsFind(ctx, tab, "#para")
+	check("jsFind(#para)", err, f != nil && f.Visible, f)
+
+	// Input: point, focus, startInput and finishFill, probe, drags.
+	pt, err := jsPoint(ctx, tab, at("#para"))
+	check("jsPoint(#para)", err, pt.OneBox && pt.W > 0 && strings.HasPrefix(pt.Desc, "paragraph"), pt)
+	fo, err := jsFocus(ctx, tab, at("#name"))
+	check("jsFocus(#name)", err, fo.OK && strings.Contains(fo.Desc, `textbox "Name"`), fo)
+	prep, err := jsStartInput(ctx, tab, at("#name"), "new", "fill", false)
+	check("jsStartInput(#name)", err, prep.Insert && strings.Contains(prep.Desc, `textbox "Name"`), prep)
+	fin, err := jsFinishFill(ctx, tab, tab.main())
+	check("jsFinishFill", err, !fin.Gone && fin.Value == "old", fin)
+	prep, err = jsStartInputOn(ctx, elemOf("#sel"), "Banana", "fill", false)
+	check("jsStartInputOn(#sel)", err, prep.Done && prep.Value == "Banana", prep)
+	probe, err := jsProbe(ctx, tab, 10, 10)
+	check("jsProbe(10, 10)", err, probe.W > 0 && probe.H > 0 && strings.HasPrefix(probe.Desc, `button "Corner"`), probe)
+	check("jsWatchDrag", jsWatchDrag(ctx, tab), true, nil)
+	started, err := jsDragStarted(ctx, tab)
+	check("jsDragStarted", err, !started, started)
+
+	// Forms: checkState, toggle, checkSettled, selectOptions, markdown.
+	st, err := jsCheckState(ctx, tab, at("#box"))
+	check("jsCheckState(#box)", err, st.Kind == "checkbox" && !st.Checked, st)
+	check("jsToggle(#box)", jsToggle(ctx, tab, at("#box")), true, nil)
+	st, err = jsCheckSettled(ctx, tab, at("#box"), true, 0)
+	check("jsCheckSettled(#box, true)", err, st.Checked, st)
+	so, err := jsSelectOptions(ctx, tab, at("#sel"), []string{"apple"})
+	check("jsSelectOptions(#sel, apple)", err, so.Changed && len(so.Selected) == 1 && so.Selected[0] == "Apple", so)
+	md, err := jsMarkdown(ctx, tab, nil, 1000)
+	check("jsMarkdown(page)", err, strings.HasPrefix(md.S, "# Head") && !md.More, md)
+	para := at("#para")
+	md, err = jsMarkdown(ctx, tab, &para, 1000)
+	check("jsMarkdown(#para)", err, md.S == "Some text here", md)
+
+	// Files, devtools and performance.
+	fi, err := jsFileInput(ctx, elemOf("#file"))
+	check("jsFileInput(#file)", err, fi.File && fi.Multiple && !fi.Disabled, fi)
+	fi, err = jsFileInput(ctx, elemOf("#para"))
+	check("jsFileInput(#para)", err, !fi.File, fi)
+	cs, err := jsStyles(ctx, elemOf("#red"), []string{"color"})
+	check("jsStyles(#red, color)", err, cs.Values["color"] == "rgb(255, 0, 0)" && strings.HasPrefix(cs.Desc, "generic"), cs)
+	vp, err := jsViewport(ctx, tab)
+	check("jsViewport", err, regexp.MustCompile(`^\d+x\d+$`).MatchString(vp), vp)
+	wv, err := jsWebVitals(ctx, tab)
+	check("jsWebVitals", err, wv.DCL > 0 && wv.Load > 0, wv)
+}
+
+// TestPageJSCallAt: call.js finds the element that a wrapper names before
+// it calls the function, and says when it cannot: a selector that matches
+// nothing, one that is not CSS, a ref that is stale.
+func TestPageJSCallAt(t *testing.T) {
+	tab, u := pjsTab(t, map[string]string{"/": wrappersPage})
+	must(t, tab, openReq(u))
+	ctx, cancel := context.WithTimeout(tab.ctx, 30*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		el   *browserv1.Element
+		code commonv1.ErrorCode
+		want string
+	}{
+		{sel("#none"), commonv1.ErrorCode_NOT_FOUND, `no element matches selector "#none"`},
+		{sel("(("), commonv1.ErrorCode_INVALID_ARGUMENT, `selector "((" is not valid CSS`},
+		{ref("e999"), commonv1.ErrorCode_NOT_FOUND, "ref e999 is not in the current page"},
+	} {
+		a, err := tab.elementAt(c.el, "test")
+		if err != nil {
+			t.Fatalf("elementAt(%v): %v", c.el, err)
+		}
+		_, err = jsText(ctx, tab, a, 10)
+		var be *bus.Error
+		if !errors.As(err, &be) || be.Code != c.code || !strings.Contains(be.Message, c.want) {
+			t.Errorf("jsText(%v) = %v, want %v %q", c.el, err, c.code, c.want)
 		}
 	}
 }

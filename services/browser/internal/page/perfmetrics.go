@@ -12,52 +12,7 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 )
 
-// webVitalsFn reads the page's Web Vitals in the isolated world: the
-// navigation and paint entries, and LCP and layout shifts from buffered
-// PerformanceObservers (they are not in getEntriesByType). An observer
-// with nothing buffered never calls back, so each waits at most 200 ms.
-const webVitalsFn = `async function() {
-	const buffered = type => new Promise(done => {
-		let list = [];
-		try {
-			const o = new PerformanceObserver(l => { list = list.concat(l.getEntries()); });
-			o.observe({type, buffered: true});
-			setTimeout(() => { o.disconnect(); done(list); }, 200);
-		} catch (e) { done([]); }
-	});
-	const [lcps, shifts] = await Promise.all([buffered("largest-contentful-paint"), buffered("layout-shift")]);
-	const nav = performance.getEntriesByType("navigation")[0];
-	const fcp = performance.getEntriesByName("first-contentful-paint")[0];
-	const out = {};
-	if (nav) {
-		out.ttfb_ms = nav.responseStart;
-		out.dom_content_loaded_ms = nav.domContentLoadedEventEnd;
-		out.load_ms = nav.loadEventEnd;
-	}
-	if (fcp) out.fcp_ms = fcp.startTime;
-	const lcp = lcps[lcps.length - 1];
-	if (lcp) {
-		out.lcp_ms = lcp.startTime;
-		const el = lcp.element;
-		if (el) {
-			let d = el.localName + (el.id ? "#" + el.id : "");
-			if (typeof el.className === "string" && el.className.trim()) d += "." + el.className.trim().split(/\s+/).join(".");
-			out.lcp_element = "<" + d.slice(0, 118) + ">";
-		}
-	}
-	// CLS: the largest session window (1 s gap, 5 s at most).
-	let cls = 0, win = 0, start = 0, last = 0, n = 0;
-	for (const s of shifts) {
-		if (s.hadRecentInput) continue;
-		if (n++ === 0 || s.startTime - last > 1000 || s.startTime - start > 5000) { win = 0; start = s.startTime; }
-		win += s.value; last = s.startTime; cls = Math.max(cls, win);
-	}
-	out.cls = Math.round(cls * 10000) / 10000;
-	out.layout_shifts = n;
-	return out;
-}`
-
-// webVitals is what webVitalsFn returns.
+// webVitals is what page.js's webVitals says.
 type webVitals struct {
 	TTFB       float64 `json:"ttfb_ms,omitempty"`
 	FCP        float64 `json:"fcp_ms,omitempty"`
@@ -124,8 +79,8 @@ func (t *Tab) performanceMetrics(ctx context.Context) (*browserv1.ToolResult, er
 	if err != nil {
 		return nil, fmt.Errorf("read performance metrics: %w", err)
 	}
-	var v webVitals
-	if err := t.callWorld(ctx, t.main(), webVitalsFn, &v); err != nil {
+	v, err := jsWebVitals(ctx, t)
+	if err != nil {
 		return nil, fmt.Errorf("read the web vitals: %w", err)
 	}
 	v.LCPElement = clipTo(v.LCPElement, 120)

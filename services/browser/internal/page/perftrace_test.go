@@ -3,9 +3,14 @@ package page
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
+	"os"
 	"strings"
 	"testing"
 )
+
+// The tests of this file read traces and need no Chromium (see chromium in
+// page_test.go): go test -run 'TestAnalyze|TestInsight' ./internal/page/.
 
 // synthTrace is a trace of two renderers: the tab's (pid 2, frame F1) and
 // another browser context's (pid 3), and the browser (pid 1).
@@ -88,4 +93,92 @@ func mapsEqual(a, b map[string]float64) bool {
 		}
 	}
 	return true
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata from what the code gives now")
+
+// golden compares got with the file testdata/name, or with -update writes
+// it there.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := "testdata/" + name
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -run %s -update writes it)", err, t.Name())
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from %s (go test -run %s -update rewrites it after a deliberate change):\n%s", t.Name(), path, t.Name(), got)
+	}
+}
+
+// recordedTrace analyses testdata/trace.json, a trace that Chromium
+// recorded of perfServer's page with performance_start reload and
+// performance_stop (the attached trace.json.gz, so the tab's events only),
+// trimmed to the events the analysis reads: the metadata, the browser's
+// frame events, the page's marks, requests and layout shifts, and the
+// main thread's tasks and the slices it groups. The trimmed trace gives
+// the same summary as the whole recording.
+func recordedTrace(t *testing.T) traceSummary {
+	t.Helper()
+	f, err := os.Open("testdata/trace.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out bytes.Buffer
+	s, cut, err := analyzeTrace(f, &out)
+	if err != nil || cut {
+		t.Fatalf("analyzeTrace(testdata/trace.json) = %v, cut %v", err, cut)
+	}
+	if s.Kept != s.Events || s.Events != 236 {
+		t.Errorf("kept %d of %d events, want all 236 (the recording holds the tab's events only)", s.Kept, s.Events)
+	}
+	return s
+}
+
+// TestAnalyzeRecordedTrace: the summary of a real Chromium trace: the
+// page's load, its one long task (a 200 ms loop), its layout shift (a
+// banner) and its slow render-blocking stylesheet (150 ms late).
+func TestAnalyzeRecordedTrace(t *testing.T) {
+	t.Parallel()
+	s := recordedTrace(t)
+	const page = "http://127.0.0.1:44077/"
+	switch {
+	case s.Navigation != page || s.Navigations != 1:
+		t.Errorf("navigation = %q (%d), want %s once", s.Navigation, s.Navigations, page)
+	case !(s.TTFB > 0 && s.TTFB < s.FCP && s.FCP <= s.LCP && s.DCL <= s.Load):
+		t.Errorf("timing = TTFB %g, FCP %g, LCP %g, DCL %g, load %g; want them in that order", s.TTFB, s.FCP, s.LCP, s.DCL, s.Load)
+	case s.LongTasks != 1 || s.Longest[0].DurationMS < 200:
+		t.Errorf("long tasks = %d, %+v; want the 200 ms loop", s.LongTasks, s.Longest)
+	case s.Shifts != 1 || s.CLS <= 0:
+		t.Errorf("CLS = %g over %d shifts, want the banner's one shift", s.CLS, s.Shifts)
+	case len(s.Blocking) != 1 || s.Blocking[0].URL != page+"slow.css" || s.Blocking[0].DurationMS < 150:
+		t.Errorf("render-blocking = %+v, want slow.css for 150 ms or more", s.Blocking)
+	case s.MainThread["scripting"] < 200:
+		t.Errorf("main thread = %v, want scripting of 200 ms or more", s.MainThread)
+	}
+	golden(t, "trace.summary.txt", s.text())
+}
+
+// TestInsightRecordedTrace: performance_insight's details of the recorded
+// trace, for each insight.
+func TestInsightRecordedTrace(t *testing.T) {
+	t.Parallel()
+	s := recordedTrace(t)
+	tab := &Tab{lastTrace: &s}
+	var b strings.Builder
+	for _, in := range Insights {
+		res, err := tab.performanceInsight(in)
+		if err != nil {
+			t.Fatalf("performanceInsight(%q): %v", in, err)
+		}
+		b.WriteString("# " + in + "\n" + res.GetContent()[0].GetText() + "\n")
+	}
+	golden(t, "trace.insights.txt", b.String())
 }

@@ -221,11 +221,8 @@ func (t *Tab) mouseAction(ctx context.Context, m *browserv1.Mouse) (*browserv1.T
 		return nil, err
 	}
 	x, y := m.GetX(), m.GetY()
-	var vp viewportPoint
-	if err := t.callWorld(ctx, t.main(), `function(x, y) {
-		const el = document.elementFromPoint(x, y);
-		return {w: innerWidth, h: innerHeight, desc: el ? __sov.describe(el, '') : ''};
-	}`, &vp, x, y); err != nil {
+	vp, err := jsProbe(ctx, t, x, y)
+	if err != nil {
 		return nil, err
 	}
 	if x < 0 || y < 0 || x >= vp.W || y >= vp.H {
@@ -353,10 +350,7 @@ func (t *Tab) dragMoves(ctx context.Context, x0, y0, x1, y1 float64) (html5 bool
 		defer cancel()
 		_, _ = chromedp.Call(off, input.SetInterceptDrags, input.SetInterceptDragsParams{Enabled: false})
 	}()
-	var started struct {
-		Started bool `json:"started"`
-	}
-	if err := t.callWorld(ctx, t.main(), formsFn(`return F.watchDrag();`), nil); err != nil {
+	if err := jsWatchDrag(ctx, t); err != nil {
 		return false, err
 	}
 	t.call.inputAt = time.Now()
@@ -387,10 +381,11 @@ func (t *Tab) dragMoves(ctx context.Context, x0, y0, x1, y1 float64) (html5 bool
 			continue
 		}
 		// After the first moves: did the page start an HTML5 drag?
-		if err := t.callWorld(ctx, t.main(), formsFn(`return F.dragStarted();`), &started); err != nil {
+		started, err := jsDragStarted(ctx, t)
+		if err != nil {
 			return false, err
 		}
-		if !started.Started {
+		if !started {
 			continue
 		}
 		decided = true

@@ -97,8 +97,8 @@ func (t *Tab) screenshot(ctx context.Context, s *browserv1.Screenshot) (*browser
 
 // elementClip scrolls e into view and returns its box in page coordinates.
 func (t *Tab) elementClip(ctx context.Context, e *elem) (*page.Viewport, error) {
-	var info pointInfo
-	if err := callOn(ctx, e.obj, `function(p) { return __sov.point(this, p); }`, &info, e.prefix); err != nil {
+	// point scrolls it into view.
+	if _, err := jsPointOn(ctx, e); err != nil {
 		return nil, err
 	}
 	q, err := chromedp.Call(ctx, dom.GetContentQuads, dom.GetContentQuadsParams{ObjectID: e.obj})

@@ -48,8 +48,8 @@ func (t *Tab) scroll(ctx context.Context, direction string, amount int32) (*brow
 	default:
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "scroll needs direction up, down, left or right, not %q", direction)
 	}
-	var s scrolled
-	if err := t.callWorld(ctx, t.main(), `function(x, y) { return __sov.scroll(x, y); }`, &s, dx, dy); err != nil {
+	s, err := jsScroll(ctx, t, dx, dy)
+	if err != nil {
 		return nil, err
 	}
 	what := "the page"

@@ -262,7 +262,6 @@ func (t *Tab) settle(ctx context.Context, w *navWatch, nav bool) (r settleResult
 	route := w.isSameDocument() && !w.isCommitted() || t.call.slowReaction
 	for round := 0; ; round++ {
 		left := time.Until(end)
-		var q pageQuiet
 		// How long ago the action's input went to the page (-1: none), so
 		// the page can tell its reaction from what happened before.
 		since := int64(-1)
@@ -274,8 +273,7 @@ func (t *Tab) settle(ctx context.Context, w *navWatch, nav bool) (r settleResult
 			after = quietWindow.Milliseconds()
 		}
 		_, _, startedBefore, _ := t.netState()
-		err := t.callWorld(ctx, t.main(), `function(quiet, max, after, since, first) { return __sov.settle(quiet, max, after, since, first); }`,
-			&q, quietWindow.Milliseconds(), max(left.Milliseconds(), 1), after, since, round == 0)
+		q, err := jsSettle(ctx, t, quietWindow.Milliseconds(), max(left.Milliseconds(), 1), after, since, round == 0)
 		changed := q.Changed
 		if err != nil {
 			if ctx.Err() != nil {

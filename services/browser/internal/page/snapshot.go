@@ -205,24 +205,9 @@ func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, 
 	}
 	var snap frameSnap
 	err = t.inWorld(ctx, ft.Frame.ID, func(world runtime.ExecutionContextID) error {
-		// The deadline as the page's clock tells it.
 		opts.Deadline = max(float64(time.Until(st.until).Milliseconds()), 1)
-		o, err := json.Marshal(opts)
-		if err != nil {
-			return err
-		}
-		args := append([]*runtime.CallArgument{{Value: o}}, t.frameOwners(ctx, ft, world)...)
-		r, err := chromedp.Call(ctx, runtime.CallFunctionOn, runtime.CallFunctionOnParams{
-			FunctionDeclaration: `function(opts, ...frames) {
-				if (opts.deadline) opts.deadline += performance.now();
-				return __sov.snapshot(opts, frames);
-			}`,
-			ExecutionContextID: world,
-			Arguments:          args,
-			ReturnByValue:      new(true),
-			Silent:             new(true),
-		})
-		return decodeCall(r, err, &snap)
+		snap, err = jsSnapshot(ctx, world, opts, t.frameOwners(ctx, ft, world))
+		return err
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("snapshot frame %s: %w", clipText(ft.Frame.URL), err)

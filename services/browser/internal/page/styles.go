@@ -64,17 +64,8 @@ func (t *Tab) getStyles(ctx context.Context, req *browserv1.GetStyles) (*browser
 	if err != nil {
 		return nil, err
 	}
-	var computed struct {
-		Desc   string            `json:"desc"`
-		Values map[string]string `json:"values"`
-		Gone   bool              `json:"gone"`
-	}
-	if err := callOn(ctx, e.obj, `function(props, prefix) {
-		if (!this.isConnected) return { gone: true };
-		const cs = getComputedStyle(this), values = {};
-		for (const p of props) values[p] = cs.getPropertyValue(p);
-		return { desc: __sov.describe(this, prefix), values };
-	}`, &computed, props, e.prefix); err != nil {
+	computed, err := jsStyles(ctx, e, props)
+	if err != nil {
 		return nil, err
 	}
 	if computed.Gone {

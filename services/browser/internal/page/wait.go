@@ -167,11 +167,7 @@ func (t *Tab) textCond(text string, want bool) *waitCond {
 	quoted := strconv.Quote(clipTo(text, 200))
 	return &waitCond{
 		check: func(ctx context.Context) (bool, string, error) {
-			var has bool
-			err := t.callWorld(ctx, t.main(), `function(s) {
-				const b = document.body;
-				return !!b && b.innerText.toLowerCase().includes(s);
-			}`, &has, strings.ToLower(strings.TrimSpace(text)))
+			has, err := jsHasText(ctx, t, strings.ToLower(strings.TrimSpace(text)))
 			if err != nil {
 				if ctx.Err() != nil {
 					return false, "", err
@@ -254,9 +250,8 @@ func globRegexp(glob string) (*regexp.Regexp, error) {
 // find looks once for selector in the main frame. A page between two
 // documents counts as not found; a bad selector is an error.
 func (t *Tab) find(ctx context.Context, selector string) (*found, error) {
-	var f *found
-	err := t.callWorld(ctx, t.main(), `function(s) { return __sov.find(s, ''); }`, &f, selector)
-	if je, ok := err.(*jsError); ok {
+	f, err := jsFind(ctx, t, selector)
+	if je, ok := asJSError(err); ok {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "selector %q is not valid CSS: %s", selector, firstLines(je.Error(), 1))
 	}
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/cdp"
-	jsonv2 "github.com/chromedp/cdproto/cdp/jsonv2"
 	"github.com/chromedp/cdproto/inspector"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
@@ -21,7 +20,8 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// pageJS installs the snapshot walker and the ref table in an isolated world.
+// pageJS installs the snapshot walker and the ref table in an isolated world,
+// with forms.js's api beside them.
 //
 //go:embed page.js
 var pageJS string
@@ -211,8 +211,10 @@ func (t *Tab) refStart(n int) int64 {
 }
 
 // world returns the execution context of Sovereign's isolated world in
-// frame, creating the world and installing page.js when the frame's
-// document has none yet.
+// frame, creating the world and installing page.js and forms.js when the
+// frame's document has none yet. forms.js used to come with each call of
+// a form tool; installed with page.js, it is parsed once per document
+// (V8 compiles its methods on first use) and calls send only a name.
 func (t *Tab) world(ctx context.Context, frame cdp.FrameID) (runtime.ExecutionContextID, error) {
 	t.mu.Lock()
 	id, ok := t.worlds.byFrame[frame]
@@ -226,7 +228,7 @@ func (t *Tab) world(ctx context.Context, frame cdp.FrameID) (runtime.ExecutionCo
 	}
 	num := t.frameNum(frame)
 	r, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{
-		Expression:    "(" + pageJS + ")(" + strconv.FormatInt(t.refStart(num), 10) + ")",
+		Expression:    "(" + pageJS + ")(" + strconv.FormatInt(t.refStart(num), 10) + ", " + formsJS + ")",
 		ContextID:     res.ExecutionContextID,
 		ReturnByValue: new(true),
 		Silent:        new(true),
@@ -295,28 +297,20 @@ func contextGone(err error) bool {
 		strings.Contains(m, "inspected target navigated")
 }
 
-// callWorld calls the JavaScript function fn in the isolated world of frame
-// with args and decodes its JSON result into out (when out is not nil).
-// A thrown exception is returned as a *jsError.
-func (t *Tab) callWorld(ctx context.Context, frame cdp.FrameID, fn string, out any, args ...any) error {
-	decl, argv := withArgs(fn, args...)
-	return t.inWorld(ctx, frame, func(id runtime.ExecutionContextID) error {
-		r, err := chromedp.Call(ctx, runtime.CallFunctionOn, runtime.CallFunctionOnParams{
-			FunctionDeclaration: decl,
-			ExecutionContextID:  id,
-			Arguments:           argv,
-			ReturnByValue:       new(true),
-			AwaitPromise:        new(true),
-			Silent:              new(true),
-		})
-		return decodeCall(r, err, out)
-	})
-}
-
-// callOn calls the JavaScript function fn with this bound to the remote
-// object obj and decodes its JSON result into out.
-func callOn(ctx context.Context, obj runtime.RemoteObjectID, fn string, out any, args ...any) error {
-	decl, argv := withArgs(fn, args...)
+// callMain calls decl, the function declaration of one of eval's scripts
+// (eval.go), with this bound to obj, a remote object of the page's main
+// world, and with arg when it is not nil, and decodes its JSON result into
+// out (when out is not nil). arg travels as one JSON value, which must not
+// be "", null, [] or {}: the protocol client leaves those out.
+func callMain(ctx context.Context, obj runtime.RemoteObjectID, decl string, out, arg any) error {
+	var argv []*runtime.CallArgument
+	if arg != nil {
+		b, err := json.Marshal(arg)
+		if err != nil {
+			return err
+		}
+		argv = []*runtime.CallArgument{{Value: b}}
+	}
 	r, err := chromedp.Call(ctx, runtime.CallFunctionOn, runtime.CallFunctionOnParams{
 		FunctionDeclaration: decl,
 		ObjectID:            obj,
@@ -375,20 +369,6 @@ func resolveJSONClips(raw []byte) ([]byte, error) {
 		return v
 	}
 	return json.Marshal(walk(v))
-}
-
-// withArgs prepares a call of the JavaScript function fn with args passed
-// by value. They travel as one JSON array, because the protocol client
-// leaves out an argument whose JSON is "", null, [] or {}.
-func withArgs(fn string, args ...any) (string, []*runtime.CallArgument) {
-	if len(args) == 0 {
-		return fn, nil
-	}
-	b, err := json.Marshal(args)
-	if err != nil {
-		b = []byte("[]")
-	}
-	return "function(args) { return (" + fn + ").apply(this, args); }", []*runtime.CallArgument{{Value: jsonv2.Value(b)}}
 }
 
 // releaseObjects releases the remote objects that the tool call made. It
