@@ -13,22 +13,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
-
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
-	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/httptools"
 	"github.com/sovereign-fleet/sovereign/services/kit/approval"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 	"github.com/sovereign-fleet/sovereign/services/kit/redact"
 )
 
 // Approvals: a call of a monitored tool waits until a person approves it
 // (once, or for the rest of its browser session) or denies it, on the
-// operator console of any replica or in the calling client when it can ask
-// its user (MCP elicitation):
+// operator console of any replica or in the calling client when its
+// transport can ask its user (the call's Ask or Rounds capability):
 //
 //   - 2025 clients that declared the elicitation capability get an
 //     elicitation/create request on the call's response stream, while the
@@ -37,7 +34,8 @@ import (
 //     (multi round-trip): their retry carries the user's answer and a
 //     request state that names the pending request, so the retry resumes
 //     it (on any replica). A request is used by one call only.
-//   - Other clients wait for the console.
+//   - Other callers wait for the console: clients without elicitation, and
+//     sov.tools.call (an agent run's calls: nobody to ask on the bus).
 //
 // A call nobody decides is denied after ApprovalTimeout.
 
@@ -185,17 +183,19 @@ func (g *Gateway) approve(next dispatch.Handler) dispatch.Handler {
 			Owner:     ownerDigest(c.Caller.ID),
 			Call:      callDigest(c.Tool, c.Args),
 		}
-		// The client's user may decide, unless the operator wants the
-		// console only. A URL grant lifts the operator's allow lists: only
-		// the console grants one.
-		clientDecides := !g.cfg.ApprovalConsoleOnly && !strings.HasPrefix(grant, approval.URLGrantPrefix) && c.CanElicit
+		// The caller's user may decide when its transport can ask them,
+		// unless the operator wants the console only. A URL grant lifts
+		// the operator's allow lists: only the console grants one.
+		clientDecides := !g.cfg.ApprovalConsoleOnly && !strings.HasPrefix(grant, approval.URLGrantPrefix)
 		switch {
-		case c.Transport == dispatch.MCPModern && clientDecides:
+		case clientDecides && c.Rounds != nil:
 			return g.approveRoundTrip(ctx, c, r, next)
-		case c.Transport == dispatch.MCP && clientDecides:
-			got, err := g.approvals.Ask(ctx, r, g.elicit)
+		case clientDecides && c.Ask != nil:
+			got, err := g.approvals.Ask(ctx, r, asking(c.Ask))
 			return g.decided(ctx, c, got, err, next)
 		}
+		// Nobody to ask in the call (a bus call, a client without
+		// elicitation): the console decides.
 		got, err := g.approvals.Ask(ctx, r, nil)
 		return g.decided(ctx, c, got, err, next)
 	}
@@ -252,7 +252,7 @@ func (g *Gateway) decided(ctx context.Context, c *dispatch.Call, r approval.Requ
 // approveRoundTrip asks a 2026 client for the approval with a multi
 // round-trip result, or resumes the request its retry names.
 func (g *Gateway) approveRoundTrip(ctx context.Context, c *dispatch.Call, r approval.Request, next dispatch.Handler) *dispatch.Result {
-	if id, ok := strings.CutPrefix(c.RequestState, approvalState); ok {
+	if id, ok := strings.CutPrefix(c.Rounds.State, approvalState); ok {
 		return g.resumeApproval(ctx, c, r, id, next)
 	}
 	p, err := g.approvals.Submit(ctx, r)
@@ -260,7 +260,7 @@ func (g *Gateway) approveRoundTrip(ctx context.Context, c *dispatch.Call, r appr
 		g.log.ErrorContext(ctx, "approval queue", "tool", c.Tool, "err", err)
 		return dispatch.Errorf("%s needs approval, but the approval queue failed (%v); it was not run", c.Tool, err)
 	}
-	return &dispatch.Result{Input: server.NewInputRequestBuilder(approvalState+p.ID).Elicit(approvalInput, g.elicitParams(p)).ToolResult()}
+	return &dispatch.Result{Input: &dispatch.InputRequest{State: approvalState + p.ID, Key: approvalInput, Form: approvalForm(p)}}
 }
 
 // resumeApproval is the retry of a multi round-trip call: it applies the
@@ -280,8 +280,8 @@ func (g *Gateway) resumeApproval(ctx context.Context, c *dispatch.Call, r approv
 		return dispatch.Denied(fmt.Sprintf("%s: the request state names the approval of another call; call again without it to ask for this one", tool))
 	}
 	if cur.State == approval.Pending {
-		if ans := server.ElicitationResponse(c.InputResponses, approvalInput); ans != nil {
-			if approve, scope, aerr := elicitAnswer(ans); aerr == nil {
+		if ans, ok := c.Rounds.Replies[approvalInput]; ok {
+			if approve, scope, aerr := decision(ans); aerr == nil {
 				cur, err = g.approvals.Decide(ctx, id, approve, scope, "elicitation:"+clientOr(r.Client), "")
 				if errors.Is(err, approval.ErrDecided) {
 					err = nil // the console came first: its decision counts
@@ -295,22 +295,21 @@ func (g *Gateway) resumeApproval(ctx context.Context, c *dispatch.Call, r approv
 	return g.decided(ctx, c, cur, err, next)
 }
 
-// elicit asks a 2025 client's user to decide r (elicitation/create on the
-// call's response stream).
-func (g *Gateway) elicit(ctx context.Context, r approval.Request) (bool, approval.Scope, error) {
-	res, err := g.mcp.RequestElicitation(ctx, mcp.ElicitationRequest{
-		Request: mcp.Request{Method: string(mcp.MethodElicitationCreate)},
-		Params:  g.elicitParams(r),
-	})
-	if err != nil {
-		return false, "", err
+// asking asks a person through ask (the caller's client) to decide a
+// request.
+func asking(ask dispatch.Asker) func(context.Context, approval.Request) (bool, approval.Scope, error) {
+	return func(ctx context.Context, r approval.Request) (bool, approval.Scope, error) {
+		ans, err := ask.Ask(ctx, approvalForm(r))
+		if err != nil {
+			return false, "", err
+		}
+		return decision(ans)
 	}
-	return elicitAnswer(res)
 }
 
-// elicitParams is the form that asks for r's decision: a message with the
+// approvalForm is the form that asks for r's decision: a message with the
 // exact tool and arguments, and one field "decision".
-func (g *Gateway) elicitParams(r approval.Request) mcp.ElicitationParams {
+func approvalForm(r approval.Request) dispatch.Form {
 	choices := []string{approveOnce, approveSession, deny}
 	hint := "approve_once runs this call; approve_session also allows later " + r.Tool + " calls in this browser session; deny refuses it."
 	if r.Scope == "" {
@@ -321,36 +320,17 @@ func (g *Gateway) elicitParams(r approval.Request) mcp.ElicitationParams {
 	msg := fmt.Sprintf("Approve this tool call?\n\nTool: %s\nArguments: %s\nWhy: %s\n\n"+
 		"If nobody decides within %s it is denied. The operator console can decide it too (request %s).",
 		r.Tool, r.Arguments, r.Reason, r.Deadline.Sub(r.Created).Round(time.Second), r.ID)
-	return mcp.ElicitationParams{
-		Message: msg,
-		RequestedSchema: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				decisionField: map[string]any{
-					"type": "string", "title": "Decision", "description": hint, "enum": choices,
-				},
-			},
-			"required": []string{decisionField},
-		},
-	}
+	return dispatch.Form{Message: msg, Field: decisionField, Title: "Decision", Description: hint, Choices: choices}
 }
 
-// elicitAnswer maps a client's answer to a decision. Declining or
-// cancelling the form denies; an accepted form without a known decision is
+// decision maps a person's reply to the approval form. Declining or
+// dismissing the form denies; an accepted form without a known decision is
 // an error (the console decides).
-func elicitAnswer(res *mcp.ElicitationResult) (bool, approval.Scope, error) {
-	if res == nil {
-		return false, "", errors.New("no elicitation result")
-	}
-	switch res.Action {
-	case mcp.ElicitationResponseActionDecline, mcp.ElicitationResponseActionCancel:
+func decision(ans dispatch.Reply) (bool, approval.Scope, error) {
+	if !ans.Accepted {
 		return false, "", nil
-	case mcp.ElicitationResponseActionAccept:
-	default:
-		return false, "", fmt.Errorf("unknown elicitation action %q", res.Action)
 	}
-	content, _ := res.Content.(map[string]any)
-	switch d, _ := content[decisionField].(string); d {
+	switch d, _ := ans.Fields[decisionField].(string); d {
 	case approveOnce:
 		return true, approval.Once, nil
 	case approveSession:

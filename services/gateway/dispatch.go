@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -11,8 +12,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 )
 
 // One tool call, from HTTP to Chromium:
@@ -21,7 +22,8 @@ import (
 //     and the credential, and puts the Caller in the request's context;
 //  2. mcp-go decodes tools/call and runs the tool's MCP adapter
 //     (mcpHandler below), which builds a dispatch.Call once: arguments,
-//     caller, MCP session, what the client can do;
+//     caller, MCP session, and what the client can do as the call's
+//     capabilities (progress, asking its user);
 //  3. the registry (g.tools) runs the call through the middleware (recover,
 //     audit, approval: approve.go) to the tool's handler: a browser tool's
 //     (tools.go) binds the browser session, checks the login requirement
@@ -39,7 +41,7 @@ func (g *Gateway) addTools(entries ...dispatch.Entry) {
 	for _, e := range entries {
 		g.tools.Add(e)
 		if !e.Hidden {
-			add = append(add, server.ServerTool{Tool: e.Tool, Handler: g.mcpHandler(e.Tool.Name)})
+			add = append(add, server.ServerTool{Tool: mcpTool(e.Tool), Handler: g.mcpHandler(e.Tool.Name)})
 		}
 	}
 	if len(add) > 0 {
@@ -59,7 +61,7 @@ func (g *Gateway) removeTools(names ...string) {
 // mcpHandler is the MCP adapter of tool name.
 func (g *Gateway) mcpHandler(name string) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		c, err := mcpCall(ctx, name, req)
+		c, err := g.mcpCall(ctx, name, req)
 		if err != nil {
 			return mcp.NewToolResultError(err.Error()), nil
 		}
@@ -67,8 +69,21 @@ func (g *Gateway) mcpHandler(name string) server.ToolHandlerFunc {
 	}
 }
 
-// mcpCall builds the dispatcher's call of an MCP tools/call.
-func mcpCall(ctx context.Context, name string, req mcp.CallToolRequest) (*dispatch.Call, error) {
+// mcpTool is a tool as tools/list shows it.
+func mcpTool(t dispatch.Tool) mcp.Tool {
+	tool := mcp.NewToolWithRawSchema(t.Name, t.Description, t.InputSchema)
+	tool.Title = t.Title
+	a := t.Annotations
+	tool.Annotations = mcp.ToolAnnotation{Title: a.Title, ReadOnlyHint: a.ReadOnly, DestructiveHint: a.Destructive,
+		IdempotentHint: a.Idempotent, OpenWorldHint: a.OpenWorld}
+	return tool
+}
+
+// mcpCall builds the dispatcher's call of an MCP tools/call, with what
+// the client can do as its capabilities: progress (under its progress
+// token) and log messages; a 2025 client that declared elicitation is
+// asked on the call's stream, a 2026 one with an input-required result.
+func (g *Gateway) mcpCall(ctx context.Context, name string, req mcp.CallToolRequest) (*dispatch.Call, error) {
 	args, ok := req.Params.Arguments.(map[string]any)
 	if !ok && req.Params.Arguments != nil {
 		return nil, fmt.Errorf("%s: the arguments must be a JSON object, got %s", name, catalog.JSONType(req.Params.Arguments))
@@ -77,21 +92,23 @@ func mcpCall(ctx context.Context, name string, req mcp.CallToolRequest) (*dispat
 		args = map[string]any{}
 	}
 	c := &dispatch.Call{
-		Tool:           name,
-		Args:           args,
-		Caller:         callerInfo(ctx),
-		Transport:      dispatch.MCP,
-		RequestState:   req.Params.RequestState,
-		InputResponses: req.Params.InputResponses,
+		Tool:      name,
+		Args:      args,
+		Caller:    callerInfo(ctx),
+		Transport: dispatch.MCP,
 	}
 	c.Handle, _ = args[catalog.SessionParam].(string)
+	progress := mcpProgress{srv: g.mcp}
 	if req.Params.Meta != nil {
-		c.ProgressToken = req.Params.Meta.ProgressToken
+		progress.token = req.Params.Meta.ProgressToken
 	}
+	c.Progress = progress
 	if server.IsModernRequest(ctx) {
 		c.Transport = dispatch.MCPModern
 		if info := server.RequestProtocolInfoFromContext(ctx); info != nil {
-			c.CanElicit = info.ClientCapabilities != nil && info.ClientCapabilities.Elicitation != nil
+			if info.ClientCapabilities != nil && info.ClientCapabilities.Elicitation != nil {
+				c.Rounds = &dispatch.Rounds{State: req.Params.RequestState, Replies: mcpReplies(req.Params.InputResponses)}
+			}
 			if info.ClientInfo != nil {
 				c.Client = strings.TrimSpace(info.ClientInfo.Name + " " + info.ClientInfo.Version)
 			}
@@ -105,10 +122,107 @@ func mcpCall(ctx context.Context, name string, req mcp.CallToolRequest) (*dispat
 	if s, ok := s.(server.SessionWithClientInfo); ok {
 		info := s.GetClientInfo()
 		c.Client = strings.TrimSpace(info.Name + " " + info.Version)
-		_, can := s.(server.SessionWithElicitation)
-		c.CanElicit = can && s.GetClientCapabilities().Elicitation != nil
+		if _, can := s.(server.SessionWithElicitation); can && s.GetClientCapabilities().Elicitation != nil {
+			c.Ask = mcpAsker{srv: g.mcp}
+		}
 	}
 	return c, nil
+}
+
+// mcpProgress is an MCP call's Progress: notifications/progress under the
+// client's token (none when the client gave none), and log messages (which
+// the client's log level filters).
+type mcpProgress struct {
+	srv   *server.MCPServer
+	token mcp.ProgressToken
+}
+
+func (p mcpProgress) Report(ctx context.Context, progress, total float64, message string) error {
+	if p.token == nil {
+		return nil
+	}
+	params := map[string]any{"progressToken": p.token, "progress": progress, "message": message}
+	if total > 0 {
+		params["total"] = total
+	}
+	return p.srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), params)
+}
+
+func (p mcpProgress) Notify(ctx context.Context, logger, text string, warn bool) error {
+	level := mcp.LoggingLevelNotice
+	if warn {
+		level = mcp.LoggingLevelWarning
+	}
+	err := p.srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(level, logger, text))
+	if errors.Is(err, server.ErrSessionDoesNotSupportLogging) {
+		return nil // the client did not ask for log messages
+	}
+	return err
+}
+
+// mcpAsker asks a 2025 client's user (elicitation/create on the call's
+// response stream).
+type mcpAsker struct{ srv *server.MCPServer }
+
+func (a mcpAsker) Ask(ctx context.Context, f dispatch.Form) (dispatch.Reply, error) {
+	res, err := a.srv.RequestElicitation(ctx, mcp.ElicitationRequest{
+		Request: mcp.Request{Method: string(mcp.MethodElicitationCreate)},
+		Params:  elicitParams(f),
+	})
+	if err != nil {
+		return dispatch.Reply{}, err
+	}
+	return mcpReply(res)
+}
+
+// mcpReplies are a 2026 client's answers to the forms of an input-required
+// result; an answer that is not a readable elicitation is left out.
+func mcpReplies(in mcp.InputResponses) map[string]dispatch.Reply {
+	var out map[string]dispatch.Reply
+	for key := range in {
+		r, err := mcpReply(server.ElicitationResponse(in, key))
+		if err != nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]dispatch.Reply{}
+		}
+		out[key] = r
+	}
+	return out
+}
+
+// mcpReply reads a client's answer to a form: declining or cancelling it
+// is a reply that did not accept.
+func mcpReply(res *mcp.ElicitationResult) (dispatch.Reply, error) {
+	if res == nil {
+		return dispatch.Reply{}, errors.New("no elicitation result")
+	}
+	switch res.Action {
+	case mcp.ElicitationResponseActionDecline, mcp.ElicitationResponseActionCancel:
+		return dispatch.Reply{}, nil
+	case mcp.ElicitationResponseActionAccept:
+		fields, _ := res.Content.(map[string]any)
+		return dispatch.Reply{Accepted: true, Fields: fields}, nil
+	default:
+		return dispatch.Reply{}, fmt.Errorf("unknown elicitation action %q", res.Action)
+	}
+}
+
+// elicitParams is f as an elicitation: its message and its one field.
+func elicitParams(f dispatch.Form) mcp.ElicitationParams {
+	return mcp.ElicitationParams{
+		Message: f.Message,
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				f.Field: map[string]any{
+					"type": "string", "title": f.Title, "description": f.Description, "enum": f.Choices,
+				},
+			},
+			"required": []string{f.Field},
+		},
+	}
 }
 
 // ResultURI names a file a tool returned (an embedded resource): it
@@ -119,8 +233,8 @@ func ResultURI(name string) string { return "sovereign://result/" + url.PathEsca
 // handle-bound call in _meta, and a new one also as the first text line and
 // in the structured content (a 2026 client must learn it to pass it on).
 func mcpResult(r *dispatch.Result) *mcp.CallToolResult {
-	if r.Input != nil {
-		return r.Input
+	if in := r.Input; in != nil {
+		return server.NewInputRequestBuilder(in.State).Elicit(in.Key, elicitParams(in.Form)).ToolResult()
 	}
 	out := &mcp.CallToolResult{Content: make([]mcp.Content, 0, len(r.Parts)+1), IsError: r.IsError}
 	if r.Session != "" {

@@ -12,15 +12,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/console"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/httptools"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/scripts"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 )
@@ -178,9 +177,9 @@ func (g *Gateway) scriptsChanged(added, removed []scripts.Tool) {
 	g.removeTools(gone...)
 	var add []dispatch.Entry
 	for _, t := range added {
-		tool := scriptMCPTool(t)
+		tool := scriptTool(t)
 		add = append(add, dispatch.Entry{Kind: dispatch.Script, Tool: tool, Handler: g.scriptHandler(t.Name),
-			AgentSchema: withoutSession(tool.RawInputSchema)})
+			AgentSchema: withoutSession(tool.InputSchema)})
 	}
 	g.addTools(add...)
 	g.log.Info("script tools changed", "added", toolNames(added), "removed", gone)
@@ -213,10 +212,10 @@ func (g *Gateway) isScriptTool(name string) bool {
 	return ok
 }
 
-// scriptMCPTool renders a script tool for tools/list: its schema with the
-// session argument browser tools take, so a 2026 client can name the
+// scriptTool is a script tool as the listings show it: its schema with
+// the session argument browser tools take, so a 2026 client can name the
 // browser session the script's inner calls act in.
-func scriptMCPTool(t scripts.Tool) mcp.Tool {
+func scriptTool(t scripts.Tool) dispatch.Tool {
 	var schema map[string]any
 	_ = json.Unmarshal(t.InputSchema, &schema)
 	if schema == nil {
@@ -236,9 +235,8 @@ func scriptMCPTool(t scripts.Tool) mcp.Tool {
 	if desc == "" {
 		desc = "Script tool " + t.Name + "."
 	}
-	tool := mcp.NewToolWithRawSchema(t.Name, desc, raw)
-	tool.Annotations = mcp.ToolAnnotation{Title: t.Name, OpenWorldHint: mcp.ToBoolPtr(true)}
-	return tool
+	return dispatch.Tool{Name: t.Name, Description: desc, InputSchema: raw,
+		Annotations: dispatch.Annotations{Title: t.Name, OpenWorld: dispatch.Hint(true)}}
 }
 
 // withoutSession is a tool's input schema without the session argument
@@ -342,9 +340,12 @@ func (g *Gateway) innerCall(ctx context.Context, outer *dispatch.Call, tool stri
 	c := &dispatch.Call{
 		Tool: tool, Args: args, Caller: outer.Caller,
 		Transport: outer.Transport, MCPSession: outer.MCPSession, RunID: outer.RunID, Client: outer.Client,
+		// The script call's client hears the inner calls' notices but not
+		// their progress (their values would not grow under its token).
+		Progress: innerProgress{outer.Progress},
 		// A 2025 client may be asked on the call's stream; a 2026
 		// client's input-required result could not reach it from here.
-		CanElicit: outer.CanElicit && outer.Transport == dispatch.MCP,
+		Ask: outer.Ask,
 	}
 	c.Handle, _ = args[catalog.SessionParam].(string)
 	res := g.tools.Dispatch(ctx, c)
@@ -361,6 +362,12 @@ func (g *Gateway) innerCall(ctx context.Context, outer *dispatch.Call, tool stri
 	}
 	return res.TextContent(), res.IsError, nil
 }
+
+// innerProgress is the Progress of a script's inner call: the script
+// call's, without the reports.
+type innerProgress struct{ dispatch.Progress }
+
+func (innerProgress) Report(context.Context, float64, float64, string) error { return nil }
 
 // followHTTPTools applies every change of the stored tools file.
 func (g *Gateway) followHTTPTools(ctx context.Context) {

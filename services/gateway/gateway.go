@@ -24,7 +24,6 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/hostguard"
@@ -35,6 +34,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/health"
 	"github.com/sovereign-fleet/sovereign/services/kit/redact"
 	"github.com/sovereign-fleet/sovereign/services/kit/secrets"
@@ -252,7 +252,7 @@ func (g *Gateway) registerCatalog() {
 	}
 	var entries []dispatch.Entry
 	for _, t := range catalog.Tools() {
-		e := dispatch.Entry{Kind: dispatch.Browser, Tool: mcpTool(t), AgentSchema: t.AgentInputSchema()}
+		e := dispatch.Entry{Kind: dispatch.Browser, Tool: catalogTool(t), AgentSchema: t.AgentInputSchema()}
 		switch {
 		case t.System, !sel.Has(t.Name):
 			continue

@@ -9,17 +9,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
-	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/console"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/httptools"
 	"github.com/sovereign-fleet/sovereign/services/kit/browserbus"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 )
 
@@ -144,7 +142,7 @@ func (g *Gateway) applyHTTPTools(data []byte) (console.ReloadResult, error) {
 	}
 	g.removeTools(drop...)
 	for _, t := range keep {
-		g.addTools(dispatch.Entry{Kind: dispatch.HTTP, Tool: httpMCPTool(t), Handler: g.httpToolHandler(t)})
+		g.addTools(dispatch.Entry{Kind: dispatch.HTTP, Tool: httpTool(t), Handler: g.httpToolHandler(t)})
 	}
 	for _, e := range errs {
 		g.log.Warn("custom HTTP tool not loaded", "err", e)
@@ -164,16 +162,12 @@ func (g *Gateway) HTTPTools(context.Context) (file []byte, errs []string, err er
 	return slices.Clone(s.file), slices.Clone(s.errs), nil
 }
 
-// httpMCPTool renders an HTTP tool for tools/list.
-func httpMCPTool(t *httptools.Tool) mcp.Tool {
-	tool := mcp.NewToolWithRawSchema(t.Name, t.Description, t.InputSchema())
-	tool.Annotations = mcp.ToolAnnotation{
-		Title:         t.Name,
-		ReadOnlyHint:  mcp.ToBoolPtr(t.ReadOnly()),
-		OpenWorldHint: mcp.ToBoolPtr(true),
-	}
+// httpTool is an HTTP tool as the listings show it.
+func httpTool(t *httptools.Tool) dispatch.Tool {
+	tool := dispatch.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema(),
+		Annotations: dispatch.Annotations{Title: t.Name, ReadOnly: dispatch.Hint(t.ReadOnly()), OpenWorld: dispatch.Hint(true)}}
 	if t.ReadOnly() {
-		tool.Annotations.DestructiveHint = mcp.ToBoolPtr(false)
+		tool.Annotations.Destructive = dispatch.Hint(false)
 	}
 	return tool
 }

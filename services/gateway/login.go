@@ -10,17 +10,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
-	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
 	"github.com/sovereign-fleet/sovereign/services/kit/signerbus"
 )
@@ -80,7 +78,7 @@ func (g *Gateway) identityHandler(t catalog.Tool) dispatch.Handler {
 		}
 		ctx, cancel := context.WithTimeout(ctx, limit)
 		defer cancel()
-		b, err := g.bind(withProgress(ctx, c.ProgressToken), c, "")
+		b, err := g.bind(ctx, c, "")
 		if err != nil {
 			return dispatch.ErrorText(g.errorText(ctx, t, err))
 		}
@@ -93,7 +91,7 @@ func (g *Gateway) identityHandler(t catalog.Tool) dispatch.Handler {
 		case call.Login != nil:
 			call.Login.Scope = b.sessionID
 			call.Login.Owner = signerOwner(c.Caller.ID)
-			res = g.login(ctx, t, c.ProgressToken, b, call.Login, t.Name == "switch_identity", limit)
+			res = g.login(ctx, t, c.Progress, b, call.Login, t.Name == "switch_identity", limit)
 		default:
 			res = dispatch.ErrorText(t.Name + ": internal error: no handler")
 		}
@@ -103,7 +101,7 @@ func (g *Gateway) identityHandler(t catalog.Tool) dispatch.Handler {
 
 // login logs the session of b in with lr (switching: after logging its
 // identity out), then tells its worker the new pubkey.
-func (g *Gateway) login(ctx context.Context, t catalog.Tool, progress mcp.ProgressToken, b *binding, lr *signerv1.Login, switching bool, limit time.Duration) *dispatch.Result {
+func (g *Gateway) login(ctx context.Context, t catalog.Tool, progress dispatch.Progress, b *binding, lr *signerv1.Login, switching bool, limit time.Duration) *dispatch.Result {
 	var prev *signerv1.StatusResponse // the identity switch_identity freed
 	if switching {
 		st, err := signerCall(ctx, g, signerbus.Status, &signerv1.Status{Scope: lr.GetScope()})
@@ -324,11 +322,11 @@ func (g *Gateway) signerRunning(ctx context.Context) bool {
 
 // signerLogin sends lr to the signer and, while it runs, forwards each
 // LoginProgress the signer publishes (a NIP-46 bunker's auth_url) to the
-// MCP client. It returns the last auth_url seen too.
-func (g *Gateway) signerLogin(ctx context.Context, token mcp.ProgressToken, lr *signerv1.Login) (*signerv1.LoginResponse, string, error) {
+// caller. It returns the last auth_url seen too.
+func (g *Gateway) signerLogin(ctx context.Context, progress dispatch.Progress, lr *signerv1.Login) (*signerv1.LoginResponse, string, error) {
 	nc := g.bus.NATS()
-	progress := make(chan *nats.Msg, 16)
-	sub, err := nc.ChanSubscribe(nc.NewInbox(), progress)
+	updates := make(chan *nats.Msg, 16)
+	sub, err := nc.ChanSubscribe(nc.NewInbox(), updates)
 	if err != nil {
 		return nil, "", fmt.Errorf("subscribe to login progress: %w", err)
 	}
@@ -350,7 +348,7 @@ func (g *Gateway) signerLogin(ctx context.Context, token mcp.ProgressToken, lr *
 		select {
 		case r := <-done:
 			return r.resp, authURL, r.err
-		case m := <-progress:
+		case m := <-updates:
 			var p signerv1.LoginProgress
 			if err := proto.Unmarshal(m.Data, &p); err != nil {
 				g.log.WarnContext(ctx, "bad login progress message from the signer", "err", err)
@@ -359,39 +357,29 @@ func (g *Gateway) signerLogin(ctx context.Context, token mcp.ProgressToken, lr *
 			if p.GetAuthUrl() != "" {
 				authURL = p.GetAuthUrl()
 			}
-			if g.notifyLogin(ctx, token, n, &p) {
+			if g.notifyLogin(ctx, progress, n, &p) {
 				n++
 			}
 		}
 	}
 }
 
-// notifyLogin tells the MCP client what a login waits for: a progress
-// notification when the call asked for progress, and a log message (sent
-// when the client's log level lets it through). It reports whether there
-// was anything to say.
-func (g *Gateway) notifyLogin(ctx context.Context, token mcp.ProgressToken, n int, p *signerv1.LoginProgress) bool {
-	text, level := strings.TrimSpace(p.GetMessage()), mcp.LoggingLevelNotice
+// notifyLogin tells the caller what a login waits for: a progress report
+// and a notice (a bunker's auth_url is a warning: the person must act). It
+// reports whether there was anything to say.
+func (g *Gateway) notifyLogin(ctx context.Context, progress dispatch.Progress, n int, p *signerv1.LoginProgress) bool {
+	text, warn := strings.TrimSpace(p.GetMessage()), false
 	if u := p.GetAuthUrl(); u != "" {
-		text, level = fmt.Sprintf("Open %s to approve this login in your bunker; waiting…", u), mcp.LoggingLevelWarning
+		text, warn = fmt.Sprintf("Open %s to approve this login in your bunker; waiting…", u), true
 	}
 	if text == "" {
 		return false
 	}
 	g.log.InfoContext(ctx, "login waits for a person", "auth_url", p.GetAuthUrl() != "")
-	srv := server.ServerFromContext(ctx)
-	if srv == nil {
-		return true
+	if err := progress.Report(ctx, float64(n), 0, text); err != nil {
+		g.log.InfoContext(ctx, "send login progress", "err", err)
 	}
-	if token != nil {
-		err := srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress),
-			map[string]any{"progressToken": token, "progress": n, "message": text})
-		if err != nil {
-			g.log.InfoContext(ctx, "send login progress", "err", err)
-		}
-	}
-	err := srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(level, "sovereign.login", text))
-	if err != nil && !errors.Is(err, server.ErrSessionDoesNotSupportLogging) {
+	if err := progress.Notify(ctx, "sovereign.login", text, warn); err != nil {
 		g.log.InfoContext(ctx, "send login message", "err", err)
 	}
 	return true

@@ -7,8 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 )
@@ -100,21 +99,10 @@ func (q *openQueue) Len() int {
 	return len(q.waiting)
 }
 
-// progressKey carries a call's MCP progress token down to openSession.
-type progressKey struct{}
-
-// withProgress returns ctx carrying the call's progress token (nil: none).
-func withProgress(ctx context.Context, token mcp.ProgressToken) context.Context {
-	if token == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, progressKey{}, token)
-}
-
 // waitForRoom queues a call that found no capacity (full) until the fleet
 // opens a session for it, the queue timeout, or the call's deadline. open
 // asks the fleet (and reclaims) once.
-func (g *Gateway) waitForRoom(ctx context.Context, full *fleet.CapacityError, open func() (worker, session string, err error)) (string, string, error) {
+func (g *Gateway) waitForRoom(ctx context.Context, progress dispatch.Progress, full *fleet.CapacityError, open func() (worker, session string, err error)) (string, string, error) {
 	t, ok := g.openq.join()
 	if !ok {
 		return "", "", toolErr("%v; %d calls already wait for a browser session, the most this gateway queues (its --open-queue)", full, g.cfg.OpenQueue)
@@ -129,7 +117,7 @@ func (g *Gateway) waitForRoom(ctx context.Context, full *fleet.CapacityError, op
 	turn, try := t.turn, false // turn is nil once this call heads the queue
 	for {
 		if place := g.openq.place(t); place != said || time.Since(saidAt) >= openQueueNotify {
-			g.notifyQueue(ctx, place, time.Since(start))
+			g.notifyQueue(ctx, progress, place, time.Since(start))
 			said, saidAt = place, time.Now()
 		}
 		if try {
@@ -154,18 +142,11 @@ func (g *Gateway) waitForRoom(ctx context.Context, full *fleet.CapacityError, op
 	}
 }
 
-// notifyQueue tells a waiting call's client its place in the queue, as a
-// progress notification when the call asked for progress.
-func (g *Gateway) notifyQueue(ctx context.Context, place int, waited time.Duration) {
-	token := ctx.Value(progressKey{})
-	srv := server.ServerFromContext(ctx)
-	if token == nil || srv == nil {
-		return
-	}
+// notifyQueue tells a waiting call's caller its place in the queue, as a
+// progress report.
+func (g *Gateway) notifyQueue(ctx context.Context, progress dispatch.Progress, place int, waited time.Duration) {
 	msg := fmt.Sprintf("every browser worker is full: waiting for a session, place %d in the queue, %s so far", place, waited.Round(time.Second))
-	err := srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress),
-		map[string]any{"progressToken": token, "progress": waited.Seconds(), "total": g.cfg.OpenQueueTimeout.Seconds(), "message": msg})
-	if err != nil {
+	if err := progress.Report(ctx, waited.Seconds(), g.cfg.OpenQueueTimeout.Seconds(), msg); err != nil {
 		g.log.InfoContext(ctx, "send open queue progress", "err", err)
 	}
 }

@@ -368,8 +368,9 @@ func (g *Gateway) reclaim(ctx context.Context, caller string) bool {
 // openSession opens a browser session for caller's record of kind and id,
 // taking one of the caller's slots first (its own limit) and reclaiming an
 // idle session when the fleet is full. Call release once the record holds
-// the session, or it will not be used (the slot is then free again).
-func (g *Gateway) openSession(ctx context.Context, kind state.Kind, id string, caller Caller, profile string, newHandle bool) (worker, session string, release func(), err error) {
+// the session, or it will not be used (the slot is then free again). A
+// call that waits in the open queue tells progress its place.
+func (g *Gateway) openSession(ctx context.Context, progress dispatch.Progress, kind state.Kind, id string, caller Caller, profile string, newHandle bool) (worker, session string, release func(), err error) {
 	release, err = g.takeSlot(ctx, kind, id, caller, newHandle)
 	if err != nil {
 		return "", "", nil, err
@@ -392,7 +393,7 @@ func (g *Gateway) openSession(ctx context.Context, kind state.Kind, id string, c
 	worker, session, err = open()
 	var ce *fleet.CapacityError
 	if errors.As(err, &ce) && g.cfg.OpenQueue > 0 {
-		worker, session, err = g.waitForRoom(ctx, ce, open) // openqueue.go
+		worker, session, err = g.waitForRoom(ctx, progress, ce, open) // openqueue.go
 	}
 	return worker, session, release, err
 }

@@ -8,17 +8,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
-	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/signerbus"
 )
 
@@ -31,17 +29,12 @@ const (
 	msgExpired = "the browser session was closed or expired (sessions close after a while without calls); the next call opens a fresh session"
 )
 
-// mcpTool renders a catalog tool for tools/list.
-func mcpTool(t catalog.Tool) mcp.Tool {
-	tool := mcp.NewToolWithRawSchema(t.Name, t.Description, t.InputSchema())
-	tool.Title = t.Title
-	tool.Annotations = mcp.ToolAnnotation{
-		Title:         t.Title,
-		ReadOnlyHint:  mcp.ToBoolPtr(t.ReadOnly),
-		OpenWorldHint: mcp.ToBoolPtr(true),
-	}
+// catalogTool is a catalog tool as the listings show it.
+func catalogTool(t catalog.Tool) dispatch.Tool {
+	tool := dispatch.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema(),
+		Annotations: dispatch.Annotations{Title: t.Title, ReadOnly: dispatch.Hint(t.ReadOnly), OpenWorld: dispatch.Hint(true)}}
 	if t.ReadOnly {
-		tool.Annotations.DestructiveHint = mcp.ToBoolPtr(false)
+		tool.Annotations.Destructive = dispatch.Hint(false)
 	}
 	return tool
 }
@@ -62,7 +55,7 @@ func (g *Gateway) browserHandler(t catalog.Tool) dispatch.Handler {
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.ToolTimeout+wait)
 		defer cancel()
 
-		b, err := g.bind(withProgress(ctx, c.ProgressToken), c, call.Profile)
+		b, err := g.bind(ctx, c, call.Profile)
 		if err != nil {
 			return dispatch.ErrorText(g.errorText(ctx, t, err))
 		}
@@ -159,9 +152,9 @@ func (g *Gateway) bind(ctx context.Context, c *dispatch.Call, profile string) (*
 		if err != nil {
 			return nil, err
 		}
-		return g.ensureBound(ctx, e, c.Caller, profile)
+		return g.ensureBound(ctx, c.Progress, e, c.Caller, profile)
 	case c.MCPSession != "" && c.Transport == dispatch.Bus:
-		return g.bindMCPRef(ctx, c.MCPSession, c.Caller, profile) // a bus call in an MCP session's browser session (bus.go)
+		return g.bindMCPRef(ctx, c.Progress, c.MCPSession, c.Caller, profile) // a bus call in an MCP session's browser session (bus.go)
 	case c.MCPSession != "" && c.Transport == dispatch.MCP:
 		e, err := g.store.Get(ctx, state.MCP, c.MCPSession)
 		if errors.Is(err, state.ErrNotFound) {
@@ -173,10 +166,10 @@ func (g *Gateway) bind(ctx context.Context, c *dispatch.Call, profile string) (*
 		if e.Owner != caller || e.Terminated {
 			return nil, toolErr("the MCP session was terminated: initialize a new one")
 		}
-		return g.ensureBound(ctx, e, c.Caller, profile)
+		return g.ensureBound(ctx, c.Progress, e, c.Caller, profile)
 	}
 	h := state.NewHandle()
-	worker, session, release, err := g.openSession(ctx, state.Handle, h, c.Caller, profile, true)
+	worker, session, release, err := g.openSession(ctx, c.Progress, state.Handle, h, c.Caller, profile, true)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +186,7 @@ func (g *Gateway) bind(ctx context.Context, c *dispatch.Call, profile string) (*
 // ensureBound returns e's browser session, opening one when it has none.
 // Concurrent first calls race on the record's revision: the loser gives its
 // new browser session back and uses the winner's.
-func (g *Gateway) ensureBound(ctx context.Context, e *state.Entry, caller dispatch.Caller, profile string) (*binding, error) {
+func (g *Gateway) ensureBound(ctx context.Context, progress dispatch.Progress, e *state.Entry, caller dispatch.Caller, profile string) (*binding, error) {
 	for range 4 {
 		if e.Bound() {
 			if p := profile; p != "" {
@@ -206,7 +199,7 @@ func (g *Gateway) ensureBound(ctx context.Context, e *state.Entry, caller dispat
 			g.usage.touch(state.KeyOf(e.Kind, e.ID))
 			return &binding{kind: e.Kind, id: e.ID, workerID: e.WorkerID, sessionID: e.SessionID}, nil
 		}
-		worker, session, release, err := g.openSession(ctx, e.Kind, e.ID, caller, profile, false)
+		worker, session, release, err := g.openSession(ctx, progress, e.Kind, e.ID, caller, profile, false)
 		if err != nil {
 			return nil, err
 		}

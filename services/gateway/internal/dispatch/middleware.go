@@ -17,8 +17,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
-	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
+	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 )
 
 // Recover turns a panic in a handler into an error result (and a log line
