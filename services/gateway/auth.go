@@ -125,6 +125,17 @@ func (a *authenticator) authenticate(ctx context.Context, credential string) (Ca
 
 // deny answers 401 with a WWW-Authenticate challenge (RFC 6750, and the
 // RFC 9728 metadata in OAuth mode).
+// Revoked reports whether c's API token was revoked or deleted: the
+// approval gate checks it again after a call waited (approve.Credentials).
+// Other credentials are not revoked while a call runs.
+func (a *authenticator) Revoked(c Caller) bool {
+	if c.Kind != KindToken || a.tokens == nil {
+		return false
+	}
+	t, ok := a.tokens.Lookup(strings.TrimPrefix(c.ID, "token:"))
+	return !ok || t.Revoked()
+}
+
 func (a *authenticator) deny(w http.ResponseWriter, reason, code string) {
 	challenge := `Bearer realm="sovereign"`
 	if a.metadataURL != "" {

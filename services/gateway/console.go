@@ -18,7 +18,6 @@ import (
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/console"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
-	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/historybus"
 )
@@ -111,14 +110,7 @@ func (g *Gateway) setupConsole() error {
 	// replica.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	q := g.approvals
-	if q == nil {
-		var err error
-		if q, err = approval.Open(ctx, g.bus.NATS(), g.bus.Prefix()); err != nil {
-			return fmt.Errorf("operator console: approval queue: %w", err)
-		}
-	}
-	src.Approvals = q
+	src.Approvals = g.approvals.Queue()
 	// The gateway's store has no key: the console lists names and can
 	// read no value.
 	sec := g.secretNames

@@ -24,6 +24,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/approve"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/hostguard"
@@ -31,7 +32,6 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/systools"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
-	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
@@ -77,11 +77,9 @@ type Gateway struct {
 
 	auth *authenticator // API tokens and OAuth (auth.go)
 
-	// Approvals of monitored tool calls (approve.go).
-	approvals      *approval.Queue
-	monitoredTools map[string]bool
-	policy         *globalPolicy
-	secretNames    *secrets.Store // no key: names only
+	approvals   *approve.Gate  // holds monitored calls for a person (approve.go)
+	policy      *globalPolicy  // URL rules and monitored tools (policy.go)
+	secretNames *secrets.Store // no key: names only
 
 	toolsSvc micro.Service // sov.tools.* (bus.go)
 
@@ -150,7 +148,8 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 	g.sessions = &sessionManagers{store: g.store, fleet: g.fleet, log: g.log}
 	for _, start := range []func(context.Context) error{
 		g.openSecretNames, // secrets_list (local.go)
-		g.openApprovals,   // approve.go
+		g.setupAuth,       // API tokens and OAuth (auth.go)
+		g.openApprovals,   // approve.go: over the URL policy and the tokens
 		g.openAudit,
 	} {
 		if err := step(start); err != nil {
@@ -171,7 +170,7 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 	)
 	// The audit record sees the approval's decision: approve runs inside
 	// audit (approve.go).
-	g.tools = dispatch.NewRegistry(dispatch.Recover(g.log), dispatch.Audit(g.audit, g.log), g.approve)
+	g.tools = dispatch.NewRegistry(dispatch.Recover(g.log), dispatch.Audit(g.audit, g.log), g.approvals.Middleware)
 	g.registerCatalog()
 	// Script and custom HTTP tools, after the built-in ones (extend.go).
 	// Loading scripts may take seconds (describe() has 5 s each): this
@@ -194,9 +193,6 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 		}
 		return nil
 	})
-	if err := step(g.setupAuth); err != nil { // API tokens and OAuth (auth.go)
-		return nil, err
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", guard.Wrap(g.auth.wrap(readBody(cfg.MaxBody, otelmcp.HTTP(g.sessionCheck(g.transport), requestMeta)))))
 	g.authRoutes(mux, guard)

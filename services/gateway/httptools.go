@@ -188,7 +188,7 @@ func (g *Gateway) httpToolHandler(t *httptools.Tool) dispatch.Handler {
 			Url:          r.URL,
 			Headers:      r.Headers,
 			Body:         r.Body,
-			Policy:       g.urlPolicy(c.Caller, nil),
+			Policy:       g.policy.forCaller(c.Caller, nil),
 			TimeoutMs:    g.cfg.ToolTimeout.Milliseconds(),
 			MaxBodyBytes: t.MaxResponseBytes,
 			Redirects:    t.Redirects,

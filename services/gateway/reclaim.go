@@ -382,7 +382,7 @@ func (g *Gateway) openSession(ctx context.Context, progress dispatch.Progress, k
 	}()
 	open := func() (worker, session string, err error) {
 		for range 3 {
-			worker, session, err = g.fleet.Open(ctx, workerOwner(kind, caller.ID), g.urlPolicy(caller, nil), profile)
+			worker, session, err = g.fleet.Open(ctx, workerOwner(kind, caller.ID), g.policy.forCaller(caller, nil), profile)
 			var ce *fleet.CapacityError
 			if !errors.As(err, &ce) || !g.reclaim(ctx, caller.ID) {
 				return worker, session, err

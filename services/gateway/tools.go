@@ -68,7 +68,7 @@ func (g *Gateway) browserHandler(t catalog.Tool) dispatch.Handler {
 			return b.result(dispatch.Denied(msg))
 		}
 		call.Request.SessionId = b.sessionID
-		call.Request.Policy = g.urlPolicy(c.Caller, g.sessionGrants(ctx, c))
+		call.Request.Policy = g.policy.forCaller(c.Caller, g.sessionGrants(ctx, c))
 		call.Request.DefaultDialogs = g.cfg.dialogMode() // files.go
 		res, err := g.fleet.Call(ctx, b.workerID, call.Request)
 		if err != nil {
@@ -241,7 +241,7 @@ const restoredNote = "The browser session was lost with its worker and restored 
 // session is gone for good (no checkpoint) or another call restored it
 // first; the caller then forgets it.
 func (g *Gateway) restore(ctx context.Context, b *binding, caller Caller) (*binding, error) {
-	worker, session, err := g.fleet.Restore(ctx, b.sessionID, workerOwner(b.kind, caller.ID), g.urlPolicy(caller, nil))
+	worker, session, err := g.fleet.Restore(ctx, b.sessionID, workerOwner(b.kind, caller.ID), g.policy.forCaller(caller, nil))
 	if err != nil {
 		if bus.CodeOf(err) != commonv1.ErrorCode_SESSION_NOT_FOUND {
 			g.log.WarnContext(ctx, "restore a lost browser session", "worker", b.workerID, "session", b.sessionID, "err", err)
