@@ -247,14 +247,14 @@ func (g *Gateway) bindMCPRef(ctx context.Context, progress dispatch.Progress, id
 	e, err := g.store.Get(ctx, state.MCP, id)
 	if errors.Is(err, state.ErrNotFound) || err == nil && e.Owner != caller.ID {
 		// Another caller's MCP session is as unknown as a made-up one.
-		return nil, toolErr("the MCP session this call acts in is unknown or expired (MCP sessions expire after %s unused); its browser session is gone",
+		return nil, dispatch.ToolErrorf("the MCP session this call acts in is unknown or expired (MCP sessions expire after %s unused); its browser session is gone",
 			g.cfg.SessionTTL)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if e.Terminated {
-		return nil, toolErr("the MCP session this call acts in was terminated (its client ended it), and its browser session closed")
+		return nil, dispatch.ToolErrorf("the MCP session this call acts in was terminated (its client ended it), and its browser session closed")
 	}
 	return g.ensureBound(ctx, progress, e, caller, profile)
 }

@@ -338,6 +338,6 @@ func (g *Gateway) consoleCloseSession(ctx context.Context, id string) error {
 		return fmt.Errorf("the session has no browser session any more: %w", console.ErrNotFound)
 	}
 	g.log.InfoContext(ctx, "browser session closed from the console", "worker", worker, "session", session)
-	g.closeSession(ctx, worker, session)
+	g.capacity.Close(ctx, worker, session)
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 func StoreOf(g *Gateway) *state.Store { return g.store }
 
 // OpenQueueLen is how many calls wait in a gateway's open queue.
-func OpenQueueLen(g *Gateway) int { return g.openq.Len() }
+func OpenQueueLen(g *Gateway) int { return g.capacity.Waiting() }
 
 // RunningCalls is how many tool calls a gateway is running now.
 func RunningCalls(g *Gateway) int { return g.tools.Running() }

@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/approve"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/capacity"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/hostguard"
@@ -88,8 +89,7 @@ type Gateway struct {
 	httpTools *httpToolSet // custom HTTP tools (httptools.go)
 	ext       *extensions  // script tools and the HTTP tools' bucket (extend.go)
 
-	usage *usage     // what this gateway's clients used lately (reclaim.go)
-	openq *openQueue // calls waiting for a browser session (openqueue.go)
+	capacity *capacity.Keeper // session limits, idle give-back, the open queue (reclaim.go)
 
 	migrated chan struct{} // closed when the legacy saved storage migration ends (storage.go)
 
@@ -118,8 +118,6 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 		fleet:     fleet.New(c, fleet.DefaultLiveness),
 		log:       slog.Default().With("component", "gateway"),
 		httpTools: &httpToolSet{},
-		usage:     newUsage(),
-		openq:     &openQueue{max: cfg.OpenQueue},
 	}
 	defer func() {
 		if err != nil {
@@ -156,6 +154,7 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 			return nil, err
 		}
 	}
+	g.capacity = g.keeper() // reclaim.go
 	g.mcp = server.NewMCPServer(Name, Version,
 		server.WithTitle("Sovereign browser fleet"),
 		server.WithInstructions(instructions),
@@ -213,9 +212,7 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 	if err := g.setupSystem(); err != nil { // system tools (system.go)
 		return nil, err
 	}
-	if err := g.startKeeper(ctx); err != nil { // idle sessions given back (reclaim.go)
-		return nil, err
-	}
+	g.onClose(g.capacity.Start())          // idle sessions given back
 	if err := g.serveTools(); err != nil { // the dispatcher on the bus (bus.go)
 		return nil, err
 	}

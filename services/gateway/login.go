@@ -130,7 +130,7 @@ func (g *Gateway) login(ctx context.Context, t catalog.Tool, progress dispatch.P
 		case prev != nil:
 			g.forgetIdentity(ctx, b) // the signer holds none now; the worker must not think so
 			msg += fmt.Sprintf("; the previous identity %s was logged out first, so this browser session is now logged out", prev.GetNpub())
-		case !switching && !errors.As(err, new(*toolError)):
+		case !switching && !errors.As(err, new(*dispatch.ToolError)):
 			msg += "; the browser session's identity is unchanged"
 		}
 		return dispatch.ErrorText(msg)
@@ -262,9 +262,9 @@ func (g *Gateway) loginRefusal(ctx context.Context, t catalog.Tool, sessionID st
 	}
 	st, err := signerCall(ctx, g, signerbus.Status, &signerv1.Status{Scope: sessionID})
 	if err != nil {
-		var te *toolError
+		var te *dispatch.ToolError
 		if errors.As(err, &te) {
-			return fmt.Sprintf("%s: this gateway requires a Nostr login first, but %s", t.Name, te.msg)
+			return fmt.Sprintf("%s: this gateway requires a Nostr login first, but %s", t.Name, te.Error())
 		}
 		return fmt.Sprintf("%s: this gateway requires a Nostr login first, but the signer could not say whether this browser session "+
 			"has logged in: %s", t.Name, busMessage(err))
@@ -283,7 +283,7 @@ func signerOwner(caller string) string {
 }
 
 // signerCall sends req to the signer's endpoint e. When nothing answers
-// there, the error is a *toolError that says the signer is not running.
+// there, the error is a *dispatch.ToolError that says the signer is not running.
 //
 // Everything but a login is quick for a running signer: it gets
 // signerQuickTimeout, so that a signer that just died (its subscription
@@ -300,11 +300,11 @@ func signerCall[Req, Resp proto.Message](ctx context.Context, g *Gateway, e bus.
 	switch {
 	case err == nil:
 	case outer.Err() == nil && ctx.Err() != nil:
-		err = &toolError{msg: fmt.Sprintf("the signer service did not answer within %s (%s): it may be restarting or overloaded; see its logs",
-			signerQuickTimeout, e.Subject(g.bus))}
+		err = dispatch.ToolErrorf("the signer service did not answer within %s (%s): it may be restarting or overloaded; see its logs",
+			signerQuickTimeout, e.Subject(g.bus))
 	case bus.Is(err, commonv1.ErrorCode_UNAVAILABLE) && ctx.Err() == nil && !g.signerRunning(ctx):
-		err = &toolError{msg: fmt.Sprintf("the signer service is not running (%s has no responders): start `sovereign signer` or use `sovereign up`",
-			signerbus.All(g.bus))}
+		err = dispatch.ToolErrorf("the signer service is not running (%s has no responders): start `sovereign signer` or use `sovereign up`",
+			signerbus.All(g.bus))
 	}
 	return resp, err
 }
@@ -415,9 +415,9 @@ func (g *Gateway) signerForget(ctx context.Context, scope string) {
 // signerErrorText maps a signer failure to the message of its kind: the
 // signer's own message (which never holds a secret) for what it refused.
 func (g *Gateway) signerErrorText(ctx context.Context, t catalog.Tool, err error, limit time.Duration) string {
-	var te *toolError
+	var te *dispatch.ToolError
 	if errors.As(err, &te) {
-		return te.msg
+		return te.Error()
 	}
 	// The signer's copy of the deadline may expire first, and answer
 	// TIMEOUT: the call's deadline all the same.

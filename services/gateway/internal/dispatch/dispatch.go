@@ -162,6 +162,15 @@ type Result struct {
 	Approval       *historyv1.Approval
 }
 
+// ToolError is a failure whose message is already what the model should
+// read: a handler returns it as the error result, as is.
+type ToolError struct{ msg string }
+
+func (e *ToolError) Error() string { return e.msg }
+
+// ToolErrorf is a ToolError.
+func ToolErrorf(format string, a ...any) error { return &ToolError{msg: fmt.Sprintf(format, a...)} }
+
 // Text is a successful text result.
 func Text(s string) *Result { return &Result{Parts: []Part{{Text: s}}} }
 

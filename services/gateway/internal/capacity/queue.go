@@ -1,4 +1,4 @@
-package gateway
+package capacity
 
 import (
 	"context"
@@ -8,27 +8,23 @@ import (
 	"time"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
-
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 )
 
 // The open queue: when no worker can take a new browser session and
-// nothing could be reclaimed (reclaim.go), a call may wait for one instead
+// nothing could be reclaimed (capacity.go), a call may wait for one instead
 // of failing at once, as browserless queues its connections. It is off
 // unless --open-queue is set: then at most that many calls wait, each for
 // at most --open-queue-timeout (and never past its own deadline), served
 // in the order they came. Only the call at the head of the queue asks the
 // fleet, every openQueuePoll (capacity frees up on any gateway or worker:
 // a session closed, a worker added); the others wait for their turn. A
-// waiting call that asked for progress (an MCP progress token) hears its
-// place in the queue whenever it changes and every few seconds.
+// waiting call hears its place (its Progress) in the queue whenever it changes and every few seconds.
 //
 // The queue is per gateway: with several gateways each keeps its own
 // order, and the heads race for a freed slot.
 
 const (
-	// DefaultOpenQueueTimeout is how long a queued call waits at most.
-	DefaultOpenQueueTimeout = 30 * time.Second
 	// openQueuePoll is how often the head of the queue asks the fleet.
 	openQueuePoll = 250 * time.Millisecond
 	// openQueueNotify is how often a waiting call hears that it still
@@ -102,22 +98,22 @@ func (q *openQueue) Len() int {
 // waitForRoom queues a call that found no capacity (full) until the fleet
 // opens a session for it, the queue timeout, or the call's deadline. open
 // asks the fleet (and reclaims) once.
-func (g *Gateway) waitForRoom(ctx context.Context, progress dispatch.Progress, full *fleet.CapacityError, open func() (worker, session string, err error)) (string, string, error) {
-	t, ok := g.openq.join()
+func (k *Keeper) waitForRoom(ctx context.Context, progress dispatch.Progress, full *fleet.CapacityError, open func() (worker, session string, err error)) (string, string, error) {
+	t, ok := k.queue.join()
 	if !ok {
-		return "", "", toolErr("%v; %d calls already wait for a browser session, the most this gateway queues (its --open-queue)", full, g.cfg.OpenQueue)
+		return "", "", dispatch.ToolErrorf("%v; %d calls already wait for a browser session, the most this gateway queues (its --open-queue)", full, k.cfg.OpenQueue)
 	}
-	defer g.openq.leave(t)
+	defer k.queue.leave(t)
 	start := time.Now()
-	limit := time.NewTimer(g.cfg.OpenQueueTimeout)
+	limit := time.NewTimer(k.cfg.OpenQueueTimeout)
 	defer limit.Stop()
 	poll := time.NewTicker(openQueuePoll)
 	defer poll.Stop()
 	said, saidAt := 0, time.Time{}
 	turn, try := t.turn, false // turn is nil once this call heads the queue
 	for {
-		if place := g.openq.place(t); place != said || time.Since(saidAt) >= openQueueNotify {
-			g.notifyQueue(ctx, progress, place, time.Since(start))
+		if place := k.queue.place(t); place != said || time.Since(saidAt) >= openQueueNotify {
+			k.notifyQueue(ctx, progress, place, time.Since(start))
 			said, saidAt = place, time.Now()
 		}
 		if try {
@@ -132,8 +128,8 @@ func (g *Gateway) waitForRoom(ctx context.Context, progress dispatch.Progress, f
 		case <-ctx.Done():
 			return "", "", ctx.Err()
 		case <-limit.C:
-			return "", "", toolErr("%v; this call waited %s in the gateway's open queue (its --open-queue-timeout) and no session came free",
-				full, g.cfg.OpenQueueTimeout)
+			return "", "", dispatch.ToolErrorf("%v; this call waited %s in the gateway's open queue (its --open-queue-timeout) and no session came free",
+				full, k.cfg.OpenQueueTimeout)
 		case <-turn:
 			turn, try = nil, true
 		case <-poll.C:
@@ -144,9 +140,9 @@ func (g *Gateway) waitForRoom(ctx context.Context, progress dispatch.Progress, f
 
 // notifyQueue tells a waiting call's caller its place in the queue, as a
 // progress report.
-func (g *Gateway) notifyQueue(ctx context.Context, progress dispatch.Progress, place int, waited time.Duration) {
+func (k *Keeper) notifyQueue(ctx context.Context, progress dispatch.Progress, place int, waited time.Duration) {
 	msg := fmt.Sprintf("every browser worker is full: waiting for a session, place %d in the queue, %s so far", place, waited.Round(time.Second))
-	if err := progress.Report(ctx, waited.Seconds(), g.cfg.OpenQueueTimeout.Seconds(), msg); err != nil {
-		g.log.InfoContext(ctx, "send open queue progress", "err", err)
+	if err := progress.Report(ctx, waited.Seconds(), k.cfg.OpenQueueTimeout.Seconds(), msg); err != nil {
+		k.log.InfoContext(ctx, "send open queue progress", "err", err)
 	}
 }
