@@ -281,7 +281,7 @@ func (g *Gateway) cancelRun(ctx context.Context, id, by string) {
 
 // agentErrorText is the message of a failed start.
 func (g *Gateway) agentErrorText(ctx context.Context, t catalog.Tool, err error) string {
-	msg := busMessage(err)
+	msg := bus.MessageOf(err)
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		return t.Name + " was cancelled"

@@ -21,7 +21,7 @@ import (
 //  1. the HTTP stack (http.go, auth.go) checks Host/Origin, the body size
 //     and the credential, and puts the Caller in the request's context;
 //  2. mcp-go decodes tools/call and runs the tool's MCP adapter
-//     (mcpHandler below), which builds a dispatch.Call once: arguments,
+//     (mcpAdapter below), which builds a dispatch.Call once: arguments,
 //     caller, MCP session, and what the client can do as the call's
 //     capabilities (progress, asking its user);
 //  3. the registry (g.tools) runs the call through the middleware (recover,
@@ -34,38 +34,53 @@ import (
 // sov.tools.call (bus.go) and a script's inner calls (extend.go) are other
 // adapters over the same registry.
 
-// addTool registers e in the dispatcher and, unless it is hidden from MCP
-// clients, on the MCP server (tools/list, list_changed).
-func (g *Gateway) addTools(entries ...dispatch.Entry) {
+// mcpAdapter is the dispatcher's MCP transport: it lists the registry's
+// tools on the MCP server (tools/list, list_changed) and runs their
+// tools/call. What registers tools (the catalog, the system tools, the
+// deployed ones: extend.Tools) registers them here.
+type mcpAdapter struct {
+	*dispatch.Registry
+	srv *server.MCPServer
+}
+
+// mcpTools is the gateway's MCP adapter.
+func (g *Gateway) mcpTools() mcpAdapter { return mcpAdapter{Registry: g.tools, srv: g.mcp} }
+
+// Add registers entries in the dispatcher and, unless hidden from MCP
+// clients, on the MCP server.
+func (a mcpAdapter) Add(entries ...dispatch.Entry) {
 	var add []server.ServerTool
 	for _, e := range entries {
-		g.tools.Add(e)
+		a.Registry.Add(e)
 		if !e.Hidden {
-			add = append(add, server.ServerTool{Tool: mcpTool(e.Tool), Handler: g.mcpHandler(e.Tool.Name)})
+			add = append(add, server.ServerTool{Tool: mcpTool(e.Tool), Handler: a.handler(e.Tool.Name)})
 		}
 	}
 	if len(add) > 0 {
-		g.mcp.AddTools(add...)
+		a.srv.AddTools(add...)
 	}
 }
 
-// removeTools forgets the tools named, here and on the MCP server.
-func (g *Gateway) removeTools(names ...string) {
+// Remove forgets the tools named, in the dispatcher and on the MCP server.
+func (a mcpAdapter) Remove(names ...string) {
 	if len(names) == 0 {
 		return
 	}
-	g.tools.Remove(names...)
-	g.mcp.DeleteTools(names...)
+	a.Registry.Remove(names...)
+	a.srv.DeleteTools(names...)
 }
 
-// mcpHandler is the MCP adapter of tool name.
-func (g *Gateway) mcpHandler(name string) server.ToolHandlerFunc {
+// Listed is how many tools MCP clients see.
+func (a mcpAdapter) Listed() int { return len(a.srv.ListTools()) }
+
+// handler runs tools/call of tool name.
+func (a mcpAdapter) handler(name string) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		c, err := g.mcpCall(ctx, name, req)
+		c, err := a.call(ctx, name, req)
 		if err != nil {
 			return mcp.NewToolResultError(err.Error()), nil
 		}
-		return mcpResult(g.tools.Dispatch(ctx, c)), nil
+		return mcpResult(a.Dispatch(ctx, c)), nil
 	}
 }
 
@@ -79,11 +94,11 @@ func mcpTool(t dispatch.Tool) mcp.Tool {
 	return tool
 }
 
-// mcpCall builds the dispatcher's call of an MCP tools/call, with what
+// call builds the dispatcher's call of an MCP tools/call, with what
 // the client can do as its capabilities: progress (under its progress
 // token) and log messages; a 2025 client that declared elicitation is
 // asked on the call's stream, a 2026 one with an input-required result.
-func (g *Gateway) mcpCall(ctx context.Context, name string, req mcp.CallToolRequest) (*dispatch.Call, error) {
+func (a mcpAdapter) call(ctx context.Context, name string, req mcp.CallToolRequest) (*dispatch.Call, error) {
 	args, ok := req.Params.Arguments.(map[string]any)
 	if !ok && req.Params.Arguments != nil {
 		return nil, fmt.Errorf("%s: the arguments must be a JSON object, got %s", name, catalog.JSONType(req.Params.Arguments))
@@ -98,7 +113,7 @@ func (g *Gateway) mcpCall(ctx context.Context, name string, req mcp.CallToolRequ
 		Transport: dispatch.MCP,
 	}
 	c.Handle, _ = args[catalog.SessionParam].(string)
-	progress := mcpProgress{srv: g.mcp}
+	progress := mcpProgress{srv: a.srv}
 	if req.Params.Meta != nil {
 		progress.token = req.Params.Meta.ProgressToken
 	}
@@ -123,7 +138,7 @@ func (g *Gateway) mcpCall(ctx context.Context, name string, req mcp.CallToolRequ
 		info := s.GetClientInfo()
 		c.Client = strings.TrimSpace(info.Name + " " + info.Version)
 		if _, can := s.(server.SessionWithElicitation); can && s.GetClientCapabilities().Elicitation != nil {
-			c.Ask = mcpAsker{srv: g.mcp}
+			c.Ask = mcpAsker{srv: a.srv}
 		}
 	}
 	return c, nil

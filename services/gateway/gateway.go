@@ -27,6 +27,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/approve"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/capacity"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/extend"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/hostguard"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/otelmcp"
@@ -86,8 +87,7 @@ type Gateway struct {
 
 	workspace *systools.Workspace // the system tools' (system.go); nil when they are off
 
-	httpTools *httpToolSet // custom HTTP tools (httptools.go)
-	ext       *extensions  // script tools and the HTTP tools' bucket (extend.go)
+	ext *extend.Extensions // script and custom HTTP tools (extend.go)
 
 	capacity *capacity.Keeper // session limits, idle give-back, the open queue (reclaim.go)
 
@@ -113,11 +113,10 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 		return nil, err
 	}
 	g := &Gateway{
-		cfg:       cfg,
-		bus:       c,
-		fleet:     fleet.New(c, fleet.DefaultLiveness),
-		log:       slog.Default().With("component", "gateway"),
-		httpTools: &httpToolSet{},
+		cfg:   cfg,
+		bus:   c,
+		fleet: fleet.New(c, fleet.DefaultLiveness),
+		log:   slog.Default().With("component", "gateway"),
 	}
 	defer func() {
 		if err != nil {
@@ -260,7 +259,7 @@ func (g *Gateway) registerCatalog() {
 		}
 		entries = append(entries, e)
 	}
-	g.addTools(entries...)
+	g.mcpTools().Add(entries...)
 }
 
 // onClose pushes the undo of a start step.

@@ -267,7 +267,7 @@ func (g *Gateway) loginRefusal(ctx context.Context, t catalog.Tool, sessionID st
 			return fmt.Sprintf("%s: this gateway requires a Nostr login first, but %s", t.Name, te.Error())
 		}
 		return fmt.Sprintf("%s: this gateway requires a Nostr login first, but the signer could not say whether this browser session "+
-			"has logged in: %s", t.Name, busMessage(err))
+			"has logged in: %s", t.Name, bus.MessageOf(err))
 	}
 	if st.GetState() != signerv1.LoginState_LOGIN_STATE_LOGGED_IN {
 		return "this gateway requires a Nostr login first: " + catalog.LoginHint
@@ -433,7 +433,7 @@ func (g *Gateway) signerErrorText(ctx context.Context, t catalog.Tool, err error
 		}
 		return fmt.Sprintf("%s did not finish within %s", t.Name, limit)
 	}
-	msg := busMessage(err)
+	msg := bus.MessageOf(err)
 	if !strings.HasPrefix(msg, t.Name) {
 		msg = t.Name + ": " + msg
 	}
@@ -445,15 +445,6 @@ func (g *Gateway) signerErrorText(ctx context.Context, t catalog.Tool, err error
 		g.log.ErrorContext(ctx, "signer request failed", "tool", t.Name, "err", err)
 	}
 	return msg
-}
-
-// busMessage is the message of a bus error without its code.
-func busMessage(err error) string {
-	var be *bus.Error
-	if errors.As(err, &be) {
-		return be.Message
-	}
-	return err.Error()
 }
 
 func nonNil(s []string) []string {

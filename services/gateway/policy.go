@@ -157,6 +157,10 @@ func (gp *globalPolicy) forCaller(c Caller, sessionGrants []string) *browserv1.U
 	return p
 }
 
+// URLPolicy is the URL policy of a caller's call without session grants
+// (a custom HTTP tool's: extend.URLPolicy).
+func (gp *globalPolicy) URLPolicy(c Caller) *browserv1.UrlPolicy { return gp.forCaller(c, nil) }
+
 // hasAllowRules reports whether a caller's policy has allow rules: only
 // then can a session grant change anything.
 func (gp *globalPolicy) hasAllowRules(c Caller) bool {

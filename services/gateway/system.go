@@ -95,7 +95,7 @@ func (g *Gateway) setupSystem() error {
 	g.onClose(func(context.Context) error { return ws.Close() })
 	for _, t := range catalog.Tools() {
 		if t.System {
-			g.addTools(dispatch.Entry{Kind: dispatch.System, Tool: systemTool(t), Handler: g.systemHandler(t),
+			g.mcpTools().Add(dispatch.Entry{Kind: dispatch.System, Tool: systemTool(t), Handler: g.systemHandler(t),
 				Hidden: mode == SystemToolsAgent})
 		}
 	}
