@@ -156,7 +156,7 @@ func (g *Gateway) busCallTool(ctx context.Context, r *toolsv1.CallToolRequest) (
 	if caller.Kind == KindToken {
 		// The token may have been revoked since the run started; its
 		// policy is the one the gateway holds, not a copy.
-		tok, ok := g.auth.tokens.Lookup(strings.TrimPrefix(caller.ID, "token:"))
+		tok, ok := g.auth.Tokens().Lookup(strings.TrimPrefix(caller.ID, "token:"))
 		if !ok || tok.Revoked() {
 			return errorResponse(fmt.Sprintf("%s: the caller's API token is revoked or unknown; the call was not run", name)), nil
 		}

@@ -145,21 +145,18 @@ func (g *Gateway) setupConsole() error {
 
 // consoleSources are the gateway's data for the console.
 func (g *Gateway) consoleSources() console.Sources {
-	src := console.Sources{
+	return console.Sources{
 		Audit:        g.queryAudit,
 		Sessions:     g.consoleSessions,
 		CloseSession: g.consoleCloseSession,
 		Agent:        consoleAgent{bus: g.bus},
+		Tokens:       g.consoleTokens,
 	}
-	if g.auth != nil && g.auth.tokens != nil {
-		src.Tokens = g.consoleTokens
-	}
-	return src
 }
 
 // consoleTokens lists the API tokens: names and dates, never secrets.
 func (g *Gateway) consoleTokens(ctx context.Context) ([]console.Token, error) {
-	list, err := g.auth.tokens.List(ctx)
+	list, err := g.auth.Tokens().List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +263,7 @@ func (g *Gateway) consoleSessions(ctx context.Context) ([]console.Session, error
 			continue
 		}
 		out = append(out, console.Session{
-			ID: l.Key, Kind: string(l.Kind), Owner: g.ownerName(l.Owner),
+			ID: l.Key, Kind: string(l.Kind), Owner: g.auth.OwnerName(l.Owner),
 			Worker: l.WorkerID, BrowserSession: l.SessionID,
 			Created: l.Created, Touched: l.Touched,
 		})

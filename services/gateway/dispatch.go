@@ -13,13 +13,15 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/identity"
 	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 )
 
 // One tool call, from HTTP to Chromium:
 //
-//  1. the HTTP stack (http.go, auth.go) checks Host/Origin, the body size
-//     and the credential, and puts the Caller in the request's context;
+//  1. the HTTP stack (http.go, internal/identity) checks Host/Origin, the
+//     body size and the credential, and puts the Caller in the request's
+//     context;
 //  2. mcp-go decodes tools/call and runs the tool's MCP adapter
 //     (mcpAdapter below), which builds a dispatch.Call once: arguments,
 //     caller, MCP session, and what the client can do as the call's
@@ -109,7 +111,7 @@ func (a mcpAdapter) call(ctx context.Context, name string, req mcp.CallToolReque
 	c := &dispatch.Call{
 		Tool:      name,
 		Args:      args,
-		Caller:    callerInfo(ctx),
+		Caller:    identity.From(ctx),
 		Transport: dispatch.MCP,
 	}
 	c.Handle, _ = args[catalog.SessionParam].(string)

@@ -30,6 +30,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/extend"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/hostguard"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/identity"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/otelmcp"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/systools"
@@ -77,7 +78,7 @@ type Gateway struct {
 	log       *slog.Logger
 	admin     admin // the operator console (console.go)
 
-	auth *authenticator // API tokens and OAuth (auth.go)
+	auth *identity.Authenticator // API tokens and OAuth (auth.go)
 
 	approvals   *approve.Gate  // holds monitored calls for a person (approve.go)
 	policy      *globalPolicy  // URL rules and monitored tools (policy.go)
@@ -192,8 +193,8 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 		return nil
 	})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", guard.Wrap(g.auth.wrap(readBody(cfg.MaxBody, otelmcp.HTTP(g.sessionCheck(g.transport), requestMeta)))))
-	g.authRoutes(mux, guard)
+	mux.Handle("/mcp", guard.Wrap(g.auth.Wrap(readBody(cfg.MaxBody, otelmcp.HTTP(g.sessionCheck(g.transport), requestMeta)))))
+	g.auth.Routes(mux, guard)
 	health.Register(mux,
 		health.NATS(c.NATS()),
 		health.Check{Name: "kv", Func: func(ctx context.Context) error {
@@ -321,7 +322,7 @@ func (g *Gateway) ServeListener(ctx context.Context, ln net.Listener) error {
 }
 
 func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
-	if err := g.checkServe(ln); err != nil { // authentication (auth.go)
+	if err := g.auth.CheckServe(ln); err != nil { // authentication (internal/identity)
 		return err
 	}
 	srv := &http.Server{
