@@ -26,15 +26,16 @@ import (
 //     (mcpAdapter below), which builds a dispatch.Call once: arguments,
 //     caller, MCP session, and what the client can do as the call's
 //     capabilities (progress, asking its user);
-//  3. the registry (g.tools) runs the call through the middleware (recover,
-//     audit, approval: approve.go) to the tool's handler: a browser tool's
-//     (tools.go) binds the browser session, checks the login requirement
-//     and sends the request to its worker (internal/fleet);
+//  3. the registry (g.tools) runs the call through the middleware
+//     (recover, audit, approval: internal/approve) to the tool's handler:
+//     a browser tool's (tools.go) binds the browser session, checks the
+//     login requirement and sends the request to its worker
+//     (internal/fleet);
 //  4. the adapter renders the dispatch.Result for MCP: only here does a
 //     new session handle become a text line, and an image base64.
 //
-// sov.tools.call (bus.go) and a script's inner calls (extend.go) are other
-// adapters over the same registry.
+// sov.tools.call (bus.go) and a script's inner calls (internal/extend) are
+// other adapters over the same registry.
 
 // mcpAdapter is the dispatcher's MCP transport: it lists the registry's
 // tools on the MCP server (tools/list, list_changed) and runs their

@@ -31,6 +31,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/hostguard"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/identity"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/login"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/otelmcp"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/systools"
@@ -62,8 +63,10 @@ Clients without an MCP session (protocol 2026-07-28): the first browser call ret
 (session: sov_…); pass it as "session" in every later call to keep using the same browser session.`
 
 // Gateway serves MCP on the bus's browser fleet. It is the composition
-// root: New starts its parts in order, and the tool-call path runs through
-// tools, the dispatcher (dispatch.go).
+// root: New starts its parts in order, the slices under internal/
+// (identity, approve, capacity, extend) among them, each handed the parts
+// its ports need; the tool-call path runs through tools, the dispatcher
+// (dispatch.go).
 type Gateway struct {
 	cfg       Config
 	bus       *bus.Conn
@@ -78,9 +81,9 @@ type Gateway struct {
 	log       *slog.Logger
 	admin     admin // the operator console (console.go)
 
-	auth *identity.Authenticator // API tokens and OAuth (auth.go)
+	auth *identity.Authenticator // API tokens and OAuth (internal/identity)
 
-	approvals   *approve.Gate  // holds monitored calls for a person (approve.go)
+	approvals   *approve.Gate  // holds monitored calls for a person (internal/approve)
 	policy      *globalPolicy  // URL rules and monitored tools (policy.go)
 	secretNames *secrets.Store // no key: names only
 
@@ -88,9 +91,10 @@ type Gateway struct {
 
 	workspace *systools.Workspace // the system tools' (system.go); nil when they are off
 
-	ext *extend.Extensions // script and custom HTTP tools (extend.go)
+	ext    *extend.Extensions // script and custom HTTP tools (internal/extend)
+	logins *login.Identities  // the identity tools and --require-login (internal/login)
 
-	capacity *capacity.Keeper // session limits, idle give-back, the open queue (reclaim.go)
+	capacity *capacity.Keeper // session limits, idle give-back, the open queue (internal/capacity)
 
 	migrated chan struct{} // closed when the legacy saved storage migration ends (storage.go)
 
@@ -119,6 +123,7 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 		fleet: fleet.New(c, fleet.DefaultLiveness),
 		log:   slog.Default().With("component", "gateway"),
 	}
+	g.logins = login.New(c, cfg.RequireLogin, g.log) // internal/login
 	defer func() {
 		if err != nil {
 			_ = g.undo(context.WithoutCancel(ctx))
@@ -146,7 +151,7 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 	g.sessions = &sessionManagers{store: g.store, fleet: g.fleet, log: g.log}
 	for _, start := range []func(context.Context) error{
 		g.openSecretNames, // secrets_list (local.go)
-		g.setupAuth,       // API tokens and OAuth (auth.go)
+		g.setupAuth,       // API tokens and OAuth (internal/identity)
 		g.openApprovals,   // approve.go: over the URL policy and the tokens
 		g.openAudit,
 	} {
@@ -158,20 +163,20 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 	g.mcp = server.NewMCPServer(Name, Version,
 		server.WithTitle("Sovereign browser fleet"),
 		server.WithInstructions(instructions),
-		server.WithToolCapabilities(true), // list_changed when deployed tools change (extend.go)
+		server.WithToolCapabilities(true), // list_changed when deployed tools change (internal/extend)
 		server.WithResourceCapabilities(false, false),
 		server.WithPromptCapabilities(false),
 		server.WithLogging(),
 		server.WithTracer(otelmcp.Tracer()),
 		server.WithPropagator(otelmcp.Propagator()),
 		server.WithMetaPropagator(otelmcp.MetaPropagator()),
-		server.WithElicitation(), // approvals ask 2025 clients (approve.go)
+		server.WithElicitation(), // approvals ask 2025 clients (internal/approve)
 	)
 	// The audit record sees the approval's decision: approve runs inside
-	// audit (approve.go).
+	// audit (internal/approve).
 	g.tools = dispatch.NewRegistry(dispatch.Recover(g.log), dispatch.Audit(g.audit, g.log), g.approvals.Middleware)
 	g.registerCatalog()
-	// Script and custom HTTP tools, after the built-in ones (extend.go).
+	// Script and custom HTTP tools, after the built-in ones (internal/extend).
 	// Loading scripts may take seconds (describe() has 5 s each): this
 	// step has the caller's context, not a step's deadline.
 	if err := g.setupExtensions(ctx); err != nil {

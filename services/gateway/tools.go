@@ -11,14 +11,12 @@ import (
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
-	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/capacity"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
-	"github.com/sovereign-fleet/sovereign/services/kit/signerbus"
 )
 
 // MetaSession is the _meta key of a result that carries its session handle.
@@ -64,7 +62,7 @@ func (g *Gateway) browserHandler(t catalog.Tool) dispatch.Handler {
 		// call's start: a long call (a wait, an audit) is neither given
 		// back by the keeper nor reclaimed for another caller.
 		defer g.capacity.Stream(state.KeyOf(b.kind, b.id))()
-		if msg := g.loginRefusal(ctx, t, b.sessionID); msg != "" { // --require-login (login.go)
+		if msg := g.logins.Refusal(ctx, t, b.sessionID); msg != "" { // --require-login (internal/login)
 			return b.result(dispatch.Denied(msg))
 		}
 		call.Request.SessionId = b.sessionID
@@ -262,11 +260,7 @@ func (g *Gateway) restore(ctx context.Context, b *binding, caller Caller) (*bind
 		g.capacity.Close(ctx, worker, session)
 		return nil, fmt.Errorf("rebind the restored session: %w", errors.Join(err, state.ErrConflict))
 	}
-	// The Nostr identity of the session moves with it (best effort: a
-	// gateway without a signer has none to move).
-	if _, err := signerCall(ctx, g, signerbus.Move, &signerv1.Move{FromScope: b.sessionID, ToScope: session}); err != nil && g.signerRunning(ctx) {
-		g.log.WarnContext(ctx, "move the restored session's identity", "err", err)
-	}
+	g.logins.Move(ctx, b.sessionID, session) // the Nostr identity of the session moves with it
 	g.log.InfoContext(ctx, "browser session restored", "from", b.workerID+"/"+b.sessionID, "to", worker+"/"+session)
 	g.capacity.Touch(state.KeyOf(b.kind, b.id))
 	return &binding{kind: b.kind, id: b.id, workerID: worker, sessionID: session}, nil
