@@ -18,10 +18,10 @@ func (g *Gateway) adminSources(ctx context.Context) (console.Admin, error) {
 		return console.Admin{}, fmt.Errorf("base profiles: %w", err)
 	}
 	return console.Admin{
-		Scripts:          consoleScripts{g: g}, // extend.go
-		Reload:           g.reload,
-		HTTPTools:        g.HTTPTools,
-		PutHTTPTools:     g.putHTTPTools,
+		Scripts:          g.ext.Scripts(), // internal/extend
+		Reload:           g.ext.Reload,
+		HTTPTools:        g.ext.HTTPTools,
+		PutHTTPTools:     g.ext.PutHTTPTools,
 		Profiles:         consoleProfiles{store: store},
 		ProfileExport:    g.cfg.ProfileExport,
 		MaxProfileUpload: store.Limits().MaxUpload,

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
@@ -125,7 +123,7 @@ func (g *Gateway) runTask(ctx context.Context, t catalog.Tool, call *dispatch.Ca
 	defer deadline.Stop()
 	poll := time.NewTicker(runPollInterval)
 	defer poll.Stop()
-	p := &runProgress{token: call.ProgressToken}
+	p := &runProgress{to: call.Progress}
 	for {
 		if ended(run) {
 			return runResult(t, run)
@@ -213,38 +211,27 @@ func orUnknown(s string) string {
 	return s
 }
 
-// runProgress is what a waiting call last told its client.
+// runProgress is what a waiting call last told its caller.
 type runProgress struct {
-	token mcp.ProgressToken
-	sent  bool
-	last  float64 // progress values only grow
-	said  string  // the last message
+	to   dispatch.Progress
+	sent bool
+	last float64 // progress values only grow
+	said string  // the last message
 }
 
-// notifyRun sends a progress notification for r when the call asked for
-// progress and r says something new: progress is the iteration (growing
-// in halves toward the next while the iteration stays), total the cap.
+// notifyRun reports r's progress when r says something new: progress is
+// the iteration (growing in halves toward the next while the iteration
+// stays), total the cap.
 func (g *Gateway) notifyRun(ctx context.Context, p *runProgress, r *agentv1.Run) {
-	if p.token == nil {
-		return
-	}
 	msg := progressText(r)
 	if msg == p.said {
-		return
-	}
-	srv := server.ServerFromContext(ctx)
-	if srv == nil {
 		return
 	}
 	v := float64(r.GetIteration())
 	if p.sent && v <= p.last {
 		v = p.last + (math.Floor(p.last)+1-p.last)/2
 	}
-	params := map[string]any{"progressToken": p.token, "progress": v, "message": msg}
-	if n := r.GetMaxIterations(); n > 0 {
-		params["total"] = n
-	}
-	if err := srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), params); err != nil {
+	if err := p.to.Report(ctx, v, float64(r.GetMaxIterations()), msg); err != nil {
 		g.log.InfoContext(ctx, "send run progress", "err", err)
 		return
 	}
@@ -294,7 +281,7 @@ func (g *Gateway) cancelRun(ctx context.Context, id, by string) {
 
 // agentErrorText is the message of a failed start.
 func (g *Gateway) agentErrorText(ctx context.Context, t catalog.Tool, err error) string {
-	msg := busMessage(err)
+	msg := bus.MessageOf(err)
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		return t.Name + " was cancelled"

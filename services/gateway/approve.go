@@ -2,64 +2,27 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
-
-	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
-	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/approve"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/httptools"
 	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
-	"github.com/sovereign-fleet/sovereign/services/kit/redact"
 )
 
-// Approvals: a call of a monitored tool waits until a person approves it
-// (once, or for the rest of its browser session) or denies it, on the
-// operator console of any replica or in the calling client when it can ask
-// its user (MCP elicitation):
-//
-//   - 2025 clients that declared the elicitation capability get an
-//     elicitation/create request on the call's response stream, while the
-//     console can decide too; the first decision counts.
-//   - 2026 clients that declare elicitation get an input_required result
-//     (multi round-trip): their retry carries the user's answer and a
-//     request state that names the pending request, so the retry resumes
-//     it (on any replica). A request is used by one call only.
-//   - Other clients wait for the console.
-//
-// A call nobody decides is denied after ApprovalTimeout.
+// Approvals of monitored tool calls (internal/approve): their settings,
+// and the gate New builds.
 
 // Approval timeout: default and bounds.
 const (
 	DefaultApprovalTimeout = 2 * time.Minute
 	minApprovalTimeout     = 5 * time.Second
 	maxApprovalTimeout     = time.Hour
-)
-
-// Elicitation form of an approval.
-const (
-	// approvalInput keys the approval in a multi round-trip call.
-	approvalInput = "sovereign_approval"
-	// approvalState prefixes the request state of a multi round-trip call
-	// that waits for an approval: the request's id follows.
-	approvalState = "sov-approval:"
-	// decisionField is the form's one field and its answers.
-	decisionField  = "decision"
-	approveOnce    = "approve_once"
-	approveSession = "approve_session"
-	deny           = "deny"
 )
 
 // registerApprovalFlags adds --approve-tools and --approval-timeout.
@@ -106,315 +69,20 @@ func (c Config) validateApprovals(bad func(flag, format string, a ...any)) {
 	}
 }
 
-// openApprovals opens the approval queue (every gateway has one: its
-// console decides requests made on any replica).
+// openApprovals opens the approval gate (every gateway has one: its
+// console decides requests made on any replica) over the URL policy and
+// the API tokens.
 func (g *Gateway) openApprovals(ctx context.Context) error {
-	q, err := approval.Open(ctx, g.bus.NATS(), g.bus.Prefix())
+	cfg := approve.Config{Tools: slices.Concat(g.cfg.ApproveTools, g.policy.approve),
+		Timeout: g.cfg.ApprovalTimeout, ConsoleOnly: g.cfg.ApprovalConsoleOnly}
+	gate, err := approve.Open(ctx, g.bus.NATS(), g.bus.Prefix(), cfg, g.policy, g.auth, g.log)
 	if err != nil {
-		return fmt.Errorf("approval queue: %w", err)
+		return err
 	}
-	g.approvals = q
-	g.monitoredTools = map[string]bool{}
-	for _, t := range g.cfg.ApproveTools {
-		g.monitoredTools[t] = true
-	}
-	for _, t := range g.policy.approve {
-		g.monitoredTools[t] = true
-	}
+	g.approvals = gate
 	return nil
 }
 
 // Approvals is the gateway's approval queue (what the console lists and
 // decides).
-func (g *Gateway) Approvals() *approval.Queue { return g.approvals }
-
-// monitored reports whether a call of tool must wait for a person's
-// approval, and why (the reason the console and the client show).
-func (g *Gateway) monitored(c *dispatch.Call) (reason string, ok bool) {
-	if g.monitoredTools[c.Tool] {
-		return fmt.Sprintf("tool %q is monitored (global policy)", c.Tool), true
-	}
-	if slices.Contains(c.Caller.Approve, c.Tool) {
-		return fmt.Sprintf("tool %q is monitored for token %q", c.Tool, c.Caller.Name), true
-	}
-	return "", false
-}
-
-// approve is the dispatcher's middleware that holds calls of monitored
-// tools until they are approved. It runs inside the audit middleware, so
-// the audit record says who decided what.
-func (g *Gateway) approve(next dispatch.Handler) dispatch.Handler {
-	return func(ctx context.Context, c *dispatch.Call) *dispatch.Result {
-		if g.approvals == nil {
-			return next(ctx, c)
-		}
-		scope := approvalScope(c)
-		reason, ok := g.monitored(c)
-		grant := "tool:" + c.Tool
-		if !ok {
-			// Not monitored, but perhaps a navigation that only a person's
-			// grant of its host lets through (policy.go).
-			var pattern string
-			if reason, pattern, ok = g.navigationNeedsGrant(ctx, c, scope); !ok {
-				return next(ctx, c)
-			}
-			grant = approval.URLGrantPrefix + pattern
-			c.URLOnce = pattern // in force for this call once approved, whatever the scope
-		}
-		if gr, ok, err := g.approvals.LookupGrant(ctx, scope, grant); err != nil {
-			g.log.WarnContext(ctx, "read approval grant; asking instead", "tool", c.Tool, "err", err)
-		} else if ok {
-			by := gr.DecidedBy
-			if by == "" {
-				by = "session grant"
-			}
-			res := next(ctx, c)
-			res.Approval = &historyv1.Approval{State: string(approval.Approved), Scope: string(approval.Session),
-				DecidedBy: by, DecidedAtUnixMilli: gr.Created.UnixMilli(), RequestId: gr.RequestID}
-			return res
-		}
-		r := approval.Request{
-			Tool:      c.Tool,
-			Arguments: string(redact.JSON(dispatch.AuditArguments(c.Args))),
-			Reason:    reason,
-			Caller:    c.Caller.Name,
-			Client:    c.Client,
-			Scope:     scope,
-			Grant:     grant,
-			Deadline:  time.Now().Add(g.cfg.ApprovalTimeout),
-			Owner:     ownerDigest(c.Caller.ID),
-			Call:      callDigest(c.Tool, c.Args),
-		}
-		// The client's user may decide, unless the operator wants the
-		// console only. A URL grant lifts the operator's allow lists: only
-		// the console grants one.
-		clientDecides := !g.cfg.ApprovalConsoleOnly && !strings.HasPrefix(grant, approval.URLGrantPrefix) && c.CanElicit
-		switch {
-		case c.Transport == dispatch.MCPModern && clientDecides:
-			return g.approveRoundTrip(ctx, c, r, next)
-		case c.Transport == dispatch.MCP && clientDecides:
-			got, err := g.approvals.Ask(ctx, r, g.elicit)
-			return g.decided(ctx, c, got, err, next)
-		}
-		got, err := g.approvals.Ask(ctx, r, nil)
-		return g.decided(ctx, c, got, err, next)
-	}
-}
-
-// decided runs the call when r was approved, and otherwise returns the
-// error result that says who refused it.
-func (g *Gateway) decided(ctx context.Context, c *dispatch.Call, r approval.Request, err error, next dispatch.Handler) *dispatch.Result {
-	tool := c.Tool
-	var rec *historyv1.Approval
-	if r.ID != "" && r.State != approval.Pending {
-		rec = approvalRecord(r)
-	}
-	denied := func(format string, a ...any) *dispatch.Result {
-		res := dispatch.Denied(fmt.Sprintf(format, a...))
-		res.Approval = rec
-		return res
-	}
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return denied("%s was cancelled while it waited for approval; it was not run", tool)
-	case err != nil:
-		g.log.ErrorContext(ctx, "approval queue", "tool", tool, "err", err)
-		res := dispatch.Errorf("%s needs approval, but the approval queue failed (%v); it was not run", tool, err)
-		res.Approval = rec
-		return res
-	case r.State == approval.Approved:
-		// One approval runs one call: a replayed retry naming the same
-		// request finds it consumed.
-		if _, cerr := g.approvals.Consume(ctx, r.ID); cerr != nil {
-			return denied("%s: %v", tool, cerr)
-		}
-		// The token may have been revoked while the call waited.
-		if c.Caller.Kind == KindToken && g.auth != nil && g.auth.tokens != nil {
-			if t, ok := g.auth.tokens.Lookup(strings.TrimPrefix(c.Caller.ID, "token:")); !ok || t.Revoked() {
-				return denied("%s: the caller's token was revoked while the call waited for approval; it was not run", tool)
-			}
-		}
-		res := next(ctx, c)
-		res.Approval = rec
-		return res
-	case r.State == approval.TimedOut:
-		return denied("%s needs approval and nobody decided within %s; it was not run",
-			tool, r.Deadline.Sub(r.Created).Round(time.Second))
-	default:
-		msg := fmt.Sprintf("%s was denied by %s", tool, r.DecidedBy)
-		if r.Note != "" {
-			msg += ": " + r.Note
-		}
-		return denied("%s", msg)
-	}
-}
-
-// approveRoundTrip asks a 2026 client for the approval with a multi
-// round-trip result, or resumes the request its retry names.
-func (g *Gateway) approveRoundTrip(ctx context.Context, c *dispatch.Call, r approval.Request, next dispatch.Handler) *dispatch.Result {
-	if id, ok := strings.CutPrefix(c.RequestState, approvalState); ok {
-		return g.resumeApproval(ctx, c, r, id, next)
-	}
-	p, err := g.approvals.Submit(ctx, r)
-	if err != nil {
-		g.log.ErrorContext(ctx, "approval queue", "tool", c.Tool, "err", err)
-		return dispatch.Errorf("%s needs approval, but the approval queue failed (%v); it was not run", c.Tool, err)
-	}
-	return &dispatch.Result{Input: server.NewInputRequestBuilder(approvalState+p.ID).Elicit(approvalInput, g.elicitParams(p)).ToolResult()}
-}
-
-// resumeApproval is the retry of a multi round-trip call: it applies the
-// user's answer to the pending request (unless the console decided first),
-// waits for the console when there is no usable answer, and runs the call
-// once when it is approved.
-func (g *Gateway) resumeApproval(ctx context.Context, c *dispatch.Call, r approval.Request, id string, next dispatch.Handler) *dispatch.Result {
-	tool := c.Tool
-	cur, err := g.approvals.Get(ctx, id)
-	if errors.Is(err, approval.ErrNotFound) {
-		return dispatch.Denied(fmt.Sprintf("%s: its approval request is unknown or expired; call again (without a request state) to ask anew", tool))
-	}
-	if err != nil {
-		return g.decided(ctx, c, cur, err, next)
-	}
-	if cur.Owner != r.Owner || cur.Tool != r.Tool || cur.Call != r.Call || cur.Scope != r.Scope {
-		return dispatch.Denied(fmt.Sprintf("%s: the request state names the approval of another call; call again without it to ask for this one", tool))
-	}
-	if cur.State == approval.Pending {
-		if ans := server.ElicitationResponse(c.InputResponses, approvalInput); ans != nil {
-			if approve, scope, aerr := elicitAnswer(ans); aerr == nil {
-				cur, err = g.approvals.Decide(ctx, id, approve, scope, "elicitation:"+clientOr(r.Client), "")
-				if errors.Is(err, approval.ErrDecided) {
-					err = nil // the console came first: its decision counts
-				}
-			}
-		}
-	}
-	if err == nil && cur.State == approval.Pending {
-		cur, err = g.approvals.Wait(ctx, cur, nil) // no usable answer: the console decides
-	}
-	return g.decided(ctx, c, cur, err, next)
-}
-
-// elicit asks a 2025 client's user to decide r (elicitation/create on the
-// call's response stream).
-func (g *Gateway) elicit(ctx context.Context, r approval.Request) (bool, approval.Scope, error) {
-	res, err := g.mcp.RequestElicitation(ctx, mcp.ElicitationRequest{
-		Request: mcp.Request{Method: string(mcp.MethodElicitationCreate)},
-		Params:  g.elicitParams(r),
-	})
-	if err != nil {
-		return false, "", err
-	}
-	return elicitAnswer(res)
-}
-
-// elicitParams is the form that asks for r's decision: a message with the
-// exact tool and arguments, and one field "decision".
-func (g *Gateway) elicitParams(r approval.Request) mcp.ElicitationParams {
-	choices := []string{approveOnce, approveSession, deny}
-	hint := "approve_once runs this call; approve_session also allows later " + r.Tool + " calls in this browser session; deny refuses it."
-	if r.Scope == "" {
-		// The call opens a new browser session: no session to approve for.
-		choices = []string{approveOnce, deny}
-		hint = "approve_once runs this call; deny refuses it."
-	}
-	msg := fmt.Sprintf("Approve this tool call?\n\nTool: %s\nArguments: %s\nWhy: %s\n\n"+
-		"If nobody decides within %s it is denied. The operator console can decide it too (request %s).",
-		r.Tool, r.Arguments, r.Reason, r.Deadline.Sub(r.Created).Round(time.Second), r.ID)
-	return mcp.ElicitationParams{
-		Message: msg,
-		RequestedSchema: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				decisionField: map[string]any{
-					"type": "string", "title": "Decision", "description": hint, "enum": choices,
-				},
-			},
-			"required": []string{decisionField},
-		},
-	}
-}
-
-// elicitAnswer maps a client's answer to a decision. Declining or
-// cancelling the form denies; an accepted form without a known decision is
-// an error (the console decides).
-func elicitAnswer(res *mcp.ElicitationResult) (bool, approval.Scope, error) {
-	if res == nil {
-		return false, "", errors.New("no elicitation result")
-	}
-	switch res.Action {
-	case mcp.ElicitationResponseActionDecline, mcp.ElicitationResponseActionCancel:
-		return false, "", nil
-	case mcp.ElicitationResponseActionAccept:
-	default:
-		return false, "", fmt.Errorf("unknown elicitation action %q", res.Action)
-	}
-	content, _ := res.Content.(map[string]any)
-	switch d, _ := content[decisionField].(string); d {
-	case approveOnce:
-		return true, approval.Once, nil
-	case approveSession:
-		return true, approval.Session, nil
-	case deny:
-		return false, "", nil
-	default:
-		return false, "", fmt.Errorf("the client accepted the approval form without a decision (%q)", d)
-	}
-}
-
-// approvalScope is the opaque key of a call's browser-session binding: a
-// digest of its caller and its session handle, else its MCP session id
-// (2025 clients, or the MCP session a bus call acts in); "" for a call that
-// opens a new browser session (it can have no grant). Handles and session
-// ids are bearer secrets: only digests are stored.
-func approvalScope(c *dispatch.Call) string {
-	switch {
-	case c.Handle != "":
-		return scopeDigest(c.Caller.ID, "handle", c.Handle)
-	case c.MCPSession != "":
-		return scopeDigest(c.Caller.ID, "mcp", c.MCPSession)
-	}
-	return ""
-}
-
-func scopeDigest(caller, kind, id string) string {
-	sum := sha256.Sum256([]byte("sovereign approval scope\x00" + caller + "\x00" + kind + "\x00" + id))
-	return hex.EncodeToString(sum[:])
-}
-
-// callDigest identifies a call's exact tool and arguments (unredacted,
-// the session handle included), so that a multi round-trip retry can only
-// resume the approval of the very same call.
-func callDigest(tool string, args any) string {
-	b, _ := json.Marshal(args)
-	sum := sha256.Sum256(append([]byte("sovereign approval call\x00"+tool+"\x00"), b...))
-	return hex.EncodeToString(sum[:])
-}
-
-// ownerDigest is the opaque owner of an approval request.
-func ownerDigest(caller string) string {
-	sum := sha256.Sum256([]byte("sovereign approval owner\x00" + caller))
-	return hex.EncodeToString(sum[:16])
-}
-
-func clientOr(c string) string {
-	if c == "" {
-		return "client"
-	}
-	return c
-}
-
-// approvalRecord is the audit trail's view of a decided request.
-func approvalRecord(r approval.Request) *historyv1.Approval {
-	a := &historyv1.Approval{
-		State:     string(r.State),
-		Scope:     string(r.Decision),
-		DecidedBy: r.DecidedBy,
-		WaitedMs:  r.Waited().Milliseconds(),
-		RequestId: r.ID,
-	}
-	if !r.DecidedAt.IsZero() {
-		a.DecidedAtUnixMilli = r.DecidedAt.UnixMilli()
-	}
-	return a
-}
+func (g *Gateway) Approvals() *approval.Queue { return g.approvals.Queue() }

@@ -127,6 +127,20 @@ func console(t *testing.T, srv *natsrv.Server) *approval.Queue {
 	return q
 }
 
+// watchConsole opens the approval queue as a console would and watches
+// its requests until the test ends.
+func watchConsole(t *testing.T, srv *natsrv.Server) (*approval.Queue, <-chan approval.Request) {
+	t.Helper()
+	q := console(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	watch, err := q.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q, watch
+}
+
 // pendingOf waits for the next pending request on a console's watch.
 func pendingOf(t *testing.T, ch <-chan approval.Request) approval.Request {
 	t.Helper()

@@ -28,9 +28,14 @@ import (
 // secrets and handlers. It carries the caller the request names (as
 // authentication would have established it), the agent run it belongs
 // to, and the browser session it acts in: a session handle, or "mcp:<id>",
-// the browser session of an MCP session of the same caller. Approvals of
-// monitored tools go to the console's queue: a bus call has no MCP client
-// to elicit from.
+// the browser session of an MCP session of the same caller.
+//
+// Of the call's capabilities (internal/dispatch/person.go), a bus call has
+// its caller only: progress reports and notices are dropped (NoProgress:
+// the response is the one reply, and the agent protocol has no place for
+// them), and a monitored tool's call waits for a person's decision on the
+// console's approval queue (there is no client to ask on the bus) until
+// --approval-timeout denies it.
 //
 // The tools listed and callable are the registry's, hidden ones included
 // (system tools in "agent" mode), without the tools that start agent runs:
@@ -76,10 +81,7 @@ func (g *Gateway) serveTools() error {
 func (g *Gateway) busListTools(_ context.Context, r *toolsv1.ListToolsRequest) (*toolsv1.ListToolsResponse, error) {
 	out := &toolsv1.ListToolsResponse{}
 	for _, e := range g.tools.Entries() {
-		schema := e.Tool.RawInputSchema
-		if schema == nil {
-			schema, _ = json.Marshal(e.Tool.InputSchema)
-		}
+		schema := e.Tool.InputSchema
 		if r.GetForAgent() {
 			if e.Kind == dispatch.Run {
 				continue
@@ -88,7 +90,7 @@ func (g *Gateway) busListTools(_ context.Context, r *toolsv1.ListToolsRequest) (
 				schema = e.AgentSchema
 			}
 		}
-		ro := e.Tool.Annotations.ReadOnlyHint
+		ro := e.Tool.Annotations.ReadOnly
 		out.Tools = append(out.Tools, &toolsv1.Tool{
 			Name: e.Tool.Name, Title: e.Tool.Annotations.Title, Description: e.Tool.Description,
 			InputSchemaJson: string(schema), ReadOnly: ro != nil && *ro,
@@ -118,7 +120,10 @@ func (g *Gateway) busCallTool(ctx context.Context, r *toolsv1.CallToolRequest) (
 	if err != nil {
 		return nil, err
 	}
-	c := &dispatch.Call{Tool: name, Args: args, Caller: caller, Transport: dispatch.Bus, RunID: r.GetRunId(), Client: "sov.tools.call"}
+	c := &dispatch.Call{Tool: name, Args: args, Caller: caller, Transport: dispatch.Bus, RunID: r.GetRunId(), Client: "sov.tools.call",
+		// The response is the one reply: progress has no place on the bus.
+		// Ask and Rounds stay nil: approvals wait for the console.
+		Progress: dispatch.NoProgress}
 	if c.RunID != "" {
 		c.Client = "agent"
 	}
@@ -151,7 +156,7 @@ func (g *Gateway) busCallTool(ctx context.Context, r *toolsv1.CallToolRequest) (
 	if caller.Kind == KindToken {
 		// The token may have been revoked since the run started; its
 		// policy is the one the gateway holds, not a copy.
-		tok, ok := g.auth.tokens.Lookup(strings.TrimPrefix(caller.ID, "token:"))
+		tok, ok := g.auth.Tokens().Lookup(strings.TrimPrefix(caller.ID, "token:"))
 		if !ok || tok.Revoked() {
 			return errorResponse(fmt.Sprintf("%s: the caller's API token is revoked or unknown; the call was not run", name)), nil
 		}
@@ -236,18 +241,18 @@ func errorResponse(text string) *toolsv1.CallToolResponse {
 // (CallToolRequest.session "mcp:<id>"): only for the MCP session's owner,
 // and only while it lives. The errors never name the id (a bearer of the
 // session).
-func (g *Gateway) bindMCPRef(ctx context.Context, id string, caller Caller, profile string) (*binding, error) {
+func (g *Gateway) bindMCPRef(ctx context.Context, progress dispatch.Progress, id string, caller Caller, profile string) (*binding, error) {
 	e, err := g.store.Get(ctx, state.MCP, id)
 	if errors.Is(err, state.ErrNotFound) || err == nil && e.Owner != caller.ID {
 		// Another caller's MCP session is as unknown as a made-up one.
-		return nil, toolErr("the MCP session this call acts in is unknown or expired (MCP sessions expire after %s unused); its browser session is gone",
+		return nil, dispatch.ToolErrorf("the MCP session this call acts in is unknown or expired (MCP sessions expire after %s unused); its browser session is gone",
 			g.cfg.SessionTTL)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if e.Terminated {
-		return nil, toolErr("the MCP session this call acts in was terminated (its client ended it), and its browser session closed")
+		return nil, dispatch.ToolErrorf("the MCP session this call acts in was terminated (its client ended it), and its browser session closed")
 	}
-	return g.ensureBound(ctx, e, caller, profile)
+	return g.ensureBound(ctx, progress, e, caller, profile)
 }

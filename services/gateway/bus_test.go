@@ -16,6 +16,7 @@ import (
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	toolsv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 )
@@ -248,13 +249,9 @@ func TestBusAuditAndApprovals(t *testing.T) {
 	srv := startNATS(t, "")
 	startGateway(t, srv, gateway.Config{ApprovalConfig: gateway.ApprovalConfig{ApproveTools: []string{"secrets_list"}}})
 	c := connect(t, srv)
-	q := console(t, srv)
+	q, watch := watchConsole(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	watch, err := q.Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	const run = "r_0123456789abcdefABCDEF"
 	type result struct {
@@ -289,4 +286,52 @@ func TestBusAuditAndApprovals(t *testing.T) {
 		rec.GetOutcome() != historyv1.Outcome_OUTCOME_ERROR {
 		t.Errorf("audit record of the failed bus call: %v", rec)
 	}
+}
+
+// TestBusCapabilities: what a handler can do with a bus caller, as the bus
+// adapter documents it. Progress reports and notices are dropped by
+// dispatch.NoProgress, on purpose (the response is the one reply); nobody
+// can be asked in the call, so a monitored tool's call waits for the
+// console, and a denial there refuses it with who denied it and why.
+func TestBusCapabilities(t *testing.T) {
+	srv := startNATS(t, "")
+	g, _ := startGatewayG(t, srv, gateway.Config{ApprovalConfig: gateway.ApprovalConfig{ApproveTools: []string{"secrets_list"}}})
+	c := connect(t, srv)
+	gateway.AddProbe(g, "probe", func(ctx context.Context, call *dispatch.Call) *dispatch.Result {
+		if call.Progress != dispatch.NoProgress || call.Ask != nil || call.Rounds != nil {
+			return dispatch.Errorf("capabilities: progress %T, ask %v, rounds %v; want NoProgress and no way to ask", call.Progress, call.Ask, call.Rounds)
+		}
+		if err := call.Progress.Report(ctx, 1, 2, "half way"); err != nil {
+			return dispatch.Errorf("report: %v", err)
+		}
+		if err := call.Progress.Notify(ctx, "probe", "look", true); err != nil {
+			return dispatch.Errorf("notify: %v", err)
+		}
+		return dispatch.Text("probed")
+	})
+
+	t.Run("progress", func(t *testing.T) {
+		if _, got := busOK(t, c, &toolsv1.CallToolRequest{Caller: busAlice, Name: "probe"}); got != "probed" {
+			t.Errorf("probe = %q, want probed", got)
+		}
+	})
+	t.Run("approval denied on the console", func(t *testing.T) {
+		q, watch := watchConsole(t, srv)
+		done := make(chan *toolsv1.CallToolResponse, 1)
+		go func() {
+			resp, err := busCall(c, &toolsv1.CallToolRequest{Caller: busAlice, Name: "secrets_list", RunId: "r_0123456789abcdefABCDEF"})
+			if err != nil {
+				t.Errorf("sov.tools.call secrets_list: %v", err)
+			}
+			done <- resp
+		}()
+		p := pendingOf(t, watch)
+		if _, err := q.Decide(context.Background(), p.ID, false, "", "console:admin", "not from a run"); err != nil {
+			t.Fatal(err)
+		}
+		resp := <-done
+		if want := "secrets_list was denied by console:admin: not from a run"; !resp.GetIsError() || busText(resp) != want {
+			t.Fatalf("secrets_list denied on the console = %q (is_error %v), want %q", busText(resp), resp.GetIsError(), want)
+		}
+	})
 }

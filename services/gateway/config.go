@@ -67,29 +67,6 @@ type Config struct {
 	SessionsConfig // browser sessions' idle timeouts and limits (reclaim.go)
 }
 
-// AuthConfig is the authentication of a gateway (auth.go). A gateway
-// listening beyond loopback asks every request for an API token or, with
-// OAuthIssuer, a JWT access token; on loopback only when RequireAuth.
-type AuthConfig struct {
-	// InsecureNoAuth lets a gateway listening beyond loopback serve
-	// without credentials (a warning is logged at every start).
-	InsecureNoAuth bool
-	// RequireAuth asks for credentials on loopback too.
-	RequireAuth bool
-	// PublicURL is the base URL clients reach the gateway at, without
-	// /mcp (https://mcp.example.com): the OAuth resource is PublicURL/mcp.
-	PublicURL string
-	// OAuthIssuer makes the gateway an OAuth 2.1 resource server that
-	// accepts JWT access tokens of this issuer (needs PublicURL).
-	OAuthIssuer string
-	// OAuthAudience is the audience the JWTs must name (PublicURL/mcp
-	// when empty).
-	OAuthAudience string
-	// OAuthJWKSURL is the issuer's JWKS (discovered from its metadata
-	// when empty).
-	OAuthJWKSURL string
-}
-
 // AdminConfig is the operator console (console.go). Without an admin
 // token it is off and its routes do not exist.
 type AdminConfig struct {

@@ -18,7 +18,6 @@ import (
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/console"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
-	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/historybus"
 )
@@ -111,14 +110,7 @@ func (g *Gateway) setupConsole() error {
 	// replica.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	q := g.approvals
-	if q == nil {
-		var err error
-		if q, err = approval.Open(ctx, g.bus.NATS(), g.bus.Prefix()); err != nil {
-			return fmt.Errorf("operator console: approval queue: %w", err)
-		}
-	}
-	src.Approvals = q
+	src.Approvals = g.approvals.Queue()
 	// The gateway's store has no key: the console lists names and can
 	// read no value.
 	sec := g.secretNames
@@ -153,21 +145,18 @@ func (g *Gateway) setupConsole() error {
 
 // consoleSources are the gateway's data for the console.
 func (g *Gateway) consoleSources() console.Sources {
-	src := console.Sources{
+	return console.Sources{
 		Audit:        g.queryAudit,
 		Sessions:     g.consoleSessions,
 		CloseSession: g.consoleCloseSession,
 		Agent:        consoleAgent{bus: g.bus},
+		Tokens:       g.consoleTokens,
 	}
-	if g.auth != nil && g.auth.tokens != nil {
-		src.Tokens = g.consoleTokens
-	}
-	return src
 }
 
 // consoleTokens lists the API tokens: names and dates, never secrets.
 func (g *Gateway) consoleTokens(ctx context.Context) ([]console.Token, error) {
-	list, err := g.auth.tokens.List(ctx)
+	list, err := g.auth.Tokens().List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +263,7 @@ func (g *Gateway) consoleSessions(ctx context.Context) ([]console.Session, error
 			continue
 		}
 		out = append(out, console.Session{
-			ID: l.Key, Kind: string(l.Kind), Owner: g.ownerName(l.Owner),
+			ID: l.Key, Kind: string(l.Kind), Owner: g.auth.OwnerName(l.Owner),
 			Worker: l.WorkerID, BrowserSession: l.SessionID,
 			Created: l.Created, Touched: l.Touched,
 		})
@@ -346,6 +335,6 @@ func (g *Gateway) consoleCloseSession(ctx context.Context, id string) error {
 		return fmt.Errorf("the session has no browser session any more: %w", console.ErrNotFound)
 	}
 	g.log.InfoContext(ctx, "browser session closed from the console", "worker", worker, "session", session)
-	g.closeSession(ctx, worker, session)
+	g.capacity.Close(ctx, worker, session)
 	return nil
 }

@@ -66,12 +66,12 @@ func (g *Gateway) resolveUploadPaths(c *dispatch.Call, req *browserv1.ToolReques
 		}
 		mode := g.cfg.systemMode()
 		if g.workspace == nil || mode == SystemToolsOff || mode == SystemToolsAgent && c.Transport != dispatch.Bus {
-			return toolErr("%s: file %d names a path, but this gateway's system tools are off for this caller "+
+			return dispatch.ToolErrorf("%s: file %d names a path, but this gateway's system tools are off for this caller "+
 				"(--system-tools on, or agent for agent runs); give the file as content_base64 or url", tool, i)
 		}
 		data, err := g.workspace.ReadBytes(f.GetPath(), int64(catalog.MaxInlineUpload-total))
 		if err != nil {
-			return toolErr("%s: file %d: %v (a call carries at most %d bytes of files from content_base64 and path; give big files by url)",
+			return dispatch.ToolErrorf("%s: file %d: %v (a call carries at most %d bytes of files from content_base64 and path; give big files by url)",
 				tool, i, err, catalog.MaxInlineUpload)
 		}
 		total += len(data)

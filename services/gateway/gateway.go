@@ -24,14 +24,18 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/approve"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/capacity"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/extend"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/hostguard"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/identity"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/login"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/otelmcp"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/systools"
 	"github.com/sovereign-fleet/sovereign/services/kit/app"
-	"github.com/sovereign-fleet/sovereign/services/kit/approval"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
@@ -59,8 +63,10 @@ Clients without an MCP session (protocol 2026-07-28): the first browser call ret
 (session: sov_…); pass it as "session" in every later call to keep using the same browser session.`
 
 // Gateway serves MCP on the bus's browser fleet. It is the composition
-// root: New starts its parts in order, and the tool-call path runs through
-// tools, the dispatcher (dispatch.go).
+// root: New starts its parts in order, the slices under internal/
+// (identity, approve, capacity, extend) among them, each handed the parts
+// its ports need; the tool-call path runs through tools, the dispatcher
+// (dispatch.go).
 type Gateway struct {
 	cfg       Config
 	bus       *bus.Conn
@@ -75,23 +81,20 @@ type Gateway struct {
 	log       *slog.Logger
 	admin     admin // the operator console (console.go)
 
-	auth *authenticator // API tokens and OAuth (auth.go)
+	auth *identity.Authenticator // API tokens and OAuth (internal/identity)
 
-	// Approvals of monitored tool calls (approve.go).
-	approvals      *approval.Queue
-	monitoredTools map[string]bool
-	policy         *globalPolicy
-	secretNames    *secrets.Store // no key: names only
+	approvals   *approve.Gate  // holds monitored calls for a person (internal/approve)
+	policy      *globalPolicy  // URL rules and monitored tools (policy.go)
+	secretNames *secrets.Store // no key: names only
 
 	toolsSvc micro.Service // sov.tools.* (bus.go)
 
 	workspace *systools.Workspace // the system tools' (system.go); nil when they are off
 
-	httpTools *httpToolSet // custom HTTP tools (httptools.go)
-	ext       *extensions  // script tools and the HTTP tools' bucket (extend.go)
+	ext    *extend.Extensions // script and custom HTTP tools (internal/extend)
+	logins *login.Identities  // the identity tools and --require-login (internal/login)
 
-	usage *usage     // what this gateway's clients used lately (reclaim.go)
-	openq *openQueue // calls waiting for a browser session (openqueue.go)
+	capacity *capacity.Keeper // session limits, idle give-back, the open queue (internal/capacity)
 
 	migrated chan struct{} // closed when the legacy saved storage migration ends (storage.go)
 
@@ -115,14 +118,12 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 		return nil, err
 	}
 	g := &Gateway{
-		cfg:       cfg,
-		bus:       c,
-		fleet:     fleet.New(c, fleet.DefaultLiveness),
-		log:       slog.Default().With("component", "gateway"),
-		httpTools: &httpToolSet{},
-		usage:     newUsage(),
-		openq:     &openQueue{max: cfg.OpenQueue},
+		cfg:   cfg,
+		bus:   c,
+		fleet: fleet.New(c, fleet.DefaultLiveness),
+		log:   slog.Default().With("component", "gateway"),
 	}
+	g.logins = login.New(c, cfg.RequireLogin, g.log) // internal/login
 	defer func() {
 		if err != nil {
 			_ = g.undo(context.WithoutCancel(ctx))
@@ -150,30 +151,32 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 	g.sessions = &sessionManagers{store: g.store, fleet: g.fleet, log: g.log}
 	for _, start := range []func(context.Context) error{
 		g.openSecretNames, // secrets_list (local.go)
-		g.openApprovals,   // approve.go
+		g.setupAuth,       // API tokens and OAuth (internal/identity)
+		g.openApprovals,   // approve.go: over the URL policy and the tokens
 		g.openAudit,
 	} {
 		if err := step(start); err != nil {
 			return nil, err
 		}
 	}
+	g.capacity = g.keeper() // reclaim.go
 	g.mcp = server.NewMCPServer(Name, Version,
 		server.WithTitle("Sovereign browser fleet"),
 		server.WithInstructions(instructions),
-		server.WithToolCapabilities(true), // list_changed when deployed tools change (extend.go)
+		server.WithToolCapabilities(true), // list_changed when deployed tools change (internal/extend)
 		server.WithResourceCapabilities(false, false),
 		server.WithPromptCapabilities(false),
 		server.WithLogging(),
 		server.WithTracer(otelmcp.Tracer()),
 		server.WithPropagator(otelmcp.Propagator()),
 		server.WithMetaPropagator(otelmcp.MetaPropagator()),
-		server.WithElicitation(), // approvals ask 2025 clients (approve.go)
+		server.WithElicitation(), // approvals ask 2025 clients (internal/approve)
 	)
 	// The audit record sees the approval's decision: approve runs inside
-	// audit (approve.go).
-	g.tools = dispatch.NewRegistry(dispatch.Recover(g.log), dispatch.Audit(g.audit, g.log), g.approve)
+	// audit (internal/approve).
+	g.tools = dispatch.NewRegistry(dispatch.Recover(g.log), dispatch.Audit(g.audit, g.log), g.approvals.Middleware)
 	g.registerCatalog()
-	// Script and custom HTTP tools, after the built-in ones (extend.go).
+	// Script and custom HTTP tools, after the built-in ones (internal/extend).
 	// Loading scripts may take seconds (describe() has 5 s each): this
 	// step has the caller's context, not a step's deadline.
 	if err := g.setupExtensions(ctx); err != nil {
@@ -194,12 +197,9 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 		}
 		return nil
 	})
-	if err := step(g.setupAuth); err != nil { // API tokens and OAuth (auth.go)
-		return nil, err
-	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", guard.Wrap(g.auth.wrap(readBody(cfg.MaxBody, otelmcp.HTTP(g.sessionCheck(g.transport), requestMeta)))))
-	g.authRoutes(mux, guard)
+	mux.Handle("/mcp", guard.Wrap(g.auth.Wrap(readBody(cfg.MaxBody, otelmcp.HTTP(g.sessionCheck(g.transport), requestMeta)))))
+	g.auth.Routes(mux, guard)
 	health.Register(mux,
 		health.NATS(c.NATS()),
 		health.Check{Name: "kv", Func: func(ctx context.Context) error {
@@ -217,9 +217,7 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 	if err := g.setupSystem(); err != nil { // system tools (system.go)
 		return nil, err
 	}
-	if err := g.startKeeper(ctx); err != nil { // idle sessions given back (reclaim.go)
-		return nil, err
-	}
+	g.onClose(g.capacity.Start())          // idle sessions given back
 	if err := g.serveTools(); err != nil { // the dispatcher on the bus (bus.go)
 		return nil, err
 	}
@@ -252,7 +250,7 @@ func (g *Gateway) registerCatalog() {
 	}
 	var entries []dispatch.Entry
 	for _, t := range catalog.Tools() {
-		e := dispatch.Entry{Kind: dispatch.Browser, Tool: mcpTool(t), AgentSchema: t.AgentInputSchema()}
+		e := dispatch.Entry{Kind: dispatch.Browser, Tool: catalogTool(t), AgentSchema: t.AgentInputSchema()}
 		switch {
 		case t.System, !sel.Has(t.Name):
 			continue
@@ -267,7 +265,7 @@ func (g *Gateway) registerCatalog() {
 		}
 		entries = append(entries, e)
 	}
-	g.addTools(entries...)
+	g.mcpTools().Add(entries...)
 }
 
 // onClose pushes the undo of a start step.
@@ -329,7 +327,7 @@ func (g *Gateway) ServeListener(ctx context.Context, ln net.Listener) error {
 }
 
 func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
-	if err := g.checkServe(ln); err != nil { // authentication (auth.go)
+	if err := g.auth.CheckServe(ln); err != nil { // authentication (internal/identity)
 		return err
 	}
 	srv := &http.Server{

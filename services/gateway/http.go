@@ -108,9 +108,8 @@ func (g *Gateway) sessionCheck(next http.Handler) http.Handler {
 				return
 			}
 			if r.Method == http.MethodGet {
-				// An open stream keeps the session's browser session
-				// (reclaim.go).
-				defer g.usage.stream(state.KeyOf(state.MCP, id))()
+				// An open stream keeps the session's browser session.
+				defer g.capacity.Stream(state.KeyOf(state.MCP, id))()
 				// End the stream when the session ends, on whichever replica.
 				ctx, cancel := context.WithCancel(r.Context())
 				defer cancel()

@@ -35,7 +35,7 @@ func (g *Gateway) localHandler(t catalog.Tool) dispatch.Handler {
 		case "secrets_list":
 			return g.secretsList(ctx)
 		case "sovereign__list_scripts":
-			text, fields := g.listScriptsText()
+			text, fields := g.ext.ScriptsText()
 			return dispatch.Structured(text, fields)
 		case "sovereign__reload":
 			target, _ := c.Args["target"].(string)
@@ -46,7 +46,7 @@ func (g *Gateway) localHandler(t catalog.Tool) dispatch.Handler {
 			if name != "" && target == "profiles" {
 				return dispatch.ErrorText("sovereign__reload: name selects a script; use it with target scripts or all")
 			}
-			res, err := g.reload(ctx, target, name)
+			res, err := g.ext.Reload(ctx, target, name)
 			if err != nil {
 				return dispatch.ErrorText("sovereign__reload: " + err.Error())
 			}

@@ -2,43 +2,18 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"flag"
-	"fmt"
-	"strings"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
-	"github.com/nats-io/nats.go"
-	"google.golang.org/protobuf/proto"
-
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
-	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
-	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
-	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/config"
-	"github.com/sovereign-fleet/sovereign/services/kit/signerbus"
 )
 
-// Nostr identities: the identity tools (login, switch_identity, logout,
-// login_status; catalog Tool.Identity) and --require-login.
-//
-// The signer service (<prefix>.signer.*) holds each browser session's
-// identity under a scope: the worker's session id of the call's browser
-// session, bound exactly as for a browser tool. After a login or logout
-// the worker is told the pubkey (ToolRequest.set_identity), so that the
-// session's pages get, or lose, window.nostr. A login the worker does not
-// take is logged out again at the signer: nothing stays half-logged-in.
-// When the gateway or a worker closes a browser session, the worker logs
-// its scope out itself.
-//
-// The login arguments are secrets: they go to the signer and nowhere else
-// (auditArguments hides them; no log line or result carries them).
+// Nostr identities of browser sessions (internal/login): their settings,
+// and the identity tools' handler, which binds the call's browser session
+// like a browser tool's.
 
 // Login timeout: default and bounds.
 const (
@@ -46,9 +21,6 @@ const (
 	minLoginTimeout     = 5 * time.Second
 	maxLoginTimeout     = time.Hour
 )
-
-// cleanupTimeout bounds the requests that undo a failed login.
-const cleanupTimeout = 5 * time.Second
 
 // registerLoginFlags adds --require-login and --login-timeout.
 func registerLoginFlags(fs *flag.FlagSet, errs *[]error, cfg *Config) {
@@ -80,397 +52,33 @@ func (g *Gateway) identityHandler(t catalog.Tool) dispatch.Handler {
 		}
 		ctx, cancel := context.WithTimeout(ctx, limit)
 		defer cancel()
-		b, err := g.bind(withProgress(ctx, c.ProgressToken), c, "")
+		b, err := g.bind(ctx, c, "")
 		if err != nil {
 			return dispatch.ErrorText(g.errorText(ctx, t, err))
 		}
-		var res *dispatch.Result
-		switch {
-		case t.Name == "login_status":
-			res = g.loginStatus(ctx, t, b, c.Caller.ID, limit)
-		case t.Name == "logout":
-			res = g.logout(ctx, t, b, limit)
-		case call.Login != nil:
-			call.Login.Scope = b.sessionID
-			call.Login.Owner = signerOwner(c.Caller.ID)
-			res = g.login(ctx, t, c.ProgressToken, b, call.Login, t.Name == "switch_identity", limit)
-		default:
-			res = dispatch.ErrorText(t.Name + ": internal error: no handler")
-		}
-		return b.result(res)
+		return b.result(g.logins.Run(ctx, t, c, call.Login, boundSession{g: g, b: b}, limit))
 	}
 }
 
-// login logs the session of b in with lr (switching: after logging its
-// identity out), then tells its worker the new pubkey.
-func (g *Gateway) login(ctx context.Context, t catalog.Tool, progress mcp.ProgressToken, b *binding, lr *signerv1.Login, switching bool, limit time.Duration) *dispatch.Result {
-	var prev *signerv1.StatusResponse // the identity switch_identity freed
-	if switching {
-		st, err := signerCall(ctx, g, signerbus.Status, &signerv1.Status{Scope: lr.GetScope()})
-		if err != nil {
-			return dispatch.ErrorText(g.signerErrorText(ctx, t, err, limit))
-		}
-		if st.GetState() == signerv1.LoginState_LOGIN_STATE_LOGGED_IN {
-			if _, err := signerCall(ctx, g, signerbus.Logout, &signerv1.Logout{Scope: lr.GetScope()}); err != nil {
-				return dispatch.ErrorText(g.signerErrorText(ctx, t, err, limit) + "; the previous identity is still logged in")
-			}
-			prev = st
-		}
-	}
-	resp, authURL, err := g.signerLogin(ctx, progress, lr)
-	if err != nil {
-		msg := g.signerErrorText(ctx, t, err, limit)
-		if authURL != "" && (ctx.Err() != nil || bus.Is(err, commonv1.ErrorCode_TIMEOUT)) {
-			msg += fmt.Sprintf(" (the bunker asked for approval at %s)", authURL)
-		}
-		switch {
-		case ctx.Err() != nil:
-			// Given up on without an answer: the signer may still finish
-			// it. Leave nothing half-logged-in.
-			g.forgetIdentity(ctx, b)
-			msg += "; this browser session was logged out, so that no login completes unseen"
-		case prev != nil:
-			g.forgetIdentity(ctx, b) // the signer holds none now; the worker must not think so
-			msg += fmt.Sprintf("; the previous identity %s was logged out first, so this browser session is now logged out", prev.GetNpub())
-		case !switching && !errors.As(err, new(*toolError)):
-			msg += "; the browser session's identity is unchanged"
-		}
-		return dispatch.ErrorText(msg)
-	}
-	if err := g.setIdentity(ctx, b, resp.GetPubkey()); err != nil {
-		text := g.errorText(ctx, t, err)
-		if lost(ctx, err) {
-			g.unbind(ctx, b)
-		}
-		g.signerForget(ctx, lr.GetScope())
-		return dispatch.ErrorText(fmt.Sprintf("%s: the signer logged %s in, but the browser session did not take the identity (%s); "+
-			"it was logged out again", t.Name, resp.GetNpub(), text))
-	}
-
-	method := resp.GetMethod()
-	if method == signerv1.Method_METHOD_UNSPECIFIED {
-		method = lr.GetMethod()
-	}
-	name := catalog.MethodName(method)
-	out := map[string]any{"state": "logged_in", "method": name, "pubkey": resp.GetPubkey(), "npub": resp.GetNpub()}
-	detail := "method: " + name
-	switch method {
-	case signerv1.Method_METHOD_LOCAL:
-		switch {
-		case lr.GetPubkey() != "":
-			detail += ", loaded from the remembered identities"
-		case lr.GetRemember():
-			detail += ", remembered encrypted by the signer"
-		}
-	case signerv1.Method_METHOD_SEED:
-		detail += fmt.Sprintf(", account %d", lr.GetAccount())
-		out["account"] = lr.GetAccount()
-		if lr.GetRemember() {
-			detail += ", remembered encrypted by the signer"
-		}
-	case signerv1.Method_METHOD_READONLY:
-		detail += ": it gives its public key but cannot sign or decrypt"
-	case signerv1.Method_METHOD_NSIGNER:
-		tg := lr.GetNsigner()
-		detail += fmt.Sprintf(" over %s, key index %d", tg.GetTransport(), tg.GetIndex())
-		out["transport"], out["device"], out["index"] = tg.GetTransport(), tg.GetDevice(), tg.GetIndex()
-	}
-	if lr.GetMethod() == signerv1.Method_METHOD_LOCAL || lr.GetMethod() == signerv1.Method_METHOD_SEED {
-		out["remembered"] = lr.GetRemember() || lr.GetPubkey() != ""
-	}
-	var text strings.Builder
-	if switching {
-		text.WriteString("Switched identity. ")
-		if prev != nil {
-			out["previous_npub"] = prev.GetNpub()
-		}
-	}
-	fmt.Fprintf(&text, "Logged in as %s (%s)\npubkey: %s\nPages of this browser session get window.nostr (NIP-07) for this identity.",
-		resp.GetNpub(), detail, resp.GetPubkey())
-	if prev != nil {
-		fmt.Fprintf(&text, "\nThe previous identity %s was logged out.", prev.GetNpub())
-	}
-	return dispatch.Structured(text.String(), out)
+// boundSession is a bound browser session as the identity tools see it
+// (login.Session).
+type boundSession struct {
+	g *Gateway
+	b *binding
 }
 
-// logout wipes the identity of b's session at the signer and tells its
-// worker.
-func (g *Gateway) logout(ctx context.Context, t catalog.Tool, b *binding, limit time.Duration) *dispatch.Result {
-	resp, err := signerCall(ctx, g, signerbus.Logout, &signerv1.Logout{Scope: b.sessionID})
-	if err != nil {
-		return dispatch.ErrorText(g.signerErrorText(ctx, t, err, limit))
-	}
-	// Also when there was nothing to wipe: a worker may still think it
-	// has an identity the signer lost (a signer restart).
-	if err := g.setIdentity(ctx, b, ""); err != nil {
-		if !lost(ctx, err) {
-			return dispatch.ErrorText(fmt.Sprintf("%s: the identity was wiped at the signer (window.nostr calls now fail), "+
-				"but the browser session did not confirm removing window.nostr: %s", t.Name, g.errorText(ctx, t, err)))
-		}
-		g.unbind(ctx, b) // the session is gone, and its identity with it
-	}
-	text := "Logged out: the Nostr identity of this browser session was wiped from the signer; new pages get no window.nostr."
-	if !resp.GetWasLoggedIn() {
-		text = "Not logged in: this browser session had no Nostr identity to log out."
-	}
-	return dispatch.Structured(text, map[string]any{"state": "logged_out", "was_logged_in": resp.GetWasLoggedIn()})
-}
+func (s boundSession) Scope() string { return s.b.sessionID }
 
-// loginStatus describes the identity of b's session, the identities the
-// signer remembers and its origin policy.
-func (g *Gateway) loginStatus(ctx context.Context, t catalog.Tool, b *binding, caller string, limit time.Duration) *dispatch.Result {
-	st, err := signerCall(ctx, g, signerbus.Status, &signerv1.Status{Scope: b.sessionID, Owner: signerOwner(caller)})
-	if err != nil {
-		return dispatch.ErrorText(g.signerErrorText(ctx, t, err, limit))
-	}
-	out := map[string]any{"state": "logged_out", "remembered": nonNil(st.GetRemembered()), "policy": nonNil(st.GetPolicy())}
-	var text strings.Builder
-	if st.GetState() == signerv1.LoginState_LOGIN_STATE_LOGGED_IN {
-		name := catalog.MethodName(st.GetMethod())
-		out["state"], out["method"], out["pubkey"], out["npub"] = "logged_in", name, st.GetPubkey(), st.GetNpub()
-		fmt.Fprintf(&text, "Logged in as %s (method: %s)\npubkey: %s", st.GetNpub(), name, st.GetPubkey())
-		if s := st.GetLinkState(); s != "" {
-			out["link_state"] = s
-			fmt.Fprintf(&text, "\nsigner link: %s", s)
-		}
-		if e := st.GetLinkError(); e != "" {
-			out["link_error"] = e
-			fmt.Fprintf(&text, " (last error: %s)", e)
-		}
-		if u := st.GetPendingAuthUrl(); u != "" {
-			out["pending_auth_url"] = u
-			fmt.Fprintf(&text, "\nA request waits for approval in the bunker: open %s", u)
-		}
-	} else {
-		text.WriteString("Not logged in: this browser session has no Nostr identity; " + catalog.LoginHint + ".")
-	}
-	if r := st.GetRemembered(); len(r) > 0 {
-		fmt.Fprintf(&text, "\nRemembered identities (log in with method local and only the npub): %s", strings.Join(r, ", "))
-	}
-	if p := st.GetPolicy(); len(p) > 0 {
-		text.WriteString("\nwindow.nostr origin policy (first match wins):")
-		for _, line := range p {
-			text.WriteString("\n- " + line)
-		}
-	}
-	return dispatch.Structured(text.String(), out)
-}
-
-// loginRefusal is the refusal of a browser tool call whose session has no
-// identity while the gateway requires a login; "" lets the call run.
-func (g *Gateway) loginRefusal(ctx context.Context, t catalog.Tool, sessionID string) string {
-	if !g.cfg.RequireLogin {
-		return ""
-	}
-	st, err := signerCall(ctx, g, signerbus.Status, &signerv1.Status{Scope: sessionID})
-	if err != nil {
-		var te *toolError
-		if errors.As(err, &te) {
-			return fmt.Sprintf("%s: this gateway requires a Nostr login first, but %s", t.Name, te.msg)
-		}
-		return fmt.Sprintf("%s: this gateway requires a Nostr login first, but the signer could not say whether this browser session "+
-			"has logged in: %s", t.Name, busMessage(err))
-	}
-	if st.GetState() != signerv1.LoginState_LOGIN_STATE_LOGGED_IN {
-		return "this gateway requires a Nostr login first: " + catalog.LoginHint
-	}
-	return ""
-}
-
-// signerOwner is the opaque owner of the identities a caller remembers at
-// the signer: another token (or OAuth subject) neither lists nor loads them.
-func signerOwner(caller string) string {
-	sum := sha256.Sum256([]byte("sovereign signer owner\x00" + caller))
-	return hex.EncodeToString(sum[:16])
-}
-
-// signerCall sends req to the signer's endpoint e. When nothing answers
-// there, the error is a *toolError that says the signer is not running.
-//
-// Everything but a login is quick for a running signer: it gets
-// signerQuickTimeout, so that a signer that just died (its subscription
-// not yet gone from the NATS server) or hangs is reported in seconds,
-// not at the tool's deadline.
-func signerCall[Req, Resp proto.Message](ctx context.Context, g *Gateway, e bus.Endpoint[Req, Resp], req Req) (Resp, error) {
-	outer := ctx
-	if e.Name != signerbus.Login.Name {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, signerQuickTimeout)
-		defer cancel()
-	}
-	resp, err := e.Call(ctx, g.bus, req)
-	switch {
-	case err == nil:
-	case outer.Err() == nil && ctx.Err() != nil:
-		err = &toolError{msg: fmt.Sprintf("the signer service did not answer within %s (%s): it may be restarting or overloaded; see its logs",
-			signerQuickTimeout, e.Subject(g.bus))}
-	case bus.Is(err, commonv1.ErrorCode_UNAVAILABLE) && ctx.Err() == nil && !g.signerRunning(ctx):
-		err = &toolError{msg: fmt.Sprintf("the signer service is not running (%s has no responders): start `sovereign signer` or use `sovereign up`",
-			signerbus.All(g.bus))}
-	}
-	return resp, err
-}
-
-// signerQuickTimeout bounds signer requests other than login.
-const signerQuickTimeout = 10 * time.Second
-
-// signerRunning reports whether anything serves the signer's subjects (an
-// UNAVAILABLE error may also be a device the signer cannot reach).
-func (g *Gateway) signerRunning(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	return signerbus.Serving(ctx, g.bus)
-}
-
-// signerLogin sends lr to the signer and, while it runs, forwards each
-// LoginProgress the signer publishes (a NIP-46 bunker's auth_url) to the
-// MCP client. It returns the last auth_url seen too.
-func (g *Gateway) signerLogin(ctx context.Context, token mcp.ProgressToken, lr *signerv1.Login) (*signerv1.LoginResponse, string, error) {
-	nc := g.bus.NATS()
-	progress := make(chan *nats.Msg, 16)
-	sub, err := nc.ChanSubscribe(nc.NewInbox(), progress)
-	if err != nil {
-		return nil, "", fmt.Errorf("subscribe to login progress: %w", err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	// The subscription reaches the server before the request, on the same
-	// connection: no progress is missed.
-	lr.ProgressSubject = sub.Subject
-	type reply struct {
-		resp *signerv1.LoginResponse
-		err  error
-	}
-	done := make(chan reply, 1)
-	go func() {
-		resp, err := signerCall(ctx, g, signerbus.Login, lr)
-		done <- reply{resp, err}
-	}()
-	authURL := ""
-	for n := 1; ; {
-		select {
-		case r := <-done:
-			return r.resp, authURL, r.err
-		case m := <-progress:
-			var p signerv1.LoginProgress
-			if err := proto.Unmarshal(m.Data, &p); err != nil {
-				g.log.WarnContext(ctx, "bad login progress message from the signer", "err", err)
-				continue
-			}
-			if p.GetAuthUrl() != "" {
-				authURL = p.GetAuthUrl()
-			}
-			if g.notifyLogin(ctx, token, n, &p) {
-				n++
-			}
-		}
-	}
-}
-
-// notifyLogin tells the MCP client what a login waits for: a progress
-// notification when the call asked for progress, and a log message (sent
-// when the client's log level lets it through). It reports whether there
-// was anything to say.
-func (g *Gateway) notifyLogin(ctx context.Context, token mcp.ProgressToken, n int, p *signerv1.LoginProgress) bool {
-	text, level := strings.TrimSpace(p.GetMessage()), mcp.LoggingLevelNotice
-	if u := p.GetAuthUrl(); u != "" {
-		text, level = fmt.Sprintf("Open %s to approve this login in your bunker; waiting…", u), mcp.LoggingLevelWarning
-	}
-	if text == "" {
-		return false
-	}
-	g.log.InfoContext(ctx, "login waits for a person", "auth_url", p.GetAuthUrl() != "")
-	srv := server.ServerFromContext(ctx)
-	if srv == nil {
-		return true
-	}
-	if token != nil {
-		err := srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress),
-			map[string]any{"progressToken": token, "progress": n, "message": text})
-		if err != nil {
-			g.log.InfoContext(ctx, "send login progress", "err", err)
-		}
-	}
-	err := srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(level, "sovereign.login", text))
-	if err != nil && !errors.Is(err, server.ErrSessionDoesNotSupportLogging) {
-		g.log.InfoContext(ctx, "send login message", "err", err)
-	}
-	return true
-}
-
-// setIdentity tells b's worker the session's pubkey ("" after a logout).
-func (g *Gateway) setIdentity(ctx context.Context, b *binding, pubkey string) error {
-	_, err := g.fleet.Call(ctx, b.workerID, &browserv1.ToolRequest{SessionId: b.sessionID,
+func (s boundSession) SetIdentity(ctx context.Context, pubkey string) error {
+	_, err := s.g.fleet.Call(ctx, s.b.workerID, &browserv1.ToolRequest{SessionId: s.b.sessionID,
 		Tool: &browserv1.ToolRequest_SetIdentity{SetIdentity: &browserv1.SetIdentity{Pubkey: pubkey}}})
 	return err
 }
 
-// forgetIdentity logs b's session out at the signer and on its worker, on
-// a context of its own (the call's may be over).
-func (g *Gateway) forgetIdentity(ctx context.Context, b *binding) {
-	g.signerForget(ctx, b.sessionID)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	if err := g.setIdentity(ctx, b, ""); err != nil && !lost(ctx, err) {
-		g.log.WarnContext(ctx, "remove window.nostr after a failed login", "worker", b.workerID, "err", err)
-	}
-}
+func (s boundSession) Lost(ctx context.Context, err error) bool { return lost(ctx, err) }
 
-// signerForget logs scope out at the signer, on a context of its own.
-func (g *Gateway) signerForget(ctx context.Context, scope string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	if _, err := signerCall(ctx, g, signerbus.Logout, &signerv1.Logout{Scope: scope}); err != nil {
-		g.log.ErrorContext(ctx, "log out after a failed login", "err", err)
-	}
-}
+func (s boundSession) Unbind(ctx context.Context) { s.g.unbind(ctx, s.b) }
 
-// signerErrorText maps a signer failure to the message of its kind: the
-// signer's own message (which never holds a secret) for what it refused.
-func (g *Gateway) signerErrorText(ctx context.Context, t catalog.Tool, err error, limit time.Duration) string {
-	var te *toolError
-	if errors.As(err, &te) {
-		return te.msg
-	}
-	// The signer's copy of the deadline may expire first, and answer
-	// TIMEOUT: the call's deadline all the same.
-	deadline, _ := ctx.Deadline()
-	callDeadline := bus.Is(err, commonv1.ErrorCode_TIMEOUT) && time.Until(deadline) < 250*time.Millisecond
-	switch {
-	case errors.Is(ctx.Err(), context.Canceled):
-		return t.Name + " was cancelled"
-	case ctx.Err() != nil || callDeadline:
-		if t.Name == "login" || t.Name == "switch_identity" {
-			return fmt.Sprintf("%s did not finish within %s (a nip46 bunker or an nsigner device may wait for a person to approve; "+
-				"the gateway's --login-timeout sets how long)", t.Name, limit)
-		}
-		return fmt.Sprintf("%s did not finish within %s", t.Name, limit)
-	}
-	msg := busMessage(err)
-	if !strings.HasPrefix(msg, t.Name) {
-		msg = t.Name + ": " + msg
-	}
-	switch bus.CodeOf(err) {
-	case commonv1.ErrorCode_INVALID_ARGUMENT, commonv1.ErrorCode_NOT_FOUND, commonv1.ErrorCode_FORBIDDEN,
-		commonv1.ErrorCode_UNAVAILABLE, commonv1.ErrorCode_TIMEOUT:
-		// What the signer refused, and said why.
-	default:
-		g.log.ErrorContext(ctx, "signer request failed", "tool", t.Name, "err", err)
-	}
-	return msg
-}
-
-// busMessage is the message of a bus error without its code.
-func busMessage(err error) string {
-	var be *bus.Error
-	if errors.As(err, &be) {
-		return be.Message
-	}
-	return err.Error()
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
+func (s boundSession) ErrorText(ctx context.Context, t catalog.Tool, err error) string {
+	return s.g.errorText(ctx, t, err)
 }

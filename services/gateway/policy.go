@@ -138,12 +138,12 @@ func loadGlobalPolicy(cfg Config) (*globalPolicy, error) {
 	return p, nil
 }
 
-// urlPolicy is the URL policy of a caller's call: the global tier, the
+// forCaller is the URL policy of a caller's call: the global tier, the
 // caller's token tier and the session's grants.
-func (g *Gateway) urlPolicy(c Caller, sessionGrants []string) *browserv1.UrlPolicy {
-	p := &browserv1.UrlPolicy{Enforced: true, BlockPrivate: g.policy.blockPrivate}
-	if len(g.policy.urls.Allow) > 0 || len(g.policy.urls.Block) > 0 {
-		p.Tiers = append(p.Tiers, g.policy.urls)
+func (gp *globalPolicy) forCaller(c Caller, sessionGrants []string) *browserv1.UrlPolicy {
+	p := &browserv1.UrlPolicy{Enforced: true, BlockPrivate: gp.blockPrivate}
+	if len(gp.urls.Allow) > 0 || len(gp.urls.Block) > 0 {
+		p.Tiers = append(p.Tiers, gp.urls)
 	}
 	if len(c.URLAllow) > 0 || len(c.URLBlock) > 0 {
 		p.Tiers = append(p.Tiers, &browserv1.UrlRules{Tier: "token", Allow: c.URLAllow, Block: c.URLBlock})
@@ -157,26 +157,26 @@ func (g *Gateway) urlPolicy(c Caller, sessionGrants []string) *browserv1.UrlPoli
 	return p
 }
 
+// URLPolicy is the URL policy of a caller's call without session grants
+// (a custom HTTP tool's: extend.URLPolicy).
+func (gp *globalPolicy) URLPolicy(c Caller) *browserv1.UrlPolicy { return gp.forCaller(c, nil) }
+
 // hasAllowRules reports whether a caller's policy has allow rules: only
 // then can a session grant change anything.
-func (g *Gateway) hasAllowRules(c Caller) bool {
-	return len(g.policy.urls.Allow) > 0 || len(c.URLAllow) > 0
+func (gp *globalPolicy) hasAllowRules(c Caller) bool {
+	return len(gp.urls.Allow) > 0 || len(c.URLAllow) > 0
 }
 
 // sessionGrants are the URL patterns people granted to the call's browser
 // session, plus the host a person let this very call navigate to. Without
 // allow rules no grant matters, and none is read.
 func (g *Gateway) sessionGrants(ctx context.Context, c *dispatch.Call) []string {
-	if !g.hasAllowRules(c.Caller) {
+	if !g.policy.hasAllowRules(c.Caller) {
 		return nil
 	}
-	var grants []string
-	if g.approvals != nil {
-		list, err := g.approvals.URLGrants(ctx, approvalScope(c))
-		if err != nil {
-			g.log.WarnContext(ctx, "read the session's URL grants; the call goes without them", "err", err)
-		}
-		grants = list
+	grants, err := g.approvals.URLGrants(ctx, c)
+	if err != nil {
+		g.log.WarnContext(ctx, "read the session's URL grants; the call goes without them", "err", err)
 	}
 	if c.URLOnce != "" && !slices.Contains(grants, c.URLOnce) {
 		grants = append(grants, c.URLOnce)
@@ -184,13 +184,13 @@ func (g *Gateway) sessionGrants(ctx context.Context, c *dispatch.Call) []string 
 	return grants
 }
 
-// navigationNeedsGrant reports whether a call of tool navigates to a URL
-// that the policy refuses only because no allow list names its host: a
-// person may then let the session go there (approve once: this call;
-// approve for the session: a session grant of the host). pattern is the
-// host to grant.
-func (g *Gateway) navigationNeedsGrant(ctx context.Context, c *dispatch.Call, scope string) (reason, pattern string, ok bool) {
-	if c.Tool != "open" && c.Tool != "tab_new" || !g.hasAllowRules(c.Caller) {
+// NeedsGrant reports whether a call of tool navigates to a URL that the
+// policy refuses only because no allow list names its host: a person may
+// then let the session go there (approve once: this call; approve for the
+// session: a session grant of the host). pattern is the host to grant.
+// The approval gate asks it (approve.URLPolicy).
+func (gp *globalPolicy) NeedsGrant(c *dispatch.Call, sessionGrants func() []string) (reason, pattern string, ok bool) {
+	if c.Tool != "open" && c.Tool != "tab_new" || !gp.hasAllowRules(c.Caller) {
 		return "", "", false
 	}
 	raw, _ := c.Args["url"].(string)
@@ -198,11 +198,7 @@ func (g *Gateway) navigationNeedsGrant(ctx context.Context, c *dispatch.Call, sc
 	if err != nil || u.Hostname() == "" || !urlpolicy.IsNetworkScheme(u.Scheme) {
 		return "", "", false // the worker refuses or lets it through itself
 	}
-	var grants []string
-	if g.approvals != nil && scope != "" {
-		grants, _ = g.approvals.URLGrants(ctx, scope)
-	}
-	pol, err := urlpolicy.Compile(g.urlPolicy(c.Caller, grants))
+	pol, err := urlpolicy.Compile(gp.forCaller(c.Caller, sessionGrants()))
 	if err != nil {
 		return "", "", false
 	}

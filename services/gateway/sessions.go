@@ -11,20 +11,18 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/identity"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 )
-
-// Anonymous is the caller identity of requests without credentials.
-const Anonymous = "anonymous"
 
 // CallerID returns the identity a request's session state is bound to: the
 // ID of the [Caller] that authentication put in its context
 // ("token:<id>", "oauth:<digest>"), or [Anonymous].
-func CallerID(r *http.Request) string { return callerInfo(r.Context()).ID }
+func CallerID(r *http.Request) string { return identity.From(r.Context()).ID }
 
 // withCaller carries the request's caller into the MCP handlers' context.
 func withCaller(ctx context.Context, r *http.Request) context.Context {
-	return withCallerInfo(ctx, callerInfo(r.Context()))
+	return identity.With(ctx, identity.From(r.Context()))
 }
 
 // sessionManagers resolves mcp-go's SessionIdManager per request, bound to

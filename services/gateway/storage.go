@@ -111,13 +111,13 @@ func (g *Gateway) ownerIdentity(ctx context.Context, owner string) (string, erro
 		return owner, nil
 	}
 	if id, ok := strings.CutPrefix(owner, "token:"); ok {
-		if _, known := g.auth.tokens.Lookup(id); !known {
+		if _, known := g.auth.Tokens().Lookup(id); !known {
 			return "", fmt.Errorf("%w: owner %q: no API token has the id %s (sovereign token list shows them)", console.ErrInvalid, owner, id)
 		}
 		return owner, nil
 	}
 	if tokens.ValidName(owner) {
-		list, err := g.auth.tokens.List(ctx)
+		list, err := g.auth.Tokens().List(ctx)
 		if err != nil {
 			return "", fmt.Errorf("owner %q: list API tokens: %w", owner, err)
 		}
@@ -251,7 +251,7 @@ func (c candidates) names() []string {
 // it. Revoked tokens count: a scope one of them shares is not the active
 // token's alone (it may hold the revoked token's logins).
 func (g *Gateway) legacyOwners(ctx context.Context) (map[string]candidates, error) {
-	list, err := g.auth.tokens.List(ctx)
+	list, err := g.auth.Tokens().List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list API tokens: %w", err)
 	}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/systools"
@@ -97,7 +95,7 @@ func (g *Gateway) setupSystem() error {
 	g.onClose(func(context.Context) error { return ws.Close() })
 	for _, t := range catalog.Tools() {
 		if t.System {
-			g.addTools(dispatch.Entry{Kind: dispatch.System, Tool: systemMCPTool(t), Handler: g.systemHandler(t),
+			g.mcpTools().Add(dispatch.Entry{Kind: dispatch.System, Tool: systemTool(t), Handler: g.systemHandler(t),
 				Hidden: mode == SystemToolsAgent})
 		}
 	}
@@ -110,17 +108,17 @@ func (g *Gateway) setupSystem() error {
 	return nil
 }
 
-// systemMCPTool renders a system tool for tools/list: what it may destroy
-// and that the file tools stay in the workspace.
-func systemMCPTool(t catalog.Tool) mcp.Tool {
-	tool := mcpTool(t)
-	tool.Annotations.OpenWorldHint = mcp.ToBoolPtr(t.Name == catalog.ShellExec)
+// systemTool is a system tool as the listings show it: what it may
+// destroy and that the file tools stay in the workspace.
+func systemTool(t catalog.Tool) dispatch.Tool {
+	tool := catalogTool(t)
+	tool.Annotations.OpenWorld = dispatch.Hint(t.Name == catalog.ShellExec)
 	switch t.Name {
 	case catalog.FSWrite, catalog.FSDelete, catalog.ShellExec:
-		tool.Annotations.DestructiveHint = mcp.ToBoolPtr(true)
+		tool.Annotations.Destructive = dispatch.Hint(true)
 	case catalog.FSMkdir:
-		tool.Annotations.DestructiveHint = mcp.ToBoolPtr(false)
-		tool.Annotations.IdempotentHint = mcp.ToBoolPtr(true)
+		tool.Annotations.Destructive = dispatch.Hint(false)
+		tool.Annotations.Idempotent = dispatch.Hint(true)
 	}
 	return tool
 }

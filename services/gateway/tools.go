@@ -7,18 +7,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
-	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/capacity"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/state"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
-	"github.com/sovereign-fleet/sovereign/services/kit/signerbus"
 )
 
 // MetaSession is the _meta key of a result that carries its session handle.
@@ -30,17 +27,12 @@ const (
 	msgExpired = "the browser session was closed or expired (sessions close after a while without calls); the next call opens a fresh session"
 )
 
-// mcpTool renders a catalog tool for tools/list.
-func mcpTool(t catalog.Tool) mcp.Tool {
-	tool := mcp.NewToolWithRawSchema(t.Name, t.Description, t.InputSchema())
-	tool.Title = t.Title
-	tool.Annotations = mcp.ToolAnnotation{
-		Title:         t.Title,
-		ReadOnlyHint:  mcp.ToBoolPtr(t.ReadOnly),
-		OpenWorldHint: mcp.ToBoolPtr(true),
-	}
+// catalogTool is a catalog tool as the listings show it.
+func catalogTool(t catalog.Tool) dispatch.Tool {
+	tool := dispatch.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema(),
+		Annotations: dispatch.Annotations{Title: t.Title, ReadOnly: dispatch.Hint(t.ReadOnly), OpenWorld: dispatch.Hint(true)}}
 	if t.ReadOnly {
-		tool.Annotations.DestructiveHint = mcp.ToBoolPtr(false)
+		tool.Annotations.Destructive = dispatch.Hint(false)
 	}
 	return tool
 }
@@ -61,20 +53,19 @@ func (g *Gateway) browserHandler(t catalog.Tool) dispatch.Handler {
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.ToolTimeout+wait)
 		defer cancel()
 
-		b, err := g.bind(withProgress(ctx, c.ProgressToken), c, call.Profile)
+		b, err := g.bind(ctx, c, call.Profile)
 		if err != nil {
 			return dispatch.ErrorText(g.errorText(ctx, t, err))
 		}
 		// The session is in use while its call runs, not idle from the
 		// call's start: a long call (a wait, an audit) is neither given
-		// back by the keeper nor reclaimed for another caller
-		// (reclaim.go).
-		defer g.usage.stream(state.KeyOf(b.kind, b.id))()
-		if msg := g.loginRefusal(ctx, t, b.sessionID); msg != "" { // --require-login (login.go)
+		// back by the keeper nor reclaimed for another caller.
+		defer g.capacity.Stream(state.KeyOf(b.kind, b.id))()
+		if msg := g.logins.Refusal(ctx, t, b.sessionID); msg != "" { // --require-login (internal/login)
 			return b.result(dispatch.Denied(msg))
 		}
 		call.Request.SessionId = b.sessionID
-		call.Request.Policy = g.urlPolicy(c.Caller, g.sessionGrants(ctx, c))
+		call.Request.Policy = g.policy.forCaller(c.Caller, g.sessionGrants(ctx, c))
 		call.Request.DefaultDialogs = g.cfg.dialogMode() // files.go
 		res, err := g.fleet.Call(ctx, b.workerID, call.Request)
 		if err != nil {
@@ -146,66 +137,68 @@ func (g *Gateway) bind(ctx context.Context, c *dispatch.Call, profile string) (*
 	switch {
 	case handle != "":
 		if !state.ValidHandle(handle) {
-			return nil, toolErr("%q is not a session handle (handles look like %s…); omit %q to open a new browser session",
+			return nil, dispatch.ToolErrorf("%q is not a session handle (handles look like %s…); omit %q to open a new browser session",
 				handle, state.HandlePrefix, catalog.SessionParam)
 		}
 		e, err := g.store.Get(ctx, state.Handle, handle)
 		if errors.Is(err, state.ErrNotFound) || err == nil && e.Owner != caller {
 			// Another caller's handle is as unknown as a made-up one.
-			return nil, toolErr("unknown or expired session handle %s (handles expire after %s unused); omit %q to open a new browser session",
+			return nil, dispatch.ToolErrorf("unknown or expired session handle %s (handles expire after %s unused); omit %q to open a new browser session",
 				handle, g.cfg.SessionTTL, catalog.SessionParam)
 		}
 		if err != nil {
 			return nil, err
 		}
-		return g.ensureBound(ctx, e, c.Caller, profile)
+		return g.ensureBound(ctx, c.Progress, e, c.Caller, profile)
 	case c.MCPSession != "" && c.Transport == dispatch.Bus:
-		return g.bindMCPRef(ctx, c.MCPSession, c.Caller, profile) // a bus call in an MCP session's browser session (bus.go)
+		return g.bindMCPRef(ctx, c.Progress, c.MCPSession, c.Caller, profile) // a bus call in an MCP session's browser session (bus.go)
 	case c.MCPSession != "" && c.Transport == dispatch.MCP:
 		e, err := g.store.Get(ctx, state.MCP, c.MCPSession)
 		if errors.Is(err, state.ErrNotFound) {
-			return nil, toolErr("unknown MCP session: initialize a new one")
+			return nil, dispatch.ToolErrorf("unknown MCP session: initialize a new one")
 		}
 		if err != nil {
 			return nil, err
 		}
 		if e.Owner != caller || e.Terminated {
-			return nil, toolErr("the MCP session was terminated: initialize a new one")
+			return nil, dispatch.ToolErrorf("the MCP session was terminated: initialize a new one")
 		}
-		return g.ensureBound(ctx, e, c.Caller, profile)
+		return g.ensureBound(ctx, c.Progress, e, c.Caller, profile)
 	}
 	h := state.NewHandle()
-	worker, session, release, err := g.openSession(ctx, state.Handle, h, c.Caller, profile, true)
+	worker, session, release, err := g.capacity.Open(ctx, capacity.Request{Kind: state.Handle, ID: h, Caller: c.Caller,
+		Owner: workerOwner(state.Handle, caller), Policy: g.policy.forCaller(c.Caller, nil), Profile: profile, NewHandle: true, Progress: c.Progress})
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 	if _, err := g.store.Create(ctx, state.Handle, h, state.Record{Owner: caller, WorkerID: worker, SessionID: session}); err != nil {
-		g.closeSession(ctx, worker, session)
+		g.capacity.Close(ctx, worker, session)
 		return nil, fmt.Errorf("store session handle: %w", err)
 	}
 	g.log.InfoContext(ctx, "browser session opened", "for", "handle", "worker", worker, "session", session)
-	g.usage.touch(state.KeyOf(state.Handle, h))
+	g.capacity.Touch(state.KeyOf(state.Handle, h))
 	return &binding{kind: state.Handle, id: h, workerID: worker, sessionID: session, minted: true}, nil
 }
 
 // ensureBound returns e's browser session, opening one when it has none.
 // Concurrent first calls race on the record's revision: the loser gives its
 // new browser session back and uses the winner's.
-func (g *Gateway) ensureBound(ctx context.Context, e *state.Entry, caller dispatch.Caller, profile string) (*binding, error) {
+func (g *Gateway) ensureBound(ctx context.Context, progress dispatch.Progress, e *state.Entry, caller dispatch.Caller, profile string) (*binding, error) {
 	for range 4 {
 		if e.Bound() {
 			if p := profile; p != "" {
-				return nil, toolErr("profile %q applies only when a call opens a browser session, and this one is open already; "+
+				return nil, dispatch.ToolErrorf("profile %q applies only when a call opens a browser session, and this one is open already; "+
 					"to start from the profile, call open with it in a new MCP session or without a %q handle", p, catalog.SessionParam)
 			}
 			if time.Since(e.Touched) > min(time.Minute, g.store.TTL()/8) {
 				_, _ = g.store.Update(ctx, e) // refresh the TTL; a conflict means it was just written
 			}
-			g.usage.touch(state.KeyOf(e.Kind, e.ID))
+			g.capacity.Touch(state.KeyOf(e.Kind, e.ID))
 			return &binding{kind: e.Kind, id: e.ID, workerID: e.WorkerID, sessionID: e.SessionID}, nil
 		}
-		worker, session, release, err := g.openSession(ctx, e.Kind, e.ID, caller, profile, false)
+		worker, session, release, err := g.capacity.Open(ctx, capacity.Request{Kind: e.Kind, ID: e.ID, Caller: caller,
+			Owner: workerOwner(e.Kind, caller.ID), Policy: g.policy.forCaller(caller, nil), Profile: profile, Progress: progress})
 		if err != nil {
 			return nil, err
 		}
@@ -215,7 +208,7 @@ func (g *Gateway) ensureBound(ctx context.Context, e *state.Entry, caller dispat
 		release()
 		if err == nil {
 			g.log.InfoContext(ctx, "browser session opened", "for", string(e.Kind), "worker", worker, "session", session)
-			g.usage.touch(state.KeyOf(e.Kind, e.ID))
+			g.capacity.Touch(state.KeyOf(e.Kind, e.ID))
 			b := &binding{kind: e.Kind, id: e.ID, workerID: worker, sessionID: session}
 			if e.Released != "" {
 				b.note = "This is a new browser session: the previous one was given back, " + e.Released +
@@ -223,7 +216,7 @@ func (g *Gateway) ensureBound(ctx context.Context, e *state.Entry, caller dispat
 			}
 			return b, nil
 		}
-		g.closeSession(ctx, worker, session)
+		g.capacity.Close(ctx, worker, session)
 		if !errors.Is(err, state.ErrConflict) {
 			return nil, err
 		}
@@ -231,7 +224,7 @@ func (g *Gateway) ensureBound(ctx context.Context, e *state.Entry, caller dispat
 			return nil, err
 		}
 		if e.Terminated {
-			return nil, toolErr("the MCP session was terminated: initialize a new one")
+			return nil, dispatch.ToolErrorf("the MCP session was terminated: initialize a new one")
 		}
 	}
 	return nil, fmt.Errorf("bind browser session: %w", state.ErrConflict)
@@ -247,7 +240,7 @@ const restoredNote = "The browser session was lost with its worker and restored 
 // session is gone for good (no checkpoint) or another call restored it
 // first; the caller then forgets it.
 func (g *Gateway) restore(ctx context.Context, b *binding, caller Caller) (*binding, error) {
-	worker, session, err := g.fleet.Restore(ctx, b.sessionID, workerOwner(b.kind, caller.ID), g.urlPolicy(caller, nil))
+	worker, session, err := g.fleet.Restore(ctx, b.sessionID, workerOwner(b.kind, caller.ID), g.policy.forCaller(caller, nil))
 	if err != nil {
 		if bus.CodeOf(err) != commonv1.ErrorCode_SESSION_NOT_FOUND {
 			g.log.WarnContext(ctx, "restore a lost browser session", "worker", b.workerID, "session", b.sessionID, "err", err)
@@ -263,16 +256,12 @@ func (g *Gateway) restore(ctx context.Context, b *binding, caller Caller) (*bind
 		return true
 	})
 	if err != nil || !rebound {
-		g.closeSession(ctx, worker, session)
+		g.capacity.Close(ctx, worker, session)
 		return nil, fmt.Errorf("rebind the restored session: %w", errors.Join(err, state.ErrConflict))
 	}
-	// The Nostr identity of the session moves with it (best effort: a
-	// gateway without a signer has none to move).
-	if _, err := signerCall(ctx, g, signerbus.Move, &signerv1.Move{FromScope: b.sessionID, ToScope: session}); err != nil && g.signerRunning(ctx) {
-		g.log.WarnContext(ctx, "move the restored session's identity", "err", err)
-	}
+	g.logins.Move(ctx, b.sessionID, session) // the Nostr identity of the session moves with it
 	g.log.InfoContext(ctx, "browser session restored", "from", b.workerID+"/"+b.sessionID, "to", worker+"/"+session)
-	g.usage.touch(state.KeyOf(b.kind, b.id))
+	g.capacity.Touch(state.KeyOf(b.kind, b.id))
 	return &binding{kind: b.kind, id: b.id, workerID: worker, sessionID: session}, nil
 }
 
@@ -313,15 +302,6 @@ func (g *Gateway) unbind(ctx context.Context, b *binding) {
 	}
 }
 
-// closeSession gives back a browser session nobody will use.
-func (g *Gateway) closeSession(ctx context.Context, worker, session string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := g.fleet.Close(ctx, worker, session); err != nil {
-		g.log.InfoContext(ctx, "give back browser session", "err", err)
-	}
-}
-
 // workerOwner is the owner a worker keeps for a browser session: the
 // record's kind and the digest of the caller's full identity (never its
 // label: two callers may share one).
@@ -342,18 +322,11 @@ func lost(ctx context.Context, err error) bool {
 	return false
 }
 
-// toolError is a failure whose message is already what the model should read.
-type toolError struct{ msg string }
-
-func (e *toolError) Error() string { return e.msg }
-
-func toolErr(format string, a ...any) error { return &toolError{msg: fmt.Sprintf(format, a...)} }
-
 // errorText maps a failure to the one clear message of its kind.
 func (g *Gateway) errorText(ctx context.Context, t catalog.Tool, err error) string {
-	var te *toolError
+	var te *dispatch.ToolError
 	if errors.As(err, &te) {
-		return te.msg
+		return te.Error()
 	}
 	var ce *fleet.CapacityError
 	if errors.As(err, &ce) {

@@ -42,6 +42,16 @@ func CodeOf(err error) commonv1.ErrorCode {
 	return commonv1.ErrorCode_INTERNAL
 }
 
+// MessageOf is err's message as its server put it (a coded error's
+// message without its code), else err's text.
+func MessageOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return err.Error()
+}
+
 // Is reports whether err carries code.
 func Is(err error, code commonv1.ErrorCode) bool { return err != nil && CodeOf(err) == code }
 

@@ -24,7 +24,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/mark3labs/mcp-go/mcp"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
@@ -115,16 +114,15 @@ type Call struct {
 	// calls, for the audit trail and approval requests.
 	Client string
 
-	// ProgressToken is the token the MCP client asked progress under (nil
-	// when it did not, and for other transports).
-	ProgressToken mcp.ProgressToken
-	// CanElicit: the client declared elicitation (2025: it is asked on
-	// the call's stream; 2026: with an input-required result).
-	CanElicit bool
-	// RequestState and InputResponses are a 2026 client's retry of a
-	// multi round-trip call.
-	RequestState   string
-	InputResponses mcp.InputResponses
+	// Progress reaches the caller while the call runs (person.go); never
+	// nil in a handler.
+	Progress Progress
+	// Ask puts a form to the person behind the caller during the call;
+	// nil when the transport cannot.
+	Ask Asker
+	// Rounds is set when the caller can be answered with an InputRequest
+	// and retries with the reply; nil when it cannot.
+	Rounds *Rounds
 
 	// URLOnce is a host a person let this one call load (set by the
 	// approval middleware for the handler below it).
@@ -155,10 +153,10 @@ type Result struct {
 	Session    string
 	NewSession bool
 
-	// Input, when set, asks the client for input before the call can run
-	// (a 2026 multi round-trip approval): the MCP adapter returns it as is
+	// Input, when set, asks the caller for a person's reply before the
+	// call can run (a call with Rounds): the rest of the result is unused
 	// and nothing is recorded (the retry is the call recorded).
-	Input *mcp.CallToolResult
+	Input *InputRequest
 
 	// Audit facts.
 	BrowserSession string            // the worker's session id the call ran in
@@ -166,6 +164,15 @@ type Result struct {
 	Outcome        historyv1.Outcome // when more than ok/error (denied, timeout)
 	Approval       *historyv1.Approval
 }
+
+// ToolError is a failure whose message is already what the model should
+// read: a handler returns it as the error result, as is.
+type ToolError struct{ msg string }
+
+func (e *ToolError) Error() string { return e.msg }
+
+// ToolErrorf is a ToolError.
+func ToolErrorf(format string, a ...any) error { return &ToolError{msg: fmt.Sprintf(format, a...)} }
 
 // Text is a successful text result.
 func Text(s string) *Result { return &Result{Parts: []Part{{Text: s}}} }
@@ -222,10 +229,33 @@ func Chain(h Handler, mw ...Middleware) Handler {
 	return h
 }
 
+// Tool is how a tool presents itself in a listing (MCP tools/list,
+// sov.tools.list).
+type Tool struct {
+	Name string
+	// Title is the tool's display title ("" for none); Annotations.Title
+	// is the one its hints carry.
+	Title       string
+	Description string
+	// InputSchema is the JSON Schema of the arguments.
+	InputSchema json.RawMessage
+	Annotations Annotations
+}
+
+// Annotations are hints about what a tool does (MCP tool annotations);
+// a nil hint is unset.
+type Annotations struct {
+	Title                                        string
+	ReadOnly, Destructive, Idempotent, OpenWorld *bool
+}
+
+// Hint is a set hint.
+func Hint(b bool) *bool { return &b }
+
 // Entry is one tool of the registry.
 type Entry struct {
 	Kind Kind
-	Tool mcp.Tool
+	Tool Tool
 	// Handler runs the tool (without the registry's middleware).
 	Handler Handler
 	// AgentSchema is the tool's input schema for agent runs (without the
@@ -319,6 +349,9 @@ func (r *Registry) Dispatch(ctx context.Context, c *Call) *Result {
 	}
 	if c.Args == nil {
 		c.Args = map[string]any{}
+	}
+	if c.Progress == nil {
+		c.Progress = NoProgress
 	}
 	return h(ctx, c)
 }

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mark3labs/mcp-go/mcp"
-
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/kit/audit"
@@ -30,7 +28,7 @@ func (r *records) Publish(rec audit.Record) {
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func entry(name string, h dispatch.Handler) dispatch.Entry {
-	return dispatch.Entry{Kind: dispatch.Browser, Tool: mcp.NewTool(name), Handler: h}
+	return dispatch.Entry{Kind: dispatch.Browser, Tool: dispatch.Tool{Name: name}, Handler: h}
 }
 
 func TestChainOrder(t *testing.T) {
@@ -79,6 +77,24 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
+// TestDefaultProgress: a handler always has a Progress; a call whose
+// transport gave none gets NoProgress, whose reports go nowhere.
+func TestDefaultProgress(t *testing.T) {
+	reg := dispatch.NewRegistry()
+	reg.Add(entry("p", func(ctx context.Context, c *dispatch.Call) *dispatch.Result {
+		if c.Progress != dispatch.NoProgress {
+			return dispatch.Errorf("progress %T", c.Progress)
+		}
+		if err := c.Progress.Report(ctx, 1, 2, "half"); err != nil {
+			return dispatch.Errorf("report: %v", err)
+		}
+		return dispatch.Text("ok")
+	}))
+	if res := reg.Dispatch(context.Background(), &dispatch.Call{Tool: "p"}); res.IsError {
+		t.Fatalf("Dispatch(call without progress) = %q, want NoProgress", res.TextContent())
+	}
+}
+
 func TestRecover(t *testing.T) {
 	reg := dispatch.NewRegistry(dispatch.Recover(quiet))
 	reg.Add(entry("boom", func(context.Context, *dispatch.Call) *dispatch.Result { panic("kaput") }))
@@ -99,7 +115,7 @@ func TestAuditFacts(t *testing.T) {
 		return r
 	}))
 	reg.Add(entry("ask", func(context.Context, *dispatch.Call) *dispatch.Result {
-		return &dispatch.Result{Input: &mcp.CallToolResult{}}
+		return &dispatch.Result{Input: &dispatch.InputRequest{}}
 	}))
 	reg.Add(entry("shot", func(context.Context, *dispatch.Call) *dispatch.Result {
 		return &dispatch.Result{Parts: []dispatch.Part{{Text: "Screenshot"}, {Data: make([]byte, 1234), MIME: "image/png"}}}

@@ -1,4 +1,4 @@
-package gateway
+package capacity
 
 import (
 	"context"
@@ -7,29 +7,24 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
-
+	"github.com/sovereign-fleet/sovereign/services/gateway/internal/dispatch"
 	"github.com/sovereign-fleet/sovereign/services/gateway/internal/fleet"
 )
 
 // The open queue: when no worker can take a new browser session and
-// nothing could be reclaimed (reclaim.go), a call may wait for one instead
+// nothing could be reclaimed (capacity.go), a call may wait for one instead
 // of failing at once, as browserless queues its connections. It is off
 // unless --open-queue is set: then at most that many calls wait, each for
 // at most --open-queue-timeout (and never past its own deadline), served
 // in the order they came. Only the call at the head of the queue asks the
 // fleet, every openQueuePoll (capacity frees up on any gateway or worker:
 // a session closed, a worker added); the others wait for their turn. A
-// waiting call that asked for progress (an MCP progress token) hears its
-// place in the queue whenever it changes and every few seconds.
+// waiting call hears its place (its Progress) in the queue whenever it changes and every few seconds.
 //
 // The queue is per gateway: with several gateways each keeps its own
 // order, and the heads race for a freed slot.
 
 const (
-	// DefaultOpenQueueTimeout is how long a queued call waits at most.
-	DefaultOpenQueueTimeout = 30 * time.Second
 	// openQueuePoll is how often the head of the queue asks the fleet.
 	openQueuePoll = 250 * time.Millisecond
 	// openQueueNotify is how often a waiting call hears that it still
@@ -100,36 +95,25 @@ func (q *openQueue) Len() int {
 	return len(q.waiting)
 }
 
-// progressKey carries a call's MCP progress token down to openSession.
-type progressKey struct{}
-
-// withProgress returns ctx carrying the call's progress token (nil: none).
-func withProgress(ctx context.Context, token mcp.ProgressToken) context.Context {
-	if token == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, progressKey{}, token)
-}
-
 // waitForRoom queues a call that found no capacity (full) until the fleet
 // opens a session for it, the queue timeout, or the call's deadline. open
 // asks the fleet (and reclaims) once.
-func (g *Gateway) waitForRoom(ctx context.Context, full *fleet.CapacityError, open func() (worker, session string, err error)) (string, string, error) {
-	t, ok := g.openq.join()
+func (k *Keeper) waitForRoom(ctx context.Context, progress dispatch.Progress, full *fleet.CapacityError, open func() (worker, session string, err error)) (string, string, error) {
+	t, ok := k.queue.join()
 	if !ok {
-		return "", "", toolErr("%v; %d calls already wait for a browser session, the most this gateway queues (its --open-queue)", full, g.cfg.OpenQueue)
+		return "", "", dispatch.ToolErrorf("%v; %d calls already wait for a browser session, the most this gateway queues (its --open-queue)", full, k.cfg.OpenQueue)
 	}
-	defer g.openq.leave(t)
+	defer k.queue.leave(t)
 	start := time.Now()
-	limit := time.NewTimer(g.cfg.OpenQueueTimeout)
+	limit := time.NewTimer(k.cfg.OpenQueueTimeout)
 	defer limit.Stop()
 	poll := time.NewTicker(openQueuePoll)
 	defer poll.Stop()
 	said, saidAt := 0, time.Time{}
 	turn, try := t.turn, false // turn is nil once this call heads the queue
 	for {
-		if place := g.openq.place(t); place != said || time.Since(saidAt) >= openQueueNotify {
-			g.notifyQueue(ctx, place, time.Since(start))
+		if place := k.queue.place(t); place != said || time.Since(saidAt) >= openQueueNotify {
+			k.notifyQueue(ctx, progress, place, time.Since(start))
 			said, saidAt = place, time.Now()
 		}
 		if try {
@@ -144,8 +128,8 @@ func (g *Gateway) waitForRoom(ctx context.Context, full *fleet.CapacityError, op
 		case <-ctx.Done():
 			return "", "", ctx.Err()
 		case <-limit.C:
-			return "", "", toolErr("%v; this call waited %s in the gateway's open queue (its --open-queue-timeout) and no session came free",
-				full, g.cfg.OpenQueueTimeout)
+			return "", "", dispatch.ToolErrorf("%v; this call waited %s in the gateway's open queue (its --open-queue-timeout) and no session came free",
+				full, k.cfg.OpenQueueTimeout)
 		case <-turn:
 			turn, try = nil, true
 		case <-poll.C:
@@ -154,18 +138,11 @@ func (g *Gateway) waitForRoom(ctx context.Context, full *fleet.CapacityError, op
 	}
 }
 
-// notifyQueue tells a waiting call's client its place in the queue, as a
-// progress notification when the call asked for progress.
-func (g *Gateway) notifyQueue(ctx context.Context, place int, waited time.Duration) {
-	token := ctx.Value(progressKey{})
-	srv := server.ServerFromContext(ctx)
-	if token == nil || srv == nil {
-		return
-	}
+// notifyQueue tells a waiting call's caller its place in the queue, as a
+// progress report.
+func (k *Keeper) notifyQueue(ctx context.Context, progress dispatch.Progress, place int, waited time.Duration) {
 	msg := fmt.Sprintf("every browser worker is full: waiting for a session, place %d in the queue, %s so far", place, waited.Round(time.Second))
-	err := srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress),
-		map[string]any{"progressToken": token, "progress": waited.Seconds(), "total": g.cfg.OpenQueueTimeout.Seconds(), "message": msg})
-	if err != nil {
-		g.log.InfoContext(ctx, "send open queue progress", "err", err)
+	if err := progress.Report(ctx, waited.Seconds(), k.cfg.OpenQueueTimeout.Seconds(), msg); err != nil {
+		k.log.InfoContext(ctx, "send open queue progress", "err", err)
 	}
 }
