@@ -238,6 +238,7 @@ var runIDPattern = regexp.MustCompile(`^r_[0-9A-Za-z]{22}$`)
 // TestRunBrowserTask: run_browser_task through mcp-go clients against a
 // real gateway and worker, with a stand-in agent service.
 func TestRunBrowserTask(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 4)
@@ -398,6 +399,7 @@ func TestRunBrowserTask(t *testing.T) {
 
 // TestTaskTimeoutConfig: --task-timeout is bounded.
 func TestTaskTimeoutConfig(t *testing.T) {
+	t.Parallel()
 	for _, d := range []time.Duration{time.Millisecond, 25 * time.Hour} {
 		err := (gateway.Config{AgentConfig: gateway.AgentConfig{TaskTimeout: d}}).Validate()
 		if err == nil || !strings.Contains(err.Error(), "--task-timeout: "+d.String()+" must be from 1s to 24h0m0s") {

@@ -208,6 +208,7 @@ const approvalClientName = "elicitation:gateway-test 1.0"
 // approve_once runs it, approve_session runs it and the next call of the
 // same tool in the session without asking; the trail says who decided.
 func TestApprovalElicitation(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 2)
@@ -278,6 +279,7 @@ func TestApprovalElicitation(t *testing.T) {
 // session handle) and decides; the call runs or is refused with who denied
 // it and why.
 func TestApprovalConsole(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 2)
@@ -337,6 +339,7 @@ func TestApprovalConsole(t *testing.T) {
 // TestApprovalTimeout: a call nobody decides is denied after
 // --approval-timeout, with a clear error, and recorded so.
 func TestApprovalTimeout(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 1)
@@ -363,6 +366,7 @@ func TestApprovalTimeout(t *testing.T) {
 // resumes the pending request (the console may decide first), and a replay
 // of an approved retry does not run the tool again.
 func TestApprovalRoundTrip(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 2)

@@ -162,6 +162,7 @@ func TestAuditRecords(t *testing.T) {
 // exactly the catalog. (The gateway publishes records but has no code that
 // queries them: only `sovereign audit` does.)
 func TestCatalogReachesNoAudit(t *testing.T) {
+	t.Parallel()
 	url := startGateway(t, startNATS(t, ""), gateway.Config{})
 	c := modernClient(t, url, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -200,6 +201,7 @@ func TestCatalogReachesNoAudit(t *testing.T) {
 // lets the call finish and publishes its audit record before it closes the
 // publisher (a SIGTERM dropped that record once).
 func TestCloseFlushesRunningCalls(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 1)
@@ -227,6 +229,7 @@ func TestCloseFlushesRunningCalls(t *testing.T) {
 // always), calls to the others are unknown tools, and a bad --tools is a
 // start error naming the flag.
 func TestToolSelection(t *testing.T) {
+	t.Parallel()
 	url := startGateway(t, startNATS(t, ""), gateway.Config{SystemConfig: gateway.SystemConfig{Tools: "forms,console_messages"}})
 	c := modernClient(t, url, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -111,6 +111,7 @@ const (
 // token; the Host and Origin guard answers first, and nothing reads the
 // body of a refused request.
 func TestAuthOnLoopback(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	good, tok := newToken(t, srv, tokens.Spec{Name: "ci-agent"})
 	revokeMe, _ := newToken(t, srv, tokens.Spec{Name: "short-lived"})
@@ -204,6 +205,7 @@ func TestAuthOnLoopback(t *testing.T) {
 // TestRequireAuth: with --require-auth a request without credentials gets
 // 401 on loopback too.
 func TestRequireAuth(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	good, _ := newToken(t, srv, tokens.Spec{Name: "agent"})
 	url := startGateway(t, srv, gateway.Config{AuthConfig: gateway.AuthConfig{RequireAuth: true}})
@@ -353,6 +355,7 @@ func TestExposedStart(t *testing.T) {
 // token that made them; another token, anonymous, or the same name
 // re-created after a revocation cannot use them.
 func TestCallerIsolation(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	alice, aliceTok := newToken(t, srv, tokens.Spec{Name: "alice"})
 	bob, _ := newToken(t, srv, tokens.Spec{Name: "bob"})
@@ -424,6 +427,7 @@ func TestCallerIsolation(t *testing.T) {
 // TestAuditCallerIsTokenName: the audit trail names an API token's caller
 // by the token's name, and others as anonymous.
 func TestAuditCallerIsTokenName(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	auth, _ := newToken(t, srv, tokens.Spec{Name: "ci-agent"})
 	url := startGateway(t, srv, gateway.Config{})
@@ -496,6 +500,7 @@ func sign(t *testing.T, alg jose.SignatureAlgorithm, key any, kid string, claims
 // points at its RFC 9728 metadata, serves that metadata, and still takes
 // API tokens.
 func TestOAuth(t *testing.T) {
+	t.Parallel()
 	iss := newTestIssuer(t)
 	srv := startNATS(t, "")
 	apiToken, _ := newToken(t, srv, tokens.Spec{Name: "ci-agent"})
@@ -601,6 +606,7 @@ func TestOAuth(t *testing.T) {
 // without API tokens; without an issuer's metadata the metadata path is
 // 404.
 func TestOAuthExposedStart(t *testing.T) {
+	t.Parallel()
 	iss := newTestIssuer(t)
 	srv := startNATS(t, "")
 	g, err := gateway.New(context.Background(), gateway.Config{Listen: "0.0.0.0:0", AuthConfig: gateway.AuthConfig{PublicURL: "https://mcp.example.test", OAuthIssuer: iss.URL}}, connect(t, srv))
@@ -626,6 +632,7 @@ func TestOAuthExposedStart(t *testing.T) {
 
 // TestAuthConfig: the auth flags' checks.
 func TestAuthConfig(t *testing.T) {
+	t.Parallel()
 	base := gateway.Config{Listen: "127.0.0.1:8080", ToolTimeout: time.Minute, SessionTTL: time.Hour, MaxBody: 1 << 20, Bucket: "sov_sessions"}
 	for _, tt := range []struct {
 		name string

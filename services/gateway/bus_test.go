@@ -100,6 +100,7 @@ func busText(r *toolsv1.CallToolResponse) string {
 // caller's handle, an MCP session's browser session shared with a bus
 // call, and every refusal.
 func TestBusTools(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 4)
@@ -246,6 +247,7 @@ func TestBusTools(t *testing.T) {
 // run in its caller and "agent" as its client, and a monitored tool's call
 // waits on the console's queue (there is no MCP client to ask).
 func TestBusAuditAndApprovals(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	startGateway(t, srv, gateway.Config{ApprovalConfig: gateway.ApprovalConfig{ApproveTools: []string{"secrets_list"}}})
 	c := connect(t, srv)
@@ -294,6 +296,7 @@ func TestBusAuditAndApprovals(t *testing.T) {
 // can be asked in the call, so a monitored tool's call waits for the
 // console, and a denial there refuses it with who denied it and why.
 func TestBusCapabilities(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	g, _ := startGatewayG(t, srv, gateway.Config{ApprovalConfig: gateway.ApprovalConfig{ApproveTools: []string{"secrets_list"}}})
 	c := connect(t, srv)

@@ -79,6 +79,7 @@ func TestRegisterFlags(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	good := gateway.Config{
 		Listen: "127.0.0.1:8080", ToolTimeout: time.Minute, SessionTTL: time.Hour, MaxBody: 1 << 20,
 		AllowedHosts: gateway.DefaultAllowed, AllowedOrigins: gateway.DefaultAllowed, Bucket: "sov_sessions",

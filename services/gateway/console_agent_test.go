@@ -16,6 +16,7 @@ import (
 // chats come from a real history service, and with no agent service running
 // the chat routes say so (503) instead of failing obscurely.
 func TestConsoleChatOverBus(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	startHistory(t, srv)
 	g, _ := serveGateway(t, srv, gateway.Config{AdminConfig: gateway.AdminConfig{AdminListen: "127.0.0.1:0", AdminToken: adminToken}})

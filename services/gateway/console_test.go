@@ -151,6 +151,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // the admin token, see an approval request arrive live and approve it, find
 // a tool call in the audit trail and open it, and close a live session.
 func TestConsole(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "console-w1", 2)
@@ -310,6 +311,7 @@ func TestConsole(t *testing.T) {
 // TestConsoleHTTP checks the console's guard on a real gateway: no token, a
 // wrong token, cross-site POSTs, and the JSON API with the Bearer token.
 func TestConsoleHTTP(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	g, _ := serveGateway(t, srv, gateway.Config{AdminConfig: gateway.AdminConfig{AdminListen: "127.0.0.1:0", AdminToken: adminToken}})
 	admin := strings.TrimSuffix(adminURL(t, g), "/")
@@ -479,6 +481,7 @@ func TestConsoleBeyondLoopbackWarning(t *testing.T) {
 
 // TestConsoleConfigErrors: a short token and a taken port are clear errors.
 func TestConsoleConfigErrors(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	_, err := gateway.New(context.Background(), gateway.Config{AdminConfig: gateway.AdminConfig{AdminToken: "too-short"}}, connect(t, srv))
 	if err == nil || !strings.Contains(err.Error(), "at least 16") {

@@ -150,6 +150,7 @@ func writeScripts(t *testing.T, files map[string]string) string {
 // in its caller's session through the browser tools; each inner call is
 // audited with the caller; agents see and call it on the bus.
 func TestScriptToolBrowses(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 4)
@@ -407,6 +408,7 @@ function echo(args) { return args.text; }`,
 // time budget with an error result that names it, and the gateway serves
 // the next call.
 func TestScriptBudget(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	_, url, base := adminGateway(t, srv, gateway.Config{ExtendConfig: gateway.ExtendConfig{ScriptTimeout: time.Second}})
 	adminOK(t, base, http.MethodPut, "/admin/scripts/spin", `
@@ -484,6 +486,7 @@ const precedenceFile = `{"tools": [
 // HTTP tool never takes an earlier source's name, whichever was deployed
 // first, and listing and calling agree.
 func TestToolPrecedence(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	_, url, base := adminGateway(t, srv, gateway.Config{})
 	adminOK(t, base, http.MethodPut, "/admin/scripts/pages", `
@@ -604,6 +607,7 @@ func awaitListed(t *testing.T, c *client.Client, name string, want bool) {
 // notifications/tools/list_changed and the new tool, and again when the
 // script is deleted.
 func TestReloadAcrossGateways(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	_, _, baseA := adminGateway(t, srv, gateway.Config{})
 	urlB := startGateway(t, srv, gateway.Config{})
@@ -662,6 +666,7 @@ function ping() { return "pong 2"; }`)
 // TestReloadKeepsOldSet: when the tools dir cannot be read at a reload,
 // sovereign__reload fails saying so, and the scripts served before stay.
 func TestReloadKeepsOldSet(t *testing.T) {
+	t.Parallel()
 	dir := writeScripts(t, map[string]string{
 		"keep.js": `function describe() { return {name: "me"}; } function me() { return "kept"; }`,
 	})
@@ -704,6 +709,7 @@ func TestReloadKeepsOldSet(t *testing.T) {
 // TestAdminNotMountedWithoutToken: without an admin token there is no
 // admin handler, and the MCP listener serves no /admin route.
 func TestAdminNotMountedWithoutToken(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	g, url := startGatewayG(t, srv, gateway.Config{})
 	if g.AdminHandler() != nil {

@@ -16,6 +16,7 @@ import (
 // of the workspace by path (the gateway reads it); a path out of the
 // workspace is refused, and a gateway without system tools refuses paths.
 func TestUploadFileByPath(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	workspace, outside := systemSetup(t)
 	srv := startNATS(t, "")
@@ -63,6 +64,7 @@ document.querySelector('input').addEventListener('change', async (e) => {
 // dialog and of handle_dialog say which dialog and how it was answered;
 // upload_file's record keeps the file's name, not its content.
 func TestAuditDialogsAndFiles(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "files2", 2)

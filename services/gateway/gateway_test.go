@@ -128,11 +128,13 @@ func seedChecks(t *testing.T, url string) {
 }
 
 func TestSeedChecks(t *testing.T) {
+	t.Parallel()
 	url := startGateway(t, startNATS(t, ""), gateway.Config{})
 	seedChecks(t, url)
 }
 
 func TestSessionHeaderRequired(t *testing.T) {
+	t.Parallel()
 	url := startGateway(t, startNATS(t, ""), gateway.Config{})
 	tests := []struct {
 		name    string
@@ -160,6 +162,7 @@ func TestSessionHeaderRequired(t *testing.T) {
 }
 
 func TestSessionBoundToCaller(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	aliceAuth, _ := newToken(t, srv, tokens.Spec{Name: "alice"})
 	malloryAuth, _ := newToken(t, srv, tokens.Spec{Name: "mallory"})
@@ -269,6 +272,7 @@ func readAll(resp *http.Response) string {
 }
 
 func TestBodyLimit(t *testing.T) {
+	t.Parallel()
 	url := startGateway(t, startNATS(t, ""), gateway.Config{MaxBody: 4096})
 	big := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"` + strings.Repeat("x", 5000) + `"}}`
 	tests := []struct {
@@ -307,6 +311,7 @@ func (r readerOnly) Read(p []byte) (int, error) { return r.r.Read(p) }
 func (readerOnly) Close() error                 { return nil }
 
 func TestHealth(t *testing.T) {
+	t.Parallel()
 	url := strings.TrimSuffix(startGateway(t, startNATS(t, ""), gateway.Config{}), "/mcp")
 	for _, path := range []string{"/healthz", "/readyz"} {
 		resp, err := http.Get(url + path)
@@ -327,6 +332,7 @@ func TestHealth(t *testing.T) {
 // TestCrossGateway: a session initialized on one replica is served, and
 // ended, by another on the same NATS.
 func TestCrossGateway(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	a := startGateway(t, srv, gateway.Config{})
 	b := startGateway(t, srv, gateway.Config{})
@@ -373,6 +379,7 @@ func TestCrossGateway(t *testing.T) {
 // TestClients drives the gateway with mcp-go's client in both protocol
 // generations, on a fleet with no workers.
 func TestClients(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	someone, _ := newToken(t, srv, tokens.Spec{Name: "someone"})
 	url := startGateway(t, srv, gateway.Config{})
@@ -440,6 +447,7 @@ func TestClients(t *testing.T) {
 }
 
 func TestToolsCatalogExport(t *testing.T) {
+	t.Parallel()
 	for _, tool := range gateway.Tools() {
 		var schema map[string]any
 		if err := json.Unmarshal(tool.InputSchema, &schema); err != nil {
@@ -454,6 +462,7 @@ func TestToolsCatalogExport(t *testing.T) {
 // TestServeListener: the gateway serves until its context ends, then shuts
 // down gracefully, ending open GET streams instead of waiting on them.
 func TestServeListener(t *testing.T) {
+	t.Parallel()
 	g, err := gateway.New(context.Background(), gateway.Config{}, connect(t, startNATS(t, "")))
 	if err != nil {
 		t.Fatal(err)

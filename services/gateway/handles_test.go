@@ -26,6 +26,7 @@ func metaSession(r *mcp.CallToolResult) string {
 // "lost", drops the dead binding and makes the next call open a fresh
 // session (here: finding no worker).
 func TestHandleRouting(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	aliceAuth, aliceTok := newToken(t, srv, tokens.Spec{Name: "alice"})
 	malloryAuth, _ := newToken(t, srv, tokens.Spec{Name: "mallory"})
@@ -82,6 +83,7 @@ func TestHandleRouting(t *testing.T) {
 // TestMCPSessionLost: the browser session of an MCP session whose worker is
 // gone is dropped at the first failing call.
 func TestMCPSessionLost(t *testing.T) {
+	t.Parallel()
 	g, url := startGatewayG(t, startNATS(t, ""), gateway.Config{})
 	store := gateway.StoreOf(g)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -150,6 +150,7 @@ func wantToolError(t *testing.T, what string, r *mcp.CallToolResult, want string
 // and checks that the secret reaches the API but neither the result nor
 // the audit trail, whatever the API echoes.
 func TestHTTPTools(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startSecretWorker(t, srv)
@@ -322,6 +323,7 @@ func TestHTTPTools(t *testing.T) {
 // registered, the good tools are; a file that is not a tools file stops
 // the gateway.
 func TestHTTPToolsFileErrors(t *testing.T) {
+	t.Parallel()
 	srv := startNATS(t, "")
 	path := filepath.Join(t.TempDir(), "tools.json")
 	file := `{"tools": [

@@ -37,6 +37,7 @@ func raceCalls(t *testing.T, clients []*client.Client) []*mcp.CallToolResult {
 // 2025 MCP sessions alike; another caller is still served; a session
 // ended gives its slot back.
 func TestSessionLimitConcurrent(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 8)
@@ -107,6 +108,7 @@ func TestSessionLimitConcurrent(t *testing.T) {
 // TestSessionLimitFreedByIdle: a handle's browser session given back
 // after --handle-idle-timeout frees its caller's slot.
 func TestSessionLimitFreedByIdle(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 3)

@@ -165,6 +165,7 @@ func wantStatus(t *testing.T, c *client.Client, args map[string]any, method, pub
 // state as it was, identities scoped to their browser session,
 // --require-login, the audit trail without secrets, and a stopped signer.
 func TestLogin(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	loginCalls.Store(0)
 	srv := startNATS(t, "")
@@ -678,6 +679,7 @@ func TestLoginFlags(t *testing.T) {
 // TestRememberedPerToken: an identity one token remembers is listed and
 // loaded by that token's sessions only.
 func TestRememberedPerToken(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 4)

@@ -123,6 +123,7 @@ const (
 // from nor deletes A's saved storage, nor uses A's session handle, and
 // its own session shows none of A's downloads.
 func TestOwnershipByFullIdentity(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startKeyWorker(t, srv, 6)
@@ -209,6 +210,7 @@ func legacyStorage(t *testing.T, srv *natsrv.Server, key *secrets.Key, label, na
 // under a label two tokens share stays reachable by neither, until the
 // operator moves it with the admin API.
 func TestLegacyStorageMigration(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	key := startKeyWorker(t, srv, 8)

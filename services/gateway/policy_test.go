@@ -19,6 +19,7 @@ import (
 // refused only for want of an allow rule waits for a person, who can let
 // the session go there once or for the session, or refuse it.
 func TestURLPolicyThroughGateway(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `<!doctype html><title>%s</title>`, r.Host)
@@ -114,6 +115,7 @@ func TestURLPolicyThroughGateway(t *testing.T) {
 // TestPolicyFile: the file's rules load, and a typo or a bad pattern is an
 // error naming the file.
 func TestPolicyFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -165,6 +167,7 @@ func TestPolicyFile(t *testing.T) {
 // TestApprovalConsoleOnly: with --approval-console-only a client that
 // answers its own elicitation cannot approve its calls.
 func TestApprovalConsoleOnly(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 2)

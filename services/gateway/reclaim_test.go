@@ -20,6 +20,7 @@ import (
 // its next call works in a fresh one; a client holding a stream open
 // keeps its browser session however long it is quiet.
 func TestIdleRelease(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 4)
@@ -76,6 +77,7 @@ func TestIdleRelease(t *testing.T) {
 // that omits its handle opens a session per call only up to the limit,
 // then is told to pass its handle; another caller still gets sessions.
 func TestSessionsPerCaller(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 6)
@@ -109,6 +111,7 @@ func TestSessionsPerCaller(t *testing.T) {
 // back the longest-idle one idle beyond the grace period instead of
 // failing; the session that was taken back starts afresh at its next call.
 func TestReclaimAtCapacity(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 2)
@@ -140,6 +143,7 @@ func TestReclaimAtCapacity(t *testing.T) {
 // in use, however long ago the call started: a full fleet does not take
 // it back for another caller past the grace period.
 func TestReclaimSparesRunningCall(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 1)
@@ -157,6 +161,7 @@ func TestReclaimSparesRunningCall(t *testing.T) {
 }
 
 func TestSessionLimitsConfig(t *testing.T) {
+	t.Parallel()
 	cfg := gateway.Config{SessionsConfig: gateway.SessionsConfig{MCPIdleTimeout: time.Millisecond, SessionsPerCaller: -1, ReclaimGrace: -time.Second}}
 	err := cfg.Validate()
 	for _, flag := range []string{"--mcp-idle-timeout", "--sessions-per-caller", "--reclaim-grace"} {
@@ -172,6 +177,7 @@ func TestSessionLimitsConfig(t *testing.T) {
 // beyond the queue's length is refused at once, naming --open-queue, and
 // one that waits past --open-queue-timeout is refused, naming that.
 func TestOpenQueue(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 1)

@@ -13,6 +13,7 @@ import (
 // MCP embedded resource with its MIME type and base64 bytes, and the bus
 // and the audit trail name it by type and size.
 func TestRenderResource(t *testing.T) {
+	t.Parallel()
 	pdf := []byte("%PDF-1.7 fake")
 	r := render(&browserv1.ToolResult{Content: []*browserv1.Content{
 		{Part: &browserv1.Content_Text{Text: "PDF of x"}},

@@ -100,6 +100,7 @@ func unknownTool(t *testing.T, c *client.Client, name string, args map[string]an
 // workspace (write, list, read, mkdir, delete, shell_exec with a timeout),
 // every way out is refused, and a huge fs_write does not bloat the audit.
 func TestSystemToolsOn(t *testing.T) {
+	t.Parallel()
 	workspace, outside := systemSetup(t)
 	srv := startNATS(t, "")
 	url := startGateway(t, srv, gateway.Config{SystemConfig: gateway.SystemConfig{SystemTools: "on", Workspace: workspace}})
@@ -231,6 +232,7 @@ func TestSystemToolsOn(t *testing.T) {
 // TestSystemToolsOff: by default the system tools do not exist, and no
 // workspace is created.
 func TestSystemToolsOff(t *testing.T) {
+	t.Parallel()
 	workspace, _ := systemSetup(t)
 	srv := startNATS(t, "")
 	url := startGateway(t, srv, gateway.Config{SystemConfig: gateway.SystemConfig{Workspace: workspace}})
@@ -259,6 +261,7 @@ func TestSystemToolsOff(t *testing.T) {
 // TestSystemToolsAgent: in agent mode MCP clients neither see nor can call
 // the system tools, while agent runs (calls over the bus) can.
 func TestSystemToolsAgent(t *testing.T) {
+	t.Parallel()
 	workspace, _ := systemSetup(t)
 	srv := startNATS(t, "")
 	url := startGateway(t, srv, gateway.Config{SystemConfig: gateway.SystemConfig{SystemTools: "agent", Workspace: workspace}})
@@ -373,6 +376,7 @@ func TestSystemToolsConfig(t *testing.T) {
 // TestSystemToolsApproval: an operator monitors shell_exec with the
 // existing approval config; a denied command does not run.
 func TestSystemToolsApproval(t *testing.T) {
+	t.Parallel()
 	workspace, _ := systemSetup(t)
 	srv := startNATS(t, "")
 	url := startGateway(t, srv, gateway.Config{SystemConfig: gateway.SystemConfig{SystemTools: "on", Workspace: workspace}, ApprovalConfig: gateway.ApprovalConfig{ApproveTools: []string{"shell_exec"}}})

@@ -168,6 +168,7 @@ var handleLine = regexp.MustCompile(`^session: (sov_[a-z0-9]+) \(pass it as "ses
 // TestFleet runs tool calls end to end through real workers and Chromium.
 // One NATS, one worker with two sessions, two gateways.
 func TestFleet(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "w1", 2)
@@ -357,6 +358,7 @@ func decode(t *testing.T, s string) []byte {
 
 // TestNoCapacity: with every worker at its limit, opening a session says so.
 func TestNoCapacity(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "")
 	startWorker(t, srv, "solo", 1)
@@ -377,6 +379,7 @@ func TestNoCapacity(t *testing.T) {
 // sessions carry on, and the client's next call gets a fresh session on a
 // live worker.
 func TestWorkerKilled(t *testing.T) {
+	t.Parallel()
 	needChromium(t)
 	srv := startNATS(t, "127.0.0.1:0")
 	bin := buildWorker(t)
