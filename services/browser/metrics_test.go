@@ -78,6 +78,7 @@ func awaitStatus(t *testing.T, url string, code int, within time.Duration) strin
 // after it is back; /metrics has the worker's session gauges; a second
 // worker on the same --listen is refused with a hint.
 func TestServeHealth(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0", DataDir: dir})
 	if err != nil {
@@ -171,6 +172,7 @@ func TestServeHealth(t *testing.T) {
 // TestCrashMetrics: a Chromium crash counts one restart and the sessions it
 // took with it.
 func TestCrashMetrics(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	w := f.worker(browser.Config{ID: "crashmetrics", MaxSessions: 2})
 	mux := http.NewServeMux()

@@ -228,6 +228,7 @@ func refFor(tb testing.TB, snapshot, part string) string {
 }
 
 func TestSessionToolsAreRefused(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	for _, req := range []*browserv1.ToolRequest{
 		{Tool: &browserv1.ToolRequest_Close{Close: &browserv1.NoArgs{}}},
@@ -248,12 +249,14 @@ func TestSessionToolsAreRefused(t *testing.T) {
 }
 
 func TestNilRequest(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	_, err := call(t, tab, nil)
 	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "names no tool")
 }
 
 func TestClosedTab(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := chromedp.NewContext(browserCtx, chromedp.WithNewBrowserContext())
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatal(err)
@@ -326,6 +329,7 @@ func wantClosed(tb testing.TB, tab *Tab) {
 }
 
 func TestTabClosedByPage(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<title>Bye</title><button onclick="window.close()">Close</button>`})
 	tab := openAt(t, srv.URL)
 	if got := evalString(t, tab, `history.length`); got != "1" {
@@ -346,6 +350,7 @@ func TestTabClosedByPage(t *testing.T) {
 // closed from outside, or its renderer crashed (the browser then answers
 // no command) — ends at once with NOT_FOUND, not at its deadline.
 func TestTabGoneDuringTool(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name     string
 		breakTab func(t *testing.T, tab *Tab)
