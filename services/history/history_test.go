@@ -109,6 +109,7 @@ func waitFor(t *testing.T, c *bus.Conn, q *historyv1.AuditQuery, want int) []*hi
 }
 
 func TestRecordsStoredOnceAfterBacklog(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, cfg Config) {
 		srv := natstest.Server(t)
 		c := natstest.Bus(t, srv)
@@ -170,6 +171,7 @@ func validRecord(tool string) *historyv1.AuditRecord {
 }
 
 func TestMalformedRecordsAreParked(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	c := natstest.Bus(t, srv)
 	start(t, Config{DataDir: t.TempDir()}, c)
@@ -211,6 +213,7 @@ func TestMalformedRecordsAreParked(t *testing.T) {
 }
 
 func TestOversizedArgumentsAreTruncated(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	c := natstest.Bus(t, srv)
 	start(t, Config{DataDir: t.TempDir()}, c)
@@ -230,6 +233,7 @@ func TestOversizedArgumentsAreTruncated(t *testing.T) {
 }
 
 func TestQueryErrors(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	c := natstest.Bus(t, srv)
 	start(t, Config{DataDir: t.TempDir()}, c)
@@ -251,6 +255,7 @@ func TestQueryErrors(t *testing.T) {
 }
 
 func TestChatOverBus(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, cfg Config) {
 		srv := natstest.Server(t)
 		c := natstest.Bus(t, srv)
@@ -313,6 +318,7 @@ func TestChatOverBus(t *testing.T) {
 }
 
 func TestPruneDeletesOnlyOldRecords(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	c := natstest.Bus(t, srv)
 	s := start(t, Config{DataDir: t.TempDir()}, c)
@@ -336,6 +342,7 @@ func TestPruneDeletesOnlyOldRecords(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cfg        Config
 		kind, want string

@@ -115,6 +115,7 @@ func callText(t *testing.T, c *client.Client, tool string, args map[string]any) 
 // TestUp runs `sovereign up` in-process and browses through it with an MCP
 // client over HTTP, as a new user would after `make run`.
 func TestUp(t *testing.T) {
+	t.Parallel()
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `<!doctype html><title>Hello fleet</title><button>Go</button>`)
 	}))
@@ -332,6 +333,7 @@ func waitReady(url string, done <-chan error) (exited bool, err error) {
 }
 
 func TestUpFlags(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		args []string

@@ -17,6 +17,7 @@ import (
 // connection: one disconnect and one reconnect are counted, and the
 // connection's own close at shutdown is not a disconnect.
 func TestNATSCounters(t *testing.T) {
+	t.Parallel()
 	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,7 @@ func start(t *testing.T) *bus.Conn {
 }
 
 func TestRequestReply(t *testing.T) {
+	t.Parallel()
 	c := start(t)
 	svc, err := c.AddService("test", "0.0.1", "", nil)
 	if err != nil {
@@ -106,6 +107,7 @@ func TestRequestReply(t *testing.T) {
 }
 
 func TestNoResponders(t *testing.T) {
+	t.Parallel()
 	c := start(t)
 	start := time.Now()
 	var res browserv1.ToolResult
@@ -121,6 +123,7 @@ func TestNoResponders(t *testing.T) {
 // TestLiveness: a server that disappears mid-request is noticed through its
 // ping subject long before the request's deadline.
 func TestLiveness(t *testing.T) {
+	t.Parallel()
 	c := start(t)
 	pingSub, err := c.NATS().Subscribe("sov.test.ping", func(m *nats.Msg) { _ = m.Respond(nil) })
 	if err != nil {
@@ -258,6 +261,8 @@ var globalTP = sync.OnceValue(func() *sdktrace.TracerProvider {
 
 // recordSpans records the spans ended during the test. The global tracer
 // provider is installed once: tracers follow only the first one ever set.
+// A test that calls it is not parallel: the recorder sees the spans of
+// every test that runs meanwhile.
 func recordSpans(t *testing.T) (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
 	tp := globalTP()
 	rec := tracetest.NewSpanRecorder()
@@ -281,6 +286,7 @@ type endpointOpt = micro.EndpointOpt
 
 // TestCancelReachesServer: a caller that cancels stops the handler's work.
 func TestCancelReachesServer(t *testing.T) {
+	t.Parallel()
 	c := start(t)
 	stopped := slowEndpoint(t, c, "cancel")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -332,6 +338,7 @@ func wantCancelled(t *testing.T, stopped <-chan error, otherwise string) {
 // subscriptions, so a loaded machine may take them in either order) still
 // stops that handler.
 func TestCancelBeforeHandler(t *testing.T) {
+	t.Parallel()
 	c := start(t)
 	stopped := slowEndpoint(t, c, "early")
 	reply := c.NATS().NewInbox()
@@ -375,6 +382,7 @@ func TestCancelBeforeHandler(t *testing.T) {
 // away fails at once, with ErrDisconnected in its chain, and so does a new
 // one; neither waits for its deadline.
 func TestDisconnected(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	c := natstest.Bus(t, srv)
 	taken := make(chan struct{}, 1)
@@ -410,6 +418,7 @@ func TestDisconnected(t *testing.T) {
 // TestReconnected: once NATS is back, requests work again (the down state
 // ends with the reconnect).
 func TestReconnected(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -75,6 +75,7 @@ func want(m *kvmirror.Mirror[int], w map[string]int) func() error {
 // follows puts, deletes and purges made elsewhere, leaves out keys outside
 // its filter and values Decode refuses, and tells OnChange of each change.
 func TestMirror(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	b := openBucket(t, natstest.Conn(t, srv))
 	put(t, b, "n.one", "1")
@@ -130,6 +131,7 @@ func TestMirror(t *testing.T) {
 // TestMirrorRemember: a value the caller wrote is readable at once, and an
 // older one from the watch does not replace it.
 func TestMirrorRemember(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	b := openBucket(t, natstest.Conn(t, srv))
 	m, err := kvmirror.New(ctxT(t), b, kvmirror.Options[int]{Decode: number})
@@ -158,6 +160,7 @@ func TestMirrorRemember(t *testing.T) {
 // Close ends the mirror's goroutine and hands every value to Discard, as
 // it does a replaced or deleted one.
 func TestMirrorClose(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	b := openBucket(t, natstest.Conn(t, srv))
 	done, cancel := context.WithCancel(context.Background())
@@ -212,6 +215,7 @@ func TestMirrorClose(t *testing.T) {
 // what changed meanwhile (a put, a delete) and drops what is gone; and
 // after NATS comes back without its store, the bucket is made again.
 func TestMirrorReconnect(t *testing.T) {
+	t.Parallel()
 	dir, addr := t.TempDir(), kittest.FreeAddr(t)
 	srv, err := natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir})
 	if err != nil {
@@ -273,6 +277,7 @@ func TestMirrorReconnect(t *testing.T) {
 // revisions from 1: a new listing replaces values of the old bucket even
 // at lower revisions, and drops keys it lacks.
 func TestMirrorBucketMadeAgain(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	b := openBucket(t, natstest.Conn(t, srv))
 	put(t, b, "a", "1")
@@ -302,6 +307,7 @@ func TestMirrorBucketMadeAgain(t *testing.T) {
 // (and Sweep drops) values, and Delivered sees every revision, mirrored or
 // not.
 func TestMirrorSkipExpireDelivered(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	b := openBucket(t, natstest.Conn(t, srv))
 	var mu sync.Mutex

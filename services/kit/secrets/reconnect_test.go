@@ -17,6 +17,7 @@ import (
 // TestCacheSurvivesRestart restarts the NATS server (same store, same
 // port) under a cache: changes made afterwards still reach it.
 func TestCacheSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0", DataDir: dir})
 	if err != nil {

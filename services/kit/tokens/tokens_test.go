@@ -48,6 +48,7 @@ func create(t *testing.T, s *tokens.Store, spec tokens.Spec) (string, tokens.Tok
 var tokenRE = regexp.MustCompile(`^svt_[0-9a-f]{16}_[0-9a-f]{64}$`)
 
 func TestCreateVerifyRevoke(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	s := open(t, natstest.Conn(t, srv))
 	if got := s.BucketName(); got != "sov_tokens" {
@@ -148,6 +149,7 @@ func TestCreateVerifyRevoke(t *testing.T) {
 }
 
 func TestSpecValidation(t *testing.T) {
+	t.Parallel()
 	s := open(t, natstest.Conn(t, natstest.Server(t)))
 	for _, spec := range []tokens.Spec{
 		{Name: ""},
@@ -184,6 +186,7 @@ func TestSpecValidation(t *testing.T) {
 // TestConcurrentNames: of many creates of one name at once, exactly one
 // succeeds.
 func TestConcurrentNames(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	stores := []*tokens.Store{open(t, natstest.Conn(t, srv)), open(t, natstest.Conn(t, srv))}
 	var wg sync.WaitGroup
@@ -212,6 +215,7 @@ func TestConcurrentNames(t *testing.T) {
 // store (the CLI) is seen by another (a gateway) without a restart, and
 // last use is written back.
 func TestMirrorFollowsOtherStores(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	cli, gw := open(t, natstest.Conn(t, srv)), open(t, natstest.Conn(t, srv))
 	plain, tok := create(t, cli, tokens.Spec{Name: "agent"})
@@ -243,6 +247,7 @@ func TestMirrorFollowsOtherStores(t *testing.T) {
 // TestSurvivesNATSRestart: tokens are on file storage, and a store whose
 // connection reconnects catches up with what changed meanwhile.
 func TestSurvivesNATSRestart(t *testing.T) {
+	t.Parallel()
 	dir, addr := t.TempDir(), kittest.FreeAddr(t)
 	srv, err := natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir})
 	if err != nil {
@@ -288,6 +293,7 @@ func TestSurvivesNATSRestart(t *testing.T) {
 }
 
 func TestBucket(t *testing.T) {
+	t.Parallel()
 	for prefix, want := range map[string]string{"": "sov_tokens", "sov": "sov_tokens", "acme": "acme_tokens", "a.b": "a_b_tokens"} {
 		if got := tokens.Bucket(prefix); got != want {
 			t.Errorf("Bucket(%q) = %q, want %q", prefix, got, want)

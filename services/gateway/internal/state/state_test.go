@@ -29,6 +29,7 @@ func openStore(t *testing.T) *Store {
 }
 
 func TestRecords(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	ctx := context.Background()
 	id := NewSessionID()
@@ -86,6 +87,7 @@ func TestRecords(t *testing.T) {
 }
 
 func TestIDs(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for range 100 {
 		h := NewHandle()
@@ -111,6 +113,7 @@ func TestIDs(t *testing.T) {
 // mirror through the watch; a replica whose mirror is behind gets a conflict
 // on its stale write and reads the bucket afterwards.
 func TestMirror(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	replica := func() *Store {
 		s, err := Open(context.Background(), natstest.Conn(t, srv), "", time.Hour)
@@ -154,6 +157,7 @@ func TestMirror(t *testing.T) {
 // The store re-creates it on the next operation and its mirror watches the
 // new bucket, so a gateway recovers without a restart of its own.
 func TestNATSRestart(t *testing.T) {
+	t.Parallel()
 	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +220,7 @@ func TestNATSRestart(t *testing.T) {
 
 // TestNoJetStream: a NATS without JetStream is refused with advice.
 func TestNoJetStream(t *testing.T) {
+	t.Parallel()
 	srv, err := server.NewServer(&server.Options{DontListen: true, NoLog: true, NoSigs: true})
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +246,7 @@ func TestNoJetStream(t *testing.T) {
 // once: it re-creates the bucket the restart lost instead of failing until
 // the mirror's watch notices.
 func TestPingAfterNATSRestart(t *testing.T) {
+	t.Parallel()
 	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
