@@ -22,6 +22,7 @@ import (
 // starts; then history is killed with SIGKILL in the middle of a backlog
 // and, after a restart, every record is still there exactly once.
 func TestAuditNoLoss(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
 			dsn := ""
