@@ -44,19 +44,7 @@ func (f *fleet) worker(cfg browser.Config) *browser.Worker {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(context.Background()) }()
-	f.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := w.Close(ctx); err != nil {
-			f.t.Errorf("worker %s did not stop within 20s: %v", w.ID(), err)
-			return
-		}
-		if err := <-done; err != nil {
-			f.t.Errorf("worker %s: %v", w.ID(), err)
-		}
-	})
+	kittest.RunService(f.t, w)
 	// Ready: every endpoint (the open queue group's too, subscribed after
 	// ping's) is at the server, so an open sent next finds the worker.
 	select {

@@ -36,22 +36,11 @@ func backends(t *testing.T, fn func(t *testing.T, cfg Config)) {
 // start runs a history service on c until the test ends.
 func start(t *testing.T, cfg Config, c *bus.Conn) *Service {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := New(ctx, cfg, c)
+	s, err := New(t.Context(), cfg, c)
 	if err != nil {
-		cancel()
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		_ = s.Close(context.Background())
-	})
+	kittest.RunService(t, s)
 	select {
 	case <-s.Ready():
 	case <-time.After(10 * time.Second):

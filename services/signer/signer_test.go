@@ -17,6 +17,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
 	"github.com/sovereign-fleet/sovereign/services/signer/nsigner"
@@ -74,17 +75,7 @@ func startWith(t *testing.T, cfg Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		_ = s.Close(context.Background())
-	})
+	kittest.RunService(t, s)
 	return &env{t: t, s: s, c: natstest.Bus(t, srv), logs: logs}
 }
 
