@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +23,6 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
-	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
@@ -419,22 +417,9 @@ func TestDisconnected(t *testing.T) {
 // ends with the reconnect).
 func TestReconnected(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
 	dir := t.TempDir()
-	srv, err := natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect("nats://"+addr, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	srv := natstest.Listening(t, dir)
+	nc := natstest.Reconnecting(t, srv.URL())
 	c, err := bus.New(nc, "")
 	if err != nil {
 		t.Fatal(err)
@@ -457,10 +442,7 @@ func TestReconnected(t *testing.T) {
 	if err := c.Request(ctx, "sov.test.ok", &browserv1.NoArgs{}, &res); !errors.Is(err, bus.ErrDisconnected) {
 		t.Fatalf("Request while NATS is down = %v, want ErrDisconnected", err)
 	}
-	if srv, err = natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir}); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv.Start(dir)
 	kittest.Eventually(t, 30*time.Second, func() error {
 		rctx, rcancel := context.WithTimeout(ctx, time.Second)
 		defer rcancel()

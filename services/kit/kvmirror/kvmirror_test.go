@@ -17,7 +17,6 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 	"github.com/sovereign-fleet/sovereign/services/kit/kvmirror"
-	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
@@ -217,18 +216,8 @@ func TestMirrorClose(t *testing.T) {
 func TestMirrorReconnect(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0", DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The restarts below listen where the first server did, as a NATS
-	// that comes back does: its clients reconnect to the URL they know.
-	addr := srv.Addr().String()
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	srv := natstest.Listening(t, dir)
+	nc := natstest.Reconnecting(t, srv.URL())
 	b := openBucket(t, nc)
 	put(t, b, "a", "1")
 	put(t, b, "b", "2")
@@ -244,11 +233,8 @@ func TestMirrorReconnect(t *testing.T) {
 	if err := want(m, map[string]int{"a": 1, "b": 2})(); err != nil {
 		t.Errorf("while NATS is down the mirror keeps its values: %v", err)
 	}
-	srv, err = natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := openBucket(t, natstest.Conn(t, srv))
+	srv.Start(dir)
+	other := openBucket(t, natstest.Conn(t, srv.Server()))
 	put(t, other, "c", "3")
 	if err := other.KV().Delete(ctxT(t), "a"); err != nil {
 		t.Fatal(err)
@@ -258,11 +244,7 @@ func TestMirrorReconnect(t *testing.T) {
 	// A new NATS without the store: the mirror keeps its values, makes the
 	// bucket again and follows it.
 	srv.Stop()
-	srv, err = natsrv.Start(natsrv.Options{Listen: addr, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv.Start(t.TempDir())
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +253,7 @@ func TestMirrorReconnect(t *testing.T) {
 		_, err := js.KeyValue(ctxT(t), "test_mirror")
 		return err
 	})
-	other = openBucket(t, natstest.Conn(t, srv))
+	other = openBucket(t, natstest.Conn(t, srv.Server()))
 	put(t, other, "d", "4")
 	eventually(t, "the mirror follows the new bucket", want(m, map[string]int{"d": 4}))
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
-	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
@@ -249,19 +248,8 @@ func TestMirrorFollowsOtherStores(t *testing.T) {
 func TestSurvivesNATSRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0", DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The restarts below listen where the first server did, as a NATS
-	// that comes back does: its clients reconnect to the URL they know.
-	addr := srv.Addr().String()
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	gw := open(t, nc)
+	srv := natstest.Listening(t, dir)
+	gw := open(t, natstest.Reconnecting(t, srv.URL()))
 	before, tok := create(t, gw, tokens.Spec{Name: "before"})
 
 	srv.Stop()
@@ -269,13 +257,9 @@ func TestSurvivesNATSRestart(t *testing.T) {
 	if _, err := gw.Verify(before); err != nil {
 		t.Errorf("verify while NATS is down: %v", err)
 	}
-	srv, err = natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv.Start(dir)
 
-	other := open(t, natstest.Conn(t, srv))
+	other := open(t, natstest.Conn(t, srv.Server()))
 	list, err := other.List(ctxT(t))
 	if err != nil || len(list) != 1 || list[0].ID != tok.ID {
 		t.Fatalf("after the restart the bucket lists %+v, %v; want the token made before", list, err)

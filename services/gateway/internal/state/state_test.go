@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
-	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
@@ -158,16 +157,8 @@ func TestMirror(t *testing.T) {
 // new bucket, so a gateway recovers without a restart of its own.
 func TestNATSRestart(t *testing.T) {
 	t.Parallel()
-	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := strings.TrimPrefix(srv.ClientURL(), "nats://")
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	srv := natstest.Listening(t, "") // a store of its own each start: the restart loses the bucket
+	nc := natstest.Reconnecting(t, srv.URL())
 	a, err := Open(context.Background(), nc, "", time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -179,11 +170,7 @@ func TestNATSRestart(t *testing.T) {
 	}
 
 	srv.Stop()
-	srv2, err := natsrv.Start(natsrv.Options{Listen: addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv2.Stop)
+	srv.Start("")
 	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(nc.IsConnected(), "client has not reconnected") })
 
 	id := NewSessionID()
@@ -196,7 +183,7 @@ func TestNATSRestart(t *testing.T) {
 		return nil
 	})
 	// Another replica's write reaches a's mirror: its watch is live again.
-	nc2, err := nats.Connect(srv2.ClientURL())
+	nc2, err := nats.Connect(srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,16 +234,8 @@ func TestNoJetStream(t *testing.T) {
 // the mirror's watch notices.
 func TestPingAfterNATSRestart(t *testing.T) {
 	t.Parallel()
-	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := strings.TrimPrefix(srv.ClientURL(), "nats://")
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	srv := natstest.Listening(t, "") // a store of its own each start: the restart loses the bucket
+	nc := natstest.Reconnecting(t, srv.URL())
 	a, err := Open(context.Background(), nc, "", time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -267,11 +246,7 @@ func TestPingAfterNATSRestart(t *testing.T) {
 	}
 
 	srv.Stop()
-	srv2, err := natsrv.Start(natsrv.Options{Listen: addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv2.Stop)
+	srv.Start("")
 	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(nc.IsConnected(), "client has not reconnected") })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
