@@ -25,6 +25,7 @@ func TestAuditNoLoss(t *testing.T) {
 	t.Parallel()
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
+			t.Parallel() // each backend has a fleet of its own
 			dsn := ""
 			if backend == "postgres" {
 				dsn = pgtest.Start(t)
