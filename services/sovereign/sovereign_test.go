@@ -123,7 +123,7 @@ func TestUp(t *testing.T) {
 	listen, natsListen, dir := startUp(t)
 
 	// A second `up` on the same NATS port fails with advice, not a hang.
-	err := Command(context.Background(), "up", []string{"--listen", kittest.FreeAddr(t), "--nats-listen", natsListen, "--data-dir", t.TempDir()})
+	err := Command(context.Background(), "up", []string{"--listen", "127.0.0.1:0", "--nats-listen", natsListen, "--data-dir", t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "--nats-listen") {
 		t.Fatalf("second up on a busy NATS port = %v, want advice naming --nats-listen", err)
 	}
