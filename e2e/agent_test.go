@@ -183,6 +183,7 @@ func toolCall(name string, args map[string]any) llmtest.ToolCall {
 // has no flag or variable, so it would take most of a minute; the agent's
 // own tests cover it with a short bound.
 func TestAgentRestartMarksRunsError(t *testing.T) {
+	t.Parallel()
 	site := newSite(t)
 	gate := llmtest.NewGate()
 	defer gate.Release()
@@ -329,6 +330,7 @@ func taskOf(r llmtest.Request) string {
 // the model, until one cancel was answered by the replica that does not
 // run it: it ends CANCELLED all the same, its model request given up.
 func TestAgentRunsAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	const runs = 4
 	release := llmtest.NewGate()
 	hold := llmtest.NewGate() // never released before the test ends

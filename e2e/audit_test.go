@@ -22,8 +22,10 @@ import (
 // starts; then history is killed with SIGKILL in the middle of a backlog
 // and, after a restart, every record is still there exactly once.
 func TestAuditNoLoss(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
+			t.Parallel() // each backend has a fleet of its own
 			dsn := ""
 			if backend == "postgres" {
 				dsn = pgtest.Start(t)

@@ -98,6 +98,7 @@ func sameSessions(t *testing.T, ctx context.Context, clients []*harness.MCPClien
 // sessions carry on afterwards (their cookies are still there), watched for
 // 30 s after NATS is back.
 func TestChaosNATSRestart(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 10})
 	site := newSite(t)
 	ctx := callCtx(t, 4*time.Minute)
@@ -143,6 +144,7 @@ func TestChaosNATSRestart(t *testing.T) {
 // fleet: their browser sessions are given back after the MCP idle timeout,
 // and as many new clients get sessions within seconds.
 func TestChaosAbandoned(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 16,
 		gatewayArgs: []string{"--mcp-idle-timeout", "3s", "--sessions-per-caller", "100"}})
 	site := newSite(t)
@@ -193,6 +195,7 @@ func TestChaosAbandoned(t *testing.T) {
 // as fast as it can (no session argument) gets at most its limit and is told
 // how to reuse its handle; callers with tokens still get sessions.
 func TestChaosGreedyCaller(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 16})
 	ctx := callCtx(t, 3*time.Minute)
 	url := f.Gateways[0].MCP

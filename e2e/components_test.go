@@ -21,6 +21,7 @@ const snapshotCap = 40000 + 1000
 // name, rows named by their cells with their checkboxes under them,
 // named toolbar buttons, bounded snapshots.
 func TestComponents(t *testing.T) {
+	t.Parallel()
 	srv, err := harness.ServeComponents()
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 // through MCP on every app of the compatibility corpus: real apps written
 // by others (harness.CorpusApps). Every task must pass.
 func TestCorpus(t *testing.T) {
+	t.Parallel()
 	dir, err := harness.CorpusDir()
 	if err != nil {
 		t.Fatal(err)

@@ -115,15 +115,15 @@ func TestDevtools(t *testing.T) {
 	t.Setenv("SOVEREIGN_SECRET_KEY", strings.Repeat("5e", 32)) // inherited by the workers: saved storage is sealed
 	adminToken := strings.Repeat("a7", 24)
 	t.Setenv("SOVEREIGN_ADMIN_TOKEN", adminToken) // the admin API imports and exports saved storage
-	adminPort, err := harness.FreePort()
+	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 3,
+		gatewayArgs: []string{"--admin-listen", "127.0.0.1:0", "--storage-export"}})
+	site := devtoolsSite(t)
+	ctx := callCtx(t, 3*time.Minute)
+	console, err := f.Gateways[0].LoggedURL(ctx, 30*time.Second, "operator console serving")
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := fmt.Sprintf("http://127.0.0.1:%d", adminPort)
-	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 3,
-		gatewayArgs: []string{"--admin-listen", strings.TrimPrefix(admin, "http://"), "--storage-export"}})
-	site := devtoolsSite(t)
-	ctx := callCtx(t, 3*time.Minute)
+	admin := strings.TrimSuffix(console, "/")
 	if _, err := f.StartHistory(ctx, filepath.Join(f.Dir, "history"), ""); err != nil {
 		t.Fatal(err)
 	}

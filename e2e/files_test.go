@@ -61,6 +61,7 @@ zone.addEventListener('drop', async (e) => {
 // later tool until handle_dialog answers; upload_file sets a file the page
 // reads.
 func TestFilesDialogs(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 2})
 	site := filesSite(t)
 	ctx := callCtx(t, 2*time.Minute)

@@ -59,6 +59,7 @@ func want(what, got, want string) error {
 // storage and page state are its own, and that a seventh client is told
 // promptly that the fleet is full, and is served once a session ends.
 func TestFleet(t *testing.T) {
+	t.Parallel()
 	const clients, maxSessions = 6, 3
 	f := startFleet(t, fleetSpec{workers: 2, gateways: 2, maxSessions: maxSessions})
 	site := newSite(t)
@@ -184,6 +185,7 @@ func errorText(res *harness.ToolResult, err error) string {
 // a session on the other worker keeps working, and the killed session's
 // client gets a fresh session on the live worker at its next call.
 func TestWorkerKilled(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, fleetSpec{workers: 2, gateways: 1, maxSessions: 3})
 	site := newSite(t)
 	ctx := callCtx(t, 3*time.Minute)

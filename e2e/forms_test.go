@@ -43,6 +43,7 @@ for (const li of document.querySelectorAll('#list li')) {
 // get_markdown through a real MCP client and gateway, checks their errors
 // and that the audit trail keeps a password typed by fill_form out.
 func TestFormTools(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 2})
 	ctx := callCtx(t, 3*time.Minute)
 	if _, err := f.StartHistory(ctx, filepath.Join(f.Dir, "history"), ""); err != nil {

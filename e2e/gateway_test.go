@@ -34,6 +34,7 @@ var browserTools = []string{
 // TestGateway runs the protocol-level checks against one fleet: two
 // workers and two gateways on one nats-server.
 func TestGateway(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, fleetSpec{workers: 2, gateways: 2, maxSessions: 3})
 	site := newSite(t)
 	gw1, gw2 := f.Gateways[0], f.Gateways[1]

@@ -18,6 +18,7 @@ import (
 // queue (as the console does), and a remembered identity survives a
 // SIGKILL of the signer.
 func TestIdentity(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, fleetSpec{workers: 1, gateways: 1, maxSessions: 4})
 	site := newSite(t)
 	dataDir := t.TempDir()

@@ -20,6 +20,7 @@ import (
 // /readyz is 200, turns 503 within seconds of NATS stopping, and 200 again
 // once NATS is back on the same port and store, with the reconnect counted.
 func TestObserve(t *testing.T) {
+	t.Parallel()
 	f := harness.NewFleet(binaries(t), t.TempDir())
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -149,6 +149,7 @@ func gunzipJSON(t *testing.T, what string, data []byte, v any) {
 // Lighthouse on the worker), emulate's media features, and the audit
 // trail's records of them.
 func TestPerf(t *testing.T) {
+	t.Parallel()
 	lighthouse, err := filepath.Abs("../services/browser/lighthouse")
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ type Agent struct {
 }
 
 // StartAgent starts `sovereign agent` named name (--agent-name) with its
-// health listener on a free port and waits for /readyz. env adds
+// health listener on a port of its choosing and waits for /readyz. env adds
 // environment variables; extra adds flags (e.g. --llm-base-url). Starting
 // the same name again after the first was killed is a restart of that
 // replica.
@@ -31,35 +31,25 @@ func (f *Fleet) StartAgent(ctx context.Context, name string, env []string, extra
 	if f.NATS == nil {
 		return nil, errors.New("start NATS before agents")
 	}
-	var a *Agent
-	err := onFreePort(func(port int) (*Proc, error) {
-		listen := fmt.Sprintf("127.0.0.1:%d", port)
-		args := append([]string{"agent", "--nats-url", f.NATS.URL, "--listen", listen, "--agent-name", name}, extra...)
-		// A restart of the same name shows as "agent NAME #2" in the logs.
-		f.mu.Lock()
-		n := 1
-		for _, p := range f.procs {
-			if p.Name == "agent "+name || strings.HasPrefix(p.Name, "agent "+name+" #") {
-				n++
-			}
+	args := append([]string{"agent", "--nats-url", f.NATS.URL, "--listen", anyPort, "--agent-name", name}, extra...)
+	// A restart of the same name shows as "agent NAME #2" in the logs.
+	f.mu.Lock()
+	n := 1
+	for _, p := range f.procs {
+		if p.Name == "agent "+name || strings.HasPrefix(p.Name, "agent "+name+" #") {
+			n++
 		}
-		f.mu.Unlock()
-		procName := "agent " + name
-		if n > 1 {
-			procName = fmt.Sprintf("agent %s #%d", name, n)
-		}
-		p, err := StartProc(procName, f.Bins.Sovereign, args, env, f.Tee)
-		if err != nil {
-			return nil, err
-		}
-		f.add(p)
-		a = &Agent{Proc: p, Name: name, Base: "http://" + listen}
-		return p, WaitHTTPReady(ctx, p, a.Base+"/readyz", gatewayReadyTimeout)
-	})
+	}
+	f.mu.Unlock()
+	procName := "agent " + name
+	if n > 1 {
+		procName = fmt.Sprintf("agent %s #%d", name, n)
+	}
+	p, base, err := f.startService(ctx, procName, "agent health and metrics", args, env)
 	if err != nil {
 		return nil, err
 	}
-	return a, nil
+	return &Agent{Proc: p, Name: name, Base: base}, nil
 }
 
 // agentCallTimeout bounds one agent request of the harness.

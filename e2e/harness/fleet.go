@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,58 +80,16 @@ func (f *Fleet) add(p *Proc) {
 	f.mu.Unlock()
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// anyPort is the listen address every process of a fleet is given: each
+// binds a port of the kernel's choosing and logs the address it bound
+// (LoggedURL), so no port is picked free and then lost to another socket
+// before the process binds it.
+const anyPort = "127.0.0.1:0"
 
-// portTries bounds how often onFreePort starts a process.
-const portTries = 3
-
-// onFreePort runs try (start a process listening on port, and wait until
-// it is ready) on a port FreePort picked. That port is only free a moment:
-// another socket on the machine can take it before the process binds it,
-// and the process then exits saying "address already in use". It is then
-// tried again on another port, up to portTries times in all. try returns
-// the process it started (nil when it started none) and why it is not
-// ready.
-func onFreePort(try func(port int) (*Proc, error)) error {
-	for n := 1; ; n++ {
-		port, err := FreePort()
-		if err != nil {
-			return err
-		}
-		p, err := try(port)
-		if err == nil || p == nil || n == portTries || !portTaken(p) {
-			return err
-		}
-	}
-}
-
-// portTaken reports whether p exited because a port it listens on was
-// taken.
-func portTaken(p *Proc) bool {
-	exited, _ := p.Exited()
-	return exited && strings.Contains(p.Output(), "address already in use")
-}
-
-// StartNATS starts nats-server with JetStream on a free loopback port and
-// waits until it accepts connections.
+// StartNATS starts nats-server with JetStream on a loopback port of its
+// choosing and waits until it accepts connections.
 func (f *Fleet) StartNATS(ctx context.Context) (*NATS, error) {
-	var n *NATS
-	err := onFreePort(func(port int) (*Proc, error) {
-		var err error
-		n, err = f.runNATS(ctx, port, "")
-		if n == nil {
-			return nil, err
-		}
-		return n.Proc, err
-	})
+	n, err := f.runNATS(ctx, -1, "") // -1: nats-server's "any free port"
 	if err != nil {
 		return nil, err
 	}
@@ -144,12 +102,16 @@ func (f *Fleet) StartNATS(ctx context.Context) (*NATS, error) {
 	return n, nil
 }
 
-// runNATS starts nats-server with JetStream on port, its store under f.Dir
-// (the same dir for the same port, so a restart finds its data), and waits
-// until it accepts connections and JetStream answers. The NATS is returned
-// with the error when the server started but did not get ready.
+// natsListening is how nats-server logs the address it listens on.
+var natsListening = regexp.MustCompile(`Listening for client connections on (\S+)`)
+
+// runNATS starts nats-server with JetStream on port (-1 for one it picks),
+// its store under f.Dir (the same store each time, so a restart finds its
+// data), and waits until it accepts connections and JetStream answers. The
+// NATS is returned with the error when the server started but did not get
+// ready.
 func (f *Fleet) runNATS(ctx context.Context, port int, again string) (*NATS, error) {
-	store := filepath.Join(f.Dir, "nats-"+strconv.Itoa(port))
+	store := filepath.Join(f.Dir, "nats")
 	if err := os.MkdirAll(store, 0o700); err != nil {
 		return nil, fmt.Errorf("nats store dir: %w", err)
 	}
@@ -159,7 +121,20 @@ func (f *Fleet) runNATS(ctx context.Context, port int, again string) (*NATS, err
 		return nil, err
 	}
 	f.add(p)
-	n := &NATS{Proc: p, URL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
+	n := &NATS{Proc: p}
+	var addr string
+	err = poll(ctx, natsReadyTimeout, p, "nats-server to say where it listens "+again, func(context.Context) error {
+		m := natsListening.FindStringSubmatch(p.Output())
+		if m == nil {
+			return errors.New("no such line yet")
+		}
+		addr = m[1]
+		return nil
+	})
+	if err != nil {
+		return n, err
+	}
+	n.URL = "nats://" + addr
 	err = poll(ctx, natsReadyTimeout, p, "nats-server to accept connections "+again+"on "+n.URL, func(ctx context.Context) error {
 		nc, err := nats.Connect(n.URL, nats.Timeout(time.Second))
 		if err != nil {
@@ -194,37 +169,29 @@ func (f *Fleet) connect(url string) error {
 	return nil
 }
 
-// StartUp runs everything in one `sovereign up` process (embedded NATS on a
-// free port, one gateway, workers browser workers with ids "up" or "up-1",
-// "up-2", …) and waits until the gateway is ready and every worker answers
-// ping. The returned Workers all share the one process.
+// StartUp runs everything in one `sovereign up` process (embedded NATS and
+// the gateway on ports of their choosing, workers browser workers with ids
+// "up" or "up-1", "up-2", …) and waits until the gateway is ready and every
+// worker answers ping. The returned Workers all share the one process.
 func (f *Fleet) StartUp(ctx context.Context, workers, maxSessions int, extra ...string) (*Gateway, error) {
-	var g *Gateway
-	var natsListen string
-	err := onFreePort(func(port int) (*Proc, error) {
-		natsPort, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		listen := fmt.Sprintf("127.0.0.1:%d", port)
-		natsListen = fmt.Sprintf("127.0.0.1:%d", natsPort)
-		args := append([]string{"up", "--listen", listen, "--nats-listen", natsListen,
-			"--data-dir", filepath.Join(f.Dir, "up"), "--workers", strconv.Itoa(workers),
-			"--worker-id", "up", "--max-sessions", strconv.Itoa(maxSessions),
-			"--allow-private"}, extra...) // the test pages are on loopback
-		p, err := StartProc("sovereign up", f.Bins.Sovereign, args, nil, f.Tee)
-		if err != nil {
-			return nil, err
-		}
-		f.add(p)
-		g = &Gateway{Proc: p, Base: "http://" + listen, MCP: "http://" + listen + "/mcp"}
-		return p, WaitHTTPReady(ctx, p, g.Base+"/readyz", workerReadyTimeout)
-	})
+	args := append([]string{"up", "--listen", anyPort, "--nats-listen", anyPort,
+		"--data-dir", filepath.Join(f.Dir, "up"), "--workers", strconv.Itoa(workers),
+		"--worker-id", "up", "--max-sessions", strconv.Itoa(maxSessions),
+		"--allow-private"}, extra...) // the test pages are on loopback
+	p, err := StartProc("sovereign up", f.Bins.Sovereign, args, nil, f.Tee)
 	if err != nil {
 		return nil, err
 	}
-	p := g.Proc
-	if err := f.connect("nats://" + natsListen); err != nil {
+	f.add(p)
+	natsURL, err := p.LoggedURL(ctx, workerReadyTimeout, "embedded NATS ready")
+	if err != nil {
+		return nil, err
+	}
+	g, err := readyGateway(ctx, p, workerReadyTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.connect(natsURL); err != nil {
 		return nil, err
 	}
 	var ws []*Worker
@@ -247,6 +214,17 @@ func (f *Fleet) StartUp(ctx context.Context, workers, maxSessions int, extra ...
 	f.Gateways = append(f.Gateways, g)
 	f.mu.Unlock()
 	return g, nil
+}
+
+// readyGateway waits until the gateway in p logs the URL it serves MCP on
+// and answers 200 on /readyz there.
+func readyGateway(ctx context.Context, p *Proc, timeout time.Duration) (*Gateway, error) {
+	mcp, err := p.LoggedURL(ctx, timeout, "MCP gateway serving")
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{Proc: p, Base: strings.TrimSuffix(mcp, "/mcp"), MCP: mcp}
+	return g, WaitHTTPReady(ctx, p, g.Base+"/readyz", timeout)
 }
 
 // StartWorker starts `sovereign browser` named id and waits until its ping
@@ -285,8 +263,8 @@ func (f *Fleet) startWorker(ctx context.Context, id string, maxSessions int, ext
 	return w, err
 }
 
-// StartGateway starts `sovereign gateway` on a free port and waits for
-// /readyz to answer 200.
+// StartGateway starts `sovereign gateway` on a port of its choosing and
+// waits for /readyz to answer 200.
 func (f *Fleet) StartGateway(ctx context.Context, extra ...string) (*Gateway, error) {
 	if f.NATS == nil {
 		return nil, errors.New("start NATS before gateways")
@@ -294,19 +272,14 @@ func (f *Fleet) StartGateway(ctx context.Context, extra ...string) (*Gateway, er
 	f.mu.Lock()
 	name := fmt.Sprintf("gateway %d", len(f.Gateways)+1)
 	f.mu.Unlock()
-	var g *Gateway
-	err := onFreePort(func(port int) (*Proc, error) {
-		listen := fmt.Sprintf("127.0.0.1:%d", port)
-		args := append([]string{"gateway", "--nats-url", f.NATS.URL, "--listen", listen,
-			"--allow-private"}, extra...) // the test pages are on loopback
-		p, err := StartProc(name, f.Bins.Sovereign, args, nil, f.Tee)
-		if err != nil {
-			return nil, err
-		}
-		f.add(p)
-		g = &Gateway{Proc: p, Base: "http://" + listen, MCP: "http://" + listen + "/mcp"}
-		return p, WaitHTTPReady(ctx, p, g.Base+"/readyz", gatewayReadyTimeout)
-	})
+	args := append([]string{"gateway", "--nats-url", f.NATS.URL, "--listen", anyPort,
+		"--allow-private"}, extra...) // the test pages are on loopback
+	p, err := StartProc(name, f.Bins.Sovereign, args, nil, f.Tee)
+	if err != nil {
+		return nil, err
+	}
+	f.add(p)
+	g, err := readyGateway(ctx, p, gatewayReadyTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -314,6 +287,23 @@ func (f *Fleet) StartGateway(ctx context.Context, extra ...string) (*Gateway, er
 	f.Gateways = append(f.Gateways, g)
 	f.mu.Unlock()
 	return g, nil
+}
+
+// startService starts `sovereign <args>` named name, which serves health
+// and metrics on a port of its choosing (args hold --listen anyPort), and
+// waits until it logs msg with its /readyz URL and that answers 200. It
+// returns the process and its base URL (http://127.0.0.1:port).
+func (f *Fleet) startService(ctx context.Context, name, msg string, args, env []string) (*Proc, string, error) {
+	p, err := StartProc(name, f.Bins.Sovereign, args, env, f.Tee)
+	if err != nil {
+		return nil, "", err
+	}
+	f.add(p)
+	ready, err := p.LoggedURL(ctx, gatewayReadyTimeout, msg)
+	if err != nil {
+		return p, "", err
+	}
+	return p, strings.TrimSuffix(ready, "/readyz"), WaitHTTPReady(ctx, p, ready, gatewayReadyTimeout)
 }
 
 // WaitHTTPReady polls url until it answers 200, p exits, or timeout passes.

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 )
 
 func TestParseSnapshot(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   string
@@ -41,6 +41,7 @@ func TestParseSnapshot(t *testing.T) {
 }
 
 func TestReadSSEResponse(t *testing.T) {
+	t.Parallel()
 	stream := ": comment\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n" +
 		"event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\r\ndata: \"result\":{\"ok\":true}}\r\n\r\n"
 	m, _, err := readSSEResponse(strings.NewReader(stream), 7)
@@ -56,6 +57,7 @@ func TestReadSSEResponse(t *testing.T) {
 }
 
 func TestTailBuffer(t *testing.T) {
+	t.Parallel()
 	b := &tailBuffer{max: 10}
 	b.Write([]byte("0123456789"))
 	b.Write([]byte("abc"))
@@ -67,6 +69,7 @@ func TestTailBuffer(t *testing.T) {
 // TestProcKillsGroup checks that Kill reaches grandchildren and that
 // TreeMemory sees the tree.
 func TestProcKillsGroup(t *testing.T) {
+	t.Parallel()
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Fatal(err)
@@ -97,52 +100,5 @@ func TestProcKillsGroup(t *testing.T) {
 		kittest.Eventually(t, 30*time.Second, func() error {
 			return kittest.Check(!running(k), "child %d of the killed process still runs", k)
 		})
-	}
-}
-
-// TestOnFreePort checks that a process that lost its port to another
-// socket is started again on another port, and that any other failure is
-// returned as it is.
-func TestOnFreePort(t *testing.T) {
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := func(script string) (*Proc, error) {
-		p, err := StartProc("sh", sh, []string{"-c", script}, nil, nil)
-		if err != nil {
-			return nil, err
-		}
-		t.Cleanup(func() { _ = p.Kill() })
-		return p, nil
-	}
-	var ports []int
-	err = onFreePort(func(port int) (*Proc, error) {
-		ports = append(ports, port)
-		if len(ports) > 1 {
-			return start("sleep 60")
-		}
-		p, err := start("echo 'listen tcp 127.0.0.1:1: bind: address already in use'; exit 1")
-		if err != nil {
-			return nil, err
-		}
-		<-p.Done()
-		return p, errors.New("exited")
-	})
-	if err != nil || len(ports) != 2 {
-		t.Errorf("onFreePort after a taken port = %v with %d tries, want success on the second", err, len(ports))
-	}
-	tries := 0
-	err = onFreePort(func(port int) (*Proc, error) {
-		tries++
-		p, err := start("echo 'no such flag'; exit 2")
-		if err != nil {
-			return nil, err
-		}
-		<-p.Done()
-		return p, errors.New("exited: no such flag")
-	})
-	if err == nil || !strings.Contains(err.Error(), "no such flag") || tries != 1 {
-		t.Errorf("onFreePort with another failure = %v after %d tries, want that error after 1", err, tries)
 	}
 }

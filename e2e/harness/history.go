@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	historyv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/history/v1"
@@ -23,25 +22,15 @@ func (f *Fleet) StartHistory(ctx context.Context, dataDir, dsn string, extra ...
 	if f.NATS == nil {
 		return nil, errors.New("start NATS before history")
 	}
-	var h *History
-	err := onFreePort(func(port int) (*Proc, error) {
-		listen := fmt.Sprintf("127.0.0.1:%d", port)
-		args := []string{"history", "--nats-url", f.NATS.URL, "--listen", listen, "--data-dir", dataDir}
-		if dsn != "" {
-			args = append(args, "--history-dsn", dsn)
-		}
-		p, err := StartProc("history", f.Bins.Sovereign, append(args, extra...), nil, f.Tee)
-		if err != nil {
-			return nil, err
-		}
-		f.add(p)
-		h = &History{Proc: p, Base: "http://" + listen}
-		return p, WaitHTTPReady(ctx, p, h.Base+"/readyz", gatewayReadyTimeout)
-	})
+	args := []string{"history", "--nats-url", f.NATS.URL, "--listen", anyPort, "--data-dir", dataDir}
+	if dsn != "" {
+		args = append(args, "--history-dsn", dsn)
+	}
+	p, base, err := f.startService(ctx, "history", "history health and metrics", append(args, extra...), nil)
 	if err != nil {
 		return nil, err
 	}
-	return h, nil
+	return &History{Proc: p, Base: base}, nil
 }
 
 // Audit runs one audit query on the fleet's history service.

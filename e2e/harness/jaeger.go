@@ -232,10 +232,13 @@ exporters:
 
 // StartJaeger runs bin with a configuration written to dir, on free
 // loopback ports, and waits until it takes OTLP and answers queries.
+// Unlike Sovereign's processes, Jaeger does not say which ports it bound
+// when given port 0, so they are picked here (freePort): another socket
+// may take one before Jaeger binds it, and Jaeger then fails to start.
 func StartJaeger(ctx context.Context, bin, dir string, tee io.Writer) (*Jaeger, error) {
 	ports := map[string]int{}
 	for _, name := range []string{"health", "query_http", "query_grpc", "otlp_grpc", "otlp_http"} {
-		p, err := FreePort()
+		p, err := freePort()
 		if err != nil {
 			return nil, err
 		}
@@ -469,4 +472,15 @@ func (j *Jaeger) get(ctx context.Context, path string, v any) (int, error) {
 		return resp.StatusCode, fmt.Errorf("jaeger GET %s: %w", path, err)
 	}
 	return resp.StatusCode, nil
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago
+// (for Jaeger only: see StartJaeger).
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -17,31 +17,24 @@ import (
 )
 
 // StartObservedWorker is StartWorker with the worker's health and metrics
-// listener on a free port; it returns the listener's base URL
+// listener on a port of its choosing; it returns the listener's base URL
 // (http://127.0.0.1:port) once /readyz answers 200.
 func (f *Fleet) StartObservedWorker(ctx context.Context, id string, maxSessions int, extra ...string) (*Worker, string, error) {
-	var w *Worker
-	var base string
-	err := onFreePort(func(port int) (*Proc, error) {
-		listen := fmt.Sprintf("127.0.0.1:%d", port)
-		var err error
-		w, err = f.startWorker(ctx, id, maxSessions, append([]string{"--listen", listen}, extra...)...)
-		if w == nil {
-			return nil, err
-		}
-		if err != nil {
-			return w.Proc, err
-		}
-		base = "http://" + listen
-		return w.Proc, WaitHTTPReady(ctx, w.Proc, base+"/readyz", workerReadyTimeout)
-	})
+	w, err := f.startWorker(ctx, id, maxSessions, append([]string{"--listen", anyPort}, extra...)...)
 	if err != nil {
+		return nil, "", err
+	}
+	ready, err := w.LoggedURL(ctx, workerReadyTimeout, "browser worker health and metrics")
+	if err != nil {
+		return nil, "", err
+	}
+	if err := WaitHTTPReady(ctx, w.Proc, ready, workerReadyTimeout); err != nil {
 		return nil, "", err
 	}
 	f.mu.Lock()
 	f.Workers = append(f.Workers, w)
 	f.mu.Unlock()
-	return w, base, nil
+	return w, strings.TrimSuffix(ready, "/readyz"), nil
 }
 
 // StopNATS stops the fleet's nats-server (SIGTERM, then SIGKILL after
@@ -59,7 +52,9 @@ func (f *Fleet) StopNATS(grace time.Duration) error {
 // RestartNATS starts nats-server again on the same port with the same
 // JetStream store (as StartNATS chose them) and waits until it accepts
 // connections and JetStream answers. Processes connected before reconnect
-// by themselves.
+// by themselves. The port is the one the first server bound, free since
+// it stopped: this is the one place a fleet names a port, because a
+// restart that moved would not be the outage the processes must survive.
 func (f *Fleet) RestartNATS(ctx context.Context) (*NATS, error) {
 	f.mu.Lock()
 	old := f.NATS

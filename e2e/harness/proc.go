@@ -1,17 +1,20 @@
 // Package harness runs a Sovereign fleet as real processes on loopback for
 // end-to-end tests and benchmarks: it builds the binaries, starts
-// nats-server, browser workers and gateways on free ports, waits until each
-// is ready, keeps their output, and kills them (process groups, so Chromium
+// nats-server, browser workers and gateways on ports they pick themselves
+// (and log), waits until each is ready, keeps their output, and kills them (process groups, so Chromium
 // goes too) when done. Every wait is bounded.
 package harness
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -76,6 +79,29 @@ func (p *Proc) Exited() (bool, error) {
 
 // Output returns what the process printed so far (the last few MiB).
 func (p *Proc) Output() string { return p.out.String() }
+
+// LoggedURL waits (up to timeout) until the process has logged a line
+// whose message is msg and returns its url attribute. A Sovereign service
+// logs JSON when its output is not a terminal, and logs where it serves
+// once it listens: that is how one told to listen on port 0 says which
+// port it bound.
+func (p *Proc) LoggedURL(ctx context.Context, timeout time.Duration, msg string) (string, error) {
+	var url string
+	err := poll(ctx, timeout, p, p.Name+" to log "+strconv.Quote(msg), func(context.Context) error {
+		for _, line := range strings.Split(p.Output(), "\n") {
+			var rec struct {
+				Msg string `json:"msg"`
+				URL string `json:"url"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == msg && rec.URL != "" {
+				url = rec.URL
+				return nil
+			}
+		}
+		return errors.New("no such line yet")
+	})
+	return url, err
+}
 
 // Kill sends SIGKILL to the whole process group and waits (at most 10 s)
 // for the process to be reaped.

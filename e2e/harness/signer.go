@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"errors"
-	"fmt"
 )
 
 // Signer is a running `sovereign signer`.
@@ -19,20 +18,10 @@ func (f *Fleet) StartSigner(ctx context.Context, dataDir string, env []string, e
 	if f.NATS == nil {
 		return nil, errors.New("start NATS before the signer")
 	}
-	var s *Signer
-	err := onFreePort(func(port int) (*Proc, error) {
-		listen := fmt.Sprintf("127.0.0.1:%d", port)
-		args := append([]string{"signer", "--nats-url", f.NATS.URL, "--listen", listen, "--data-dir", dataDir}, extra...)
-		p, err := StartProc("signer", f.Bins.Sovereign, args, env, f.Tee)
-		if err != nil {
-			return nil, err
-		}
-		f.add(p)
-		s = &Signer{Proc: p, Base: "http://" + listen}
-		return p, WaitHTTPReady(ctx, p, s.Base+"/readyz", gatewayReadyTimeout)
-	})
+	args := append([]string{"signer", "--nats-url", f.NATS.URL, "--listen", anyPort, "--data-dir", dataDir}, extra...)
+	p, base, err := f.startService(ctx, "signer", "signer health and metrics", args, env)
 	if err != nil {
 		return nil, err
 	}
-	return s, nil
+	return &Signer{Proc: p, Base: base}, nil
 }

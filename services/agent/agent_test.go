@@ -31,6 +31,7 @@ func lastToolResult(prefix string) llmtest.Step {
 }
 
 func TestToolLoop(t *testing.T) {
+	t.Parallel()
 	for _, stream := range []bool{true, false} {
 		name := "stream"
 		if !stream {
@@ -165,6 +166,7 @@ func TestToolLoop(t *testing.T) {
 }
 
 func TestIterationCap(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.llm.SetDefault(llmtest.Step{Text: "still working", ToolCalls: []llmtest.ToolCall{{Name: "echo", Arguments: `{"text":"x"}`}}})
 	a := e.agent(e.config())
@@ -188,6 +190,7 @@ func TestIterationCap(t *testing.T) {
 }
 
 func TestCancelWhileModelThinks(t *testing.T) {
+	t.Parallel()
 	gate := llmtest.NewGate()
 	e := newEnv(t, llmtest.Step{Block: gate, Text: "never seen"})
 	e.agent(e.config())
@@ -217,6 +220,7 @@ func TestCancelWhileModelThinks(t *testing.T) {
 }
 
 func TestCancelDuringToolCall(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, llmtest.Call(llmtest.ToolCall{Name: "sleep", Arguments: `{"ms":600000}`}), llmtest.Reply("not reached"))
 	e.agent(e.config())
 	run := e.start(&agentv1.StartRunRequest{Message: "sleep"})
@@ -239,6 +243,7 @@ func TestCancelDuringToolCall(t *testing.T) {
 // A cancel whose notice never reached the owner (only the record says
 // so) stops the run before its next tool call.
 func TestCancelBetweenToolCalls(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, llmtest.Call(
 		llmtest.ToolCall{Name: "wait", Arguments: `{}`},
 		llmtest.ToolCall{Name: "echo", Arguments: `{"text":"second"}`},
@@ -272,6 +277,7 @@ func TestCancelBetweenToolCalls(t *testing.T) {
 }
 
 func TestMalformedToolCalls(t *testing.T) {
+	t.Parallel()
 	var seen []string
 	expect := func(next llmtest.Step) llmtest.Step {
 		return llmtest.Func(func(r llmtest.Request) llmtest.Step {
@@ -311,6 +317,7 @@ func TestMalformedToolCalls(t *testing.T) {
 }
 
 func TestToolTimeout(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, llmtest.Call(llmtest.ToolCall{Name: "sleep", Arguments: `{"ms":600000}`}), lastToolResult("model saw: "))
 	cfg := e.config()
 	cfg.ToolTimeout = 300 * time.Millisecond
@@ -323,6 +330,7 @@ func TestToolTimeout(t *testing.T) {
 }
 
 func TestModelTimeout(t *testing.T) {
+	t.Parallel()
 	gate := llmtest.NewGate()
 	t.Cleanup(gate.Release)
 	e := newEnv(t, llmtest.Step{Block: gate})
@@ -337,6 +345,7 @@ func TestModelTimeout(t *testing.T) {
 }
 
 func TestModelErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		steps    []llmtest.Step
@@ -384,6 +393,7 @@ func TestModelErrors(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func TestModelUnreachable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.config()
 	e.llm.Close()
@@ -396,6 +406,7 @@ func TestModelUnreachable(t *testing.T) {
 }
 
 func TestNoProvider(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.BaseURL = ""
@@ -407,6 +418,7 @@ func TestNoProvider(t *testing.T) {
 }
 
 func TestStartRefusals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.agent(e.config())
 	for _, tc := range []struct {
@@ -445,6 +457,7 @@ func TestStartRefusals(t *testing.T) {
 }
 
 func TestHistoryFollowUp(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, llmtest.Reply("Noted: 42."))
 	e.agent(e.config())
 	first := e.wait(e.start(&agentv1.StartRunRequest{Message: "Remember the number 42."}).GetId())
@@ -488,6 +501,7 @@ func TestHistoryFollowUp(t *testing.T) {
 }
 
 func TestMaxRuns(t *testing.T) {
+	t.Parallel()
 	gate := llmtest.NewGate()
 	t.Cleanup(gate.Release)
 	e := newEnv(t, llmtest.Step{Block: gate, Text: "one"})
@@ -514,6 +528,7 @@ func TestMaxRuns(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	gate := llmtest.NewGate()
 	t.Cleanup(gate.Release)
 	e := newEnv(t, llmtest.Reply("a"), llmtest.Reply("b"), llmtest.Step{Block: gate, Text: "c"})
@@ -561,6 +576,7 @@ func TestList(t *testing.T) {
 // previous life; any replica ends the runs of a replica whose heartbeat
 // stopped.
 func TestRestartRecovery(t *testing.T) {
+	t.Parallel()
 	gate := llmtest.NewGate()
 	t.Cleanup(gate.Release)
 	e := newEnv(t, llmtest.Step{Block: gate, Text: "never"})
@@ -628,6 +644,7 @@ func TestRestartRecovery(t *testing.T) {
 }
 
 func TestGracefulCloseEndsRuns(t *testing.T) {
+	t.Parallel()
 	gate := llmtest.NewGate()
 	t.Cleanup(gate.Release)
 	e := newEnv(t, llmtest.Step{Block: gate, Text: "never"})

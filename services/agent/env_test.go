@@ -71,21 +71,15 @@ func (e *env) agent(cfg Config) *Agent {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	e.t.Cleanup(func() { // after the agent's Close
+		_ = c.Close()
+		nc.Close()
+	})
 	a, err := New(e.t.Context(), cfg, c)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = a.Run(context.Background()) // until Close
-	}()
-	e.t.Cleanup(func() {
-		_ = a.Close(context.Background())
-		<-done
-		_ = c.Close()
-		nc.Close()
-	})
+	kittest.RunService(e.t, a)
 	return a
 }
 

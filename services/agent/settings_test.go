@@ -28,6 +28,7 @@ func (e *env) putSettings(req *agentv1.PutSettingsRequest) (*agentv1.Settings, e
 }
 
 func TestSettings(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, llmtest.Reply("one"), llmtest.Reply("two"), llmtest.Reply("three"))
 	key, err := secrets.ParseKey(strings.Repeat("ab", 32))
 	if err != nil {
@@ -122,6 +123,7 @@ func TestSettings(t *testing.T) {
 }
 
 func TestSettingsWithoutSecretKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.agent(e.config())
 	_, err := e.putSettings(&agentv1.PutSettingsRequest{Settings: &agentv1.Settings{ApiKey: "sk-abcdefghijklmnop"}})
@@ -139,6 +141,7 @@ func TestSettingsWithoutSecretKey(t *testing.T) {
 // A key sealed with another secret key ends runs with an error that says
 // what to do, and never the key.
 func TestSettingsWrongSecretKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	k1, _ := secrets.ParseKey(strings.Repeat("01", 32))
 	k2, _ := secrets.ParseKey(strings.Repeat("02", 32))
@@ -162,6 +165,7 @@ func TestSettingsWrongSecretKey(t *testing.T) {
 }
 
 func TestKeyHint(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"":                        "",
 		"ab":                      "…",
@@ -181,6 +185,7 @@ func TestKeyHint(t *testing.T) {
 // force; saving them unchanged stores nothing of them, so a later change
 // of the environment (or of the built-in prompt) still applies.
 func TestSettingsDefaultsNotFrozen(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.agent(e.config())
 	shown := e.settings()
@@ -201,6 +206,7 @@ func TestSettingsDefaultsNotFrozen(t *testing.T) {
 // TestStoppedRunNotedInChat: a cancelled or failed run leaves a note in
 // its chat, so the conversation does not end in an unanswered message.
 func TestStoppedRunNotedInChat(t *testing.T) {
+	t.Parallel()
 	gate := llmtest.NewGate()
 	defer gate.Release()
 	e := newEnv(t, llmtest.Step{Block: gate, Text: "late"}, llmtest.Fail(404, "no such model"))

@@ -39,6 +39,7 @@ func msgOf(role, content string, n int, calls ...string) message {
 }
 
 func TestFit(t *testing.T) {
+	t.Parallel()
 	// Each message below is 400 characters: 100 tokens + 4.
 	const n = 400
 	h := []message{
@@ -103,6 +104,7 @@ func TestFit(t *testing.T) {
 }
 
 func TestFromHistory(t *testing.T) {
+	t.Parallel()
 	stored := []*historyv1.ChatMessage{
 		{Role: "system", Content: "old prompt"},
 		{Role: "tool", Content: "orphan", ToolCallId: "zz"},
@@ -124,6 +126,7 @@ func TestFromHistory(t *testing.T) {
 }
 
 func TestAgentSchema(t *testing.T) {
+	t.Parallel()
 	s, err := agentSchema(echoSchema)
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +151,7 @@ func TestAgentSchema(t *testing.T) {
 }
 
 func TestResultText(t *testing.T) {
+	t.Parallel()
 	resp := &toolsv1.CallToolResponse{Content: []*toolsv1.Content{
 		{Type: "text", Text: "first"},
 		{Type: "image", MimeType: "image/jpeg", Data: make([]byte, 2048)},
@@ -226,6 +230,7 @@ func TestRegisterFlags(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	temp := 3.0
 	bad := Config{Name: "a.b", BaseURL: "ftp://x", Temperature: &temp, MaxIterations: 1001, ContextTokens: 10, MaxRuns: -1}.withDefaults()
 	err := bad.Validate()
@@ -244,6 +249,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestCallTimeout(t *testing.T) {
+	t.Parallel()
 	base := 3 * time.Minute
 	for _, tc := range []struct {
 		args string

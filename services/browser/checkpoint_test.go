@@ -63,6 +63,7 @@ func (f *fleet) waitCheckpoint(key *secrets.Key, id string, want ...string) {
 // profile's name in its checkpoint, and its restore starts from the same
 // profile (a Chromium of its own) with the session's cookies on top.
 func TestRestoreProfileSession(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	ts := site(t)
 	emptyProfile(t, f, "base")
@@ -100,6 +101,7 @@ func TestRestoreProfileSession(t *testing.T) {
 // window.nostr answers for) is in its checkpoint, and the restored
 // session's pages have window.nostr from their first script.
 func TestRestoreIdentity(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	ts := site(t)
 	keyText, err := secrets.GenerateKeyText()

@@ -42,6 +42,7 @@ func tabListReq() *browserv1.ToolRequest {
 // resize keeps the rest, and a time zone Chromium refuses leaves the
 // session as it was.
 func TestEmulateSession(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{MaxSessions: 1, WarmSessions: -1})
 	ts := site(t)
@@ -80,6 +81,7 @@ func TestEmulateSession(t *testing.T) {
 // TestNetworkRequestsBlocked: a request the session's URL policy refused
 // is listed by network_requests with the rule.
 func TestNetworkRequestsBlocked(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{MaxSessions: 1, WarmSessions: -1})
 	// The page's own server, reached as localhost: not allowed.
@@ -130,6 +132,7 @@ func loginSite(t *testing.T, value string) *httptest.Server {
 // one (the cookie for the server, the local storage item for the page's
 // script), and no result shows a value.
 func TestStorageSaveRestore(t *testing.T) {
+	t.Parallel()
 	key := testKey(t)
 	f := newFleet(t)
 	f.worker(browser.Config{MaxSessions: 3, WarmSessions: -1, SecretKey: key, CheckpointEvery: -1})
@@ -202,6 +205,7 @@ func TestStorageSaveRestore(t *testing.T) {
 // refused naming the limit; a worker without the operator key says what
 // saved storage needs.
 func TestStorageLimits(t *testing.T) {
+	t.Parallel()
 	key := testKey(t)
 	f := newFleet(t)
 	f.worker(browser.Config{MaxSessions: 1, WarmSessions: -1, SecretKey: key, CheckpointEvery: -1, MaxStorageBytes: 2000})
@@ -233,6 +237,7 @@ func testKey(t *testing.T) *secrets.Key {
 // TestDevtoolsScrubbed: a secret the page logs or loads comes back as its
 // placeholder in console_messages, network_requests and network_request.
 func TestDevtoolsScrubbed(t *testing.T) {
+	t.Parallel()
 	f := httpFleet(t)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -290,6 +295,7 @@ func TestDevtoolsScrubbed(t *testing.T) {
 // TestDevtoolsConfig: the developer tools' limits have defaults and
 // refuse values out of range, naming them.
 func TestDevtoolsConfig(t *testing.T) {
+	t.Parallel()
 	cfg, err := browser.Config{ID: "x"}.Resolve()
 	if err != nil || cfg.ConsoleBuffer != 500 || cfg.NetworkBuffer != 500 || cfg.MaxPDFBytes != 10<<20 || cfg.MaxStorageBytes != browser.DefaultMaxStorageBytes {
 		t.Errorf("defaults = %+v, %v", cfg, err)
@@ -312,6 +318,7 @@ func TestDevtoolsConfig(t *testing.T) {
 // TestRestoreEmulation: a session's emulation is in its checkpoint, and
 // its restore presents itself the same way.
 func TestRestoreEmulation(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	ts := site(t)
 	key := testKey(t)
@@ -335,6 +342,7 @@ func TestRestoreEmulation(t *testing.T) {
 
 // TestDevtoolsFlags: the limits' flags set the worker's config.
 func TestDevtoolsFlags(t *testing.T) {
+	t.Parallel()
 	var errs []error
 	fs := flag.NewFlagSet("browser", flag.ContinueOnError)
 	cfg := browser.RegisterFlags(fs, &errs)
@@ -356,6 +364,7 @@ func (f *fleet) transfer(req *browserv1.StorageTransferRequest) (*browserv1.Stor
 // what that caller's session starts from; export gives it back in the
 // same shape; bad input says what is expected.
 func TestStorageTransfer(t *testing.T) {
+	t.Parallel()
 	key := testKey(t)
 	f := newFleet(t)
 	f.worker(browser.Config{MaxSessions: 1, WarmSessions: -1, SecretKey: key, CheckpointEvery: -1})
@@ -421,6 +430,7 @@ var (
 // owner (who then exports it), never over a saved storage of that name
 // the owner has already; what moved is no longer listed.
 func TestStorageMoveLegacy(t *testing.T) {
+	t.Parallel()
 	key := testKey(t)
 	f := newFleet(t)
 	f.worker(browser.Config{MaxSessions: 1, WarmSessions: -1, SecretKey: key, CheckpointEvery: -1})
@@ -473,6 +483,7 @@ func TestStorageMoveLegacy(t *testing.T) {
 // TestEmulateHeadersHidden: the values of emulate's extra headers reach
 // neither the result (text or structured) nor tab_list.
 func TestEmulateHeadersHidden(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{MaxSessions: 1, WarmSessions: -1})
 	ts := site(t)
@@ -503,6 +514,7 @@ func TestEmulateHeadersHidden(t *testing.T) {
 // TestEmulateBackgroundDialog: emulate does not wait on a tab whose page
 // a dialog froze: that tab gets the emulation once the dialog is answered.
 func TestEmulateBackgroundDialog(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{MaxSessions: 1, WarmSessions: -1})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -539,6 +551,7 @@ func TestEmulateBackgroundDialog(t *testing.T) {
 // TestPerformanceStartBlocked: a performance_start whose reload the URL
 // policy refuses leaves no recording running.
 func TestPerformanceStartBlocked(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{MaxSessions: 1, WarmSessions: -1})
 	ts := site(t)

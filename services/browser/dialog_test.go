@@ -43,6 +43,7 @@ func clickSel(s string) *browserv1.ToolRequest {
 // did for 20 s: attaching evaluates in the page, which waited for the
 // dialog). The confirm gets the safe answer, false.
 func TestPopupDialogBeforeAdoption(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "popdialog", MaxSessions: 2})
 	ts := dialogSite(t)
@@ -61,6 +62,7 @@ func TestPopupDialogBeforeAdoption(t *testing.T) {
 // TestDialogModeOfSession: the session's mode comes from the gateway's
 // default, and a call's dialogs argument replaces it for later calls.
 func TestDialogModeOfSession(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "dialogmode", MaxSessions: 2})
 	ts := dialogSite(t)
@@ -90,6 +92,7 @@ func TestDialogModeOfSession(t *testing.T) {
 // session usable: tab_list answers, open leaves it (in a new tab in its
 // place) and closing the tab works.
 func TestDialogLoopTabClose(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "dialogloop", MaxSessions: 2})
 	ts := dialogSite(t)
@@ -121,6 +124,7 @@ func TestDialogLoopTabClose(t *testing.T) {
 // TestPromptSecret: handle_dialog's prompt_text may name an operator
 // secret: the page gets the value, the result only the placeholder.
 func TestPromptSecret(t *testing.T) {
+	t.Parallel()
 	f := httpFleet(t)
 	ts := dialogSite(t)
 	s := f.mustOpen()
@@ -139,6 +143,7 @@ func TestPromptSecret(t *testing.T) {
 // TestChangeReportClosedTabs: a tab that the page closes during an action
 // is named in the action's result and dropped.
 func TestChangeReportClosedTabs(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "closedtabs", MaxSessions: 2})
 	mux := http.NewServeMux()

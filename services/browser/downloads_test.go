@@ -43,6 +43,7 @@ func downloadSite(t *testing.T) *httptest.Server {
 // captured, reported in the change report, listed and returned (text as
 // text, other files as a file part); one beyond the size limit is stopped.
 func TestDownloads(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "downloads", MaxSessions: 2, Downloads: browser.DownloadLimits{MaxBytes: 100 << 10}})
 	ts := downloadSite(t)
@@ -115,6 +116,7 @@ func TestDownloads(t *testing.T) {
 // TestDownloadPolicy: a download from an address the session's URL policy
 // blocks never happens.
 func TestDownloadPolicy(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "dlpolicy", MaxSessions: 2})
 	ts := downloadSite(t)
@@ -141,6 +143,7 @@ func TestDownloadPolicy(t *testing.T) {
 // TestDownloadSessionLimit: a session keeps downloads up to its limit; one
 // past it is reported and not kept.
 func TestDownloadSessionLimit(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "dlsession", MaxSessions: 2, Downloads: browser.DownloadLimits{SessionMaxBytes: 20}})
 	ts := downloadSite(t)
@@ -160,6 +163,7 @@ func TestDownloadSessionLimit(t *testing.T) {
 // call runs gets its downloads cancelled: nothing would claim, count or
 // list them, and they would fill the worker's disk.
 func TestDownloadsBetweenCalls(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "dlflood", MaxSessions: 1, WarmSessions: -1, Downloads: browser.DownloadLimits{MaxBytes: 2 << 20, SessionMaxBytes: 3 << 20}})
 	// The page tells the server when its timer has made its last

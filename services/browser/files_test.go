@@ -25,6 +25,7 @@ func inline(name, content string) *browserv1.UploadFileItem {
 // fetches a file by URL under the session's URL policy, and refuses files
 // beyond each limit with an error that names it.
 func TestUploadFileLimits(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "upload", MaxSessions: 2, Files: browser.FileLimits{MaxFileBytes: 10, MaxFiles: 2, MaxTotalBytes: 15}})
 	mux := http.NewServeMux()
@@ -90,6 +91,7 @@ document.querySelector('input').addEventListener('change', async (e) => {
 // outside the page (the page reads both from its drop event), within
 // upload_file's limits.
 func TestDrop(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "drop", MaxSessions: 2, Files: browser.FileLimits{MaxFiles: 2}})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -182,6 +182,7 @@ func noSecret(t *testing.T, what, s string) {
 // policy on the URL and each redirect, caps the body and scrubs every
 // secret value out of what it answers.
 func TestHTTPToolWorker(t *testing.T) {
+	t.Parallel()
 	f := httpFleet(t)
 	e := newEchoServer(t)
 	host := strings.TrimPrefix(e.URL, "http://")
@@ -332,6 +333,7 @@ func TestHTTPToolWorker(t *testing.T) {
 // URL, and every hop meets the URL policy. The endpoint (127.0.0.1) and
 // the other host (127.0.0.2) are two real servers.
 func TestHTTPToolRedirects(t *testing.T) {
+	t.Parallel()
 	f := httpFleet(t)
 	a := newEchoServer(t)
 	b := newEchoServerAt(t, "127.0.0.2:0")

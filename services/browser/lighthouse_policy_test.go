@@ -17,6 +17,7 @@ import (
 // browser, on its own DevTools connection. A page may name a source map on
 // a host the session's URL policy refuses: that fetch must be refused too.
 func TestLighthouseSourceMapPolicy(t *testing.T) {
+	t.Parallel()
 	dir := lighthouseDir(t)
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "lhp", MaxSessions: 1, LighthouseDir: dir})

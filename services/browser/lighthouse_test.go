@@ -92,7 +92,9 @@ type lighthouseStructured struct {
 // operator's secrets; bad arguments and non-web pages are refused; a run
 // that outlasts the call's deadline is killed in time, and the tab keeps
 // working with its viewport; the reload of a navigation audit stays under
-// the session's URL policy.
+// the session's URL policy. It is not parallel: it looks for the
+// Lighthouse runners of this process, and those of other tests' audits
+// would be counted as its own.
 func TestLighthouseAudit(t *testing.T) {
 	dir := lighthouseDir(t)
 	f := newFleet(t)
@@ -322,6 +324,7 @@ func TestLighthouseAudit(t *testing.T) {
 // lighthouse_audit with FAILED_PRECONDITION, saying how to install Lighthouse;
 // a --lighthouse-dir without the runner is refused at start.
 func TestLighthouseUnavailable(t *testing.T) {
+	t.Parallel()
 	if _, err := (browser.Config{ID: "x", LighthouseDir: t.TempDir()}).Resolve(); err == nil || !strings.Contains(err.Error(), "no Lighthouse runner there") {
 		t.Errorf("Resolve with an empty lighthouse dir = %v, want an error naming it", err)
 	}
@@ -383,6 +386,7 @@ func lighthouseWhole(t *testing.T, what string, res *browserv1.ToolResult) {
 // navigation would fail while a session records ("Tracing has already
 // been started"), and a recording could not start during an audit.
 func TestLighthouseWhileRecording(t *testing.T) {
+	t.Parallel()
 	dir := lighthouseDir(t)
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "lhrec", MaxSessions: 2, LighthouseDir: dir})

@@ -19,6 +19,7 @@ import (
 // threshold reports itself not accepting, leaves the open queue group and
 // refuses a direct open, naming memory pressure.
 func TestMemoryPressure(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	loads := make(chan *browserv1.WorkerLoad, 16)
 	sub, err := f.c.NATS().Subscribe(f.c.Subject("browser", "load"), func(m *nats.Msg) {

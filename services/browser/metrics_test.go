@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +17,6 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/browser"
 	"github.com/sovereign-fleet/sovereign/services/kit/health"
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
-	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
@@ -78,25 +75,15 @@ func awaitStatus(t *testing.T, url string, code int, within time.Duration) strin
 // after it is back; /metrics has the worker's session gauges; a second
 // worker on the same --listen is refused with a hint.
 func TestServeHealth(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0", DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	natsAddr := srv.Addr().(*net.TCPAddr)
-	natsListen := net.JoinHostPort(natsAddr.IP.String(), strconv.Itoa(natsAddr.Port))
-	running := srv
-	t.Cleanup(func() {
-		if running != nil {
-			running.Stop()
-		}
-	})
+	srv := natstest.Listening(t, dir)
 	listen := kittest.FreeAddr(t)
 	base := "http://" + listen
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- browser.Serve(ctx, browser.Config{ID: "observed", MaxSessions: 3, Listen: listen}, srv.ClientURL())
+		done <- browser.Serve(ctx, browser.Config{ID: "observed", MaxSessions: 3, Listen: listen}, srv.URL())
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -128,7 +115,7 @@ func TestServeHealth(t *testing.T) {
 		t.Errorf("/healthz = %d", code)
 	}
 
-	f := &fleet{t: t, srv: srv, c: natstest.Bus(t, srv)}
+	f := &fleet{t: t, srv: srv.Server(), c: natstest.Bus(t, srv.Server())}
 	s := f.mustOpen()
 	if s.GetWorkerId() != "observed" {
 		t.Fatalf("session opened on %q", s.GetWorkerId())
@@ -151,18 +138,14 @@ func TestServeHealth(t *testing.T) {
 
 	// NATS down: not ready. Back on the same port: ready again.
 	srv.Stop()
-	running = nil
 	if body := awaitStatus(t, base+"/readyz", 503, 30*time.Second); !strings.Contains(body, `"nats":"NATS connection is`) {
 		t.Errorf("/readyz with NATS down = %s, want nats named", body)
 	}
-	if srv, err = natsrv.Start(natsrv.Options{Listen: natsListen, DataDir: dir}); err != nil {
-		t.Fatal(err)
-	}
-	running = srv
+	srv.Start(dir)
 	awaitStatus(t, base+"/readyz", 200, 30*time.Second)
 
 	// The port is taken: a second worker says so and how to fix it.
-	err = browser.Serve(ctx, browser.Config{ID: "second", Listen: listen}, srv.ClientURL())
+	err := browser.Serve(ctx, browser.Config{ID: "second", Listen: listen}, srv.URL())
 	if err == nil || !strings.Contains(err.Error(), "--listen") {
 		t.Errorf("a second worker on %s: %v, want a listen error naming --listen", listen, err)
 	}
@@ -171,6 +154,7 @@ func TestServeHealth(t *testing.T) {
 // TestCrashMetrics: a Chromium crash counts one restart and the sessions it
 // took with it.
 func TestCrashMetrics(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	w := f.worker(browser.Config{ID: "crashmetrics", MaxSessions: 2})
 	mux := http.NewServeMux()

@@ -11,6 +11,7 @@ import (
 // navigate, and fill or type with submit sends a form, so a navigation
 // the policy blocks is their error; plain fill and read-only tools not.
 func TestNavigatesFormTools(t *testing.T) {
+	t.Parallel()
 	el := &browserv1.Element{By: &browserv1.Element_Selector{Selector: "#x"}}
 	for _, tc := range []struct {
 		req  *browserv1.ToolRequest

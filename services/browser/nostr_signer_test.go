@@ -13,6 +13,7 @@ import (
 // (a page may call the binding itself), and its messages never quote a
 // text that may be secret.
 func TestParseNostrArgs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		params, want string
 	}{
@@ -55,6 +56,7 @@ func TestParseNostrArgs(t *testing.T) {
 }
 
 func TestPageMessage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  error
 		want string

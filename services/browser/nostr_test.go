@@ -207,6 +207,7 @@ type settled[T any] struct {
 // TestNostr drives window.nostr end to end: a real signer on the bus, a
 // real worker and Chromium, pages served on two origins.
 func TestNostr(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	a := &asker{}
 	f.startSigner(a)

@@ -24,6 +24,7 @@ import (
 // TestProfileConfig: the profiling tools' limits have defaults, flags,
 // and refuse values out of range, naming them.
 func TestProfileConfig(t *testing.T) {
+	t.Parallel()
 	cfg, err := browser.Config{ID: "x"}.Resolve()
 	if err != nil || cfg.MaxProfileFileBytes != page.DefaultMaxProfileFileBytes || cfg.MaxProfileReadBytes != page.DefaultMaxProfileReadBytes {
 		t.Errorf("defaults = %d, %d, %v", cfg.MaxProfileFileBytes, cfg.MaxProfileReadBytes, err)
@@ -54,6 +55,7 @@ func TestProfileConfig(t *testing.T) {
 // TestProfileScrubbed: a secret the page loads and keeps comes back as
 // its placeholder in the trace and the heap snapshot files too.
 func TestProfileScrubbed(t *testing.T) {
+	t.Parallel()
 	f := httpFleet(t)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -137,6 +139,7 @@ func traceText(t *testing.T, res *browserv1.ToolResult) (string, []byte) {
 // starts by itself once the first one ends. Neither trace holds anything
 // of the other session's pages, and the first's result is whole.
 func TestPerformanceTwoSessions(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "pw", MaxSessions: 2})
 	mux := http.NewServeMux()

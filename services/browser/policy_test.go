@@ -158,6 +158,7 @@ func enforced(blockPrivate bool, tiers ...*browserv1.UrlRules) *browserv1.UrlPol
 // (named explicitly, which lifts block_private for it) and nothing else,
 // so that the same servers reached as "localhost" are refused.
 func TestPolicyEnforced(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "policy", MaxSessions: 2})
 	other := newOrigin(t, nil)
@@ -285,6 +286,7 @@ window.swState = navigator.serviceWorker.register("/sw.js").then(r => "registere
 // policy sent with a tool call takes effect on the next request, also in
 // a session opened without one.
 func TestPolicyPrivateAndUpdates(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "private", MaxSessions: 2})
 	home := newOrigin(t, nil)

@@ -24,6 +24,7 @@ func waitWarm(t *testing.T, w *browser.Worker, n int) {
 // one) and the pool refills in the background, never beyond the slots
 // the open sessions leave; a closed session frees a slot for it again.
 func TestWarmPool(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	ts := site(t)
 	w := f.worker(browser.Config{ID: "warm", MaxSessions: 3, WarmSessions: 2})

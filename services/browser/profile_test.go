@@ -49,6 +49,7 @@ func entries(t *testing.T, pattern string) []string {
 // session without it is not; what a session writes never reaches the
 // stored profile; closing the session removes its copy.
 func TestProfileSession(t *testing.T) {
+	t.Parallel()
 	ts := profiletest.LoginSite(t)
 	raw := profiletest.RawTarGz(t, profiletest.MakeProfile(t, ts.URL))
 
@@ -183,6 +184,7 @@ func TestProfileSession(t *testing.T) {
 // Chromium as it guards the shared one, WebSockets included (its proxy is
 // a command-line flag there).
 func TestProfileSessionPolicy(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	emptyProfile(t, f, "empty")
 	f.worker(browser.Config{ID: "profpol", MaxSessions: 2, ProfileDir: t.TempDir()})
@@ -232,6 +234,7 @@ window.wsAllowed = ws("ws://127.0.0.1:` + other.port() + `/ws");
 // that session is lost (SESSION_LOST), its copy is removed, and the
 // worker's other sessions go on.
 func TestProfileSessionCrash(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	emptyProfile(t, f, "empty")
 	pdir := t.TempDir()
@@ -392,6 +395,7 @@ func TestProfileSessionLifecycle(t *testing.T) {
 // one whose worker still runs (its owner file is locked) stays, and so
 // does one without an owner file (a worker may be creating it).
 func TestProfileDirsOfDeadWorkers(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	mk := func(name string, owner bool) string {
 		d := filepath.Join(base, name)

@@ -117,6 +117,7 @@ func elementReq(tool string, sel string, maxChars int) *browserv1.ToolRequest {
 // TestScrubBeforeCut: a result cut at its cap, or at a call's max_chars or
 // max_bytes, with the cut inside a secret's value, shows none of it.
 func TestScrubBeforeCut(t *testing.T) {
+	t.Parallel()
 	f := scrubFleet(t)
 	ts := scrubSite(t)
 	s := f.mustOpen()
@@ -211,6 +212,7 @@ func requestID(t *testing.T, f *fleet, s *browserv1.OpenSessionResponse, path st
 // characters, and a source holds a secret base64-, HTML-, JSON- or
 // URL-encoded; each comes back as the placeholder.
 func TestScrubEncodedForms(t *testing.T) {
+	t.Parallel()
 	f := scrubFleet(t)
 	ts := scrubSite(t)
 	s := f.mustOpen()
@@ -238,6 +240,7 @@ func TestScrubEncodedForms(t *testing.T) {
 // page downloads with a typed secret in it, are refused naming the file
 // and the secret; a text file is scrubbed, also where it is cut.
 func TestScrubFiles(t *testing.T) {
+	t.Parallel()
 	f := scrubFleet(t)
 	ts := scrubSite(t)
 	s := f.mustOpen()
@@ -296,6 +299,7 @@ func TestScrubFiles(t *testing.T) {
 // {{secrets.API_KEY}} is the screenshot of a password field holding the
 // same value; the same field filled with plain text of that length is not.
 func TestSecretFieldsDrawDiscs(t *testing.T) {
+	t.Parallel()
 	f := scrubFleet(t)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `<!doctype html><title>fields</title><style>input{font:16px monospace;width:360px;border:1px solid #000;outline:none;caret-color:transparent}</style>

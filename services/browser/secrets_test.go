@@ -11,6 +11,7 @@ import (
 )
 
 func TestPlaceholderOutsideHost(t *testing.T) {
+	t.Parallel()
 	for raw, ok := range map[string]bool{
 		"https://example.com/login?pw={{secrets.PW}}":    true,
 		"https://ada:{{secrets.PW}}@example.com/":        true,
@@ -35,6 +36,7 @@ func TestPlaceholderOutsideHost(t *testing.T) {
 // worker without a secret key fails, naming the missing key, and a form
 // without placeholders passes through untouched.
 func TestFormSecretsWithoutKey(t *testing.T) {
+	t.Parallel()
 	form := func(v string) *browserv1.ToolRequest {
 		return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_FillForm{FillForm: &browserv1.FillForm{Fields: []*browserv1.FormField{
 			{Element: &browserv1.Element{By: &browserv1.Element_Ref{Ref: "e1"}}, Checked: proto.Bool(true)},

@@ -11,6 +11,7 @@ import (
 // TestStorageSummaryBounded: a summary names at most maxSummaryNames
 // cookie domains and origins, and says how many more there are.
 func TestStorageSummaryBounded(t *testing.T) {
+	t.Parallel()
 	st := &savedStorage{Name: "many"}
 	for i := range 25 {
 		st.Cookies = append(st.Cookies, &network.Cookie{Name: "c", Value: "v", Domain: fmt.Sprintf(".d%02d.example", i)})

@@ -45,19 +45,7 @@ func (f *fleet) worker(cfg browser.Config) *browser.Worker {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(context.Background()) }()
-	f.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := w.Close(ctx); err != nil {
-			f.t.Errorf("worker %s did not stop within 20s: %v", w.ID(), err)
-			return
-		}
-		if err := <-done; err != nil {
-			f.t.Errorf("worker %s: %v", w.ID(), err)
-		}
-	})
+	kittest.RunService(f.t, w)
 	// Ready: every endpoint (the open queue group's too, subscribed after
 	// ping's) is at the server, so an open sent next finds the worker.
 	select {
@@ -189,6 +177,7 @@ func siteClosing(t *testing.T, closeNow *gate) *httptest.Server {
 }
 
 func TestSessionLifecycle(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	w := f.worker(browser.Config{ID: "w1", MaxSessions: 4})
 	ts := site(t)
@@ -212,6 +201,7 @@ func TestSessionLifecycle(t *testing.T) {
 
 // TestIsolation: two sessions on one worker share no cookies.
 func TestIsolation(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "iso", MaxSessions: 4})
 	ts := site(t)
@@ -230,6 +220,7 @@ func TestIsolation(t *testing.T) {
 // lands on a worker with room; a full fleet answers at once, and a freed
 // slot is usable again.
 func TestCapacity(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "small", MaxSessions: 1})
 	first := f.mustOpen()
@@ -264,6 +255,7 @@ func TestCapacity(t *testing.T) {
 }
 
 func TestIdleTimeout(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "idle", MaxSessions: 2, IdleTimeout: 400 * time.Millisecond})
 	s := f.mustOpen()
@@ -284,6 +276,7 @@ func TestIdleTimeout(t *testing.T) {
 }
 
 func TestTabs(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "tabs", MaxSessions: 2})
 	ts := site(t)
@@ -342,6 +335,7 @@ func TestTabs(t *testing.T) {
 // The shared Chromium's user data directory is in the worker's directory,
 // and the dead one's is removed at the restart.
 func TestChromiumCrash(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	pdir := t.TempDir()
 	w := f.worker(browser.Config{ID: "crash", MaxSessions: 2, ProfileDir: pdir})
@@ -384,6 +378,7 @@ func TestChromiumCrash(t *testing.T) {
 // window.close) is dropped from the session with a clear error; the session
 // and its other tabs carry on.
 func TestTabClosedByPage(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "closer", MaxSessions: 2})
 	// The popup closes itself when the test says, after it switched to
@@ -414,6 +409,7 @@ func TestTabClosedByPage(t *testing.T) {
 // TestTabNewFailureKeepsActiveTab: tab_new whose URL is refused leaves the
 // session on the tab it was on.
 func TestTabNewFailureKeepsActiveTab(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "tabnew", MaxSessions: 2})
 	ts := site(t)
@@ -432,6 +428,7 @@ func TestTabNewFailureKeepsActiveTab(t *testing.T) {
 // TestCloseDuringCall: closing a session aborts its running call at once
 // instead of waiting for it.
 func TestCloseDuringCall(t *testing.T) {
+	t.Parallel()
 	f := newFleet(t)
 	f.worker(browser.Config{ID: "busy", MaxSessions: 2})
 	s := f.mustOpen()

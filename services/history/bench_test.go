@@ -28,6 +28,7 @@ import (
 // SOVEREIGN_BENCH=1; SOVEREIGN_BENCH_SIZES (e.g. "100000") and
 // SOVEREIGN_BENCH_INGEST (records, default 50000) shrink it.
 func TestAuditBench(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("SOVEREIGN_BENCH") != "1" {
 		t.Skip("set SOVEREIGN_BENCH=1 (make bench)")
 	}

@@ -36,22 +36,11 @@ func backends(t *testing.T, fn func(t *testing.T, cfg Config)) {
 // start runs a history service on c until the test ends.
 func start(t *testing.T, cfg Config, c *bus.Conn) *Service {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := New(ctx, cfg, c)
+	s, err := New(t.Context(), cfg, c)
 	if err != nil {
-		cancel()
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		_ = s.Close(context.Background())
-	})
+	kittest.RunService(t, s)
 	select {
 	case <-s.Ready():
 	case <-time.After(10 * time.Second):
@@ -109,6 +98,7 @@ func waitFor(t *testing.T, c *bus.Conn, q *historyv1.AuditQuery, want int) []*hi
 }
 
 func TestRecordsStoredOnceAfterBacklog(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, cfg Config) {
 		srv := natstest.Server(t)
 		c := natstest.Bus(t, srv)
@@ -170,6 +160,7 @@ func validRecord(tool string) *historyv1.AuditRecord {
 }
 
 func TestMalformedRecordsAreParked(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	c := natstest.Bus(t, srv)
 	start(t, Config{DataDir: t.TempDir()}, c)
@@ -211,6 +202,7 @@ func TestMalformedRecordsAreParked(t *testing.T) {
 }
 
 func TestOversizedArgumentsAreTruncated(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	c := natstest.Bus(t, srv)
 	start(t, Config{DataDir: t.TempDir()}, c)
@@ -230,6 +222,7 @@ func TestOversizedArgumentsAreTruncated(t *testing.T) {
 }
 
 func TestQueryErrors(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	c := natstest.Bus(t, srv)
 	start(t, Config{DataDir: t.TempDir()}, c)
@@ -251,6 +244,7 @@ func TestQueryErrors(t *testing.T) {
 }
 
 func TestChatOverBus(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, cfg Config) {
 		srv := natstest.Server(t)
 		c := natstest.Bus(t, srv)
@@ -313,6 +307,7 @@ func TestChatOverBus(t *testing.T) {
 }
 
 func TestPruneDeletesOnlyOldRecords(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	c := natstest.Bus(t, srv)
 	s := start(t, Config{DataDir: t.TempDir()}, c)
@@ -336,6 +331,7 @@ func TestPruneDeletesOnlyOldRecords(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cfg        Config
 		kind, want string

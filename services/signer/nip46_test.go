@@ -18,6 +18,7 @@ import (
 // signing and encryption go through the bunker; an auth_url challenge is
 // published as progress and the login completes once the bunker answers.
 func TestNIP46Login(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	relay := nip46test.NewRelay(t)
 	user := newKey(t)
@@ -70,6 +71,7 @@ func TestNIP46Login(t *testing.T) {
 }
 
 func TestNIP46AuthURL(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	relay := nip46test.NewRelay(t)
 	bunker := nip46test.NewBunker(t, nip46test.BunkerConfig{Relays: []string{relay.URL()}, Secret: "tok",
@@ -126,6 +128,7 @@ func TestNIP46AuthURL(t *testing.T) {
 }
 
 func TestNIP46LoginErrors(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	relay := nip46test.NewRelay(t)
 	bunker := nip46test.NewBunker(t, nip46test.BunkerConfig{Relays: []string{relay.URL()}, Secret: "right"})

@@ -21,6 +21,7 @@ import (
 )
 
 func TestPolicyDecide(t *testing.T) {
+	t.Parallel()
 	p, err := NewPolicy([]Rule{
 		{Origin: "https://snort.example", Op: OpSign, Kinds: []int{0, 3}, Action: Allow},
 		{Origin: "https://*.evil.example", Action: Deny},
@@ -68,6 +69,7 @@ func TestPolicyDecide(t *testing.T) {
 }
 
 func TestLoadPolicyErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, c := range []struct{ yaml, want string }{
 		{"rules:\n  - origin: https://a.example\n    action: maybe\n", `rule 1: action "maybe": must be allow, deny or ask`},
@@ -102,6 +104,7 @@ func TestLoadPolicyErrors(t *testing.T) {
 // another origin than the top-level page asks, and login_status shows the
 // rules.
 func TestPolicyOverTheBus(t *testing.T) {
+	t.Parallel()
 	p, err := NewPolicy([]Rule{{Origin: "https://profile.example", Op: OpSign, Kinds: []int{0}, Action: Allow},
 		{Origin: "https://blocked.example", Action: Deny}})
 	if err != nil {
@@ -131,6 +134,7 @@ func TestPolicyOverTheBus(t *testing.T) {
 // the console decides; approve-for-session grants that origin and kind for
 // the rest of the browser session only.
 func TestAskOnTheConsole(t *testing.T) {
+	t.Parallel()
 	e := startWith(t, Config{ApprovalTimeout: 20 * time.Second})
 	q, err := approval.Open(context.Background(), e.c.NATS(), e.c.Prefix())
 	if err != nil {
@@ -203,6 +207,7 @@ func TestAskOnTheConsole(t *testing.T) {
 // TestPolicyOriginSpellings: the same origin spelled with a trailing dot,
 // its default port, upper case or Unicode is the same origin to the rules.
 func TestPolicyOriginSpellings(t *testing.T) {
+	t.Parallel()
 	p, err := NewPolicy([]Rule{
 		{Origin: "https://*.evil.net", Action: Deny},
 		{Origin: "https://evil.net", Action: Deny},
@@ -229,6 +234,7 @@ func TestPolicyOriginSpellings(t *testing.T) {
 // with the kind and what happened, never the content; the agent's own
 // requests (no origin) are the gateway's to record.
 func TestAuditOfPageRequests(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	records := make(chan *historyv1.AuditRecord, 16)
 	sub, err := e.c.NATS().Subscribe(audit.RecordSubject(e.c.Prefix(), "signer"), func(m *nats.Msg) {

@@ -16,6 +16,7 @@ import (
 // TestRemember: a remembered identity is an NIP-49 file under the data dir
 // that another scope, and a restarted signer, can log in with by pubkey.
 func TestRemember(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := Config{DataDir: dir, Passphrase: "tr0ub4dor & 3", RememberLogN: 4}
 	e := startWith(t, cfg)
@@ -88,6 +89,7 @@ func TestRemember(t *testing.T) {
 
 // TestAskHook: "ask" goes to Config.Ask when there is one.
 func TestAskHook(t *testing.T) {
+	t.Parallel()
 	var asked []Request
 	e := startWith(t, Config{Ask: func(_ context.Context, scope string, r Request) error {
 		asked = append(asked, r)

@@ -17,6 +17,7 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	signerv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/signer/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 	"github.com/sovereign-fleet/sovereign/services/signer/nostr"
 	"github.com/sovereign-fleet/sovereign/services/signer/nsigner"
@@ -74,17 +75,7 @@ func startWith(t *testing.T, cfg Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		_ = s.Close(context.Background())
-	})
+	kittest.RunService(t, s)
 	return &env{t: t, s: s, c: natstest.Bus(t, srv), logs: logs}
 }
 
@@ -183,6 +174,7 @@ func newKey(t *testing.T) *nostr.SecretKey {
 }
 
 func TestLoginLocalSeedReadonly(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	k := newKey(t)
 	nsec := nostr.EncodeNsec(k)
@@ -244,6 +236,7 @@ func TestLoginLocalSeedReadonly(t *testing.T) {
 }
 
 func TestSeedAccountAndPassphrase(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	want, err := nostr.KeyFromMnemonic(vecMnemonic12, "correct horse", 3)
 	if err != nil {
@@ -260,6 +253,7 @@ func TestSeedAccountAndPassphrase(t *testing.T) {
 }
 
 func TestOriginPolicy(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	e.mustLogin(&signerv1.Login{Scope: "a", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: vecSecret12})
 	for _, kind := range []int64{0, 3, 5, 10002} {
@@ -286,6 +280,7 @@ func TestOriginPolicy(t *testing.T) {
 }
 
 func TestEncryptDecryptBetweenScopes(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	alice := e.mustLogin(&signerv1.Login{Scope: "alice", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: nostr.EncodeNsec(newKey(t))})
 	bob := e.mustLogin(&signerv1.Login{Scope: "bob", Method: signerv1.Method_METHOD_SEED, Mnemonic: vecMnemonic24})
@@ -317,6 +312,7 @@ func TestEncryptDecryptBetweenScopes(t *testing.T) {
 }
 
 func TestScopeIsolation(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	e.mustLogin(&signerv1.Login{Scope: "A", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: vecSecret12})
 	if st := e.status("B"); st.GetState() != signerv1.LoginState_LOGIN_STATE_LOGGED_OUT || st.GetPubkey() != "" {
@@ -334,6 +330,7 @@ func TestScopeIsolation(t *testing.T) {
 }
 
 func TestBadLoginsKeepState(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	k := newKey(t)
 	nsec := nostr.EncodeNsec(k)
@@ -403,6 +400,7 @@ func TestBadLoginsKeepState(t *testing.T) {
 }
 
 func TestReplaceAndLogoutWipe(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	e.mustLogin(&signerv1.Login{Scope: "a", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: vecSecret12})
 	first := e.identity("a")
@@ -467,6 +465,7 @@ func serveDevice(t *testing.T, dev *nsigner.Device) string {
 }
 
 func TestNsignerUnix(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	dev, err := nsigner.NewSeedDevice(vecMnemonic12, "", 2)
 	if err != nil {
@@ -534,6 +533,7 @@ func TestNsignerUnix(t *testing.T) {
 }
 
 func TestNsignerRejected(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	dev, err := nsigner.NewSlotDevice(vecSecret12)
 	if err != nil {
@@ -548,6 +548,7 @@ func TestNsignerRejected(t *testing.T) {
 }
 
 func TestNsignerBadSignatureRefused(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	dev, err := nsigner.NewSlotDevice(vecSecret12)
 	if err != nil {
@@ -564,6 +565,7 @@ func TestNsignerBadSignatureRefused(t *testing.T) {
 // TestIdentityIdle: an identity nobody uses (its worker died without
 // logging it out) is wiped after IdentityIdle; one in use is kept.
 func TestIdentityIdle(t *testing.T) {
+	t.Parallel()
 	e := startWith(t, Config{IdentityIdle: time.Hour})
 	e.mustLogin(&signerv1.Login{Scope: "used", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: vecSecret12})
 	e.mustLogin(&signerv1.Login{Scope: "orphan", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: vecSecret12})
@@ -591,6 +593,7 @@ func TestIdentityIdle(t *testing.T) {
 // to the new scope, the old one is logged out, and a bad request is an
 // error naming the fields.
 func TestMove(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	e.mustLogin(&signerv1.Login{Scope: "old", Method: signerv1.Method_METHOD_LOCAL, NsecOrHex: vecSecret12})
 	var resp signerv1.MoveResponse

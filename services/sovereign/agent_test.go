@@ -102,6 +102,7 @@ var linkPattern = regexp.MustCompile(`/url: (\S+)`)
 // file in the workspace must hold exactly the page's links. A follow-up
 // message in the same chat sees the first exchange (history).
 func TestAgentSavesLinks(t *testing.T) {
+	t.Parallel()
 	want := []string{"https://example.org/a", "https://example.net/b?x=1", "https://example.com/c#top"}
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
@@ -196,6 +197,7 @@ func TestAgentSavesLinks(t *testing.T) {
 // as tool errors and the run goes on; the iteration cap ends the run with a
 // message saying so. Whole (non-streamed) replies.
 func TestAgentCapAndMalformedCalls(t *testing.T) {
+	t.Parallel()
 	llm := llmtest.New(t,
 		llmtest.Call(llmtest.ToolCall{Name: "no_such_tool", Arguments: `{}`}),
 		llmtest.Call(llmtest.ToolCall{Name: "get_url", Arguments: `not json`}),
@@ -227,6 +229,7 @@ func TestAgentCapAndMalformedCalls(t *testing.T) {
 // TestAgentCancel: a run cancelled while the model thinks stops at once
 // (the model request is given up) and ends CANCELLED.
 func TestAgentCancel(t *testing.T) {
+	t.Parallel()
 	gate := llmtest.NewGate()
 	defer gate.Release()
 	llm := llmtest.New(t,
@@ -259,6 +262,7 @@ func TestAgentCancel(t *testing.T) {
 // TestAgentProviderErrors: a 500 is retried and the run goes on; a 429
 // that never clears ends the run with a clear error.
 func TestAgentProviderErrors(t *testing.T) {
+	t.Parallel()
 	llm := llmtest.New(t,
 		llmtest.FailRetryAfter(500, "upstream hiccup", "0"),
 		llmtest.Reply("fine after all"),
@@ -282,6 +286,7 @@ func TestAgentProviderErrors(t *testing.T) {
 // client's own browser session, progress notifications arrive while it
 // works, and the answer is the result.
 func TestRunBrowserTask(t *testing.T) {
+	t.Parallel()
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprint(w, `<!doctype html><title>Task page</title><h1>hello</h1>`)

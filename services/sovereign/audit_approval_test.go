@@ -10,6 +10,7 @@ import (
 
 // TestAuditTableApproval: the table says who decided a monitored call.
 func TestAuditTableApproval(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	p := &printer{out: &out}
 	p.records([]*historyv1.AuditRecord{

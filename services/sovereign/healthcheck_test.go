@@ -10,6 +10,7 @@ import (
 )
 
 func TestHealthcheck(t *testing.T) {
+	t.Parallel()
 	ready := true
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if !ready {

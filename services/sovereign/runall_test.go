@@ -47,6 +47,7 @@ func (s *fakeService) Close(ctx context.Context) error {
 }
 
 func TestRunAll(t *testing.T) {
+	t.Parallel()
 	noConn := func(string) (*bus.Conn, func(), error) { return nil, func() {}, nil }
 	steps := func(log *eventLog, fail error, names ...string) []step {
 		var out []step

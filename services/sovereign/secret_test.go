@@ -67,6 +67,7 @@ func readBack(t *testing.T, url, keyText, name string) ([]byte, error) {
 }
 
 func TestSecretCLI(t *testing.T) {
+	t.Parallel()
 	url := natsForCLI(t)
 	keyText, hint, err := secretRun(t, nil, "", "keygen")
 	if err != nil {
@@ -155,6 +156,7 @@ func TestSecretCLI(t *testing.T) {
 }
 
 func TestSecretCLIErrors(t *testing.T) {
+	t.Parallel()
 	url := natsForCLI(t)
 	keyText, err := secrets.GenerateKeyText()
 	if err != nil {

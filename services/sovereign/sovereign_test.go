@@ -115,6 +115,7 @@ func callText(t *testing.T, c *client.Client, tool string, args map[string]any) 
 // TestUp runs `sovereign up` in-process and browses through it with an MCP
 // client over HTTP, as a new user would after `make run`.
 func TestUp(t *testing.T) {
+	t.Parallel()
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `<!doctype html><title>Hello fleet</title><button>Go</button>`)
 	}))
@@ -122,7 +123,7 @@ func TestUp(t *testing.T) {
 	listen, natsListen, dir := startUp(t)
 
 	// A second `up` on the same NATS port fails with advice, not a hang.
-	err := Command(context.Background(), "up", []string{"--listen", kittest.FreeAddr(t), "--nats-listen", natsListen, "--data-dir", t.TempDir()})
+	err := Command(context.Background(), "up", []string{"--listen", "127.0.0.1:0", "--nats-listen", natsListen, "--data-dir", t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "--nats-listen") {
 		t.Fatalf("second up on a busy NATS port = %v, want advice naming --nats-listen", err)
 	}
@@ -332,6 +333,7 @@ func waitReady(url string, done <-chan error) (exited bool, err error) {
 }
 
 func TestUpFlags(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		args []string

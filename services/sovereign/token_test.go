@@ -145,6 +145,7 @@ func TestTokenCommand(t *testing.T) {
 // loopback, create a token, start again exposed) works, and then requests
 // need the token.
 func TestUpExposedNeedsToken(t *testing.T) {
+	t.Parallel()
 	dir, natsListen := t.TempDir(), kittest.FreeAddr(t)
 	_, port, _ := net.SplitHostPort(kittest.FreeAddr(t))
 	base := []string{"--nats-listen", natsListen, "--data-dir", dir, "--workers", "0", "--history=false"}

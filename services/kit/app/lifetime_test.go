@@ -8,6 +8,7 @@ import (
 )
 
 func TestLifetime(t *testing.T) {
+	t.Parallel()
 	t.Run("StopEndsRun", func(t *testing.T) {
 		var l Lifetime
 		done := make(chan error, 1)

@@ -1,8 +1,6 @@
 package app
 
 import (
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -10,44 +8,30 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
-	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
+	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
 // TestNATSCounters restarts the NATS server (same port) under a Connect
 // connection: one disconnect and one reconnect are counted, and the
-// connection's own close at shutdown is not a disconnect.
+// connection's own close at shutdown is not a disconnect. It is not
+// parallel: the counters are the process's.
 func TestNATSCounters(t *testing.T) {
-	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := srv.Addr().(*net.TCPAddr)
-	listen := net.JoinHostPort(addr.IP.String(), strconv.Itoa(addr.Port))
-	running := srv
-	t.Cleanup(func() {
-		if running != nil {
-			running.Stop()
-		}
-	})
+	srv := natstest.Listening(t, "")
 	disc0, reco0 := testutil.ToFloat64(natsDisconnects), testutil.ToFloat64(natsReconnects)
 	// nats.go runs its handlers in order on one goroutine: once the closed
 	// handler ran, the disconnect handler of the close has run too.
 	closed := make(chan struct{})
-	c, closeConn, err := Connect(srv.ClientURL(), "counters-test", "", nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	c, closeConn, err := Connect(srv.URL(), "counters-test", "", nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	nc := c.NATS()
 
 	srv.Stop()
-	running = nil
 	kittest.Eventually(t, 30*time.Second, func() error {
 		return kittest.Check(testutil.ToFloat64(natsDisconnects) == disc0+1, "not yet: the disconnect to be counted")
 	})
-	if srv, err = natsrv.Start(natsrv.Options{Listen: listen}); err != nil {
-		t.Fatal(err)
-	}
-	running = srv
+	srv.Start("")
 	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(nc.IsConnected(), "not yet: the reconnect") })
 	kittest.Eventually(t, 30*time.Second, func() error {
 		return kittest.Check(testutil.ToFloat64(natsReconnects) == reco0+1, "not yet: the reconnect to be counted")

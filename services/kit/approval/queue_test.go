@@ -88,6 +88,7 @@ func wait(t *testing.T, ch <-chan result) result {
 }
 
 func TestBucket(t *testing.T) {
+	t.Parallel()
 	for prefix, want := range map[string]string{"": "sov_approvals", "sov": "sov_approvals", "acme.sov": "acme_sov_approvals"} {
 		if got := approval.Bucket(prefix); got != want {
 			t.Errorf("Bucket(%q) = %q, want %q", prefix, got, want)
@@ -99,6 +100,7 @@ func TestBucket(t *testing.T) {
 // from another (the console's), and the session grant it makes holds on
 // both.
 func TestDecidedOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	_, qs := replicas(t, 2)
 	gw, console := qs[0], qs[1]
 	ctx := ctxT(t)
@@ -142,6 +144,7 @@ func TestDecidedOnAnotherReplica(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
+	t.Parallel()
 	_, qs := replicas(t, 1)
 	q := qs[0]
 	ctx := ctxT(t)
@@ -167,6 +170,7 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestDecideTwice(t *testing.T) {
+	t.Parallel()
 	_, qs := replicas(t, 2)
 	ctx := ctxT(t)
 	p, err := qs[0].Submit(ctx, request("eval"))
@@ -209,6 +213,7 @@ func TestDecideTwice(t *testing.T) {
 // TestSessionWithoutBinding: a call that opens a new browser session has
 // nothing to grant for; approve-for-session approves it once.
 func TestSessionWithoutBinding(t *testing.T) {
+	t.Parallel()
 	_, qs := replicas(t, 1)
 	ctx := ctxT(t)
 	r := request("eval")
@@ -224,6 +229,7 @@ func TestSessionWithoutBinding(t *testing.T) {
 }
 
 func TestGrant(t *testing.T) {
+	t.Parallel()
 	_, qs := replicas(t, 2)
 	ctx := ctxT(t)
 	if ok, err := qs[0].Granted(ctx, "s1", "tool:eval"); ok || err != nil {
@@ -249,6 +255,7 @@ func TestGrant(t *testing.T) {
 }
 
 func TestWatch(t *testing.T) {
+	t.Parallel()
 	_, qs := replicas(t, 2)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	ch, err := qs[1].Watch(ctx)
@@ -285,6 +292,7 @@ func TestWatch(t *testing.T) {
 }
 
 func TestCancelled(t *testing.T) {
+	t.Parallel()
 	_, qs := replicas(t, 1)
 	q := qs[0]
 	ctx, cancel := context.WithCancel(ctxT(t))
@@ -306,6 +314,7 @@ func TestCancelled(t *testing.T) {
 }
 
 func TestElicitation(t *testing.T) {
+	t.Parallel()
 	_, qs := replicas(t, 2)
 	gw, console := qs[0], qs[1]
 	ctx := ctxT(t)
@@ -386,6 +395,7 @@ func TestElicitation(t *testing.T) {
 }
 
 func TestConsume(t *testing.T) {
+	t.Parallel()
 	_, qs := replicas(t, 1)
 	q := qs[0]
 	ctx := ctxT(t)
@@ -411,6 +421,7 @@ func TestConsume(t *testing.T) {
 // first; a request pending past its deadline (no call waits for it) is
 // timed out by the listing, and older decisions are left out.
 func TestList(t *testing.T) {
+	t.Parallel()
 	srv, qs := replicas(t, 1)
 	q := qs[0]
 	ctx := ctxT(t)

@@ -13,6 +13,7 @@ import (
 )
 
 func TestTruncate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in    string
 		n     int
@@ -32,6 +33,7 @@ func TestTruncate(t *testing.T) {
 }
 
 func TestHideValues(t *testing.T) {
+	t.Parallel()
 	got := string(hideValues([]byte(`{"selector":"#pw","value":"hunter2"}`), []string{"value"}))
 	if got != `{"selector":"#pw","value":"[hidden]"}` {
 		t.Errorf("hideValues = %s", got)
@@ -45,6 +47,7 @@ func TestHideValues(t *testing.T) {
 // refuses the subject), records wait in the bounded buffer; beyond it they
 // are dropped and counted, and Publish never blocks.
 func TestPublisherBuffersThenDrops(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	nc := natstest.Conn(t, srv)
 	p, err := NewPublisher(nc, PublisherConfig{Source: "test", Prefix: "sov", Buffer: 10})

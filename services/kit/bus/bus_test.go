@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +23,6 @@ import (
 	commonv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/common/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
-	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
@@ -35,6 +33,7 @@ func start(t *testing.T) *bus.Conn {
 }
 
 func TestRequestReply(t *testing.T) {
+	t.Parallel()
 	c := start(t)
 	svc, err := c.AddService("test", "0.0.1", "", nil)
 	if err != nil {
@@ -106,6 +105,7 @@ func TestRequestReply(t *testing.T) {
 }
 
 func TestNoResponders(t *testing.T) {
+	t.Parallel()
 	c := start(t)
 	start := time.Now()
 	var res browserv1.Open
@@ -121,6 +121,7 @@ func TestNoResponders(t *testing.T) {
 // TestLiveness: a server that disappears mid-request is noticed through its
 // ping subject long before the request's deadline.
 func TestLiveness(t *testing.T) {
+	t.Parallel()
 	c := start(t)
 	pingSub, err := c.NATS().Subscribe("sov.test.ping", func(m *nats.Msg) { _ = m.Respond(nil) })
 	if err != nil {
@@ -258,6 +259,8 @@ var globalTP = sync.OnceValue(func() *sdktrace.TracerProvider {
 
 // recordSpans records the spans ended during the test. The global tracer
 // provider is installed once: tracers follow only the first one ever set.
+// A test that calls it is not parallel: the recorder sees the spans of
+// every test that runs meanwhile.
 func recordSpans(t *testing.T) (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
 	tp := globalTP()
 	rec := tracetest.NewSpanRecorder()
@@ -281,6 +284,7 @@ type endpointOpt = micro.EndpointOpt
 
 // TestCancelReachesServer: a caller that cancels stops the handler's work.
 func TestCancelReachesServer(t *testing.T) {
+	t.Parallel()
 	c := start(t)
 	stopped := slowEndpoint(t, c, "cancel")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -332,6 +336,7 @@ func wantCancelled(t *testing.T, stopped <-chan error, otherwise string) {
 // subscriptions, so a loaded machine may take them in either order) still
 // stops that handler.
 func TestCancelBeforeHandler(t *testing.T) {
+	t.Parallel()
 	c := start(t)
 	stopped := slowEndpoint(t, c, "early")
 	reply := c.NATS().NewInbox()
@@ -375,6 +380,7 @@ func TestCancelBeforeHandler(t *testing.T) {
 // away fails at once, with ErrDisconnected in its chain, and so does a new
 // one; neither waits for its deadline.
 func TestDisconnected(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	c := natstest.Bus(t, srv)
 	taken := make(chan struct{}, 1)
@@ -410,22 +416,10 @@ func TestDisconnected(t *testing.T) {
 // TestReconnected: once NATS is back, requests work again (the down state
 // ends with the reconnect).
 func TestReconnected(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	t.Parallel()
 	dir := t.TempDir()
-	srv, err := natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect("nats://"+addr, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	srv := natstest.Listening(t, dir)
+	nc := natstest.Reconnecting(t, srv.URL())
 	c, err := bus.New(nc, "")
 	if err != nil {
 		t.Fatal(err)
@@ -448,10 +442,7 @@ func TestReconnected(t *testing.T) {
 	if err := c.Request(ctx, "sov.test.ok", &browserv1.NoArgs{}, &res); !errors.Is(err, bus.ErrDisconnected) {
 		t.Fatalf("Request while NATS is down = %v, want ErrDisconnected", err)
 	}
-	if srv, err = natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir}); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv.Start(dir)
 	kittest.Eventually(t, 30*time.Second, func() error {
 		rctx, rcancel := context.WithTimeout(ctx, time.Second)
 		defer rcancel()

@@ -14,6 +14,7 @@ import (
 // wire names docs/subjects.md documents: both sides use the packages, so
 // only this test notices a rename that would break a mixed-version fleet.
 func TestContracts(t *testing.T) {
+	t.Parallel()
 	c := start(t)
 	w := browserbus.Of("w1")
 	for want, got := range map[string]string{

@@ -12,6 +12,7 @@ import (
 var echo = bus.Endpoint[*browserv1.Open, *browserv1.Open]{Group: []string{"test", "grp"}, Name: "echo"}
 
 func TestEndpoint(t *testing.T) {
+	t.Parallel()
 	c := start(t)
 	if got, want := echo.Subject(c), c.Subject("test", "grp", "echo"); got != want {
 		t.Errorf("Subject() = %q, want %q", got, want)

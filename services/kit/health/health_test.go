@@ -17,6 +17,7 @@ import (
 )
 
 func TestReadyz(t *testing.T) {
+	t.Parallel()
 	var failing error
 	mux := http.NewServeMux()
 	Register(mux, Check{Name: "nats", Func: func(context.Context) error { return failing }})
@@ -40,6 +41,7 @@ func TestReadyz(t *testing.T) {
 // TestServe serves the three endpoints on a real listener: /readyz follows
 // a real NATS connection (503 naming nats while the server is down).
 func TestServe(t *testing.T) {
+	t.Parallel()
 	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)

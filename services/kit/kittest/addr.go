@@ -3,10 +3,13 @@ package kittest
 import "net"
 
 // FreeAddr returns a loopback address ("127.0.0.1:port") that was free a
-// moment ago, for a server a test must start on a known address (a NATS
-// server it restarts on the same port). The port is released before it is
-// returned, so another process may take it first: a server that fails to
-// listen on it should be started again on a new one.
+// moment ago. The port is released before it is returned, so another
+// socket may take it first: a server that fails to listen on it should be
+// started again on a new one. Prefer a server that binds port 0 and says
+// where it listens (httptest, natstest.Listening, a listener handed on);
+// FreeAddr is for the servers that cannot yet: an in-process `sovereign up`
+// and browser.Serve, which report the address they bound only in the
+// process-wide log.
 func FreeAddr(tb TB) string {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

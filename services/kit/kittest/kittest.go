@@ -1,5 +1,6 @@
 // Package kittest holds the test helpers that every Sovereign module
-// shares; today that is waiting for a condition instead of sleeping.
+// shares: waiting for a condition instead of sleeping (Eventually), and
+// running a service until the test ends (RunService).
 //
 // A test that waits for something to happen (a worker to come up, a
 // record to reach the audit trail, a page to log) polls for it with

@@ -41,6 +41,7 @@ func history(t *testing.T, b *kvbucket.Bucket) int64 {
 // TestOpen: Open creates the bucket, updates an existing one to its
 // config, or with AsIs uses it as it is.
 func TestOpen(t *testing.T) {
+	t.Parallel()
 	nc := natstest.Conn(t, natstest.Server(t))
 	b, err := kvbucket.Open(ctxT(t), nc, spec(1))
 	if err != nil {
@@ -63,6 +64,7 @@ func TestOpen(t *testing.T) {
 // its store) makes it again, tells the OnReopen hooks and succeeds; a
 // key's state is not such a failure.
 func TestDoReopens(t *testing.T) {
+	t.Parallel()
 	nc := natstest.Conn(t, natstest.Server(t))
 	b, err := kvbucket.Open(ctxT(t), nc, spec(1))
 	if err != nil {
@@ -96,6 +98,7 @@ func TestDoReopens(t *testing.T) {
 // TestKeysAndEach: Keys lists the keys the stream holds (deleted ones
 // too), Each the current entries.
 func TestKeysAndEach(t *testing.T) {
+	t.Parallel()
 	nc := natstest.Conn(t, natstest.Server(t))
 	b, err := kvbucket.Open(ctxT(t), nc, spec(1))
 	if err != nil {
@@ -135,6 +138,7 @@ func TestKeysAndEach(t *testing.T) {
 // TestJetStreamOff: a server without JetStream gets an error that says
 // what the bucket keeps and how to fix it.
 func TestJetStreamOff(t *testing.T) {
+	t.Parallel()
 	srv, err := server.NewServer(&server.Options{DontListen: true})
 	if err != nil {
 		t.Fatal(err)

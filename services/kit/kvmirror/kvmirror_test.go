@@ -17,7 +17,6 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
 	"github.com/sovereign-fleet/sovereign/services/kit/kvmirror"
-	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
@@ -75,6 +74,7 @@ func want(m *kvmirror.Mirror[int], w map[string]int) func() error {
 // follows puts, deletes and purges made elsewhere, leaves out keys outside
 // its filter and values Decode refuses, and tells OnChange of each change.
 func TestMirror(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	b := openBucket(t, natstest.Conn(t, srv))
 	put(t, b, "n.one", "1")
@@ -130,6 +130,7 @@ func TestMirror(t *testing.T) {
 // TestMirrorRemember: a value the caller wrote is readable at once, and an
 // older one from the watch does not replace it.
 func TestMirrorRemember(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	b := openBucket(t, natstest.Conn(t, srv))
 	m, err := kvmirror.New(ctxT(t), b, kvmirror.Options[int]{Decode: number})
@@ -158,6 +159,7 @@ func TestMirrorRemember(t *testing.T) {
 // Close ends the mirror's goroutine and hands every value to Discard, as
 // it does a replaced or deleted one.
 func TestMirrorClose(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	b := openBucket(t, natstest.Conn(t, srv))
 	done, cancel := context.WithCancel(context.Background())
@@ -212,16 +214,10 @@ func TestMirrorClose(t *testing.T) {
 // what changed meanwhile (a put, a delete) and drops what is gone; and
 // after NATS comes back without its store, the bucket is made again.
 func TestMirrorReconnect(t *testing.T) {
-	dir, addr := t.TempDir(), kittest.FreeAddr(t)
-	srv, err := natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	t.Parallel()
+	dir := t.TempDir()
+	srv := natstest.Listening(t, dir)
+	nc := natstest.Reconnecting(t, srv.URL())
 	b := openBucket(t, nc)
 	put(t, b, "a", "1")
 	put(t, b, "b", "2")
@@ -237,11 +233,8 @@ func TestMirrorReconnect(t *testing.T) {
 	if err := want(m, map[string]int{"a": 1, "b": 2})(); err != nil {
 		t.Errorf("while NATS is down the mirror keeps its values: %v", err)
 	}
-	srv, err = natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := openBucket(t, natstest.Conn(t, srv))
+	srv.Start(dir)
+	other := openBucket(t, natstest.Conn(t, srv.Server()))
 	put(t, other, "c", "3")
 	if err := other.KV().Delete(ctxT(t), "a"); err != nil {
 		t.Fatal(err)
@@ -251,11 +244,7 @@ func TestMirrorReconnect(t *testing.T) {
 	// A new NATS without the store: the mirror keeps its values, makes the
 	// bucket again and follows it.
 	srv.Stop()
-	srv, err = natsrv.Start(natsrv.Options{Listen: addr, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv.Start(t.TempDir())
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -264,7 +253,7 @@ func TestMirrorReconnect(t *testing.T) {
 		_, err := js.KeyValue(ctxT(t), "test_mirror")
 		return err
 	})
-	other = openBucket(t, natstest.Conn(t, srv))
+	other = openBucket(t, natstest.Conn(t, srv.Server()))
 	put(t, other, "d", "4")
 	eventually(t, "the mirror follows the new bucket", want(m, map[string]int{"d": 4}))
 }
@@ -273,6 +262,7 @@ func TestMirrorReconnect(t *testing.T) {
 // revisions from 1: a new listing replaces values of the old bucket even
 // at lower revisions, and drops keys it lacks.
 func TestMirrorBucketMadeAgain(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	b := openBucket(t, natstest.Conn(t, srv))
 	put(t, b, "a", "1")
@@ -302,6 +292,7 @@ func TestMirrorBucketMadeAgain(t *testing.T) {
 // (and Sweep drops) values, and Delivered sees every revision, mirrored or
 // not.
 func TestMirrorSkipExpireDelivered(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	b := openBucket(t, natstest.Conn(t, srv))
 	var mu sync.Mutex

@@ -13,6 +13,7 @@ import (
 // TestJetStreamUnderDataDir: the embedded server keeps JetStream under the
 // data dir, and a second server on a taken port fails with a clear error.
 func TestJetStreamUnderDataDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := Start(Options{Listen: "127.0.0.1:0", DataDir: dir})
 	if err != nil {
@@ -41,6 +42,7 @@ func TestJetStreamUnderDataDir(t *testing.T) {
 }
 
 func TestBadListen(t *testing.T) {
+	t.Parallel()
 	if _, err := Start(Options{Listen: "no-port"}); err == nil || !strings.Contains(err.Error(), "no-port") {
 		t.Fatalf("Start(no-port) = %v, want an error naming it", err)
 	}

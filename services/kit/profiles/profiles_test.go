@@ -17,6 +17,7 @@ import (
 )
 
 func TestFilter(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		path string
 		keep bool
@@ -230,6 +231,7 @@ var sampleKept = []string{"Default/", "Default/Cookies", "Default/Local Storage/
 	"Default/Local Storage/leveldb/000003.log", "Default/Preferences", "Default/Something New", "Local State"}
 
 func TestUnpack(t *testing.T) {
+	t.Parallel()
 	d := t.TempDir()
 	st, err := Unpack(bytes.NewReader(sample(t)), d, Limits{})
 	if err != nil {
@@ -255,6 +257,7 @@ func TestUnpack(t *testing.T) {
 }
 
 func TestUnpackUnsafePath(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"../evil", "/etc/evil", "Default/../../evil", "..", "./../evil"} {
 		t.Run(name, func(t *testing.T) {
 			parent := t.TempDir()
@@ -282,6 +285,7 @@ func TestUnpackUnsafePath(t *testing.T) {
 }
 
 func TestUnpackSkipsSpecialEntries(t *testing.T) {
+	t.Parallel()
 	d := t.TempDir()
 	a := archive(t,
 		file("Default/Cookies", "c"),
@@ -311,6 +315,7 @@ func TestUnpackSkipsSpecialEntries(t *testing.T) {
 }
 
 func TestPackSkipsSpecialFiles(t *testing.T) {
+	t.Parallel()
 	d := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(d, "Default"), 0o700); err != nil {
 		t.Fatal(err)
@@ -338,6 +343,7 @@ func TestPackSkipsSpecialFiles(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
+	t.Parallel()
 	noise := make([]byte, 64<<10)
 	if _, err := rand.Read(noise); err != nil {
 		t.Fatal(err)
@@ -401,6 +407,7 @@ func TestLimitsFromEnv(t *testing.T) {
 }
 
 func TestBadArchive(t *testing.T) {
+	t.Parallel()
 	good := sample(t)
 	for name, b := range map[string][]byte{
 		"not gzip":  []byte("PK\x03\x04 this is a zip"),
@@ -419,6 +426,7 @@ func TestBadArchive(t *testing.T) {
 // TestRoundTrip: a raw profile normalized, packed and unpacked again holds
 // exactly what the filter keeps, with its content.
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	var norm bytes.Buffer
 	st, err := Normalize(bytes.NewReader(sample(t)), &norm, Limits{})
 	if err != nil {
@@ -469,6 +477,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  error
 		want int

@@ -13,6 +13,7 @@ import (
 )
 
 func TestStore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := natstest.Server(t)
 	s, err := Open(ctx, natstest.Conn(t, srv), "", Limits{})
@@ -114,6 +115,7 @@ func TestStore(t *testing.T) {
 }
 
 func TestStoreNames(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := Open(ctx, natstest.Conn(t, natstest.Server(t)), "acme", Limits{})
 	if err != nil {

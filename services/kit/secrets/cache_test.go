@@ -44,6 +44,7 @@ func cacheOn(t testing.TB, nc *nats.Conn, key *Key, vals map[string]string) (*St
 }
 
 func TestSubstitute(t *testing.T) {
+	t.Parallel()
 	_, c := cacheWith(t, map[string]string{
 		"USER": "ada@example.com", "PASS": `p"a\ss w<o>rd`, "PIN": "1234",
 	})
@@ -109,6 +110,7 @@ func TestSubstitute(t *testing.T) {
 }
 
 func TestScrubForms(t *testing.T) {
+	t.Parallel()
 	const pass = `Tr0ub&dor:3 "x"/é+<y>`
 	_, c := cacheWith(t, map[string]string{"PASS": pass, "SHORT": "abc"})
 	ph := "{{secrets.PASS}}"
@@ -147,6 +149,7 @@ func TestScrubForms(t *testing.T) {
 }
 
 func TestScrubOverlaps(t *testing.T) {
+	t.Parallel()
 	_, c := cacheWith(t, map[string]string{
 		"LONG": "hunter22-extended", "MID": "hunter22", "OTHER": "22-ext", "TAIL": "ended!",
 	})
@@ -199,6 +202,7 @@ func scrubCase(t *testing.T) (c *Cache, doc, want map[string]any) {
 }
 
 func TestScrubJSON(t *testing.T) {
+	t.Parallel()
 	c, doc, want := scrubCase(t)
 	b, err := json.Marshal(doc)
 	if err != nil {
@@ -228,6 +232,7 @@ func TestScrubJSON(t *testing.T) {
 }
 
 func TestCacheFollows(t *testing.T) {
+	t.Parallel()
 	s, c := cacheWith(t, map[string]string{"OLD": "old-value-1"})
 	ctx := context.Background()
 	if err := s.Set(ctx, "NEW", []byte("new-value-1")); err != nil {
@@ -302,6 +307,7 @@ func assertZero(t *testing.T, what string, value []byte, forms [][]byte) {
 }
 
 func TestCacheWrongKey(t *testing.T) {
+	t.Parallel()
 	nc := natstest.Conn(t, natstest.Server(t))
 	a, b := testKey(t), testKey(t)
 	sa := openStore(t, nc, a)
@@ -322,6 +328,7 @@ func TestCacheWrongKey(t *testing.T) {
 }
 
 func TestFeedRedactSet(t *testing.T) {
+	t.Parallel()
 	s, c := cacheWith(t, map[string]string{"API": "sk-live-abcdef", "SHARE1": "same-value", "SHARE2": "same-value"})
 	var set redact.Set
 	c.Feed(&set)
@@ -352,6 +359,7 @@ func TestFeedRedactSet(t *testing.T) {
 }
 
 func TestNilCache(t *testing.T) {
+	t.Parallel()
 	var c *Cache
 	if out := c.Scrub("text"); out != "text" {
 		t.Errorf("nil Scrub = %q", out)

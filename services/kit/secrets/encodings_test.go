@@ -37,6 +37,7 @@ func everyByte(v string, f func(c byte) string) string {
 // TestScrubEncodings checks that each encoded form of a value, inside
 // other text, becomes the placeholder.
 func TestScrubEncodings(t *testing.T) {
+	t.Parallel()
 	_, c := cacheWith(t, map[string]string{"S": tricky, "PLAIN": "Kx7vQ2mL0pR4"})
 	md := strings.NewReplacer("_", `\_`, "*", `\*`, "[", `\[`, "]", `\]`, "<", `\<`, ">", `\>`, "&", `\&`, "+", `\+`, "/", `\/`, "@", `\@`).Replace(tricky)
 	blob := func(prefix int) string {
@@ -95,6 +96,7 @@ func TestScrubEncodings(t *testing.T) {
 // TestCutNeverSplitsAValue cuts a text with a value (plain and encoded)
 // at every position, as a whole text and as the start of a longer one.
 func TestCutNeverSplitsAValue(t *testing.T) {
+	t.Parallel()
 	const v = "Kx7vQ2mL0pR4-sekret"
 	_, c := cacheWith(t, map[string]string{"V": v})
 	for _, form := range []string{v, base64.StdEncoding.EncodeToString([]byte(v)), everyChar(v, func(r rune) string { return fmt.Sprintf("&#%d;", r) })} {
@@ -148,6 +150,7 @@ func glyphs(s string) string {
 
 // TestScrubFile checks each kind of file.
 func TestScrubFile(t *testing.T) {
+	t.Parallel()
 	const v = "Kx7vQ2mL0pR4-sekret"
 	_, c := cacheWith(t, map[string]string{"V": v})
 	utf16hex := func(s string) string {

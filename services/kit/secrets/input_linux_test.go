@@ -72,6 +72,7 @@ func (w *promptWriter) Write(p []byte) (int, error) {
 // TestReadValueTerminal types a value into a real pseudo-terminal: it is
 // read, not echoed, and the echo is back on afterwards.
 func TestReadValueTerminal(t *testing.T) {
+	t.Parallel()
 	ctl, term := openPTY(t)
 	if !IsTerminal(term) || !echoOn(t, term) {
 		t.Fatal("the pty is not a terminal with echo on")
@@ -121,6 +122,7 @@ func TestReadValueTerminal(t *testing.T) {
 // TestReadValueCanceled restores the echo when the read is canceled
 // (Ctrl-C in the CLI cancels its context).
 func TestReadValueCanceled(t *testing.T) {
+	t.Parallel()
 	_, term := openPTY(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	prompt := &promptWriter{written: make(chan struct{})}
@@ -145,6 +147,7 @@ func TestReadValueCanceled(t *testing.T) {
 }
 
 func TestReadAllValue(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"v\n": "v", "v\r\n": "v", "v\n\n": "v\n", "v": "v", "v\r": "v\r", "a\nb": "a\nb",
 	} {

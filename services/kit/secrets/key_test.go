@@ -35,6 +35,7 @@ func wantID(b []byte) string {
 }
 
 func TestLoadKeyForms(t *testing.T) {
+	t.Parallel()
 	id := wantID(keyBytes)
 	for _, text := range []string{
 		base64.StdEncoding.EncodeToString(keyBytes),
@@ -56,6 +57,7 @@ func TestLoadKeyForms(t *testing.T) {
 }
 
 func TestLoadKeyErrors(t *testing.T) {
+	t.Parallel()
 	if _, err := LoadKey(env(nil)); !errors.Is(err, ErrNoKey) {
 		t.Errorf("no variables: err = %v, want ErrNoKey", err)
 	}
@@ -90,6 +92,7 @@ func TestLoadKeyErrors(t *testing.T) {
 }
 
 func TestKeyFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	id := wantID(keyBytes)
 	for name, data := range map[string][]byte{
@@ -135,6 +138,7 @@ func TestKeyFile(t *testing.T) {
 }
 
 func TestGenerateKeyFile(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "data", "secret.key")
 	k, created, err := LoadOrCreateKeyFile(p)
 	if err != nil || !created {
@@ -168,6 +172,7 @@ func TestGenerateKeyFile(t *testing.T) {
 
 // TestKeyPrintsNoMaterial checks every way a key could be printed.
 func TestKeyPrintsNoMaterial(t *testing.T) {
+	t.Parallel()
 	k, err := ParseKey(hex.EncodeToString(keyBytes))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 // TestUnquote checks the JSON string decoder against encoding/json.
 func TestUnquote(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{
 		`plain`, `a\"b\\c\/d`, `\b\f\n\r\t`, `\u00e9\u00E9`, `\ud83d\ude00 smile`, `lone \ud83d here`, `\udc00`, `\u2028\u0000`,
 	} {
@@ -25,6 +26,7 @@ func TestUnquote(t *testing.T) {
 // TestJSONEscapeMatchesEncoders checks the JSON-escaped forms against
 // encoding/json, which they must equal to be found.
 func TestJSONEscapeMatchesEncoders(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{"p\"a\\ss\n\t\x01<&>", "é😀\u2028x", "plain"} {
 		want, _ := json.Marshal(v)
 		if got := string(jsonEscape([]byte(v), true, false)); `"`+got+`"` != string(want) {
@@ -41,6 +43,7 @@ func TestJSONEscapeMatchesEncoders(t *testing.T) {
 // way a JSON writer might, and checks that the result is valid JSON whose
 // strings hold no value.
 func TestScrubJSONRandom(t *testing.T) {
+	t.Parallel()
 	alphabet := []rune("abcXYZ019 \"\\/<>&'\n\t\x01é€😀\u2028%+=")
 	r := rand.New(rand.NewPCG(1, 2))
 	vals := map[string]string{}

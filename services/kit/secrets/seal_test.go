@@ -7,6 +7,7 @@ import (
 )
 
 func TestSealOpen(t *testing.T) {
+	t.Parallel()
 	k, err := newKey(append([]byte(nil), keyBytes...))
 	if err != nil {
 		t.Fatal(err)

@@ -54,6 +54,7 @@ func rawKV(t *testing.T, nc *nats.Conn) jetstream.KeyValue {
 }
 
 func TestBucketName(t *testing.T) {
+	t.Parallel()
 	for prefix, want := range map[string]string{"": "sov_secrets", "sov": "sov_secrets", "test.a": "test_a_secrets", "x-y": "x-y_secrets"} {
 		if got := Bucket(prefix); got != want {
 			t.Errorf("Bucket(%q) = %q, want %q", prefix, got, want)
@@ -62,6 +63,7 @@ func TestBucketName(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	nc := natstest.Conn(t, natstest.Server(t))
 	s := openStore(t, nc, testKey(t))
 	ctx := context.Background()
@@ -139,6 +141,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestWrongKey(t *testing.T) {
+	t.Parallel()
 	nc := natstest.Conn(t, natstest.Server(t))
 	a, b := testKey(t), testKey(t)
 	sa, sb := openStore(t, nc, a), openStore(t, nc, b)
@@ -158,6 +161,7 @@ func TestWrongKey(t *testing.T) {
 }
 
 func TestTampered(t *testing.T) {
+	t.Parallel()
 	nc := natstest.Conn(t, natstest.Server(t))
 	s := openStore(t, nc, testKey(t))
 	ctx := context.Background()
@@ -207,6 +211,7 @@ func TestTampered(t *testing.T) {
 }
 
 func TestBadNamesAndValues(t *testing.T) {
+	t.Parallel()
 	nc := natstest.Conn(t, natstest.Server(t))
 	s := openStore(t, nc, testKey(t))
 	ctx := context.Background()
@@ -239,6 +244,7 @@ func TestBadNamesAndValues(t *testing.T) {
 }
 
 func TestWithoutKey(t *testing.T) {
+	t.Parallel()
 	nc := natstest.Conn(t, natstest.Server(t))
 	s := openStore(t, nc, testKey(t))
 	ctx := context.Background()

@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
-	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
 )
@@ -48,6 +47,7 @@ func create(t *testing.T, s *tokens.Store, spec tokens.Spec) (string, tokens.Tok
 var tokenRE = regexp.MustCompile(`^svt_[0-9a-f]{16}_[0-9a-f]{64}$`)
 
 func TestCreateVerifyRevoke(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	s := open(t, natstest.Conn(t, srv))
 	if got := s.BucketName(); got != "sov_tokens" {
@@ -148,6 +148,7 @@ func TestCreateVerifyRevoke(t *testing.T) {
 }
 
 func TestSpecValidation(t *testing.T) {
+	t.Parallel()
 	s := open(t, natstest.Conn(t, natstest.Server(t)))
 	for _, spec := range []tokens.Spec{
 		{Name: ""},
@@ -184,6 +185,7 @@ func TestSpecValidation(t *testing.T) {
 // TestConcurrentNames: of many creates of one name at once, exactly one
 // succeeds.
 func TestConcurrentNames(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	stores := []*tokens.Store{open(t, natstest.Conn(t, srv)), open(t, natstest.Conn(t, srv))}
 	var wg sync.WaitGroup
@@ -212,6 +214,7 @@ func TestConcurrentNames(t *testing.T) {
 // store (the CLI) is seen by another (a gateway) without a restart, and
 // last use is written back.
 func TestMirrorFollowsOtherStores(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	cli, gw := open(t, natstest.Conn(t, srv)), open(t, natstest.Conn(t, srv))
 	plain, tok := create(t, cli, tokens.Spec{Name: "agent"})
@@ -243,17 +246,10 @@ func TestMirrorFollowsOtherStores(t *testing.T) {
 // TestSurvivesNATSRestart: tokens are on file storage, and a store whose
 // connection reconnects catches up with what changed meanwhile.
 func TestSurvivesNATSRestart(t *testing.T) {
-	dir, addr := t.TempDir(), kittest.FreeAddr(t)
-	srv, err := natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	gw := open(t, nc)
+	t.Parallel()
+	dir := t.TempDir()
+	srv := natstest.Listening(t, dir)
+	gw := open(t, natstest.Reconnecting(t, srv.URL()))
 	before, tok := create(t, gw, tokens.Spec{Name: "before"})
 
 	srv.Stop()
@@ -261,13 +257,9 @@ func TestSurvivesNATSRestart(t *testing.T) {
 	if _, err := gw.Verify(before); err != nil {
 		t.Errorf("verify while NATS is down: %v", err)
 	}
-	srv, err = natsrv.Start(natsrv.Options{Listen: addr, DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv.Start(dir)
 
-	other := open(t, natstest.Conn(t, srv))
+	other := open(t, natstest.Conn(t, srv.Server()))
 	list, err := other.List(ctxT(t))
 	if err != nil || len(list) != 1 || list[0].ID != tok.ID {
 		t.Fatalf("after the restart the bucket lists %+v, %v; want the token made before", list, err)
@@ -288,6 +280,7 @@ func TestSurvivesNATSRestart(t *testing.T) {
 }
 
 func TestBucket(t *testing.T) {
+	t.Parallel()
 	for prefix, want := range map[string]string{"": "sov_tokens", "sov": "sov_tokens", "acme": "acme_tokens", "a.b": "a_b_tokens"} {
 		if got := tokens.Bucket(prefix); got != want {
 			t.Errorf("Bucket(%q) = %q, want %q", prefix, got, want)

@@ -14,6 +14,7 @@ import (
 // only an answer authored by the remote signer, p-tagged to the client
 // and matching a pending request resolves it, and only once.
 func TestHandleEventChecksOrigin(t *testing.T) {
+	t.Parallel()
 	relay := nip46test.NewRelay(t)
 	signer, forger := mustKey(t), mustKey(t)
 	bunker := nip46test.NewBunker(t, nip46test.BunkerConfig{Relays: []string{relay.URL()}, SignerKey: signer})

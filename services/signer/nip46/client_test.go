@@ -58,6 +58,7 @@ func methods(reqs []nip46test.Request) []string {
 }
 
 func TestConnectUserKeyDiffersFromSignerKey(t *testing.T) {
+	t.Parallel()
 	relay := nip46test.NewRelay(t)
 	user, signer := newKey(t), newKey(t)
 	bunker := nip46test.NewBunker(t, nip46test.BunkerConfig{
@@ -94,6 +95,7 @@ func TestConnectUserKeyDiffersFromSignerKey(t *testing.T) {
 }
 
 func TestSignEvent(t *testing.T) {
+	t.Parallel()
 	relay := nip46test.NewRelay(t)
 	user := newKey(t)
 	bunker := nip46test.NewBunker(t, nip46test.BunkerConfig{Relays: []string{relay.URL()}, UserKey: user, SignerKey: newKey(t)})
@@ -129,6 +131,7 @@ func TestSignEvent(t *testing.T) {
 }
 
 func TestSignEventTampered(t *testing.T) {
+	t.Parallel()
 	other := newKey(t)
 	user := newKey(t)
 	cases := []struct {
@@ -174,6 +177,7 @@ func flipHex(s string) string {
 }
 
 func TestEncryptDecryptRoundTrips(t *testing.T) {
+	t.Parallel()
 	relay := nip46test.NewRelay(t)
 	user, peer := newKey(t), newKey(t)
 	bunker := nip46test.NewBunker(t, nip46test.BunkerConfig{Relays: []string{relay.URL()}, UserKey: user, SignerKey: newKey(t)})
@@ -232,6 +236,7 @@ func TestEncryptDecryptRoundTrips(t *testing.T) {
 }
 
 func TestRejected(t *testing.T) {
+	t.Parallel()
 	relay := nip46test.NewRelay(t)
 	bunker := nip46test.NewBunker(t, nip46test.BunkerConfig{
 		Relays: []string{relay.URL()}, Reject: map[string]string{"sign_event": "user denied the request"},
@@ -244,6 +249,7 @@ func TestRejected(t *testing.T) {
 }
 
 func TestWrongSecret(t *testing.T) {
+	t.Parallel()
 	relay := nip46test.NewRelay(t)
 	bunker := nip46test.NewBunker(t, nip46test.BunkerConfig{Relays: []string{relay.URL()}, Secret: testSecret})
 	u, _ := url.Parse(bunker.URL())
@@ -279,6 +285,7 @@ func TestWrongSecret(t *testing.T) {
 }
 
 func TestAuthURL(t *testing.T) {
+	t.Parallel()
 	const authURL = "https://bunker.example/approve?request=42"
 	relay := nip46test.NewRelay(t)
 	bunker := nip46test.NewBunker(t, nip46test.BunkerConfig{
@@ -335,6 +342,7 @@ func TestAuthURL(t *testing.T) {
 }
 
 func TestAuthURLTimeout(t *testing.T) {
+	t.Parallel()
 	relay := nip46test.NewRelay(t)
 	bunker := nip46test.NewBunker(t, nip46test.BunkerConfig{
 		Relays: []string{relay.URL()}, AuthURL: "https://bunker.example/ok", AuthFor: []string{"nip44_encrypt"},
@@ -353,6 +361,7 @@ func TestAuthURLTimeout(t *testing.T) {
 }
 
 func TestNIP04OnlyBunker(t *testing.T) {
+	t.Parallel()
 	relay := nip46test.NewRelay(t)
 	user := newKey(t)
 	bunker := nip46test.NewBunker(t, nip46test.BunkerConfig{
@@ -394,6 +403,7 @@ func TestNIP04OnlyBunker(t *testing.T) {
 }
 
 func TestRelayDropReconnects(t *testing.T) {
+	t.Parallel()
 	relay := nip46test.NewRelay(t)
 	bunker := nip46test.NewBunker(t, nip46test.BunkerConfig{Relays: []string{relay.URL()}})
 	// The first retry comes 1-2 s after the drop: long enough to see even
@@ -428,6 +438,7 @@ func TestRelayDropReconnects(t *testing.T) {
 }
 
 func TestTwoRelaysOneDown(t *testing.T) {
+	t.Parallel()
 	up, down := nip46test.NewRelay(t), nip46test.NewRelay(t)
 	bunker := nip46test.NewBunker(t, nip46test.BunkerConfig{Relays: []string{up.URL(), down.URL()}})
 	down.Close()
@@ -442,6 +453,7 @@ func TestTwoRelaysOneDown(t *testing.T) {
 }
 
 func TestUnreachableRelay(t *testing.T) {
+	t.Parallel()
 	t.Run("refused", func(t *testing.T) {
 		relay := nip46test.NewRelay(t)
 		bunkerURL := "bunker://" + testPubkey(t) + "?relay=" + url.QueryEscape(relay.URL()) + "&secret=" + testSecret
@@ -484,6 +496,7 @@ func TestUnreachableRelay(t *testing.T) {
 }
 
 func TestCloseFailsInFlight(t *testing.T) {
+	t.Parallel()
 	relay := nip46test.NewRelay(t)
 	bunker := nip46test.NewBunker(t, nip46test.BunkerConfig{
 		Relays: []string{relay.URL()}, AuthURL: "https://bunker.example/ok", AuthFor: []string{"sign_event"},

@@ -25,6 +25,7 @@ func testPubkey(t *testing.T) string {
 }
 
 func TestParseBunkerURL(t *testing.T) {
+	t.Parallel()
 	pk := testPubkey(t)
 	npub, err := nostr.EncodeNpub(pk)
 	if err != nil {
@@ -90,6 +91,7 @@ func TestParseBunkerURL(t *testing.T) {
 }
 
 func TestBunkerURLRedactsSecret(t *testing.T) {
+	t.Parallel()
 	pk := testPubkey(t)
 	b, err := nip46.ParseBunkerURL("bunker://" + pk + "?relay=wss://a.example&secret=" + testSecret)
 	if err != nil {

@@ -211,12 +211,14 @@ func exercise(t *testing.T, c *Client, only0 bool) {
 }
 
 func TestUnixRoundTrip(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(shortDir(t), "s")
 	listenUnix(t, path, seedDevice(t))
 	exercise(t, dial(t, fastConfig(TransportUnix, path)), false)
 }
 
 func TestTCPRoundTrip(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -228,6 +230,7 @@ func TestTCPRoundTrip(t *testing.T) {
 // TestSerialRoundTrip runs the serial transport (termios raw 115200) over a
 // real pseudo-terminal served in this process.
 func TestSerialRoundTrip(t *testing.T) {
+	t.Parallel()
 	p, err := OpenPTY()
 	if err != nil {
 		t.Fatal(err)
@@ -251,6 +254,7 @@ func TestSerialRoundTrip(t *testing.T) {
 }
 
 func TestSlotDevice(t *testing.T) {
+	t.Parallel()
 	k := account(t, 2) // any key will do
 	dev, err := NewSlotDevice(nostr.EncodeNsec(k))
 	if err != nil {
@@ -282,6 +286,7 @@ func TestSlotDevice(t *testing.T) {
 }
 
 func TestBadSignatureRefused(t *testing.T) {
+	t.Parallel()
 	dev := seedDevice(t)
 	dev.BadSig = true
 	path := filepath.Join(shortDir(t), "s")
@@ -297,6 +302,7 @@ func TestBadSignatureRefused(t *testing.T) {
 }
 
 func TestRejectIsTyped(t *testing.T) {
+	t.Parallel()
 	dev := seedDevice(t)
 	dev.Reject = true
 	path := filepath.Join(shortDir(t), "s")
@@ -318,6 +324,7 @@ func TestRejectIsTyped(t *testing.T) {
 }
 
 func TestDelayBeyondTimeout(t *testing.T) {
+	t.Parallel()
 	dev := seedDevice(t)
 	// The device's person takes 5 s: long enough that the ping below
 	// still finds it busy on a loaded machine (at 1.5 s, a stall of a
@@ -356,6 +363,7 @@ func TestDelayBeyondTimeout(t *testing.T) {
 }
 
 func TestReconnect(t *testing.T) {
+	t.Parallel()
 	dev := seedDevice(t)
 	dev.DropAfter = 2 // hello + one call per connection
 	path := filepath.Join(shortDir(t), "s")
@@ -419,6 +427,7 @@ func TestReconnect(t *testing.T) {
 // not send and lines over MaxLine (even carrying the right id) are dropped
 // and counted; the real replies still arrive.
 func TestNoiseDropped(t *testing.T) {
+	t.Parallel()
 	dev := seedDevice(t)
 	dev.Noise = true
 	path := filepath.Join(shortDir(t), "s")
@@ -439,6 +448,7 @@ func TestNoiseDropped(t *testing.T) {
 }
 
 func TestTooLarge(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(shortDir(t), "s")
 	listenUnix(t, path, seedDevice(t))
 	c := dial(t, fastConfig(TransportUnix, path))
@@ -474,6 +484,7 @@ func TestTooLarge(t *testing.T) {
 
 // TestDeviceErrors checks the device's answers to bad requests.
 func TestDeviceErrors(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(shortDir(t), "s")
 	listenUnix(t, path, seedDevice(t))
 	conn, err := net.Dial("unix", path)
@@ -526,6 +537,7 @@ func readReplies(t *testing.T, conn net.Conn, n int) []response {
 }
 
 func TestConfigErrors(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, cfg := range []Config{
 		{Transport: "usb", Device: "x"},
@@ -627,6 +639,7 @@ QREXEC_SERVICE_ARGUMENT="${2#*+}" exec %q --stdio --mnemonic-file %q
 // TestSimPTY runs the simulator binary with --pty and talks to it over the
 // serial transport.
 func TestSimPTY(t *testing.T) {
+	t.Parallel()
 	sim := simBinary(t)
 	cmd := exec.Command(sim, "--pty", "--nsec", nostr.EncodeNsec(account(t, 0)), "--delay", "10ms")
 	out, err := cmd.StdoutPipe()

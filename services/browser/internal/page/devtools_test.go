@@ -55,6 +55,7 @@ setTimeout(() => { throw new Error("thrown later"); }, 0);
 // with their source line; level, since and limit filter; bad inputs say
 // what is accepted.
 func TestConsoleMessages(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": consolePage})
 	tab := newTab(t, Options{})
 	must(t, tab, openReq(srv.URL))
@@ -116,6 +117,7 @@ func TestConsoleMessages(t *testing.T) {
 // TestConsoleBuffer: the ring keeps the last ConsoleBuffer messages and
 // says how many fell out; a long message is cut.
 func TestConsoleBuffer(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{ConsoleBuffer: 5})
 	must(t, tab, openReq("about:blank"))
 	evalString(t, tab, `for (let i = 1; i <= 8; i++) console.log("m" + i); console.log("x".repeat(5000)); 1`)
@@ -175,6 +177,7 @@ func shotPNG(t *testing.T) []byte {
 // TestNetworkRequests: the requests of a page with their status, type
 // and size; filters; bodies as text or base64, cut at max_bytes.
 func TestNetworkRequests(t *testing.T) {
+	t.Parallel()
 	srv := networkServer(t)
 	tab := newTab(t, Options{})
 	must(t, tab, openReq(srv.URL))
@@ -273,6 +276,7 @@ func TestNetworkRequests(t *testing.T) {
 // TestNetworkBuffer: the ring keeps the last NetworkBuffer requests; a
 // dropped one's body is gone with a clear error.
 func TestNetworkBuffer(t *testing.T) {
+	t.Parallel()
 	srv := networkServer(t)
 	tab := newTab(t, Options{NetworkBuffer: 2})
 	must(t, tab, openReq(srv.URL))
@@ -287,6 +291,7 @@ func TestNetworkBuffer(t *testing.T) {
 // TestNetworkBlockedRule: a failed request that the session's policy
 // refused is marked with the rule.
 func TestNetworkBlockedRule(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<script>fetch("http://blocked.invalid/x")</script>`})
 	tab := newTab(t, Options{})
 	tab.SetBlocked(func() []*browserv1.BlockedRequest {
@@ -306,6 +311,7 @@ func TestNetworkBlockedRule(t *testing.T) {
 // TestPDF: the page as a PDF resource; format, landscape and ranges;
 // the size cap and bad inputs.
 func TestPDF(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<!doctype html><title>doc</title><h1>Printed</h1><p style="page-break-after:always">one</p><p>two</p>`})
 	tab := newTab(t, Options{})
 	must(t, tab, openReq(srv.URL))
@@ -341,6 +347,7 @@ func TestPDF(t *testing.T) {
 // time zone, color scheme and online state sees what emulate set; bad
 // values are refused with what is accepted.
 func TestEmulate(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<!doctype html><meta name="viewport" content="width=device-width"><title>env</title>`})
 	tab := newTab(t, Options{})
 	must(t, tab, openReq(srv.URL))
@@ -414,6 +421,7 @@ func TestEmulate(t *testing.T) {
 // matchMedia listener renames the page); a refused value leaves the tab
 // as it was.
 func TestEmulateSettles(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<!doctype html><title>light</title><script>
 		window.mql = matchMedia("(prefers-color-scheme: dark)");
 		window.mql.addEventListener("change", e => { document.title = e.matches ? "dark" : "light"; });

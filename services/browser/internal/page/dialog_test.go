@@ -20,6 +20,7 @@ func modeOpts(m browserv1.DialogMode) Options {
 // while it loads stops open at once; tools that need the page fail naming
 // it; handle_dialog answers it and the page goes on.
 func TestDialogAskConfirmOnLoad(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<title>Ask</title><script>document.title = 'answer ' + confirm('Delete account?')</script><button>After</button>`})
 	tab := newTab(t, Options{})
 	res := must(t, tab, openReq(srv.URL))
@@ -53,6 +54,7 @@ func TestDialogAskConfirmOnLoad(t *testing.T) {
 // TestDialogAskClick: a click that raises a prompt returns at once (the
 // mouse event waits on the dialog), and handle_dialog answers with text.
 func TestDialogAskClick(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<title>Prompt</title>
 		<button id=p onclick="this.textContent = 'name ' + prompt('Name?', 'Ada')">Ask</button>
 		<button id=a onclick="alert('Saved'); this.textContent = 'alerted'">Alert</button>`})
@@ -79,6 +81,7 @@ func TestDialogAskClick(t *testing.T) {
 
 // TestDialogDismissMode: dismiss mode answers confirms with false at once.
 func TestDialogDismissMode(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<button onclick="this.textContent = 'confirm ' + confirm('Sure?')">C</button>`})
 	tab := newTab(t, modeOpts(browserv1.DialogMode_DIALOG_MODE_DISMISS))
 	must(t, tab, openReq(srv.URL))
@@ -93,6 +96,7 @@ func TestDialogDismissMode(t *testing.T) {
 // TestDialogBeforeunload: leaving a page with a beforeunload handler asks;
 // accepting leaves, and open with the dialog open leaves too.
 func TestDialogBeforeunload(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{
 		"/":      `<title>Form</title><input><script>addEventListener('beforeunload', e => { e.preventDefault(); e.returnValue = 'x'; })</script><a href="/other">Other</a>`,
 		"/other": `<title>Other</title>`,
@@ -122,6 +126,7 @@ func TestDialogBeforeunload(t *testing.T) {
 // gets maxDialogsInARow answers, then the next one is left open; the
 // notes are bounded.
 func TestDialogLoop(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{
 		"/":     `<title>Loop</title><button onclick="for (;;) alert('again')">Loop</button>`,
 		"/calm": `<title>Calm</title>`,
@@ -149,6 +154,7 @@ func TestDialogLoop(t *testing.T) {
 // TestDialogInFrame: a confirm that an iframe raises is handled like one
 // of the main frame.
 func TestDialogInFrame(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{
 		"/":      `<title>Outer</title><iframe src="/inner"></iframe>`,
 		"/inner": `<button onclick="this.textContent = 'inner ' + confirm('From the frame?')">Inner</button>`,

@@ -35,6 +35,7 @@ const elementsPage = `<!doctype html><title>Elements</title>
 <button id=far onclick="this.textContent='far clicked'">Far away</button>`
 
 func TestElementArgumentErrors(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": elementsPage})
 	must(t, tab, openReq(srv.URL))
@@ -82,6 +83,7 @@ func TestElementArgumentErrors(t *testing.T) {
 }
 
 func TestClick(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": elementsPage})
 	must(t, tab, openReq(srv.URL))
@@ -113,6 +115,7 @@ func TestClick(t *testing.T) {
 // into view with the frame, and the click lands (it used to be pressed
 // where the button was, off the screen, and reported as done).
 func TestClickInFrameBelowFold(t *testing.T) {
+	t.Parallel()
 	const button = `<button onclick="parent.postMessage('clicked', '*')">Deep</button>`
 	inner := serve(t, map[string]string{"/": `<!doctype html>` + button})
 	for _, c := range []struct{ name, frame string }{
@@ -136,6 +139,7 @@ func TestClickInFrameBelowFold(t *testing.T) {
 }
 
 func TestHoverAndFocus(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": elementsPage})
 	must(t, tab, openReq(srv.URL))
@@ -156,6 +160,7 @@ func TestHoverAndFocus(t *testing.T) {
 }
 
 func TestFill(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": elementsPage})
 	must(t, tab, openReq(srv.URL))
@@ -219,6 +224,7 @@ func TestFill(t *testing.T) {
 }
 
 func TestType(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": elementsPage})
 	must(t, tab, openReq(srv.URL))
@@ -251,6 +257,7 @@ func TestType(t *testing.T) {
 }
 
 func TestReadElement(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": elementsPage})
 	must(t, tab, openReq(srv.URL))
@@ -282,6 +289,7 @@ func TestReadElement(t *testing.T) {
 // gives the element mouseover and mouseenter before mousedown, as a user's
 // pointer would.
 func TestClickFiresHoverEvents(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": `<!doctype html><button id="b" style="width:120px;height:40px">Hover then click</button><p id="log"></p>
 <script>
@@ -300,6 +308,7 @@ for (const ev of ['mouseover', 'mouseenter', 'mousedown', 'mouseup', 'click']) b
 // one-time-code) keep the text out of the result and say sensitive_input;
 // other fields echo their value.
 func TestSecretFields(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": `<!doctype html><title>Login</title>
 <input id=user aria-label="User" autocomplete="username">

@@ -22,6 +22,7 @@ func emulateReq(e *browserv1.Emulate) *browserv1.ToolRequest {
 // (and the page's listeners), are kept by later emulate calls and cleared
 // by reset; bad values say what is accepted.
 func TestEmulateMedia(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<!doctype html><title>screen</title><script>
 		matchMedia("print").addEventListener("change", e => { document.title = e.matches ? "print" : "screen"; });
 	</script>`})
@@ -70,6 +71,7 @@ func TestEmulateMedia(t *testing.T) {
 // requests (and none takes it away), cpu_throttling is kept and said in
 // the summary, and bad values say what is accepted.
 func TestEmulateThrottling(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<!doctype html><title>net</title>`, "/data": `ok`})
 	tab := newTab(t, Options{})
 	must(t, tab, openReq(srv.URL))
@@ -98,6 +100,7 @@ func TestEmulateThrottling(t *testing.T) {
 // summary names them without their values, an empty list clears them,
 // and bad headers are refused, naming the problem.
 func TestEmulateHeaders(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "<title>h</title><p id=h>%s</p>", r.Header.Get("X-Test-Run"))
 	}))

@@ -12,6 +12,7 @@ import (
 )
 
 func TestEval(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": `<title>Eval</title><h1 id=h class="big top">Hi</h1><script>window.answer = 42;</script>`})
 	must(t, tab, openReq(srv.URL))
@@ -81,6 +82,7 @@ func TestEval(t *testing.T) {
 }
 
 func TestEvalEndlessLoop(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": `<title>Loop</title>`})
 	must(t, tab, openReq(srv.URL))
@@ -103,6 +105,7 @@ func TestEvalEndlessLoop(t *testing.T) {
 }
 
 func TestEvalHugeThrow(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	must(t, tab, openReq("about:blank"))
 	for _, tt := range []struct{ name, script, part string }{
@@ -125,6 +128,7 @@ func TestEvalHugeThrow(t *testing.T) {
 }
 
 func TestClipText(t *testing.T) {
+	t.Parallel()
 	if got := clipText("short"); got != "short" {
 		t.Errorf("clipText(short) = %q", got)
 	}

@@ -53,6 +53,7 @@ for (const id of ['one', 'many']) {
 // upload_file sets, and the snapshot reads a file input as a "Choose
 // file" button with the chosen names as its value.
 func TestUploadFile(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": uploadPage})
 	tab := newTab(t, Options{})
 	must(t, tab, openReq(srv.URL))
@@ -93,6 +94,7 @@ func TestUploadFile(t *testing.T) {
 // TestFileChooser: a click that would open a file chooser says which input
 // it is for, by ref.
 func TestFileChooser(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<title>Chooser</title>
 <input type=file id=hidden multiple style="display:none">
 <button onclick="document.getElementById('hidden').click()">Attach</button>

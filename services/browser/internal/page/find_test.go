@@ -18,6 +18,7 @@ func findReq(find, ref string) *browserv1.ToolRequest {
 // bigger than the snapshot cap; bad expressions and overlong finds are
 // refused, naming the argument.
 func TestSnapshotFind(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	b.WriteString(`<!doctype html><title>Shop</title><main><h1>Catalog</h1><ul>`)
 	for i := range 3000 {

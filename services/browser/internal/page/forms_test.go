@@ -90,6 +90,7 @@ func openForm(t *testing.T) (*Tab, string) {
 }
 
 func TestFillSubmit(t *testing.T) {
+	t.Parallel()
 	tab, base := openForm(t)
 	req := fillReq(sel("#q"), "kittens")
 	req.GetFill().Submit = true
@@ -112,6 +113,7 @@ func TestFillSubmit(t *testing.T) {
 }
 
 func TestSelectOption(t *testing.T) {
+	t.Parallel()
 	tab, _ := openForm(t)
 	got := text(must(t, tab, selectReq(sel("#size"), "Medium")))
 	if !strings.Contains(got, `Selected "Medium"`) || !strings.Contains(got, `selected now: "Medium"`) {
@@ -145,6 +147,7 @@ func TestSelectOption(t *testing.T) {
 }
 
 func TestSelectOptionLimit(t *testing.T) {
+	t.Parallel()
 	tab, _ := openForm(t)
 	values := make([]string, MaxSelectValues+1)
 	for i := range values {
@@ -155,6 +158,7 @@ func TestSelectOptionLimit(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	tab, _ := openForm(t)
 	state := func(js string) string { return evalString(t, tab, js) }
 
@@ -203,6 +207,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestFillForm(t *testing.T) {
+	t.Parallel()
 	tab, _ := openForm(t)
 	got := must(t, tab, fillFormReq(
 		&browserv1.FormField{Element: sel("#name"), Value: proto.String("Ada")},
@@ -257,6 +262,7 @@ func TestFillForm(t *testing.T) {
 // TestFormToolsInFrame: select_option, check and fill_form reach fields in
 // an iframe by their frame refs.
 func TestFormToolsInFrame(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{
 		"/":      `<title>outer</title><p>Pay below</p><iframe src="/inner" style="width:400px;height:200px"></iframe>`,
 		"/inner": `<title>inner</title><label>Card <select id="card"><option>Visa</option><option>Amex</option></select></label><label><input type="checkbox" id="save"> Save card</label><input id="holder" aria-label="Holder">`,
@@ -296,6 +302,7 @@ func TestFormToolsInFrame(t *testing.T) {
 // options share a value; check clicks a mixed toggle whatever the state
 // asked; wait_for url takes a part of a URL with a query.
 func TestFormEdgeCases(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<!doctype html><title>edge</title>
 <select id=g aria-label="Group"><option>A</option><optgroup label=Old disabled><option value=x>X</option></optgroup></select>
 <select id=dup aria-label="Dup"><option value="">Choose…</option><option value="">Other</option><option value=b>B</option></select>

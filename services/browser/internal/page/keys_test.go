@@ -10,6 +10,7 @@ import (
 )
 
 func TestParseKey(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want rune
@@ -60,6 +61,7 @@ func TestParseKey(t *testing.T) {
 }
 
 func TestPress(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{
 		"/": `<title>Keys</title>

@@ -15,6 +15,7 @@ import (
 // category's score and its failed audits with their first items, and
 // stays within LighthouseChars with a marker when the failures do not fit.
 func TestSummarizeLighthouse(t *testing.T) {
+	t.Parallel()
 	node := func(sel, snippet string) map[string]any {
 		return map[string]any{"node": map[string]any{"type": "node", "selector": sel, "snippet": snippet,
 			"explanation": "Fix any of the following:\n  Element does not have an alt attribute\n  aria-label is empty"}}
@@ -89,6 +90,7 @@ func TestSummarizeLighthouse(t *testing.T) {
 // TestOneOf: an argument takes its default when empty and names the
 // accepted values when wrong (never an empty one).
 func TestOneOf(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		v, want, err string
 	}{
@@ -113,6 +115,7 @@ func TestOneOf(t *testing.T) {
 // characters for what follows it, which can be longer: the cut's marker, a
 // 300-character warning, the navigation note).
 func TestSummarizeLighthouseCap(t *testing.T) {
+	t.Parallel()
 	longest := 0
 	for pad := 0; pad < 400; pad += 7 {
 		raw := map[string]any{

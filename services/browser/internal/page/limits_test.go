@@ -24,6 +24,7 @@ func maxChars(req *browserv1.ToolRequest, n int32) *browserv1.ToolRequest {
 // huge body and a huge eval value give results within their caps, with a
 // marker that says what was cut.
 func TestBoundedResults(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<!doctype html><div id=big></div><script>
 document.title = 'T'.repeat(20 * 1024 * 1024);
 document.getElementById('big').textContent = 'x'.repeat(5 * 1024 * 1024);
@@ -76,6 +77,7 @@ document.getElementById('big').textContent = 'x'.repeat(5 * 1024 * 1024);
 // TestHugeSnapshot: a page of 100,000 buttons gives a bounded snapshot
 // within the deadline (the walk stops early and says so).
 func TestHugeSnapshot(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<!doctype html><div id=root></div><script>
 const root = document.getElementById('root'); const f = document.createDocumentFragment();
 for (let i = 0; i < 100000; i++) { const b = document.createElement('button'); b.textContent = 'B' + i; f.appendChild(b); }
@@ -116,6 +118,7 @@ root.appendChild(f);
 // TestSnapshotRefAndMaxChars: ref shows one subtree; max_chars cuts at a
 // line with a marker that names a ref to ask for.
 func TestSnapshotRefAndMaxChars(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<!doctype html>
 <nav aria-label="Top"><a href="/a">A</a><a href="/b">B</a></nav>
 <ul aria-label="Todos">
@@ -165,6 +168,7 @@ func TestSnapshotRefAndMaxChars(t *testing.T) {
 // "Cannot find context with specified id": tools answer, or fail with
 // "the page navigated while …".
 func TestReloadLoop(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<!doctype html><title>Loop</title><button>B</button><script>setTimeout(() => location.reload(), 5)</script>`})
 	tab := newTab(t, Options{})
 	if _, err := call(t, tab, settleMs(openReq(srv.URL), 0)); err != nil {
@@ -195,6 +199,7 @@ func wantNavigated(t *testing.T, err error) {
 }
 
 func TestCutLinesAndDiff(t *testing.T) {
+	t.Parallel()
 	lines := []string{`- list [ref=e1]:`, `  - checkbox "a" [ref=e2]`, `  - checkbox "b" [ref=e3]`, `- button "x" [ref=e4]`}
 	got, cut := cutLines(lines, 45)
 	if !cut || !strings.HasPrefix(got, lines[0]+"\n"+lines[1]+"\n[snapshot cut") || !strings.Contains(got, "they start at ref e3 inside ref e1") {
@@ -220,6 +225,7 @@ func TestCutLinesAndDiff(t *testing.T) {
 // TestDiffIsBounded: snapshot "diff" after an action is cut at max_chars
 // like a snapshot.
 func TestDiffIsBounded(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<!doctype html><button id=add onclick="for (let i = 0; i < 300; i++) { const b = document.createElement('button'); b.textContent = 'Button number ' + i; document.body.appendChild(b); }">Add</button>`})
 	tab := newTab(t, Options{})
 	must(t, tab, openReq(srv.URL))

@@ -68,6 +68,7 @@ const shadowFrame = `<!doctype html><title>Frame</title>` + componentsScript + `
 // a control that a modal overlay really covers still gets the warning,
 // also when the overlay covers the frame it is in.
 func TestClickInShadowRoot(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": shadowPage, "/frame": shadowFrame})
 	must(t, tab, openReq(srv.URL))
@@ -144,6 +145,7 @@ const svgStylePage = `<!doctype html><title>Logos</title>
 // any snapshot, nor in get_markdown; CSS generated text is in a name
 // (but not in a value).
 func TestNamesLeaveOutStyles(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": svgStylePage})
 	must(t, tab, openReq(srv.URL))
@@ -203,6 +205,7 @@ var rowLine = regexp.MustCompile(`(?m)^\s*- row( "[^"]*")? \[ref=`)
 // focusable list items are named by their text, and the default snapshot
 // of a large grid shows its first rows, named, and how to find the others.
 func TestRowNames(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": gridPage(20), "/big": gridPage(2000)})
 	must(t, tab, openReq(srv.URL))

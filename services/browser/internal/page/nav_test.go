@@ -16,6 +16,7 @@ import (
 )
 
 func TestOpen(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{
 		"/":     `<title>Home</title><a href="/next">next</a>`,
@@ -73,6 +74,7 @@ func TestOpen(t *testing.T) {
 }
 
 func TestOpenAllowedSchemes(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{AllowedSchemes: []string{"HTTP", "data:"}})
 	res := must(t, tab, openReq("data:text/html,<title>D</title>"))
 	if !strings.Contains(text(res), `title "D"`) {
@@ -83,6 +85,7 @@ func TestOpenAllowedSchemes(t *testing.T) {
 }
 
 func TestOpenSlowServerTimesOut(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -108,6 +111,7 @@ func TestOpenSlowServerTimesOut(t *testing.T) {
 }
 
 func TestOpenStillLoading(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -137,6 +141,7 @@ func TestOpenStillLoading(t *testing.T) {
 }
 
 func TestHistory(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{
 		"/a": `<title>A</title><a href="/b">to b</a>`,
@@ -173,6 +178,7 @@ func TestHistory(t *testing.T) {
 }
 
 func TestReloadBypassesCache(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -193,6 +199,7 @@ func TestReloadBypassesCache(t *testing.T) {
 }
 
 func TestGetURLAndTitle(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/p": `<title>  Spaced &amp; title </title>`})
 	must(t, tab, openReq(srv.URL+"/p?q=1#frag"))
@@ -216,6 +223,7 @@ func TestGetURLAndTitle(t *testing.T) {
 }
 
 func TestClickNavigates(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{
 		"/":     `<title>Home</title><a href="/next">Go next</a><a href="#sec">Section</a><a href="/next" target="_blank">Popup</a>`,

@@ -240,6 +240,7 @@ func refFor(tb testing.TB, snapshot, part string) string {
 }
 
 func TestSessionToolsAreRefused(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	for _, req := range []*browserv1.ToolRequest{
 		{Tool: &browserv1.ToolRequest_Close{Close: &browserv1.NoArgs{}}},
@@ -260,12 +261,14 @@ func TestSessionToolsAreRefused(t *testing.T) {
 }
 
 func TestNilRequest(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	_, err := call(t, tab, nil)
 	wantErr(t, err, commonv1.ErrorCode_INVALID_ARGUMENT, "names no tool")
 }
 
 func TestClosedTab(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := chromedp.NewContext(chromium(t), chromedp.WithNewBrowserContext())
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatal(err)
@@ -299,7 +302,7 @@ func openAt(tb testing.TB, u string) *Tab {
 	if err != nil {
 		tb.Fatalf("create target: %v", err)
 	}
-	tctx, tcancel := chromedp.NewContext(browserCtx, chromedp.WithTargetID(res.TargetID))
+	tctx, tcancel := chromedp.NewContext(chromium(tb), chromedp.WithTargetID(res.TargetID))
 	tb.Cleanup(tcancel)
 	if err := chromedp.Do(tctx); err != nil {
 		tb.Fatalf("attach to the tab: %v", err)
@@ -338,6 +341,7 @@ func wantClosed(tb testing.TB, tab *Tab) {
 }
 
 func TestTabClosedByPage(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<title>Bye</title><button onclick="window.close()">Close</button>`})
 	tab := openAt(t, srv.URL)
 	if got := evalString(t, tab, `history.length`); got != "1" {
@@ -358,12 +362,13 @@ func TestTabClosedByPage(t *testing.T) {
 // closed from outside, or its renderer crashed (the browser then answers
 // no command) — ends at once with NOT_FOUND, not at its deadline.
 func TestTabGoneDuringTool(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name     string
 		breakTab func(t *testing.T, tab *Tab)
 	}{
 		{"target closed", func(t *testing.T, tab *Tab) {
-			ctx, cancel := context.WithTimeout(browserCtx, 5*time.Second)
+			ctx, cancel := context.WithTimeout(chromium(t), 5*time.Second)
 			defer cancel()
 			id := chromedp.FromContext(tab.Context()).Target.TargetID
 			if _, err := chromedp.CallBrowser(ctx, target.CloseTarget, target.CloseTargetParams{TargetID: id}); err != nil {

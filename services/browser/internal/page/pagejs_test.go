@@ -200,6 +200,7 @@ var longLabel = strings.Repeat("abcdefghij", 13)
 // language's label, alt, title, placeholder, then content), its states
 // and its value, with the name cut at 120 characters by a clip marker.
 func TestPageJSDescribe(t *testing.T) {
+	t.Parallel()
 	tab, u := pjsTab(t, map[string]string{"/": namesPage})
 	must(t, tab, openReq(u))
 
@@ -297,6 +298,7 @@ const snapJS = `function(opts) { return __sov.snapshot(opts, Array.from(document
 // hidden and inert elements left out, an iframe marked for the Go side to
 // fill, long runs of rows cut with a line that says how many more.
 func TestPageJSSnapshot(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		body string
@@ -380,6 +382,7 @@ host.attachShadow({mode: 'open'}).innerHTML = '<button>In shadow</button><p><slo
 // TestPageJSSnapshotLimits: a snapshot of one subtree (opts.root, a ref),
 // of a ref that is gone (missing), and one that stops at maxNodes.
 func TestPageJSSnapshotLimits(t *testing.T) {
+	t.Parallel()
 	tab, u := pjsTab(t, map[string]string{"/": `<!doctype html><title>Limits</title>
 <nav id=nav><a href=/a>A</a><a href=/b>B</a></nav><main><p>one</p><p>two</p><p>three</p></main>`})
 	must(t, tab, openReq(u))
@@ -440,6 +443,7 @@ const hitPage = `<!doctype html><title>Hits</title>
 // the element, a control in an open shadow root, or an element that it
 // first scrolled into view.
 func TestPageJSPoint(t *testing.T) {
+	t.Parallel()
 	tab, u := pjsTab(t, map[string]string{"/": hitPage})
 	must(t, tab, openReq(u))
 
@@ -505,6 +509,7 @@ func TestPageJSPoint(t *testing.T) {
 // again in the same world keeps the table; a new document in the frame
 // starts its refs after the old one's, so a stale ref names nothing.
 func TestPageJSRefs(t *testing.T) {
+	t.Parallel()
 	tab, u := pjsTab(t, map[string]string{
 		"/":      `<!doctype html><title>Refs</title><div id=list><button id=a>A</button><button id=b>B</button></div>`,
 		"/other": `<!doctype html><title>Other</title><button id=c>C</button>`,
@@ -576,6 +581,7 @@ func TestPageJSRefs(t *testing.T) {
 // the cut for the secrets scrubber, + when the page's text goes on past
 // them, and strips marks of the page's own from a text it cuts.
 func TestPageJSClip(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 5000)
 	tab, u := pjsTab(t, map[string]string{"/": `<!doctype html><title>` + strings.Repeat("t", 1100) + `</title>
 <p id=long>` + long + `</p><p id=short>` + strings.Repeat("y", 2100) + `</p><p id=marks>` + strings.Repeat("z\ue000\ue001\ue002", 1000) + `</p>`})
@@ -617,6 +623,7 @@ const inputPage = `<!doctype html><title>Form</title>
 // reports the value the field holds and whether it took the text, and
 // never a secret field's value.
 func TestPageJSInput(t *testing.T) {
+	t.Parallel()
 	tab, u := pjsTab(t, map[string]string{"/": inputPage})
 	must(t, tab, openReq(u))
 
@@ -669,6 +676,7 @@ func TestPageJSInput(t *testing.T) {
 // TestPageJSRead: __sov.text, html, find, focus, scroll, settle and next,
 // each on a case or two.
 func TestPageJSRead(t *testing.T) {
+	t.Parallel()
 	tab, u := pjsTab(t, map[string]string{
 		"/":     inputPage,
 		"/tall": `<!doctype html><title>Tall</title><div style="height:5000px">tall</div>`,

@@ -20,6 +20,11 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
+// The tests that record a trace (performance_start) are not parallel:
+// Chromium records one trace per browser, and every test of this binary
+// shares one Chromium (TestMain), so two recordings at once would refuse
+// each other. The worker's TraceTurns queues them in the product; here a
+// test holds the browser by running alone.
 func perfStartReq(reload bool) *browserv1.ToolRequest {
 	return &browserv1.ToolRequest{Tool: &browserv1.ToolRequest_PerformanceStart{PerformanceStart: &browserv1.PerformanceStart{Reload: reload}}}
 }
@@ -246,6 +251,7 @@ for (let i = 0; i < 5000; i++) window.kept.push(new LeakyWidget(i));
 // with its count, and attaches the snapshot; past the read cap it is
 // TOO_LARGE, past the file cap the file is left out.
 func TestHeapSnapshot(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": heapPage})
 	tab := newTab(t, Options{})
 	must(t, tab, openReq(srv.URL))
@@ -284,6 +290,7 @@ func TestHeapSnapshot(t *testing.T) {
 // (its LCP element and layout shift included) without a trace; the
 // counters from the second call on.
 func TestPerformanceMetrics(t *testing.T) {
+	t.Parallel()
 	srv := perfServer(t)
 	tab := newTab(t, Options{})
 	must(t, tab, openReq(srv.URL))

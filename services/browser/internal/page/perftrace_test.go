@@ -43,6 +43,7 @@ const synthTrace = `{"traceEvents":[
 // events in the file: another renderer's and the browser's that name
 // another tab are left out.
 func TestAnalyzeTrace(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	s, cut, err := analyzeTrace(strings.NewReader(synthTrace), &out)
 	if err != nil || cut {

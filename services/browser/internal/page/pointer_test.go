@@ -102,6 +102,7 @@ func pressAction(key, action string) *browserv1.ToolRequest {
 }
 
 func TestClickOptions(t *testing.T) {
+	t.Parallel()
 	tab := openPointer(t)
 	if got := text(must(t, tab, clickWith(sel("#target"), "", 2))); !strings.HasPrefix(got, `Double-clicked button "Target"`) {
 		t.Errorf("double click = %q", got)
@@ -129,6 +130,7 @@ func TestClickOptions(t *testing.T) {
 }
 
 func TestDragHTML5(t *testing.T) {
+	t.Parallel()
 	tab := openPointer(t)
 	got := text(must(t, tab, dragReq(sel("#a"), sel("#c"))))
 	if !strings.Contains(got, "HTML5 drag and drop") {
@@ -143,6 +145,7 @@ func TestDragHTML5(t *testing.T) {
 }
 
 func TestDragPointerSlider(t *testing.T) {
+	t.Parallel()
 	tab := openPointer(t)
 	got := text(must(t, tab, dragReq(sel("#thumb"), sel("#end"))))
 	if !strings.Contains(got, "with the mouse") {
@@ -160,6 +163,7 @@ func TestDragPointerSlider(t *testing.T) {
 }
 
 func TestMouse(t *testing.T) {
+	t.Parallel()
 	tab := openPointer(t)
 	var box struct{ X, Y float64 }
 	r := evalString(t, tab, `(() => { const r = document.getElementById('cv').getBoundingClientRect(); return [r.left, r.top]; })()`)
@@ -208,6 +212,7 @@ func TestMouse(t *testing.T) {
 // TestHeldModifierAppliesToPress: a Shift held with press down applies to
 // the next key press, until it goes up.
 func TestHeldModifierAppliesToPress(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": `<title>k</title><input id="in"><pre id="log"></pre><script>
 		document.getElementById('in').addEventListener('keydown', (e) => {
 			document.getElementById('log').textContent += e.key + (e.shiftKey ? '+shift' : '') + ' ';

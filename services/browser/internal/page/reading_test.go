@@ -35,6 +35,7 @@ func markdownReq(el *browserv1.Element) *browserv1.ToolRequest {
 }
 
 func TestGetMarkdown(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": articlePage})
 	tab := newTab(t, Options{})
 	must(t, tab, openReq(srv.URL))
@@ -84,6 +85,7 @@ func evalOnReq(el *browserv1.Element, script string) *browserv1.ToolRequest {
 }
 
 func TestEvalOnElement(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": articlePage})
 	tab := newTab(t, Options{})
 	must(t, tab, openReq(srv.URL))
@@ -121,6 +123,7 @@ func waitForCond(w *browserv1.WaitFor) *browserv1.ToolRequest {
 }
 
 func TestWaitForTextAndURL(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{
 		"/": `<title>t</title><p id="msg">Loading…</p><script>
 			setTimeout(() => { document.getElementById('msg').textContent = 'All Done'; }, 100);
@@ -155,6 +158,7 @@ func TestWaitForTextAndURL(t *testing.T) {
 }
 
 func TestGlobRegexp(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		glob, url string
 		want      bool

@@ -99,6 +99,7 @@ func checkMovie(tb testing.TB, data []byte, frames int) {
 // in a ZIP with their times; max_frames and the file cap stop the
 // recording and say so; misuse and bad values are errors.
 func TestScreencast(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, map[string]string{"/": castPage})
 	tab := newTab(t, Options{})
 	must(t, tab, openReq(srv.URL))
@@ -191,6 +192,7 @@ func TestScreencast(t *testing.T) {
 // still attached (the frames alone filling the limit made a movie a few
 // hundred bytes over it, which was then left out).
 func TestScreencastMovieFitsItsLimit(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	if err := jpeg.Encode(&buf, image.NewRGBA(image.Rect(0, 0, 64, 48)), nil); err != nil {
 		t.Fatal(err)
@@ -218,6 +220,7 @@ func TestScreencastMovieFitsItsLimit(t *testing.T) {
 // what still fits in one reply, so screencast_stop never answers "reply
 // too large" and loses the recording.
 func TestScreencastReplyFitsTheBus(t *testing.T) {
+	t.Parallel()
 	fileMax := bus.MaxReply / 2
 	for _, movie := range []int{0, 1 << 20, fileMax - 1, fileMax} {
 		g := gifLimit(fileMax, movie)

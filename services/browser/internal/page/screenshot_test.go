@@ -49,6 +49,7 @@ func decodeShot(t *testing.T, res *browserv1.ToolResult) (string, image.Image, [
 }
 
 func TestScreenshot(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": noisyPage})
 	must(t, tab, openReq(srv.URL))

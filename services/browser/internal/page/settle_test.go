@@ -79,6 +79,7 @@ addEventListener('load', () => setTimeout(() => {
 </script>`
 
 func TestSettleOpenAsyncApp(t *testing.T) {
+	t.Parallel()
 	srv := slowSite(t, 700*time.Millisecond, map[string]string{"/": asyncApp})
 	tab := newTab(t, Options{})
 	res := must(t, tab, openReq(srv.URL))
@@ -112,6 +113,7 @@ function load() {
 </script>`
 
 func TestSettleAfterClick(t *testing.T) {
+	t.Parallel()
 	srv := slowSite(t, 300*time.Millisecond, map[string]string{"/": routerApp})
 	tab := newTab(t, Options{})
 	must(t, tab, openReq(srv.URL))
@@ -149,6 +151,7 @@ func TestSettleAfterClick(t *testing.T) {
 }
 
 func TestSettleArgumentLimits(t *testing.T) {
+	t.Parallel()
 	srv := slowSite(t, 0, map[string]string{"/": `<button onclick="1">Quiet</button>`})
 	tab := newTab(t, Options{})
 	must(t, tab, openReq(srv.URL))
@@ -165,6 +168,7 @@ func TestSettleArgumentLimits(t *testing.T) {
 }
 
 func TestFillHonest(t *testing.T) {
+	t.Parallel()
 	srv := slowSite(t, 0, map[string]string{"/": `<!doctype html>
 <ul id=items></ul>
 <input id=adds aria-label="New todo" onchange="const li = document.createElement('li'); li.textContent = this.value; items.appendChild(li); this.value = ''">
@@ -194,6 +198,7 @@ func TestFillHonest(t *testing.T) {
 }
 
 func TestChangeReport(t *testing.T) {
+	t.Parallel()
 	srv := slowSite(t, 0, map[string]string{"/": `<!doctype html><title>Before</title>
 <button id=all onclick="document.title = 'After'; history.pushState({}, '', '/moved'); console.error('boom', 42); console.error('second'); alert('hi'); window.open('/popup')">All</button>
 <button id=none onclick="1">None</button>`, "/popup": `<title>Popup</title>`})
@@ -224,6 +229,7 @@ func TestChangeReport(t *testing.T) {
 }
 
 func TestSnapshotAfterAction(t *testing.T) {
+	t.Parallel()
 	srv := slowSite(t, 0, map[string]string{"/": `<!doctype html>
 <button id=add onclick="const b = document.createElement('button'); b.textContent = 'New ' + document.querySelectorAll('button').length; document.body.appendChild(b)">Add</button>
 <input aria-label="Name">`})
@@ -253,6 +259,7 @@ func TestSnapshotAfterAction(t *testing.T) {
 // TestStaleRequests: a request in flight for longer than staleRequest (a
 // long poll) is not waited for, and the table of requests stays bounded.
 func TestStaleRequests(t *testing.T) {
+	t.Parallel()
 	tab := &Tab{}
 	now := time.Now()
 	tab.act.inflight = map[network.RequestID]request{

@@ -38,6 +38,7 @@ const formPage = `<!doctype html><title>Form</title>
 </main>`
 
 func TestSnapshotGrammar(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": formPage})
 	must(t, tab, openReq(srv.URL))
@@ -110,6 +111,7 @@ func lineOf(snapshot, r string) string {
 }
 
 func TestSnapshotModes(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": formPage})
 	must(t, tab, openReq(srv.URL))
@@ -149,6 +151,7 @@ func TestSnapshotModes(t *testing.T) {
 }
 
 func TestSnapshotEmptyPage(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": `<p>Only text</p>`})
 	must(t, tab, openReq(srv.URL))
@@ -161,6 +164,7 @@ func TestSnapshotEmptyPage(t *testing.T) {
 }
 
 func TestSnapshotRefsStable(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": `<div id=list><button>One</button><button>Two</button></div>`})
 	must(t, tab, openReq(srv.URL))
@@ -205,6 +209,7 @@ func TestSnapshotRefsStable(t *testing.T) {
 }
 
 func TestSnapshotIsolatedFromPage(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	// The page breaks the globals that a snapshot in the main world
 	// would use.
@@ -228,6 +233,7 @@ func TestSnapshotIsolatedFromPage(t *testing.T) {
 }
 
 func TestSnapshotFrames(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	other := serve(t, map[string]string{"/": `<title>other</title>
 		<button onclick="this.textContent='Paid'">Pay</button>
@@ -300,6 +306,7 @@ func TestSnapshotFrames(t *testing.T) {
 }
 
 func TestSnapshotShadowDOM(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": `<script>
 		customElements.define('x-card', class extends HTMLElement {
@@ -324,6 +331,7 @@ func TestSnapshotShadowDOM(t *testing.T) {
 }
 
 func TestLineRef(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		line, ref string
 		info      refInfo
@@ -347,6 +355,7 @@ func TestLineRef(t *testing.T) {
 }
 
 func TestCleanRef(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{"e5": "e5", "@e5": "e5", " @f1e2 ": "f1e2", "[ref=e3]": "e3", "ref=e4": "e4"} {
 		if got := cleanRef(in); got != want {
 			t.Errorf("cleanRef(%q) = %q, want %q", in, got, want)

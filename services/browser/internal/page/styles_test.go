@@ -16,6 +16,7 @@ func stylesReq(el *browserv1.Element, rules bool, props ...string) *browserv1.To
 // cascade order, with the inline style; user-agent rules stay out; bad
 // property names are refused, naming them.
 func TestGetStyles(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": `<!doctype html><title>Styles</title>
 <style>

@@ -13,6 +13,7 @@ import (
 )
 
 func TestWait(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	// The tab's first tool attaches to it (several round trips to
 	// Chromium): do that before the timed waits, so they time the wait
@@ -58,6 +59,7 @@ func TestWait(t *testing.T) {
 }
 
 func TestWaitFor(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{
 		"/": `<title>Late</title><div id=shy style="display:none">shy</div><script>
@@ -109,6 +111,7 @@ func TestWaitFor(t *testing.T) {
 }
 
 func TestScroll(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{
 		"/":      `<body style="margin:0"><div style="width:3000px;height:5000px">tall</div></body>`,
@@ -151,6 +154,7 @@ func TestScroll(t *testing.T) {
 }
 
 func TestDialogsAreAccepted(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{Dialogs: func() browserv1.DialogMode { return browserv1.DialogMode_DIALOG_MODE_ACCEPT }})
 	srv := serve(t, map[string]string{"/": `<title>Dialogs</title>
 		<button id=a onclick="alert('Saved!'); this.textContent = 'after alert'">Alert</button>
@@ -188,6 +192,7 @@ func TestDialogsAreAccepted(t *testing.T) {
 }
 
 func TestDeadlines(t *testing.T) {
+	t.Parallel()
 	tab := newTab(t, Options{})
 	srv := serve(t, map[string]string{"/": `<button id=b>B</button>`})
 	must(t, tab, openReq(srv.URL))

@@ -156,6 +156,7 @@ const goodScript = `function describe() { return {name: "search"} } function sea
 // wrong one (and with only a console login cookie), and works with the
 // admin token.
 func TestAdminAuth(t *testing.T) {
+	t.Parallel()
 	f, _ := adminFixture(t, true)
 	routes := []struct{ method, path, body string }{
 		{"GET", "/admin/scripts", ""},
@@ -218,6 +219,7 @@ func TestAdminAuth(t *testing.T) {
 // TestAdminScripts: validate, put, get, list, delete, with the errors and
 // limits of each.
 func TestAdminScripts(t *testing.T) {
+	t.Parallel()
 	f, scripts := adminFixture(t, false)
 	auth := map[string]string{"Authorization": "Bearer " + testToken}
 	c := f.client()
@@ -268,6 +270,7 @@ func TestAdminScripts(t *testing.T) {
 
 // TestAdminProfiles: upload limits and errors, export refused while off.
 func TestAdminProfiles(t *testing.T) {
+	t.Parallel()
 	f, _ := adminFixture(t, false)
 	auth := map[string]string{"Authorization": "Bearer " + testToken}
 	c := f.client()
@@ -314,6 +317,7 @@ func TestAdminProfiles(t *testing.T) {
 
 // TestAdminReload: targets and names are checked.
 func TestAdminReload(t *testing.T) {
+	t.Parallel()
 	f, _ := adminFixture(t, false)
 	auth := map[string]string{"Authorization": "Bearer " + testToken}
 	c := f.client()

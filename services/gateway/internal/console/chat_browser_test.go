@@ -24,6 +24,7 @@ const chromiumPath = "/usr/bin/chromium"
 // the in-test agent), see the answer, and press Stop on a second run. The
 // test against a real agent and stack lives with the agent service.
 func TestChatPageInBrowser(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skip("no Chromium at " + chromiumPath)
 	}

@@ -240,6 +240,7 @@ func (f *fixture) form(c *http.Client, path string, v url.Values) resp {
 }
 
 func TestChatNeedsAuth(t *testing.T) {
+	t.Parallel()
 	ag := newFakeAgent()
 	f := newFixture(t, Sources{Agent: ag})
 	c := f.client()
@@ -296,6 +297,7 @@ func TestChatNeedsAuth(t *testing.T) {
 }
 
 func TestChatNotConfigured(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Sources{})
 	c := f.client()
 	f.login(c, testToken)
@@ -316,6 +318,7 @@ func TestChatNotConfigured(t *testing.T) {
 // TestChatRun sends a message, follows the run's status through a tool
 // call to its answer, and reads the conversation as the page shows it.
 func TestChatRun(t *testing.T) {
+	t.Parallel()
 	ag := newFakeAgent()
 	f := newFixture(t, Sources{Agent: ag})
 	c := f.client()
@@ -443,6 +446,7 @@ func TestChatRun(t *testing.T) {
 // TestChatFinalAnswerShown: when the conversation does not (yet) have the
 // run's answer, the page shows it from the run.
 func TestChatFinalAnswerShown(t *testing.T) {
+	t.Parallel()
 	ag := newFakeAgent()
 	f := newFixture(t, Sources{Agent: ag})
 	c := f.client()
@@ -458,6 +462,7 @@ func TestChatFinalAnswerShown(t *testing.T) {
 }
 
 func TestChatCancel(t *testing.T) {
+	t.Parallel()
 	ag := newFakeAgent()
 	f := newFixture(t, Sources{Agent: ag})
 	c := f.client()
@@ -498,6 +503,7 @@ func TestChatCancel(t *testing.T) {
 }
 
 func TestChatErrors(t *testing.T) {
+	t.Parallel()
 	ag := newFakeAgent()
 	f := newFixture(t, Sources{Agent: ag})
 	c := f.client()
@@ -590,6 +596,7 @@ func TestChatErrors(t *testing.T) {
 }
 
 func TestChatNoProviderWarning(t *testing.T) {
+	t.Parallel()
 	ag := newFakeAgent()
 	f := newFixture(t, Sources{Agent: ag})
 	c := f.client()
@@ -615,6 +622,7 @@ func TestChatNoProviderWarning(t *testing.T) {
 }
 
 func TestChatSettings(t *testing.T) {
+	t.Parallel()
 	ag := newFakeAgent()
 	ag.leaksKeys = true // the console must not pass a key on, whatever its source answers
 	f := newFixture(t, Sources{Agent: ag})
@@ -711,6 +719,7 @@ func TestChatSettings(t *testing.T) {
 // TestChatEscaping: what a user, a model or a web page wrote is text,
 // never markup, in the page, the messages part and the JSON.
 func TestChatEscaping(t *testing.T) {
+	t.Parallel()
 	ag := newFakeAgent()
 	f := newFixture(t, Sources{Agent: ag})
 	c := f.client()
@@ -751,6 +760,7 @@ func TestChatEscaping(t *testing.T) {
 }
 
 func TestBuildMessages(t *testing.T) {
+	t.Parallel()
 	big := strings.Repeat("x", resultShown+5)
 	items := buildMessages([]*historyv1.ChatMessage{
 		{Role: "user", Content: "go"},

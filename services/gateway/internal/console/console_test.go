@@ -116,6 +116,7 @@ func (f *fixture) login(c *http.Client, token string) resp {
 }
 
 func TestNewRefusesShortToken(t *testing.T) {
+	t.Parallel()
 	_, err := New(Config{Token: "short-token"})
 	if err == nil || !strings.Contains(err.Error(), "at least 16") {
 		t.Fatalf("New with an 11-character token: err = %v, want one saying at least 16", err)
@@ -123,6 +124,7 @@ func TestNewRefusesShortToken(t *testing.T) {
 }
 
 func TestUnauthenticated(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Sources{})
 	c := f.client()
 	for _, path := range []string{"/", "/approvals", "/audit", "/sessions", "/tokens", "/secrets", "/audit/x?t=1"} {
@@ -153,6 +155,7 @@ func TestUnauthenticated(t *testing.T) {
 }
 
 func TestBearer(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Sources{Secrets: func(context.Context) ([]Secret, error) {
 		return []Secret{{Name: "GITHUB_PASSWORD"}}, nil
 	}})
@@ -182,6 +185,7 @@ func TestBearer(t *testing.T) {
 }
 
 func TestLoginCookieAndCSRF(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Sources{Sessions: func(context.Context) ([]Session, error) {
 		return []Session{{ID: "mcp.1", Kind: "mcp", Owner: "anonymous", Worker: "w1", BrowserSession: "s1",
 			URL: `https://x.example/<script>alert(1)</script>`, Created: time.Now(), Touched: time.Now()}}, nil
@@ -250,6 +254,7 @@ func TestLoginCookieAndCSRF(t *testing.T) {
 }
 
 func TestCookieTamperingAndExpiry(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Sources{})
 	c := f.client()
 	if r := f.login(c, testToken); r.status != http.StatusSeeOther {
@@ -283,6 +288,7 @@ func TestCookieTamperingAndExpiry(t *testing.T) {
 }
 
 func TestHostCheck(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Sources{})
 	c := f.client()
 	auth := "Bearer " + testToken
@@ -302,6 +308,7 @@ func TestHostCheck(t *testing.T) {
 }
 
 func TestLoginRateLimit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Sources{})
 	c := f.client()
 	for i := range loginLimit {
@@ -323,6 +330,7 @@ func TestLoginRateLimit(t *testing.T) {
 }
 
 func TestLoginRedirectStaysLocal(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"/audit?tool=eval":  "/audit?tool=eval",
 		"//evil.example/":   "/",
@@ -338,6 +346,7 @@ func TestLoginRedirectStaysLocal(t *testing.T) {
 }
 
 func TestAuditPages(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var asked []*historyv1.AuditQuery
 	rec := &historyv1.AuditRecord{Id: "rec-1", TimeUnixNano: 1_700_000_000_123_456_789, Tool: "eval", Caller: "ci-bot",
@@ -413,6 +422,7 @@ func mustURL(t *testing.T, s string) *url.URL {
 // stream announces a new request, the page shows it, and the form decides
 // it.
 func TestApprovalsLive(t *testing.T) {
+	t.Parallel()
 	nc := natstest.Conn(t, natstest.Server(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -484,6 +494,7 @@ func TestApprovalsLive(t *testing.T) {
 }
 
 func TestPrettyJSON(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		`{"b":1,"a":"x\u003cy\u003e\u0026"}`: "{\n  \"b\": 1,\n  \"a\": \"x<y>&\"\n}",
 		`{"a":"\\u003c"}`:                    "{\n  \"a\": \"\\\\u003c\"\n}", // an escaped backslash, then text

@@ -40,6 +40,7 @@ func (m *memStorage) Move(_ context.Context, fromScope, owner, name string) (jso
 // TestAdminStorage: import answers the summary; export needs the switch
 // on top of the admin token; bad owners, names and bodies are refused.
 func TestAdminStorage(t *testing.T) {
+	t.Parallel()
 	f, _ := adminFixture(t, false)
 	auth := map[string]string{"Authorization": "Bearer " + testToken}
 	c := f.client()

@@ -32,6 +32,7 @@ func entry(name string, h dispatch.Handler) dispatch.Entry {
 }
 
 func TestChainOrder(t *testing.T) {
+	t.Parallel()
 	var trace []string
 	mw := func(name string) dispatch.Middleware {
 		return func(next dispatch.Handler) dispatch.Handler {
@@ -54,6 +55,7 @@ func TestChainOrder(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
+	t.Parallel()
 	reg := dispatch.NewRegistry()
 	ok := func(context.Context, *dispatch.Call) *dispatch.Result { return dispatch.Text("ok") }
 	reg.Add(entry("b", ok))
@@ -96,6 +98,7 @@ func TestDefaultProgress(t *testing.T) {
 }
 
 func TestRecover(t *testing.T) {
+	t.Parallel()
 	reg := dispatch.NewRegistry(dispatch.Recover(quiet))
 	reg.Add(entry("boom", func(context.Context, *dispatch.Call) *dispatch.Result { panic("kaput") }))
 	res := reg.Dispatch(context.Background(), &dispatch.Call{Tool: "boom"})
@@ -107,6 +110,7 @@ func TestRecover(t *testing.T) {
 // TestAuditFacts: the record takes its facts from the result the handler
 // returned (browser session, hidden arguments, outcome), never the handle.
 func TestAuditFacts(t *testing.T) {
+	t.Parallel()
 	pub := &records{}
 	reg := dispatch.NewRegistry(dispatch.Audit(pub, quiet))
 	reg.Add(entry("fill", func(context.Context, *dispatch.Call) *dispatch.Result {
@@ -142,6 +146,7 @@ func TestAuditFacts(t *testing.T) {
 }
 
 func TestAuditArgumentsClipped(t *testing.T) {
+	t.Parallel()
 	big := strings.Repeat("é", dispatch.MaxAuditArgument) // 2 bytes each
 	got := string(dispatch.AuditArguments(map[string]any{"content": big}))
 	if len(got) > dispatch.MaxAuditArgument+200 || !strings.Contains(got, "bytes, clipped for the audit trail") {

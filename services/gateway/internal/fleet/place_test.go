@@ -17,6 +17,7 @@ import (
 // after the other and then all at once, spread over the workers by their
 // reported headroom: none gets far more than its share (8).
 func TestPlacementSpread(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Chromium; skipped with -short")
 	}

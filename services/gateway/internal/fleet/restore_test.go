@@ -99,6 +99,7 @@ func evalReq(js string) *browserv1.ToolRequest {
 // tabs and active tab. A checkpoint restores once, is sealed (no cookie in
 // clear in the bucket), and goes when a session closes normally.
 func TestRestoreAfterWorkerDies(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Chromium; skipped with -short")
 	}
@@ -235,6 +236,7 @@ func TestRestoreAfterWorkerDies(t *testing.T) {
 // TestForget: the gateway deletes a checkpoint its worker cannot; without
 // a bucket or a checkpoint, Forget does nothing.
 func TestForget(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	c := natstest.Bus(t, srv)
 	fl := fleet.New(c, 0)

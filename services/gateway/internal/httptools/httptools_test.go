@@ -30,6 +30,7 @@ func parseOne(t *testing.T, data string) *Tool {
 }
 
 func TestHTTPToolsParseSeed(t *testing.T) {
+	t.Parallel()
 	tool := parseOne(t, weather)
 	if tool.Name != "GetWeather" || tool.Method != "GET" || !tool.ReadOnly() || tool.MaxResponseBytes != DefaultMaxResponseBytes {
 		t.Errorf("tool = %+v", tool.Spec)
@@ -52,6 +53,7 @@ func TestHTTPToolsParseSeed(t *testing.T) {
 }
 
 func TestHTTPToolsBuild(t *testing.T) {
+	t.Parallel()
 	get := parseOne(t, weather)
 	post := parseOne(t, `{"tools":[{"name":"CreateIssue","description":"d","method":"post",
 	  "endpoint":"https://api.example.com/repos/{{repo}}/issues?key={{ secrets.KEY }}",
@@ -99,6 +101,7 @@ func TestHTTPToolsBuild(t *testing.T) {
 }
 
 func TestHTTPToolsBuildErrors(t *testing.T) {
+	t.Parallel()
 	get := parseOne(t, weather)
 	path := parseOne(t, `{"tools":[{"name":"P","description":"d","endpoint":"https://x.example/{{id}}","parameters":{"id":{"type":"string"}}}]}`)
 	for _, tc := range []struct {
@@ -126,6 +129,7 @@ func TestHTTPToolsBuildErrors(t *testing.T) {
 // TestHTTPToolsBadFiles: each bad tool is reported naming the tool and the
 // field, and the good ones are kept.
 func TestHTTPToolsBadFiles(t *testing.T) {
+	t.Parallel()
 	good := `{"name":"Good","description":"d","endpoint":"https://ok.example/"}`
 	for _, tc := range []struct {
 		name, tool, want string
@@ -175,6 +179,7 @@ func TestHTTPToolsBadFiles(t *testing.T) {
 }
 
 func TestHTTPToolsNotAToolsFile(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		``:                       "not a tools file",
 		`{"tools": [`:            "not a tools file",

@@ -54,6 +54,11 @@ func (h *recordingHost) recorded() []hostCall {
 }
 
 // load loads src as stem or fails the test.
+//
+// This package's tests are not parallel: a script's memory budget
+// watches the heap of the whole process (budget.go), so one test's
+// allocations would count against the budget of a script another test
+// runs meanwhile, and TestMemoryBudget reads the process's live heap.
 func load(t *testing.T, o Options, stem, src string) *Script {
 	t.Helper()
 	s, err := o.Load(stem, []byte(src))

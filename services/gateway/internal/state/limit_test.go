@@ -17,6 +17,7 @@ import (
 // back when its opener gives up, stays taken while its record is bound,
 // and comes back when the record is unbound; another owner is unaffected.
 func TestReserveConcurrent(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -93,6 +94,7 @@ func TestReserveConcurrent(t *testing.T) {
 // TestReserveLapses: a reservation never released (its gateway died)
 // frees its slot at its deadline.
 func TestReserveLapses(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	ctx := context.Background()
 	if _, err := s.Reserve(ctx, "anonymous", KeyOf(Handle, NewHandle()), 1, 300*time.Millisecond); err != nil {

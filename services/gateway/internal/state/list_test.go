@@ -8,6 +8,7 @@ import (
 )
 
 func TestListAndModifyKey(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	ctx := context.Background()
 

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
-	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv/natstest"
 )
 
@@ -29,6 +28,7 @@ func openStore(t *testing.T) *Store {
 }
 
 func TestRecords(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	ctx := context.Background()
 	id := NewSessionID()
@@ -86,6 +86,7 @@ func TestRecords(t *testing.T) {
 }
 
 func TestIDs(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for range 100 {
 		h := NewHandle()
@@ -111,6 +112,7 @@ func TestIDs(t *testing.T) {
 // mirror through the watch; a replica whose mirror is behind gets a conflict
 // on its stale write and reads the bucket afterwards.
 func TestMirror(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Server(t)
 	replica := func() *Store {
 		s, err := Open(context.Background(), natstest.Conn(t, srv), "", time.Hour)
@@ -154,16 +156,9 @@ func TestMirror(t *testing.T) {
 // The store re-creates it on the next operation and its mirror watches the
 // new bucket, so a gateway recovers without a restart of its own.
 func TestNATSRestart(t *testing.T) {
-	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := strings.TrimPrefix(srv.ClientURL(), "nats://")
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	t.Parallel()
+	srv := natstest.Listening(t, "") // a store of its own each start: the restart loses the bucket
+	nc := natstest.Reconnecting(t, srv.URL())
 	a, err := Open(context.Background(), nc, "", time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -175,11 +170,7 @@ func TestNATSRestart(t *testing.T) {
 	}
 
 	srv.Stop()
-	srv2, err := natsrv.Start(natsrv.Options{Listen: addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv2.Stop)
+	srv.Start("")
 	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(nc.IsConnected(), "client has not reconnected") })
 
 	id := NewSessionID()
@@ -192,7 +183,7 @@ func TestNATSRestart(t *testing.T) {
 		return nil
 	})
 	// Another replica's write reaches a's mirror: its watch is live again.
-	nc2, err := nats.Connect(srv2.ClientURL())
+	nc2, err := nats.Connect(srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +207,7 @@ func TestNATSRestart(t *testing.T) {
 
 // TestNoJetStream: a NATS without JetStream is refused with advice.
 func TestNoJetStream(t *testing.T) {
+	t.Parallel()
 	srv, err := server.NewServer(&server.Options{DontListen: true, NoLog: true, NoSigs: true})
 	if err != nil {
 		t.Fatal(err)
@@ -241,16 +233,9 @@ func TestNoJetStream(t *testing.T) {
 // once: it re-creates the bucket the restart lost instead of failing until
 // the mirror's watch notices.
 func TestPingAfterNATSRestart(t *testing.T) {
-	srv, err := natsrv.Start(natsrv.Options{Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := strings.TrimPrefix(srv.ClientURL(), "nats://")
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	t.Parallel()
+	srv := natstest.Listening(t, "") // a store of its own each start: the restart loses the bucket
+	nc := natstest.Reconnecting(t, srv.URL())
 	a, err := Open(context.Background(), nc, "", time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -261,11 +246,7 @@ func TestPingAfterNATSRestart(t *testing.T) {
 	}
 
 	srv.Stop()
-	srv2, err := natsrv.Start(natsrv.Options{Listen: addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv2.Stop)
+	srv.Start("")
 	kittest.Eventually(t, 30*time.Second, func() error { return kittest.Check(nc.IsConnected(), "client has not reconnected") })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 )
 
 func TestReadWriteFIFO(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	if err := syscall.Mkfifo(filepath.Join(w.Dir(), "fifo"), 0o644); err != nil {
 		t.Skip("no FIFOs here:", err)
@@ -30,6 +31,7 @@ func TestReadWriteFIFO(t *testing.T) {
 }
 
 func TestExec(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	ctx := context.Background()
 	r, err := w.Exec(ctx, `echo hello; echo oops >&2; pwd; echo "$HOME"; echo data > made.txt; exit 3`, 0)
@@ -97,6 +99,7 @@ func TestExecEnvironment(t *testing.T) {
 }
 
 func TestExecOutputCap(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	r, err := w.Exec(context.Background(), "head -c 200000 /dev/zero | tr '\\0' a; head -c 70000 /dev/zero | tr '\\0' b >&2; echo done >&2", 0)
 	if err != nil {
@@ -149,6 +152,7 @@ func readPid(t *testing.T, w *Workspace, name string) int {
 }
 
 func TestExecTimeoutKillsGroup(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	// The shell waits for a background child that holds stdout: both must
 	// die, and Exec must not wait for the child's pipe. The timeout leaves
@@ -164,6 +168,7 @@ func TestExecTimeoutKillsGroup(t *testing.T) {
 }
 
 func TestExecKillsBackgroundJobs(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	// The shell exits at once; its background job, holding stdout, must
 	// not keep Exec waiting, nor outlive it.
@@ -175,6 +180,7 @@ func TestExecKillsBackgroundJobs(t *testing.T) {
 }
 
 func TestExecCancel(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -44,6 +44,7 @@ func mustErr(t *testing.T, what string, err error, want ...string) {
 }
 
 func TestNewCreatesPrivateDir(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	st, err := os.Stat(w.Dir())
 	if err != nil {
@@ -65,6 +66,7 @@ func TestNewCreatesPrivateDir(t *testing.T) {
 }
 
 func TestWriteRead(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	r, err := w.Write("notes/day/a.txt", "hello\n", false)
 	if err != nil {
@@ -116,6 +118,7 @@ func TestWriteRead(t *testing.T) {
 }
 
 func TestReadClipsAndRefusesBinary(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	// A 1.5 MiB file of "é" (2 bytes each) after one byte: MaxRead cuts
 	// inside a character, so the piece ends one byte early.
@@ -157,6 +160,7 @@ func TestReadClipsAndRefusesBinary(t *testing.T) {
 }
 
 func TestWriteLimit(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	_, err := w.Write("huge.txt", strings.Repeat("a", MaxWrite+1), false)
 	mustErr(t, "write over MaxWrite", err, "huge.txt", fmt.Sprintf("content is %d bytes", MaxWrite+1), "10 MiB")
@@ -169,6 +173,7 @@ func TestWriteLimit(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	w, outside := newWorkspace(t)
 	for _, f := range []string{"b.txt", "a/x.txt"} {
 		if _, err := w.Write(f, "12345", false); err != nil {
@@ -201,6 +206,7 @@ func TestList(t *testing.T) {
 }
 
 func TestListLimit(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	for i := range MaxList + 5 {
 		if err := os.WriteFile(filepath.Join(w.Dir(), fmt.Sprintf("f%04d", i)), nil, 0o644); err != nil {
@@ -217,6 +223,7 @@ func TestListLimit(t *testing.T) {
 }
 
 func TestMkdirDelete(t *testing.T) {
+	t.Parallel()
 	w, _ := newWorkspace(t)
 	if created, err := w.Mkdir("a/b/c"); err != nil || !created {
 		t.Fatalf("Mkdir = %v, %v", created, err)
@@ -264,6 +271,7 @@ func TestMkdirDelete(t *testing.T) {
 
 // TestEscapes tries every way out of the workspace with every operation.
 func TestEscapes(t *testing.T) {
+	t.Parallel()
 	w, outside := newWorkspace(t)
 	secret := filepath.Join(outside, "secret.txt")
 	links := map[string]string{

@@ -10,6 +10,7 @@ import (
 )
 
 func TestTruncate(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in        string
 		n         int
@@ -33,6 +34,7 @@ func TestTruncate(t *testing.T) {
 }
 
 func TestCursor(t *testing.T) {
+	t.Parallel()
 	c := AuditCursor(-42, "id:with:colons")
 	at, id, err := ParseAuditCursor(c)
 	if err != nil || at != -42 || id != "id:with:colons" {
@@ -49,6 +51,7 @@ func TestCursor(t *testing.T) {
 }
 
 func TestPageLimit(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[int]int{-1: DefaultPage, 0: DefaultPage, 1: 1, MaxPage: MaxPage, MaxPage + 1: MaxPage} {
 		if got := PageLimit(in); got != want {
 			t.Errorf("PageLimit(%d) = %d, want %d", in, got, want)
@@ -57,6 +60,7 @@ func TestPageLimit(t *testing.T) {
 }
 
 func TestOutcomeNames(t *testing.T) {
+	t.Parallel()
 	for o := range historyv1.Outcome_name {
 		if got := ParseOutcome(OutcomeName(historyv1.Outcome(o))); got != historyv1.Outcome(o) {
 			t.Errorf("outcome %d comes back as %v", o, got)
@@ -68,6 +72,7 @@ func TestOutcomeNames(t *testing.T) {
 }
 
 func TestAuditSQLSession(t *testing.T) {
+	t.Parallel()
 	f, err := ParseAuditQuery(&historyv1.AuditQuery{Session: "s", Tool: "t", Cursor: AuditCursor(5, "x")})
 	if err != nil {
 		t.Fatal(err)

@@ -40,6 +40,7 @@ func plan(t *testing.T, s *Store, q *historyv1.AuditQuery) string {
 // no page sorts the matching records (SQLite has no statistics here, so its
 // plans do not depend on the table's size).
 func TestQueryPlans(t *testing.T) {
+	t.Parallel()
 	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "plan.db"))
 	if err != nil {
 		t.Fatal(err)

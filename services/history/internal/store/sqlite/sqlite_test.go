@@ -39,6 +39,7 @@ func opener(scan int) (open func(*testing.T) store.Store, reopen func(*testing.T
 }
 
 func TestStore(t *testing.T) {
+	t.Parallel()
 	for name, scan := range map[string]int{"Default": scanFirst, "IndexOnly": 0, "Scan3": 3} {
 		t.Run(name, func(t *testing.T) {
 			open, reopen := opener(scan)
@@ -48,6 +49,7 @@ func TestStore(t *testing.T) {
 }
 
 func TestFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "a", "b", "history.db")
 	s, err := Open(t.Context(), path)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 // of our subscription, with a valid id and signature, that match the
 // filter reach OnEvent.
 func TestHandleDropsBadEvents(t *testing.T) {
+	t.Parallel()
 	author, other := mustKey(t), mustKey(t)
 	filter := Filter{Kinds: []int{24133}, Authors: []string{author.PublicKey()}, Tags: map[string][]string{"p": {"me"}}}
 	var got []string
@@ -66,6 +67,7 @@ func TestHandleDropsBadEvents(t *testing.T) {
 }
 
 func TestFilterJSON(t *testing.T) {
+	t.Parallel()
 	since, limit := int64(10), 5
 	f := Filter{IDs: []string{}, Kinds: []int{1, 24133}, Tags: map[string][]string{"p": {"ab"}}, Since: &since, Limit: &limit}
 	b, err := json.Marshal(f)
