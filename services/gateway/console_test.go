@@ -31,22 +31,11 @@ const adminToken = "console-test-admin-token-0123456789"
 // startHistory runs the history service in-process on SQLite in a temp dir.
 func startHistory(t *testing.T, srv *natsrv.Server) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	h, err := history.New(ctx, history.Config{DataDir: t.TempDir(), Retention: history.DefaultRetention}, connect(t, srv))
+	h, err := history.New(context.Background(), history.Config{DataDir: t.TempDir(), Retention: history.DefaultRetention}, connect(t, srv))
 	if err != nil {
-		cancel()
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = h.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		_ = h.Close(context.Background())
-	})
+	kittest.RunService(t, h)
 	select {
 	case <-h.Ready():
 	case <-time.After(15 * time.Second):
