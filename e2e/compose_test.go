@@ -351,7 +351,7 @@ func (d *composeDeploy) waitHealthy(ctx context.Context, timeout time.Duration) 
 		if time.Now().After(deadline) {
 			d.t.Fatalf("not healthy %s after up: %v", timeout, waiting)
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // paces docker compose ps (a process of its own), not kittest.Eventually's 200 ms
 	}
 }
 
@@ -402,7 +402,7 @@ func (d *composeDeploy) workers(ctx context.Context) map[string]composeWorker {
 		if time.Now().After(deadline) {
 			d.t.Fatalf("workers on the bus %v, browser containers %v", out, containers)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // paces the bus's worker discovery (it waits for replies) and docker
 	}
 }
 
@@ -625,7 +625,7 @@ func (d *composeDeploy) killWorker(ctx context.Context, token string) {
 					otherErrs = append(otherErrs, err.Error())
 				}
 				mu.Unlock()
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond) // the other clients' pace while one session is handed over
 			}
 		})
 	}
@@ -678,7 +678,7 @@ func (d *composeDeploy) killWorker(ctx context.Context, token string) {
 			t.Fatalf("the crashed browser container was not restarted and healthy within 3 min: restarts %s, state %s",
 				inspect(t, ctx, container, "{{.RestartCount}}"), inspect(t, ctx, container, "{{.State.Status}} {{.State.Health.Status}}"))
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // paces docker inspect (two processes a round)
 	}
 	t.Logf("a crashed browser container was restarted by the engine and healthy after %s", time.Since(crashed).Round(100*time.Millisecond))
 	if after := d.workers(ctx); len(after) != len(workers) {
