@@ -19,9 +19,11 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	toolsv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/tools/v1"
 	"github.com/sovereign-fleet/sovereign/services/gateway"
+	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 	"github.com/sovereign-fleet/sovereign/services/kit/natsrv"
 	"github.com/sovereign-fleet/sovereign/services/kit/tokens"
@@ -661,6 +663,36 @@ function ping() { return "pong 2"; }`)
 	if res, err := c.CallTool(ctx, req); err == nil && !res.IsError {
 		t.Errorf("fresh__ping after its delete = %q, want an error", text(res))
 	}
+}
+
+// TestHTTPToolsAcrossGateways: a tools file stored through one gateway's
+// admin API is served by another gateway, and its tools go there when the
+// stored file is deleted.
+func TestHTTPToolsAcrossGateways(t *testing.T) {
+	t.Parallel()
+	srv := startNATS(t, "")
+	_, _, baseA := adminGateway(t, srv, gateway.Config{})
+	c := legacyClient(t, startGateway(t, srv, gateway.Config{}), nil)
+
+	adminOK(t, baseA, http.MethodPut, "/admin/http-tools",
+		`{"tools": [{"name": "fleet_ping", "description": "HTTP ping", "endpoint": "http://127.0.0.1:9/ping"}]}`)
+	awaitListed(t, c, "fleet_ping", true)
+
+	conn := connect(t, srv)
+	js, err := jetstream.New(conn.NATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, bus.BucketName(conn.Prefix(), "_http_tools"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "tools_json"); err != nil {
+		t.Fatal(err)
+	}
+	awaitListed(t, c, "fleet_ping", false)
 }
 
 // TestReloadKeepsOldSet: when the tools dir cannot be read at a reload,

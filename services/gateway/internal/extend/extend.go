@@ -33,6 +33,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
 	"github.com/sovereign-fleet/sovereign/services/kit/catalog"
 	"github.com/sovereign-fleet/sovereign/services/kit/kvbucket"
+	"github.com/sovereign-fleet/sovereign/services/kit/kvmirror"
 )
 
 // setupTimeout bounds the NATS work of Open after the scripts have loaded.
@@ -83,7 +84,8 @@ type Extensions struct {
 
 	scripts   *scripts.Registry
 	store     *scripts.Store
-	httpKV    jetstream.KeyValue
+	httpKV    *kvbucket.Bucket
+	httpFile  *kvmirror.Mirror[[]byte] // the stored tools file, applied as it changes
 	http      *httpToolSet
 	stop      context.CancelFunc
 	done      sync.WaitGroup
@@ -116,7 +118,7 @@ func (x *Extensions) open(ctx context.Context) error {
 		Builtin:  builtin,
 		OnChange: x.scriptsChanged,
 	})
-	x.httpKV, err = kvbucket.OpenKV(ctx, x.bus.NATS(), kvbucket.Spec{
+	x.httpKV, err = kvbucket.Open(ctx, x.bus.NATS(), kvbucket.Spec{
 		Config: jetstream.KeyValueConfig{
 			Bucket:      httpToolsBucket(x.bus.Prefix()),
 			Description: "Sovereign gateway: the custom HTTP tools file every gateway serves",
@@ -143,11 +145,15 @@ func (x *Extensions) open(ctx context.Context) error {
 	if err := x.storeHTTPTools(ctx); err != nil { // the file, into the bucket (http.go)
 		return err
 	}
-	if e, err := x.httpKV.Get(ctx, httpToolsKey); err == nil {
-		if _, err := x.applyHTTPTools(e.Value()); err != nil {
-			x.log.Error("custom HTTP tools: the stored tools file is not valid; none served", "err", err)
-		}
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+	// The mirror applies the stored file before it returns, then every
+	// change of it (http.go).
+	x.httpFile, err = kvmirror.New(ctx, x.httpKV, kvmirror.Options[[]byte]{
+		Filter:   httpToolsKey,
+		Decode:   func(_ string, val []byte) ([]byte, error) { return val, nil },
+		OnChange: x.httpToolsChanged,
+		Log:      x.log,
+	})
+	if err != nil {
 		return fmt.Errorf("custom HTTP tools: %w", err)
 	}
 	for name, why := range x.scripts.Errors() {
@@ -156,7 +162,6 @@ func (x *Extensions) open(ctx context.Context) error {
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	x.stop = stop
 	x.done.Go(func() { _ = x.scripts.Watch(bg) })
-	x.done.Go(func() { x.followHTTPTools(bg) })
 	return nil
 }
 
@@ -165,6 +170,9 @@ func (x *Extensions) Close() {
 	if x.stop != nil {
 		x.stop()
 		x.done.Wait()
+	}
+	if x.httpFile != nil {
+		x.httpFile.Close()
 	}
 }
 
@@ -385,36 +393,6 @@ type innerProgress struct{ dispatch.Progress }
 
 func (innerProgress) Report(context.Context, float64, float64, string) error { return nil }
 
-// followHTTPTools applies every change of the stored tools file.
-func (x *Extensions) followHTTPTools(ctx context.Context) {
-	for ctx.Err() == nil {
-		w, err := x.httpKV.Watch(ctx, httpToolsKey, jetstream.UpdatesOnly())
-		if err != nil {
-			x.log.Warn("custom HTTP tools: watch the bucket; retrying", "err", err)
-			sleepCtx(ctx, 2)
-			continue
-		}
-		for e := range w.Updates() {
-			if e == nil {
-				continue
-			}
-			if e.Operation() != jetstream.KeyValuePut {
-				if _, err := x.applyHTTPTools([]byte(`{"tools":[]}`)); err != nil {
-					x.log.Error("custom HTTP tools: remove", "err", err)
-				}
-				continue
-			}
-			res, err := x.applyHTTPTools(e.Value())
-			if err != nil {
-				x.log.Error("custom HTTP tools: the new tools file is not valid; the previous one stays", "err", err)
-				continue
-			}
-			x.log.Info("custom HTTP tools changed", "added", res.Added, "removed", res.Removed, "not_loaded", len(res.Errors))
-		}
-		_ = w.Stop()
-	}
-}
-
 // --- admin API sources ---
 
 // Scripts is the admin API's script source.
@@ -494,7 +472,7 @@ func (x *Extensions) PutHTTPTools(ctx context.Context, file []byte) (console.Rel
 	if _, _, err := httptools.Parse(file); err != nil {
 		return console.ReloadResult{}, fmt.Errorf("%w: %w", console.ErrInvalid, err)
 	}
-	if _, err := x.httpKV.Put(ctx, httpToolsKey, file); err != nil {
+	if _, err := x.httpKV.KV().Put(ctx, httpToolsKey, file); err != nil {
 		return console.ReloadResult{}, fmt.Errorf("store the tools file: %w", err)
 	}
 	return x.applyHTTPTools(file)
@@ -527,14 +505,6 @@ func (x *Extensions) Reload(ctx context.Context, target, name string) (console.R
 	}
 	res.Tools = x.tools.Listed()
 	return res, nil
-}
-
-// sleepCtx waits n seconds or until ctx ends.
-func sleepCtx(ctx context.Context, n int) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(time.Duration(n) * time.Second):
-	}
 }
 
 // ScriptsText renders sovereign__list_scripts.

@@ -63,11 +63,27 @@ func (x *Extensions) storeHTTPTools(ctx context.Context) error {
 		return fmt.Errorf("--http-tools %s: %w", path, err)
 	}
 	// Into the fleet's bucket: every gateway serves it.
-	if _, err := x.httpKV.Put(ctx, httpToolsKey, data); err != nil {
+	if _, err := x.httpKV.KV().Put(ctx, httpToolsKey, data); err != nil {
 		return fmt.Errorf("--http-tools %s: store it for the fleet: %w", path, err)
 	}
 	x.log.InfoContext(ctx, "custom HTTP tools file stored for the fleet", "file", path)
 	return nil
+}
+
+// httpToolsChanged applies the stored tools file as it changes (the
+// mirror's OnChange): its new content, or no tools once it is deleted. A
+// re-listing after a NATS reconnect applies the same file again, which
+// changes nothing.
+func (x *Extensions) httpToolsChanged(_ string, file []byte, stored bool) {
+	if !stored {
+		file = []byte(`{"tools":[]}`)
+	}
+	res, err := x.applyHTTPTools(file)
+	if err != nil {
+		x.log.Error("custom HTTP tools: the stored tools file is not valid; the tools served before stay", "err", err)
+		return
+	}
+	x.log.Info("custom HTTP tools changed", "added", res.Added, "removed", res.Removed, "not_loaded", len(res.Errors))
 }
 
 // applyHTTPTools makes data the tools file in force: it registers its
