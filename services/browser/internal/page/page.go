@@ -138,19 +138,9 @@ type Tab struct {
 	// emuLater is an emulation Emulate could not apply while a dialog
 	// froze the page (nil for none): the next tool applies it.
 	emuLater *Emulation
-	// perf is the running performance recording (perf.go), or nil. Only
-	// the holder of sem uses it.
-	perf *perfRecording
-	// lastTrace is the summary of the tab's last performance_stop, for
-	// performance_insight (nil before one).
-	lastTrace *traceSummary
-	// metricsOn says that performance_metrics enabled the Performance
-	// domain, whose counters run from then on. Only the holder of sem
-	// uses it.
-	metricsOn bool
-	// cast is the running screencast (screencast.go), or nil. Only the
-	// holder of sem uses the field; the recording has its own lock.
-	cast *screencast
+	// perf are the performance and memory tools (perf.go) and their
+	// recordings. Only the holder of sem uses them.
+	perf perfTools
 
 	// mu guards the fields below, which the event listener also writes.
 	mu        sync.Mutex
@@ -192,7 +182,7 @@ func New(tabCtx context.Context, opts Options) *Tab {
 		allowed[normScheme(s)] = true
 	}
 	gone, markGone := context.WithCancel(context.Background())
-	return &Tab{
+	t := &Tab{
 		ctx:       tabCtx,
 		allowed:   allowed,
 		opts:      opts,
@@ -206,6 +196,8 @@ func New(tabCtx context.Context, opts Options) *Tab {
 		modeOf:    opts.Dialogs,
 		allFrames: map[cdp.FrameID]bool{},
 	}
+	t.perf.tab = t
+	return t
 }
 
 // NewContext returns a chromedp context for a tab (chromedp.NewContext on
