@@ -395,7 +395,7 @@ func (t *Tab) Emulate(ctx context.Context, e Emulation) error {
 	if t.Closed() {
 		return closedError("emulate")
 	}
-	if t.openDialogNow() != nil {
+	if t.dialogs.open() != nil {
 		// A page frozen by a dialog would not answer until the deadline:
 		// its next tool applies e, once the dialog is answered.
 		t.emuLater = &e

@@ -186,7 +186,7 @@ func (t *Tab) getURL(ctx context.Context) (*browserv1.ToolResult, error) {
 
 // getTitle returns the title of the page.
 func (t *Tab) getTitle(ctx context.Context) (*browserv1.ToolResult, error) {
-	if t.openDialogNow() != nil {
+	if t.dialogs.open() != nil {
 		return textResult("%s", t.targetTitle(ctx)), nil
 	}
 	s, err := t.title(ctx)
@@ -200,7 +200,7 @@ func (t *Tab) getTitle(ctx context.Context) (*browserv1.ToolResult, error) {
 // dialog is open it asks the browser (the frame tree may wait for the
 // page).
 func (t *Tab) currentURL(ctx context.Context) (string, error) {
-	if t.openDialogNow() != nil {
+	if t.dialogs.open() != nil {
 		if info := t.targetInfo(ctx); info != nil {
 			return info.URL, nil
 		}

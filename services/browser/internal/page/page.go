@@ -108,8 +108,6 @@ type Tab struct {
 	// ready says that init finished once: a dialog before it (while the
 	// target is attached) is answered at once whatever the mode.
 	ready atomic.Bool
-	// modeOf is Options.Dialogs.
-	modeOf func() browserv1.DialogMode
 
 	// gone ends when the tab's target went away: the browser detached it
 	// (the page called window.close(), or something closed the target) or
@@ -141,23 +139,16 @@ type Tab struct {
 	// perf are the performance and memory tools (perf.go) and their
 	// recordings. Only the holder of sem uses them.
 	perf perfTools
+	// dialogs are the page's JavaScript dialogs (dialog.go), with a lock
+	// of their own: the event listener writes them too.
+	dialogs dialogs
 
 	// mu guards the fields below, which the event listener also writes.
 	mu        sync.Mutex
 	mainFrame cdp.FrameID
 	frames    frameTable
 	worlds    worldTable
-	dialogs   []string
 	act       activity
-	// Dialogs (dialog.go): the one that waits for handle_dialog (nil for
-	// none), how many notes were left out of dialogs, how many dialogs
-	// the tab answered by itself since the tool call began, the running
-	// tool's interrupt (nil between calls) and whether it navigates.
-	pending     *openDialog
-	moreDialogs int
-	answered    int
-	interrupt   func()
-	leaving     bool
 	// allFrames are the frames attached to the tab (HasFrame).
 	allFrames map[cdp.FrameID]bool
 	// choosers are the file choosers the page opened (files.go).
@@ -193,8 +184,8 @@ func New(tabCtx context.Context, opts Options) *Tab {
 		markGone:  markGone,
 		frames:    newFrameTable(),
 		worlds:    newWorldTable(),
-		modeOf:    opts.Dialogs,
 		allFrames: map[cdp.FrameID]bool{},
+		dialogs:   dialogs{ctx: tabCtx, modeOf: opts.Dialogs},
 	}
 	t.perf.tab = t
 	return t
@@ -273,7 +264,7 @@ func (t *Tab) Title(ctx context.Context) (string, error) {
 	if err := t.init(rctx); err != nil {
 		return "", t.fail(ctx, rctx, "get_title", err)
 	}
-	if t.openDialogNow() != nil {
+	if t.dialogs.open() != nil {
 		// The page is frozen; the browser knows the title.
 		return t.targetTitle(rctx), nil
 	}
@@ -326,11 +317,11 @@ func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string
 	if err := t.init(rctx); err != nil {
 		return nil, t.fail(ctx, rctx, tool.Name, err)
 	}
-	if d := t.openDialogNow(); d != nil && !tool.WithDialog {
+	if d := t.dialogs.open(); d != nil && !tool.WithDialog {
 		return nil, dialogError(tool.Name, d)
 	}
 	t.madeObjects = false
-	if e := t.emuLater; e != nil && t.openDialogNow() == nil {
+	if e := t.emuLater; e != nil && t.dialogs.open() == nil {
 		if err := t.emulate(rctx, *e); err == nil {
 			t.emu, t.emuLater = *e, nil
 		}
@@ -339,10 +330,10 @@ func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string
 	t.call.files = files
 	t.call.secretInput = secretInput(ctx)
 	navigates, acts := tool.Navigates.Of(req), tool.Acts.Of(req)
-	dctx, stopDialogs := t.watchDialogs(rctx, navigates)
+	dctx, stopDialogs := t.dialogs.watch(rctx, navigates)
 	defer stopDialogs()
 	res, err := t.dispatch(dctx, tool.Name, navigates, run, req)
-	if t.openDialogNow() != nil {
+	if t.dialogs.open() != nil {
 		// The page is frozen: no snapshot, no release of objects.
 		if errors.Is(context.Cause(dctx), errDialogOpened) && (err != nil || res == nil) {
 			res, err = t.interrupted(tool.Name), nil
@@ -363,10 +354,10 @@ func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string
 	if err != nil {
 		return nil, t.fail(ctx, rctx, tool.Name, err)
 	}
-	if t.openDialogNow() == nil {
+	if t.dialogs.open() == nil {
 		t.call.choosers = t.chooserNotes(rctx)
 	}
-	dialogs := t.takeDialogs()
+	dialogs := t.dialogs.take()
 	if acts {
 		t.report(navigates, res, dialogs)
 	} else if len(dialogs) > 0 {
@@ -379,7 +370,7 @@ func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string
 // answers a dialog in its way first.
 func (t *Tab) dispatch(ctx context.Context, tool string, navigates bool, run handler, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
 	if navigates {
-		if err := t.leaveDialog(ctx, tool); err != nil {
+		if err := t.dialogs.leave(ctx, tool); err != nil {
 			return nil, err
 		}
 	}
@@ -541,19 +532,6 @@ func (t *Tab) fail(ctx, rctx context.Context, tool string, err error) error {
 			"the page navigated while %s ran (it kept loading new documents); call it again, or wait until the page stops reloading", tool)
 	}
 	return bus.Errorf(commonv1.ErrorCode_INTERNAL, "%s: %s", tool, clipText(err.Error()))
-}
-
-// takeDialogs returns the notes about the dialogs of the tool (answered
-// or waiting), as lines for its result.
-func (t *Tab) takeDialogs() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	d := t.dialogs
-	if t.moreDialogs > 0 {
-		d = append(d, fmt.Sprintf("(… and %d more dialogs.)", t.moreDialogs))
-	}
-	t.dialogs, t.moreDialogs = nil, 0
-	return d
 }
 
 // textContent returns a text content part.

@@ -90,9 +90,9 @@ func (t *Tab) onEvent(ev any) {
 		t.onNetwork(ev)
 		t.mu.Unlock()
 	case *page.EventJavascriptDialogOpening:
-		t.onDialog(ev)
+		t.dialogs.onOpening(ev, t.ready.Load())
 	case *page.EventJavascriptDialogClosed:
-		t.onDialogClosed()
+		t.dialogs.onClosed()
 	case *page.EventFileChooserOpened:
 		t.noteChooser(ev) // files.go
 	case *inspector.EventTargetCrashed:
