@@ -154,11 +154,9 @@ type Tab struct {
 	// choosers are the file choosers the page opened (files.go).
 	choosers []*page.EventFileChooserOpened
 	seen     pageSeen
-	console  consoleRing
-	network  netRing
-	// blocked returns the requests the session's URL policy refused
-	// (SetBlocked), or nil.
-	blocked func() []*browserv1.BlockedRequest
+	// devtools are the console messages and requests the tab keeps
+	// (console.go, network.go).
+	devtools devtools
 }
 
 // New returns a Tab for tabCtx, a chromedp context bound to one tab target.
@@ -177,8 +175,6 @@ func New(tabCtx context.Context, opts Options) *Tab {
 		ctx:       tabCtx,
 		allowed:   allowed,
 		opts:      opts,
-		console:   consoleRing{size: opts.consoleBuffer()},
-		network:   netRing{size: opts.networkBuffer()},
 		sem:       make(chan struct{}, 1),
 		gone:      gone,
 		markGone:  markGone,
@@ -188,6 +184,7 @@ func New(tabCtx context.Context, opts Options) *Tab {
 		dialogs:   dialogs{ctx: tabCtx, modeOf: opts.Dialogs},
 	}
 	t.perf.tab = t
+	t.devtools = devtools{tab: t, console: consoleRing{size: opts.consoleBuffer()}, network: netRing{size: opts.networkBuffer()}}
 	return t
 }
 

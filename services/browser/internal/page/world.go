@@ -82,12 +82,12 @@ func (t *Tab) onEvent(ev any) {
 		*runtime.EventConsoleAPICalled, *runtime.EventExceptionThrown, *page.EventWindowOpen:
 		t.mu.Lock()
 		t.onActivity(ev)
-		t.onConsole(ev) // console.go
-		t.onNetwork(ev) // network.go
+		t.devtools.onConsole(ev) // console.go
+		t.devtools.onNetwork(ev) // network.go
 		t.mu.Unlock()
 	case *network.EventResponseReceived:
 		t.mu.Lock()
-		t.onNetwork(ev)
+		t.devtools.onNetwork(ev)
 		t.mu.Unlock()
 	case *page.EventJavascriptDialogOpening:
 		t.dialogs.onOpening(ev, t.ready.Load())
