@@ -82,8 +82,8 @@ type DialogInfo struct {
 // dialogs are the tab's JavaScript dialogs: the one that waits for
 // handle_dialog, the notes for the running tool's result, and what the
 // running tool asked of them. The event listener writes them (onOpening,
-// onClosed) while a tool runs, so mu guards them; it is never held with
-// Tab.mu, and nothing else is locked while it is held.
+// onClosed) while a tool runs, so mu guards them. It is never held with
+// Tab.mu, in either order.
 type dialogs struct {
 	// ctx is the tab context, in which a dialog is answered.
 	ctx context.Context

@@ -104,9 +104,9 @@ type perfTools struct {
 	cast *screencast
 }
 
-// performanceStart starts a trace of the tab (and reloads the page with
-// reload, so the trace holds its load), or queues it while another tab of
-// the browser records one (perfturns.go).
+// start starts a trace of the tab (and reloads the page with reload, so
+// the trace holds its load), or queues it while another tab of the browser
+// records one (perfturns.go).
 func (p *perfTools) start(ctx context.Context, req *browserv1.PerformanceStart) (*browserv1.ToolResult, error) {
 	if rec := p.rec; rec != nil {
 		switch {
