@@ -126,8 +126,7 @@ func (p *perfTools) start(ctx context.Context, req *browserv1.PerformanceStart) 
 	}
 	rec := &perfRecording{reload: req.GetReload()}
 	if q := p.tab.opts.Traces; q != nil {
-		tu, ahead, held := q.join(p, rec)
-		rec.turn = tu
+		ahead, held := q.join(p, rec)
 		if ahead > 0 {
 			rec.queued = true
 			p.rec = rec

@@ -64,21 +64,24 @@ func (q *TraceTurns) maxDuration() time.Duration {
 	return DefaultMaxTraceDuration
 }
 
-// join puts rec of the tab of p in line. ahead is how many recordings come
-// before it: 0 when it holds the browser now (the caller starts its
-// trace); otherwise its trace starts (perfTools.beginQueued) when its turn
-// comes. held is how long the recording that holds the browser has held
-// it.
-func (q *TraceTurns) join(p *perfTools, rec *perfRecording) (tu *traceTurn, ahead int, held time.Duration) {
-	tu = &traceTurn{q: q, perf: p, rec: rec, done: make(chan struct{})}
+// join puts rec of the tab of p in line and sets rec.turn. ahead is how
+// many recordings come before it: 0 when it holds the browser now (the
+// caller starts its trace); otherwise its trace starts
+// (perfTools.beginQueued) when its turn comes. held is how long the
+// recording that holds the browser has held it.
+func (q *TraceTurns) join(p *perfTools, rec *perfRecording) (ahead int, held time.Duration) {
+	tu := &traceTurn{q: q, perf: p, rec: rec, done: make(chan struct{})}
+	// Before the turn's watch starts: a turn that ends at once (a tiny
+	// MaxDuration) reads it on the watch's goroutine.
+	rec.turn = tu
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.holder == nil {
 		q.grantLocked(tu)
-		return tu, 0, 0
+		return 0, 0
 	}
 	q.queue = append(q.queue, tu)
-	return tu, len(q.queue), time.Since(q.since)
+	return len(q.queue), time.Since(q.since)
 }
 
 // grantLocked gives tu the browser and starts its watch: the turn ends
