@@ -79,7 +79,7 @@ type elementAt struct {
 func (t *Tab) elementAt(el *browserv1.Element, tool string) (elementAt, error) {
 	switch ref, sel := strings.TrimSpace(el.GetRef()), strings.TrimSpace(el.GetSelector()); {
 	case ref != "":
-		num, id, err := t.parseRef(ref)
+		num, id, err := parseRef(ref)
 		if err != nil {
 			return elementAt{}, err
 		}
@@ -106,7 +106,7 @@ func cleanRef(ref string) string {
 }
 
 // parseRef splits a snapshot ref into its frame number and element number.
-func (t *Tab) parseRef(raw string) (frame int, n int64, err error) {
+func parseRef(raw string) (frame int, n int64, err error) {
 	ref := cleanRef(raw)
 	m := refPattern.FindStringSubmatch(ref)
 	if m == nil {

@@ -253,7 +253,7 @@ const lighthouseMargin = 2 * time.Second
 func (t *Tab) restoreEmulation(call context.Context) {
 	ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
 	defer cancel()
-	_ = t.emulate(ctx, t.emu)
+	_ = applyEmulation(ctx, t.emu)
 	if t.emu.Width <= 0 {
 		return // the cleared viewport is the session's own
 	}
@@ -273,7 +273,7 @@ func (t *Tab) restoreEmulation(call context.Context) {
 			continue
 		}
 		if got != want {
-			_ = t.emulate(ctx, t.emu)
+			_ = applyEmulation(ctx, t.emu)
 		}
 	}
 }

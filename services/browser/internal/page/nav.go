@@ -43,7 +43,7 @@ var navHandlers = map[string]handler{
 	"get_url":   noArgs((*Tab).getURL),
 	"get_title": noArgs((*Tab).getTitle),
 	"wait": func(t *Tab, ctx context.Context, r *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
-		return t.wait(ctx, r.GetWait().GetMs())
+		return wait(ctx, r.GetWait().GetMs())
 	},
 	"wait_for": on((*browserv1.ToolRequest).GetWaitFor, (*Tab).waitFor),
 }
@@ -480,7 +480,7 @@ func (w *navWatch) settle(ctx context.Context, flush func(context.Context) error
 }
 
 // flush is a round trip to the page's main world (see navWatch.settle).
-func (t *Tab) flush(ctx context.Context) error {
+func flush(ctx context.Context) error {
 	_, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{Expression: "0"})
 	return err
 }

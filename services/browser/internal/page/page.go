@@ -319,7 +319,7 @@ func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string
 	}
 	t.madeObjects = false
 	if e := t.emuLater; e != nil && t.dialogs.open() == nil {
-		if err := t.emulate(rctx, *e); err == nil {
+		if err := applyEmulation(rctx, *e); err == nil {
 			t.emu, t.emuLater = *e, nil
 		}
 	}
@@ -344,7 +344,7 @@ func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string
 		// holding a few element handles for a while (a navigation frees
 		// them anyway).
 		if t.unreleased++; t.unreleased >= releaseEvery || err != nil {
-			t.releaseObjects(rctx)
+			releaseObjects(rctx)
 			t.unreleased = 0
 		}
 	}

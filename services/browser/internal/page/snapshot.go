@@ -103,7 +103,7 @@ func (t *Tab) snapshot(ctx context.Context, req *browserv1.Snapshot) (*browserv1
 	}
 	start := root
 	if r := strings.TrimSpace(req.GetRef()); r != "" {
-		num, n, err := t.parseRef(r)
+		num, n, err := parseRef(r)
 		if err != nil {
 			return nil, err
 		}

@@ -26,7 +26,7 @@ const (
 
 // wait sleeps ms milliseconds (default 1000), at most a minute and never
 // past the request deadline.
-func (t *Tab) wait(ctx context.Context, ms int32) (*browserv1.ToolResult, error) {
+func wait(ctx context.Context, ms int32) (*browserv1.ToolResult, error) {
 	if ms < 0 {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "wait needs ms >= 0 (milliseconds to wait), not %d", ms)
 	}

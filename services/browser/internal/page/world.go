@@ -373,7 +373,7 @@ func resolveJSONClips(raw []byte) ([]byte, error) {
 
 // releaseObjects releases the remote objects that the tool call made. It
 // is best effort: they go with their document anyway.
-func (t *Tab) releaseObjects(ctx context.Context) {
+func releaseObjects(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
