@@ -210,7 +210,7 @@ func (t *Tab) currentURL(ctx context.Context) (string, error) {
 		return "", err
 	}
 	f := tree.FrameTree.Frame
-	t.setMainFrame(f.ID)
+	t.frames.setMain(f.ID)
 	return f.URL + f.URLFragment, nil
 }
 
@@ -341,7 +341,7 @@ type navWatch struct {
 // watchNav starts to follow navigations of the main frame. Call stop when
 // done.
 func (t *Tab) watchNav(ctx context.Context) (w *navWatch, stop func(), err error) {
-	w = &navWatch{main: t.main(), done: make(chan struct{})}
+	w = &navWatch{main: t.frames.main(), done: make(chan struct{})}
 	lctx, cancel := context.WithCancel(ctx)
 	if err := chromedp.Listen(lctx, w.observe); err != nil {
 		cancel()

@@ -144,13 +144,10 @@ type Tab struct {
 	dialogs dialogs
 
 	// mu guards the fields below, which the event listener also writes.
-	mu        sync.Mutex
-	mainFrame cdp.FrameID
-	frames    frameTable
-	worlds    worldTable
-	act       activity
-	// allFrames are the frames attached to the tab (HasFrame).
-	allFrames map[cdp.FrameID]bool
+	mu sync.Mutex
+	// frames are the tab's frames, their refs and worlds (world.go).
+	frames frames
+	act    activity
 	// choosers are the file choosers the page opened (files.go).
 	choosers []*page.EventFileChooserOpened
 	seen     pageSeen
@@ -172,17 +169,15 @@ func New(tabCtx context.Context, opts Options) *Tab {
 	}
 	gone, markGone := context.WithCancel(context.Background())
 	t := &Tab{
-		ctx:       tabCtx,
-		allowed:   allowed,
-		opts:      opts,
-		sem:       make(chan struct{}, 1),
-		gone:      gone,
-		markGone:  markGone,
-		frames:    newFrameTable(),
-		worlds:    newWorldTable(),
-		allFrames: map[cdp.FrameID]bool{},
-		dialogs:   dialogs{ctx: tabCtx, modeOf: opts.Dialogs},
+		ctx:      tabCtx,
+		allowed:  allowed,
+		opts:     opts,
+		sem:      make(chan struct{}, 1),
+		gone:     gone,
+		markGone: markGone,
+		dialogs:  dialogs{ctx: tabCtx, modeOf: opts.Dialogs},
 	}
+	t.frames = newFrames(&t.mu)
 	t.perf.tab = t
 	t.devtools = devtools{tab: t, console: consoleRing{size: opts.consoleBuffer()}, network: netRing{size: opts.networkBuffer()}}
 	return t
@@ -477,7 +472,7 @@ func (t *Tab) init(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("read the frame tree: %w", err)
 	}
-	t.setMainFrame(tree.FrameTree.Frame.ID)
+	t.frames.setMain(tree.FrameTree.Frame.ID)
 	t.inited = true
 	t.ready.Store(true)
 	return nil

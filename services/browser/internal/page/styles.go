@@ -72,7 +72,7 @@ func (t *Tab) getStyles(ctx context.Context, req *browserv1.GetStyles) (*browser
 		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s is no longer in the page; take a new snapshot", e.what)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Computed style of %s:\n", t.noteDesc(computed.Desc))
+	fmt.Fprintf(&b, "Computed style of %s:\n", t.frames.noteDesc(computed.Desc))
 	for _, p := range props {
 		v := computed.Values[p]
 		if v == "" {

@@ -149,7 +149,7 @@ func (t *Tab) selectorCond(selector string) *waitCond {
 				return false, "", err
 			}
 			last = f
-			return f.Visible, fmt.Sprintf("Found %s: %s", selector, t.noteDesc(f.Desc)), nil
+			return f.Visible, fmt.Sprintf("Found %s: %s", selector, t.frames.noteDesc(f.Desc)), nil
 		},
 		notYet: func() string {
 			if last != nil {
