@@ -81,9 +81,9 @@ func (t *Tab) beginCall(req *browserv1.ToolRequest) {
 	}
 	t.mu.Lock()
 	t.act.errors, t.act.firstErr, t.act.opened = 0, "", nil
-	t.answered = 0
 	started := t.act.started
 	t.mu.Unlock()
+	t.dialogs.beginCall()
 	t.call = callState{settle: budget, netMark: started, maxChars: int(req.GetMaxChars())}
 }
 
@@ -99,7 +99,7 @@ func (t *Tab) report(navigated bool, res *browserv1.ToolResult, dialogs []string
 	before := t.seen
 	t.mu.Unlock()
 	c.Dialogs = dialogs
-	if d := t.openDialogNow(); d != nil {
+	if d := t.dialogs.open(); d != nil {
 		c.OpenDialog = &DialogInfo{Type: string(d.typ), Message: d.msg}
 	}
 	if r := t.call.settled; r != nil {

@@ -64,7 +64,7 @@ func TestReport(t *testing.T) {
 			name: "windows, dialogs, choosers and console errors",
 			req:  clickReq(ref("e1")),
 			tab: &Tab{seen: seen, act: activity{errors: 2, firstErr: "boom", opened: []string{"https://c.example/"}},
-				pending: &openDialog{typ: page.DialogTypeConfirm, msg: "Sure?"},
+				dialogs: dialogs{pending: &openDialog{typ: page.DialogTypeConfirm, msg: "Sure?"}},
 				call:    callState{choosers: []string{"a file chooser opened"}}},
 			dialogs: []string{"an alert said hi"},
 			text:    "Clicked\n- the page opened a new tab: https://c.example/\n- an alert said hi\n- a file chooser opened\n- 2 new console errors; the first: boom",

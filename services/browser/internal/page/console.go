@@ -79,8 +79,22 @@ func consoleLevel(t runtime.ConsoleAPICalledType) string {
 	return "info"
 }
 
-// onConsole records a console event (from onEvent, with t.mu held).
-func (t *Tab) onConsole(ev any) {
+// devtools are the developer tools' records of the tab: the last console
+// messages and requests, which the event listener writes, and the requests
+// the session's URL policy refused. Tab.mu guards them, as it guards the
+// rest of what the listener writes: one lock for one event.
+type devtools struct {
+	// tab is the tab they record: its lock, options and call state.
+	tab     *Tab
+	console consoleRing
+	network netRing
+	// blocked returns the requests the session's URL policy refused
+	// (Tab.SetBlocked), or nil.
+	blocked func() []*browserv1.BlockedRequest
+}
+
+// onConsole records a console event (from onEvent, with Tab.mu held).
+func (d *devtools) onConsole(ev any) {
 	now := time.Now().UnixMilli()
 	switch ev := ev.(type) {
 	case *runtime.EventConsoleAPICalled:
@@ -88,35 +102,41 @@ func (t *Tab) onConsole(ev any) {
 		if st := ev.StackTrace; st != nil && len(st.CallFrames) > 0 {
 			e.URL, e.Line = st.CallFrames[0].URL, st.CallFrames[0].LineNumber+1
 		}
-		t.console.add(e)
+		d.console.add(e)
 	case *runtime.EventExceptionThrown:
-		d := ev.ExceptionDetails
-		if d == nil {
+		x := ev.ExceptionDetails
+		if x == nil {
 			return
 		}
-		text := exceptionText(d)
-		if strings.HasPrefix(d.Text, "Uncaught") && !strings.HasPrefix(text, "Uncaught") {
+		text := exceptionText(x)
+		if strings.HasPrefix(x.Text, "Uncaught") && !strings.HasPrefix(text, "Uncaught") {
 			// "Uncaught" or "Uncaught (in promise)": an unhandled rejection.
-			text = d.Text + " " + text
+			text = x.Text + " " + text
 		}
-		e := consoleEntry{Level: "error", Kind: "exception", Text: text, URL: d.URL, Line: d.LineNumber + 1, Time: now}
-		if st := d.StackTrace; e.URL == "" && st != nil && len(st.CallFrames) > 0 {
+		e := consoleEntry{Level: "error", Kind: "exception", Text: text, URL: x.URL, Line: x.LineNumber + 1, Time: now}
+		if st := x.StackTrace; e.URL == "" && st != nil && len(st.CallFrames) > 0 {
 			e.URL, e.Line = st.CallFrames[0].URL, st.CallFrames[0].LineNumber+1
 		}
-		t.console.add(e)
+		d.console.add(e)
 	}
 }
 
 // devtoolsHandlers are the developer tools (network.go, pdf.go).
 var devtoolsHandlers = map[string]handler{
-	"console_messages": on((*browserv1.ToolRequest).GetConsoleMessages, (*Tab).consoleMessages),
-	"network_requests": on((*browserv1.ToolRequest).GetNetworkRequests, (*Tab).networkRequests),
-	"network_request":  on((*browserv1.ToolRequest).GetNetworkRequest, (*Tab).networkRequest),
-	"pdf":              on((*browserv1.ToolRequest).GetPdf, (*Tab).pdf),
+	"console_messages": on((*browserv1.ToolRequest).GetConsoleMessages, func(t *Tab, ctx context.Context, r *browserv1.ConsoleMessages) (*browserv1.ToolResult, error) {
+		return t.devtools.consoleMessages(ctx, r)
+	}),
+	"network_requests": on((*browserv1.ToolRequest).GetNetworkRequests, func(t *Tab, ctx context.Context, r *browserv1.NetworkRequests) (*browserv1.ToolResult, error) {
+		return t.devtools.networkRequests(ctx, r)
+	}),
+	"network_request": on((*browserv1.ToolRequest).GetNetworkRequest, func(t *Tab, ctx context.Context, r *browserv1.NetworkRequestBody) (*browserv1.ToolResult, error) {
+		return t.devtools.networkRequest(ctx, r)
+	}),
+	"pdf": on((*browserv1.ToolRequest).GetPdf, (*Tab).pdf),
 }
 
 // consoleMessages is the console_messages tool.
-func (t *Tab) consoleMessages(_ context.Context, req *browserv1.ConsoleMessages) (*browserv1.ToolResult, error) {
+func (d *devtools) consoleMessages(_ context.Context, req *browserv1.ConsoleMessages) (*browserv1.ToolResult, error) {
 	level := strings.ToLower(strings.TrimSpace(req.GetLevel()))
 	switch level {
 	case "":
@@ -138,20 +158,20 @@ func (t *Tab) consoleMessages(_ context.Context, req *browserv1.ConsoleMessages)
 	if req.GetSince() < 0 {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "since must be 0 or the next number of an earlier console_messages, not %d", req.GetSince())
 	}
-	limit, err := listLimit(req.GetLimit(), defaultConsoleLimit, t.opts.consoleBuffer(), "console_messages")
+	limit, err := listLimit(req.GetLimit(), defaultConsoleLimit, d.tab.opts.consoleBuffer(), "console_messages")
 	if err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
+	d.tab.mu.Lock()
 	var picked []consoleEntry
-	for _, e := range t.console.entries {
+	for _, e := range d.console.entries {
 		if e.Seq > req.GetSince() && severityOf(e.Level) >= least {
 			picked = append(picked, e)
 		}
 	}
-	next, dropped := t.console.next, t.console.dropped
-	t.mu.Unlock()
-	picked, lines, left := newest(picked, limit, t.capChars(DefaultTextChars))
+	next, dropped := d.console.next, d.console.dropped
+	d.tab.mu.Unlock()
+	picked, lines, left := newest(picked, limit, d.tab.capChars(DefaultTextChars))
 	head := fmt.Sprintf("%d console messages (level %s and above)", len(picked), level)
 	switch {
 	case len(picked) == 0:
@@ -167,7 +187,7 @@ func (t *Tab) consoleMessages(_ context.Context, req *browserv1.ConsoleMessages)
 		head += fmt.Sprintf("; %d older matching messages not shown (limit %d, max_chars)", left, limit)
 	}
 	if dropped > 0 {
-		head += fmt.Sprintf("; the tab keeps the last %d messages (%d older ones were dropped)", t.opts.consoleBuffer(), dropped)
+		head += fmt.Sprintf("; the tab keeps the last %d messages (%d older ones were dropped)", d.tab.opts.consoleBuffer(), dropped)
 	}
 	res := textResult("%s", strings.Join(append([]string{head}, lines...), "\n"))
 	SetStructured(res, "messages", picked)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/chromedp/cdproto/page"
@@ -26,7 +27,7 @@ import (
 //     goroutine (the event loop must not call the browser).
 //   - In ask mode (the default) alerts are accepted and the other kinds
 //     stay open: the running tool's context is cancelled at once
-//     (watchDialogs), so the click or navigation that raised the dialog
+//     (dialogs.watch), so the click or navigation that raised the dialog
 //     returns saying so, and later tools that need the page fail with
 //     DIALOG_OPEN naming it until handle_dialog answers it. Navigations
 //     (open, back, forward, reload) answer it first themselves.
@@ -78,67 +79,94 @@ type DialogInfo struct {
 	Message string `json:"message"`
 }
 
+// dialogs are the tab's JavaScript dialogs: the one that waits for
+// handle_dialog, the notes for the running tool's result, and what the
+// running tool asked of them. The event listener writes them (onOpening,
+// onClosed) while a tool runs, so mu guards them. It is never held with
+// Tab.mu, in either order.
+type dialogs struct {
+	// ctx is the tab context, in which a dialog is answered.
+	ctx context.Context
+	// modeOf is Options.Dialogs.
+	modeOf func() browserv1.DialogMode
+
+	mu sync.Mutex
+	// pending is the dialog that waits for handle_dialog (nil for none).
+	pending *openDialog
+	// notes are the lines about dialogs for the running tool's result,
+	// and more how many were left out of them.
+	notes []string
+	more  int
+	// answered is how many dialogs the tab answered by itself since the
+	// tool call began.
+	answered int
+	// interrupt cancels the running tool (nil between calls), and leaving
+	// says that it navigates (see watch).
+	interrupt func()
+	leaving   bool
+}
+
 // errDialogOpened is the cause of a tool context cancelled because a
 // dialog opened that waits for an answer.
 var errDialogOpened = errors.New("a dialog opened")
 
-// dialogMode returns the mode the tab answers dialogs in now.
-func (t *Tab) dialogMode() browserv1.DialogMode {
-	if t.modeOf != nil {
-		if m := t.modeOf(); m != browserv1.DialogMode_DIALOG_MODE_UNSPECIFIED {
+// mode returns the mode the tab answers dialogs in now.
+func (d *dialogs) mode() browserv1.DialogMode {
+	if d.modeOf != nil {
+		if m := d.modeOf(); m != browserv1.DialogMode_DIALOG_MODE_UNSPECIFIED {
 			return m
 		}
 	}
 	return browserv1.DialogMode_DIALOG_MODE_ASK
 }
 
-// onDialog handles Page.javascriptDialogOpening in the tab's event loop:
+// onOpening handles Page.javascriptDialogOpening in the tab's event loop:
 // it answers the dialog (from a goroutine) or keeps it open for
-// handle_dialog and interrupts the running tool.
-func (t *Tab) onDialog(ev *page.EventJavascriptDialogOpening) {
-	d := &openDialog{typ: ev.Type, msg: clipText(ev.Message), defaultPrompt: ev.DefaultPrompt}
-	mode := t.dialogMode()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.answered++
-	if t.answered > maxDialogsInARow {
-		d.loop = true
-		t.keepDialogLocked(d, fmt.Sprintf("(The page opened more than %d dialogs in a row; this one is left open so that it stops.)", maxDialogsInARow))
+// handle_dialog and interrupts the running tool. ready says that the tab
+// finished its init (see Tab.ready).
+func (d *dialogs) onOpening(ev *page.EventJavascriptDialogOpening, ready bool) {
+	o := &openDialog{typ: ev.Type, msg: clipText(ev.Message), defaultPrompt: ev.DefaultPrompt}
+	mode := d.mode()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.answered++
+	if d.answered > maxDialogsInARow {
+		o.loop = true
+		d.keepLocked(o, fmt.Sprintf("(The page opened more than %d dialogs in a row; this one is left open so that it stops.)", maxDialogsInARow))
 		return
 	}
-	ready := t.ready.Load()
 	accept := mode != browserv1.DialogMode_DIALOG_MODE_DISMISS && ready
 	switch {
-	case d.typ == page.DialogTypeAlert:
+	case o.typ == page.DialogTypeAlert:
 		accept = true // it has no other answer
-	case d.typ == page.DialogTypeBeforeunload && t.leaving:
+	case o.typ == page.DialogTypeBeforeunload && d.leaving:
 		accept = true // open, back, forward and reload leave as asked
 	case mode == browserv1.DialogMode_DIALOG_MODE_ASK && ready:
-		t.keepDialogLocked(d, "")
+		d.keepLocked(o, "")
 		return
 	}
 	verb := "accepted"
 	if !accept {
 		verb = "dismissed"
 	}
-	if len(t.dialogs) < maxDialogNotes {
-		t.dialogs = append(t.dialogs, fmt.Sprintf("(%s %s dialog said %q; it was %s.)", article(d.typ), d.typ, d.msg, verb))
+	if len(d.notes) < maxDialogNotes {
+		d.notes = append(d.notes, fmt.Sprintf("(%s %s dialog said %q; it was %s.)", article(o.typ), o.typ, o.msg, verb))
 	} else {
-		t.moreDialogs++
+		d.more++
 	}
-	go t.answerDialog(accept, ev.DefaultPrompt)
+	go d.answer(accept, ev.DefaultPrompt)
 }
 
-// keepDialogLocked leaves d open for handle_dialog, notes it (after note,
-// when not "") and interrupts the running tool. t.mu is held.
-func (t *Tab) keepDialogLocked(d *openDialog, note string) {
-	t.pending = d
+// keepLocked leaves o open for handle_dialog, notes it (after note, when
+// not "") and interrupts the running tool. d.mu is held.
+func (d *dialogs) keepLocked(o *openDialog, note string) {
+	d.pending = o
 	if note != "" {
-		t.dialogs = append(t.dialogs, note)
+		d.notes = append(d.notes, note)
 	}
-	t.dialogs = append(t.dialogs, d.waiting())
-	if t.interrupt != nil {
-		t.interrupt()
+	d.notes = append(d.notes, o.waiting())
+	if d.interrupt != nil {
+		d.interrupt()
 	}
 }
 
@@ -150,11 +178,11 @@ func article(typ page.DialogType) string {
 	return "A"
 }
 
-// answerDialog answers the open dialog. It runs on its own goroutine with
-// the tab's context (the event loop cannot wait for the reply), for a few
+// answer answers the open dialog. It runs on its own goroutine with the
+// tab's context (the event loop cannot wait for the reply), for a few
 // seconds at most.
-func (t *Tab) answerDialog(accept bool, prompt string) {
-	ctx, cancel := context.WithTimeout(t.ctx, answerTimeout)
+func (d *dialogs) answer(accept bool, prompt string) {
+	ctx, cancel := context.WithTimeout(d.ctx, answerTimeout)
 	defer cancel()
 	_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: accept, PromptText: prompt})
 }
@@ -162,19 +190,39 @@ func (t *Tab) answerDialog(accept bool, prompt string) {
 // answerTimeout bounds the answer to a dialog.
 const answerTimeout = 10 * time.Second
 
-// onDialogClosed forgets the open dialog: someone answered it, or a
-// navigation closed it.
-func (t *Tab) onDialogClosed() {
-	t.mu.Lock()
-	t.pending = nil
-	t.mu.Unlock()
+// onClosed forgets the open dialog: someone answered it, or a navigation
+// closed it.
+func (d *dialogs) onClosed() {
+	d.mu.Lock()
+	d.pending = nil
+	d.mu.Unlock()
 }
 
-// openDialogNow returns the dialog that waits for an answer, or nil.
-func (t *Tab) openDialogNow() *openDialog {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.pending
+// open returns the dialog that waits for an answer, or nil.
+func (d *dialogs) open() *openDialog {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pending
+}
+
+// beginCall starts counting the dialogs of a new tool call.
+func (d *dialogs) beginCall() {
+	d.mu.Lock()
+	d.answered = 0
+	d.mu.Unlock()
+}
+
+// take returns the notes about the dialogs of the tool (answered or
+// waiting), as lines for its result.
+func (d *dialogs) take() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	notes := d.notes
+	if d.more > 0 {
+		notes = append(notes, fmt.Sprintf("(… and %d more dialogs.)", d.more))
+	}
+	d.notes, d.more = nil, 0
+	return notes
 }
 
 // dialogError is the error of a tool that needs the page while d is open.
@@ -182,20 +230,20 @@ func dialogError(tool string, d *openDialog) error {
 	return bus.Errorf(commonv1.ErrorCode_DIALOG_OPEN, "%s cannot run: %s", tool, d.waiting())
 }
 
-// watchDialogs returns ctx cancelled with errDialogOpened as soon as a
+// watch returns ctx cancelled with errDialogOpened as soon as a
 // dialog opens that waits for an answer, so that the tool that
 // raised it returns at once instead of waiting on the frozen page. While a
 // navigating tool runs, beforeunload dialogs are accepted.
-func (t *Tab) watchDialogs(ctx context.Context, navigates bool) (context.Context, func()) {
+func (d *dialogs) watch(ctx context.Context, navigates bool) (context.Context, func()) {
 	dctx, cancel := context.WithCancelCause(ctx)
-	t.mu.Lock()
-	t.interrupt = func() { cancel(errDialogOpened) }
-	t.leaving = navigates
-	t.mu.Unlock()
+	d.mu.Lock()
+	d.interrupt = func() { cancel(errDialogOpened) }
+	d.leaving = navigates
+	d.mu.Unlock()
 	return dctx, func() {
-		t.mu.Lock()
-		t.interrupt, t.leaving = nil, false
-		t.mu.Unlock()
+		d.mu.Lock()
+		d.interrupt, d.leaving = nil, false
+		d.mu.Unlock()
 		cancel(nil)
 	}
 }
@@ -211,40 +259,40 @@ func (t *Tab) interrupted(tool string) *browserv1.ToolResult {
 	return textResult("%s; the page opened a dialog that waits for an answer (handle_dialog)", did)
 }
 
-// leaveDialog answers the open dialog before a navigation. It dismisses
-// it: a beforeunload dialog that the navigation raises again is accepted
-// then (see watchDialogs), and accepting an old one would let the
+// leave answers the open dialog before a navigation. It dismisses it: a
+// beforeunload dialog that the navigation raises again is accepted then
+// (see watch), and accepting an old one would let the
 // navigation that raised it go on and abort this one. A page that keeps
 // raising dialogs cannot be left (its script never yields to the
 // navigation): that fails at once, naming tab_close.
-func (t *Tab) leaveDialog(ctx context.Context, tool string) error {
-	d := t.openDialogNow()
-	if d == nil {
+func (d *dialogs) leave(ctx context.Context, tool string) error {
+	o := d.open()
+	if o == nil {
 		return nil
 	}
-	if d.loop {
+	if o.loop {
 		return bus.Errorf(commonv1.ErrorCode_DIALOG_OPEN,
 			"%s cannot leave this page: it keeps opening dialogs (more than %d in a row, the last %s); close the tab with close or tab_close and open the page you want in a new tab",
-			tool, maxDialogsInARow, d.waiting())
+			tool, maxDialogsInARow, o.waiting())
 	}
 	if _, err := chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false}); err != nil {
-		return fmt.Errorf("answer the open %s dialog: %w", d.typ, err)
+		return fmt.Errorf("answer the open %s dialog: %w", o.typ, err)
 	}
-	t.clearDialog(d)
-	t.mu.Lock()
-	t.dialogs = append(t.dialogs, fmt.Sprintf("(The open %s dialog %q was dismissed first.)", d.typ, d.msg))
-	t.mu.Unlock()
+	d.clear(o)
+	d.mu.Lock()
+	d.notes = append(d.notes, fmt.Sprintf("(The open %s dialog %q was dismissed first.)", o.typ, o.msg))
+	d.mu.Unlock()
 	return nil
 }
 
-// clearDialog forgets d when it is still the open dialog (a new one may
-// have opened since).
-func (t *Tab) clearDialog(d *openDialog) {
-	t.mu.Lock()
-	if t.pending == d {
-		t.pending = nil
+// clear forgets o when it is still the open dialog (a new one may have
+// opened since).
+func (d *dialogs) clear(o *openDialog) {
+	d.mu.Lock()
+	if d.pending == o {
+		d.pending = nil
 	}
-	t.mu.Unlock()
+	d.mu.Unlock()
 }
 
 // dialogHandlers answer dialogs.
@@ -255,7 +303,7 @@ var dialogHandlers = map[string]handler{
 // handleDialog answers the open dialog (handle_dialog) and reports what the
 // page did next, as an action does.
 func (t *Tab) handleDialog(ctx context.Context, h *browserv1.HandleDialog) (*browserv1.ToolResult, error) {
-	d := t.openDialogNow()
+	d := t.dialogs.open()
 	if d == nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND,
 			"no dialog is open in this tab (dialogs in accept or dismiss mode, and alerts, are answered at once; the last result says how)")
@@ -279,7 +327,7 @@ func (t *Tab) handleDialog(ctx context.Context, h *browserv1.HandleDialog) (*bro
 	if _, err := chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: h.GetAccept(), PromptText: text}); err != nil {
 		return nil, fmt.Errorf("answer the %s dialog: %w", d.typ, err)
 	}
-	t.clearDialog(d)
+	t.dialogs.clear(d)
 	var msg string
 	switch {
 	case !h.GetAccept():
@@ -300,6 +348,6 @@ const maxPromptText = 64 << 10
 // dialogs (the last one is left open): such a page cannot be navigated
 // away from, and the session replaces its tab instead.
 func (t *Tab) DialogLoop() bool {
-	d := t.openDialogNow()
+	d := t.dialogs.open()
 	return d != nil && d.loop
 }

@@ -12,6 +12,18 @@
 // runs with a dialog open) and runs the handler that the tool's domain
 // file registered (navHandlers in nav.go, inputHandlers in pointer.go, …).
 //
+// Tab itself is the core that every tool uses: the tab's lifecycle (init,
+// closed tabs), Do, element resolution, and acting and settling; the
+// navigation, input and form tools are its methods in their domain's file.
+// What keeps state between calls is a type the Tab owns, with that state
+// and its methods together: frames (world.go; frame numbers, refs and the
+// isolated worlds), perfTools (perf.go; performance recordings, heap
+// snapshots, screencasts, Lighthouse), dialogs (dialog.go; guarded by a
+// lock of their own, which the event listener takes for dialog events) and
+// devtools (console.go, network.go). frames and devtools are guarded by
+// Tab.mu, which the listener holds for each event. The handler tables and
+// Do call the domain (t.perf.stop, t.dialogs.watch).
+//
 // # Snapshots and refs
 //
 // snapshot walks each frame's DOM in one JavaScript call (page.js) and

@@ -79,11 +79,11 @@ type elementAt struct {
 func (t *Tab) elementAt(el *browserv1.Element, tool string) (elementAt, error) {
 	switch ref, sel := strings.TrimSpace(el.GetRef()), strings.TrimSpace(el.GetSelector()); {
 	case ref != "":
-		num, id, err := t.parseRef(ref)
+		num, id, err := parseRef(ref)
 		if err != nil {
 			return elementAt{}, err
 		}
-		f, ok := t.frameByNum(num)
+		f, ok := t.frames.byNum(num)
 		if !ok {
 			return elementAt{}, staleRef(cleanRef(ref))
 		}
@@ -93,7 +93,7 @@ func (t *Tab) elementAt(el *browserv1.Element, tool string) (elementAt, error) {
 		}
 		return a, nil
 	case sel != "":
-		return elementAt{frame: t.main(), target: jsTarget{Selector: sel}, what: fmt.Sprintf("selector %q", sel)}, nil
+		return elementAt{frame: t.frames.main(), target: jsTarget{Selector: sel}, what: fmt.Sprintf("selector %q", sel)}, nil
 	}
 	return elementAt{}, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s needs ref (from snapshot), target or selector", tool)
 }
@@ -106,7 +106,7 @@ func cleanRef(ref string) string {
 }
 
 // parseRef splits a snapshot ref into its frame number and element number.
-func (t *Tab) parseRef(raw string) (frame int, n int64, err error) {
+func parseRef(raw string) (frame int, n int64, err error) {
 	ref := cleanRef(raw)
 	m := refPattern.FindStringSubmatch(ref)
 	if m == nil {
@@ -200,7 +200,7 @@ func (t *Tab) focus(ctx context.Context, el *browserv1.Element) (*browserv1.Tool
 	if err != nil {
 		return nil, err
 	}
-	desc := t.noteDesc(r.Desc)
+	desc := t.frames.noteDesc(r.Desc)
 	if !r.OK {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s (%s) cannot take focus; focus works on links, buttons, form fields and elements with tabindex", at.what, desc)
 	}
@@ -233,7 +233,7 @@ func (t *Tab) locate(ctx context.Context, el *browserv1.Element, tool string) (x
 	if info, err = jsPoint(ctx, t, at); err != nil {
 		return 0, 0, info, err
 	} else if at.prefix == "" && !info.Gone && info.OneBox && info.W >= 1 && info.H >= 1 {
-		info.Desc, info.Covered = t.noteDesc(info.Desc), t.noteDesc(info.Covered)
+		info.Desc, info.Covered = t.frames.noteDesc(info.Desc), t.frames.noteDesc(info.Covered)
 		return info.X, info.Y, info, nil
 	}
 	e, err := t.resolve(ctx, el, tool)
@@ -254,7 +254,7 @@ func (t *Tab) pointAt(ctx context.Context, e *elem) (x, y float64, info pointInf
 	if info.Gone {
 		return 0, 0, info, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s is no longer in the page; take a new snapshot", e.what)
 	}
-	info.Desc, info.Covered = t.noteDesc(info.Desc), t.noteDesc(info.Covered)
+	info.Desc, info.Covered = t.frames.noteDesc(info.Desc), t.frames.noteDesc(info.Covered)
 	// page.js scrolled e into view in its frame and in the same-origin
 	// frames around it; a cross-origin frame cannot see its parent, so
 	// the browser scrolls what is still needed (a frame below the fold).
@@ -491,7 +491,7 @@ func (t *Tab) fillField(ctx context.Context, el *browserv1.Element, value, tool 
 		return "", false, err
 	}
 	what, prefix := at.what, at.prefix
-	desc := t.noteDesc(p.Desc)
+	desc := t.frames.noteDesc(p.Desc)
 	e := &elem{what: what, prefix: prefix}
 	if err := inputError(p, e, desc, tool, value); err != nil {
 		return "", false, err
@@ -504,7 +504,7 @@ func (t *Tab) fillField(ctx context.Context, el *browserv1.Element, value, tool 
 		}
 		// The field the text went to, not the ref again: the page may
 		// have replaced the element by now.
-		frame, _ := t.frameByNum(frameOfPrefix(prefix))
+		frame, _ := t.frames.byNum(frameOfPrefix(prefix))
 		f, err := jsFinishFill(ctx, t, frame)
 		if err != nil && !contextGone(err) && !isFrameGone(err) {
 			return "", false, err
@@ -562,7 +562,7 @@ func (t *Tab) typeText(ctx context.Context, f *browserv1.Fill) (*browserv1.ToolR
 	if err != nil {
 		return nil, err
 	}
-	desc := t.noteDesc(p.Desc)
+	desc := t.frames.noteDesc(p.Desc)
 	if err := inputError(p, e, desc, "type", value); err != nil {
 		return nil, err
 	}

@@ -395,7 +395,7 @@ func (t *Tab) Emulate(ctx context.Context, e Emulation) error {
 	if t.Closed() {
 		return closedError("emulate")
 	}
-	if t.openDialogNow() != nil {
+	if t.dialogs.open() != nil {
 		// A page frozen by a dialog would not answer until the deadline:
 		// its next tool applies e, once the dialog is answered.
 		t.emuLater = &e
@@ -406,8 +406,8 @@ func (t *Tab) Emulate(ctx context.Context, e Emulation) error {
 	if err := t.init(rctx); err != nil {
 		return t.fail(ctx, rctx, "emulate", err)
 	}
-	if err := t.emulate(rctx, e); err != nil {
-		_ = t.emulate(rctx, t.emu) // what the tab had
+	if err := applyEmulation(rctx, e); err != nil {
+		_ = applyEmulation(rctx, t.emu) // what the tab had
 		return t.fail(ctx, rctx, "emulate", err)
 	}
 	t.emu = e
@@ -439,8 +439,8 @@ func (t *Tab) emulateTool(ctx context.Context, change EmulationChange) (*browser
 		return nil, err
 	}
 	defer stop()
-	if err := t.emulate(ctx, next); err != nil {
-		_ = t.emulate(ctx, t.emu)
+	if err := applyEmulation(ctx, next); err != nil {
+		_ = applyEmulation(ctx, t.emu)
 		return nil, err
 	}
 	t.emu = next
@@ -462,7 +462,9 @@ func Emulating(m *browserv1.Emulate) EmulationChange {
 	return func(e Emulation) (Emulation, error) { return e.Merge(m) }
 }
 
-func (t *Tab) emulate(ctx context.Context, e Emulation) error {
+// applyEmulation sets e, whole, in the tab of ctx: what e leaves unset
+// goes back to the browser's own.
+func applyEmulation(ctx context.Context, e Emulation) error {
 	var err error
 	if e.Width > 0 {
 		_, err = chromedp.Call(ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{

@@ -55,7 +55,7 @@ func (t *Tab) uploadFile(ctx context.Context, el *browserv1.Element) (*browserv1
 	if err != nil {
 		return nil, err
 	}
-	desc := t.noteDesc(in.Desc)
+	desc := t.frames.noteDesc(in.Desc)
 	switch {
 	case !in.File:
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
@@ -104,7 +104,7 @@ func (t *Tab) dropOn(ctx context.Context, d *browserv1.Drop) (*browserv1.ToolRes
 	}
 	defer stop()
 	t.call.inputAt = time.Now()
-	t.call.did = fmt.Sprintf("Dropped %s on %s", strings.Join(what, " and "), t.noteDesc(info.Desc))
+	t.call.did = fmt.Sprintf("Dropped %s on %s", strings.Join(what, " and "), t.frames.noteDesc(info.Desc))
 	t.call.slowReaction = len(t.call.files) > 0 // the page reads the files off its main thread
 	if err := t.dragEvents(ctx, dd, x, y); err != nil {
 		return nil, err
@@ -173,30 +173,26 @@ func (t *Tab) chooserNotes(ctx context.Context) []string {
 // frame, giving it a ref.
 func (t *Tab) describeNode(ctx context.Context, frame cdp.FrameID, n cdp.BackendNodeID) (string, error) {
 	var desc string
-	err := t.inWorld(ctx, frame, func(world runtime.ExecutionContextID) error {
+	err := t.frames.inWorld(ctx, frame, func(world runtime.ExecutionContextID) error {
 		r, err := chromedp.Call(ctx, dom.ResolveNode, dom.ResolveNodeParams{BackendNodeID: n, ExecutionContextID: world, ObjectGroup: objectGroup})
 		if err != nil {
 			return err
 		}
 		t.madeObjects = true
 		prefix := ""
-		if num := t.frameNum(frame); num > 0 {
+		if num := t.frames.num(frame); num > 0 {
 			prefix = "f" + strconv.Itoa(num)
 		}
 		desc, err = jsDescribe(ctx, r.Object.ObjectID, prefix)
 		return err
 	})
-	return t.noteDesc(desc), err
+	return t.frames.noteDesc(desc), err
 }
 
 // HasFrame reports whether frame is a frame of the tab (its main frame or
 // one attached to it), for downloads, which name the frame that began
 // them.
-func (t *Tab) HasFrame(frame cdp.FrameID) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return frame == t.mainFrame || t.allFrames[frame]
-}
+func (t *Tab) HasFrame(frame cdp.FrameID) bool { return t.frames.has(frame) }
 
 // ClipURL cuts an address the page controls for messages.
 func ClipURL(u string) string { return clipTo(u, maxURL) }

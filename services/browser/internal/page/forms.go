@@ -98,7 +98,7 @@ func (t *Tab) selectField(ctx context.Context, el *browserv1.Element, values []s
 		return "", err
 	}
 	what := at.what
-	desc := t.noteDesc(r.Desc)
+	desc := t.frames.noteDesc(r.Desc)
 	bad := func(format string, args ...any) error {
 		return bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: %s (%s) %s", tool, what, desc, fmt.Sprintf(format, args...))
 	}
@@ -184,7 +184,7 @@ func (t *Tab) checkField(ctx context.Context, el *browserv1.Element, want bool, 
 		return "", err
 	}
 	what := at.what
-	desc := t.noteDesc(s.Desc)
+	desc := t.frames.noteDesc(s.Desc)
 	bad := func(format string, args ...any) error {
 		return bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s: %s (%s) %s", tool, what, desc, fmt.Sprintf(format, args...))
 	}
@@ -227,7 +227,7 @@ func (t *Tab) checkField(ctx context.Context, el *browserv1.Element, want bool, 
 	if !want {
 		verb = "Unchecked"
 	}
-	return verb + " " + t.noteDesc(after.Desc), nil
+	return verb + " " + t.frames.noteDesc(after.Desc), nil
 }
 
 // clickToggle clicks the toggle el names at its centre. A native input

@@ -26,8 +26,8 @@ const heapTopShown = 15
 // heapSnapshot is the heap_snapshot tool: V8's heap snapshot of the page
 // (HeapProfiler.takeHeapSnapshot, which collects garbage first), summed
 // up by constructor, and the snapshot gzipped as heap.heapsnapshot.gz.
-func (t *Tab) heapSnapshot(ctx context.Context) (*browserv1.ToolResult, error) {
-	max := t.opts.maxProfileReadBytes()
+func (p *perfTools) heapSnapshot(ctx context.Context) (*browserv1.ToolResult, error) {
+	max := p.tab.opts.maxProfileReadBytes()
 	var (
 		mu   sync.Mutex
 		raw  bytes.Buffer
@@ -72,11 +72,11 @@ func (t *Tab) heapSnapshot(ctx context.Context) (*browserv1.ToolResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	zipped, err := gzipCapped(raw.Bytes(), t.opts.maxProfileFileBytes())
+	zipped, err := gzipCapped(raw.Bytes(), p.tab.opts.maxProfileFileBytes())
 	if err != nil {
 		return nil, fmt.Errorf("compress the heap snapshot: %w", err)
 	}
-	u, _ := t.currentURL(ctx)
+	u, _ := p.tab.currentURL(ctx)
 	text := fmt.Sprintf("Heap snapshot of %s: %s in %d objects (self sizes).\n%s", clipTo(u, maxURL), fmtBytes(sum.TotalBytes), sum.Nodes, sum.text())
 	if zipped.over {
 		text += fmt.Sprintf("\nThe snapshot file is not attached: gzipped it is larger than the limit of %d bytes (--max-profile-file-mb).", zipped.max)

@@ -21,5 +21,5 @@ func jsStyles(ctx context.Context, e *elem, props []string) (computedStyles, err
 // jsViewport returns the main frame's viewport as "WxH" CSS pixels
 // (page.js viewport).
 func jsViewport(ctx context.Context, t *Tab) (string, error) {
-	return callJS[string](ctx, t, t.main(), pageFn("viewport"))
+	return callJS[string](ctx, t, t.frames.main(), pageFn("viewport"))
 }

@@ -27,7 +27,7 @@ func jsEl(ctx context.Context, t *Tab, frame cdp.FrameID, n int64) (runtime.Remo
 // selector matches (page.js query), "" when none does; a selector that is
 // not CSS throws.
 func jsQuery(ctx context.Context, t *Tab, selector string) (runtime.RemoteObjectID, error) {
-	return objectJS(ctx, t, t.main(), pageFn("query"), selector)
+	return objectJS(ctx, t, t.frames.main(), pageFn("query"), selector)
 }
 
 // jsDescribe returns the snapshot line of the element obj (page.js

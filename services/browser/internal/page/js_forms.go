@@ -40,7 +40,7 @@ func jsToggle(ctx context.Context, t *Tab, at elementAt) error {
 // nil, as Markdown cut at max (forms.js markdown).
 func jsMarkdown(ctx context.Context, t *Tab, at *elementAt, max int) (markdownText, error) {
 	if at == nil {
-		return callJS[markdownText](ctx, t, t.main(), formsFn("markdown"), nil, max)
+		return callJS[markdownText](ctx, t, t.frames.main(), formsFn("markdown"), nil, max)
 	}
 	return callJSAt[markdownText](ctx, t, *at, formsFn("markdown"), max)
 }

@@ -58,19 +58,19 @@ func jsFinishFillOn(ctx context.Context, obj runtime.RemoteObjectID) (filled, er
 // jsScroll scrolls the page, or what scrolls in the middle of the
 // viewport, by (dx, dy) CSS pixels (page.js scroll).
 func jsScroll(ctx context.Context, t *Tab, dx, dy int) (scrolled, error) {
-	return callJS[scrolled](ctx, t, t.main(), pageFn("scroll"), dx, dy)
+	return callJS[scrolled](ctx, t, t.frames.main(), pageFn("scroll"), dx, dy)
 }
 
 // jsProbe returns the viewport's size and what is at its point (x, y)
 // (page.js probe).
 func jsProbe(ctx context.Context, t *Tab, x, y float64) (viewportPoint, error) {
-	return callJS[viewportPoint](ctx, t, t.main(), pageFn("probe"), x, y)
+	return callJS[viewportPoint](ctx, t, t.frames.main(), pageFn("probe"), x, y)
 }
 
 // jsWatchDrag starts noting whether the page starts an HTML5 drag
 // (forms.js watchDrag).
 func jsWatchDrag(ctx context.Context, t *Tab) error {
-	_, err := callJS[noResult](ctx, t, t.main(), formsFn("watchDrag"))
+	_, err := callJS[noResult](ctx, t, t.frames.main(), formsFn("watchDrag"))
 	return err
 }
 
@@ -79,6 +79,6 @@ func jsWatchDrag(ctx context.Context, t *Tab) error {
 func jsDragStarted(ctx context.Context, t *Tab) (bool, error) {
 	r, err := callJS[struct {
 		Started bool `json:"started"`
-	}](ctx, t, t.main(), formsFn("dragStarted"))
+	}](ctx, t, t.frames.main(), formsFn("dragStarted"))
 	return r.Started, err
 }

@@ -7,5 +7,5 @@ import "context"
 
 // jsWebVitals reads the main frame's Web Vitals (page.js webVitals).
 func jsWebVitals(ctx context.Context, t *Tab) (webVitals, error) {
-	return callJS[webVitals](ctx, t, t.main(), pageFn("webVitals"))
+	return callJS[webVitals](ctx, t, t.frames.main(), pageFn("webVitals"))
 }

@@ -125,7 +125,7 @@ func byValue(world runtime.ExecutionContextID) runtime.CallFunctionOnParams {
 // result. A thrown exception is a *jsError.
 func callJS[T any](ctx context.Context, t *Tab, frame cdp.FrameID, fn jsFunc, args ...any) (T, error) {
 	var v T
-	err := t.inWorld(ctx, frame, func(world runtime.ExecutionContextID) error {
+	err := t.frames.inWorld(ctx, frame, func(world runtime.ExecutionContextID) error {
 		r, err := sendJS(ctx, fn, jsCall{Args: args}, byValue(world))
 		if err != nil {
 			return err
@@ -162,7 +162,7 @@ func callJSOn[T any](ctx context.Context, obj runtime.RemoteObjectID, fn jsFunc,
 // returns as a remote object of the tool call's group, or "" for null.
 func objectJS(ctx context.Context, t *Tab, frame cdp.FrameID, fn jsFunc, args ...any) (runtime.RemoteObjectID, error) {
 	var obj runtime.RemoteObjectID
-	err := t.inWorld(ctx, frame, func(world runtime.ExecutionContextID) error {
+	err := t.frames.inWorld(ctx, frame, func(world runtime.ExecutionContextID) error {
 		r, err := sendJS(ctx, fn, jsCall{Args: args}, runtime.CallFunctionOnParams{ExecutionContextID: world, ObjectGroup: objectGroup})
 		if err != nil {
 			return err
@@ -183,7 +183,7 @@ func objectJS(ctx context.Context, t *Tab, frame cdp.FrameID, fn jsFunc, args ..
 func callJSAt[T any](ctx context.Context, t *Tab, at elementAt, fn jsFunc, args ...any) (T, error) {
 	var v T
 	var r atResult
-	err := t.inWorld(ctx, at.frame, func(world runtime.ExecutionContextID) error {
+	err := t.frames.inWorld(ctx, at.frame, func(world runtime.ExecutionContextID) error {
 		res, err := sendJS(ctx, fn, jsCall{Args: args, At: &at.target}, byValue(world))
 		if err != nil {
 			return err

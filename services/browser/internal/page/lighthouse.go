@@ -107,7 +107,7 @@ type LighthouseFailed struct {
 
 // lighthouseAudit is the lighthouse_audit tool: Google Lighthouse run by
 // its Node runner on this tab, over a DevTools connection of its own.
-func (t *Tab) lighthouseAudit(ctx context.Context, req *browserv1.LighthouseAudit) (*browserv1.ToolResult, error) {
+func (p *perfTools) lighthouseAudit(ctx context.Context, req *browserv1.LighthouseAudit) (*browserv1.ToolResult, error) {
 	mode, err := oneOf("mode", req.GetMode(), "navigation", "snapshot")
 	if err != nil {
 		return nil, err
@@ -120,17 +120,17 @@ func (t *Tab) lighthouseAudit(ctx context.Context, req *browserv1.LighthouseAudi
 	if err != nil {
 		return nil, err
 	}
-	node, run, err := t.lighthouseRunner()
+	node, run, err := lighthouseRunner(p.tab.opts.LighthouseDir)
 	if err != nil {
 		return nil, err
 	}
-	ws := chrome.DevToolsURL(t.ctx)
-	c := chromedp.FromContext(t.ctx)
+	ws := chrome.DevToolsURL(p.tab.ctx)
+	c := chromedp.FromContext(p.tab.ctx)
 	if ws == "" || c == nil || c.Target == nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION,
 			"lighthouse_audit: this tab's Chromium has no DevTools websocket for Lighthouse to connect to (it was started over a pipe)")
 	}
-	u, err := t.currentURL(ctx)
+	u, err := p.tab.currentURL(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ func (t *Tab) lighthouseAudit(ctx context.Context, req *browserv1.LighthouseAudi
 		return nil, fmt.Errorf("lighthouse_audit: read the tab's browser context: %v", err)
 	}
 	lreq.BrowserContextID = string(info.TargetInfo.BrowserContextID)
-	if slot := t.opts.LighthouseSlot; slot != nil {
+	if slot := p.tab.opts.LighthouseSlot; slot != nil {
 		// Wait no longer than the runner could run (2 s before the call's
 		// deadline), so that the answer reaches the caller in time.
 		wctx, cancel := context.WithCancel(ctx)
@@ -167,7 +167,7 @@ func (t *Tab) lighthouseAudit(ctx context.Context, req *browserv1.LighthouseAudi
 	start := time.Now()
 	out, runErr := runLighthouse(ctx, node, run, lreq)
 	took := time.Since(start)
-	t.restoreEmulation(ctx)
+	p.tab.restoreEmulation(ctx)
 	if runErr != nil {
 		return nil, runErr
 	}
@@ -192,7 +192,7 @@ func (t *Tab) lighthouseAudit(ctx context.Context, req *browserv1.LighthouseAudi
 		// Scrubbed before the size check: a placeholder may be longer
 		// than its secret (the worker scrubs every file again).
 		data = []byte(secrets.ScrubAll(string(data)))
-		if max := t.opts.maxProfileFileBytes(); len(data) > max {
+		if max := p.tab.opts.maxProfileFileBytes(); len(data) > max {
 			appendText(res, fmt.Sprintf("The %s report (%d bytes) is larger than the worker's file limit of %d bytes (--max-profile-file-mb): left out.", report, len(data), max))
 		} else {
 			appendText(res, fmt.Sprintf("The full report is attached as %s (%d bytes).", name, len(data)))
@@ -218,10 +218,10 @@ func oneOf(name, v string, allowed ...string) (string, error) {
 	return "", bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "%s %q is not one of %s", name, clipTo(v, 50), strings.Join(names, ", "))
 }
 
-// lighthouseRunner returns the node executable and run.mjs, or an
+// lighthouseRunner returns the node executable and the run.mjs of the
+// runner in dir, or an
 // FAILED_PRECONDITION error that says what this worker lacks.
-func (t *Tab) lighthouseRunner() (node, run string, err error) {
-	dir := t.opts.LighthouseDir
+func lighthouseRunner(dir string) (node, run string, err error) {
 	if dir == "" {
 		return "", "", bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION,
 			"lighthouse_audit: Lighthouse is not installed on this worker (it runs without --lighthouse-dir); %s", installHint)
@@ -253,7 +253,7 @@ const lighthouseMargin = 2 * time.Second
 func (t *Tab) restoreEmulation(call context.Context) {
 	ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
 	defer cancel()
-	_ = t.emulate(ctx, t.emu)
+	_ = applyEmulation(ctx, t.emu)
 	if t.emu.Width <= 0 {
 		return // the cleared viewport is the session's own
 	}
@@ -273,7 +273,7 @@ func (t *Tab) restoreEmulation(call context.Context) {
 			continue
 		}
 		if got != want {
-			_ = t.emulate(ctx, t.emu)
+			_ = applyEmulation(ctx, t.emu)
 		}
 	}
 }

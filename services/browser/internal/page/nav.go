@@ -43,7 +43,7 @@ var navHandlers = map[string]handler{
 	"get_url":   noArgs((*Tab).getURL),
 	"get_title": noArgs((*Tab).getTitle),
 	"wait": func(t *Tab, ctx context.Context, r *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
-		return t.wait(ctx, r.GetWait().GetMs())
+		return wait(ctx, r.GetWait().GetMs())
 	},
 	"wait_for": on((*browserv1.ToolRequest).GetWaitFor, (*Tab).waitFor),
 }
@@ -186,7 +186,7 @@ func (t *Tab) getURL(ctx context.Context) (*browserv1.ToolResult, error) {
 
 // getTitle returns the title of the page.
 func (t *Tab) getTitle(ctx context.Context) (*browserv1.ToolResult, error) {
-	if t.openDialogNow() != nil {
+	if t.dialogs.open() != nil {
 		return textResult("%s", t.targetTitle(ctx)), nil
 	}
 	s, err := t.title(ctx)
@@ -200,7 +200,7 @@ func (t *Tab) getTitle(ctx context.Context) (*browserv1.ToolResult, error) {
 // dialog is open it asks the browser (the frame tree may wait for the
 // page).
 func (t *Tab) currentURL(ctx context.Context) (string, error) {
-	if t.openDialogNow() != nil {
+	if t.dialogs.open() != nil {
 		if info := t.targetInfo(ctx); info != nil {
 			return info.URL, nil
 		}
@@ -210,7 +210,7 @@ func (t *Tab) currentURL(ctx context.Context) (string, error) {
 		return "", err
 	}
 	f := tree.FrameTree.Frame
-	t.setMainFrame(f.ID)
+	t.frames.setMain(f.ID)
 	return f.URL + f.URLFragment, nil
 }
 
@@ -341,7 +341,7 @@ type navWatch struct {
 // watchNav starts to follow navigations of the main frame. Call stop when
 // done.
 func (t *Tab) watchNav(ctx context.Context) (w *navWatch, stop func(), err error) {
-	w = &navWatch{main: t.main(), done: make(chan struct{})}
+	w = &navWatch{main: t.frames.main(), done: make(chan struct{})}
 	lctx, cancel := context.WithCancel(ctx)
 	if err := chromedp.Listen(lctx, w.observe); err != nil {
 		cancel()
@@ -480,7 +480,7 @@ func (w *navWatch) settle(ctx context.Context, flush func(context.Context) error
 }
 
 // flush is a round trip to the page's main world (see navWatch.settle).
-func (t *Tab) flush(ctx context.Context) error {
+func flush(ctx context.Context) error {
 	_, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{Expression: "0"})
 	return err
 }

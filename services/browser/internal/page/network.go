@@ -98,9 +98,9 @@ func (r *netRing) finish(rid network.RequestID, f func(*netEntry)) {
 	}
 }
 
-// onNetwork records a network event (from onEvent, with t.mu held).
-func (t *Tab) onNetwork(ev any) {
-	r := &t.network
+// onNetwork records a network event (from onEvent, with Tab.mu held).
+func (d *devtools) onNetwork(ev any) {
+	r := &d.network
 	switch ev := ev.(type) {
 	case *network.EventRequestWillBeSent:
 		if ev.Request == nil {
@@ -135,7 +135,7 @@ func (t *Tab) onNetwork(ev any) {
 // so that network_requests can name the rule of each.
 func (t *Tab) SetBlocked(blocked func() []*browserv1.BlockedRequest) {
 	t.mu.Lock()
-	t.blocked = blocked
+	t.devtools.blocked = blocked
 	t.mu.Unlock()
 }
 
@@ -191,28 +191,28 @@ func (f netFilter) match(e *netEntry) bool {
 }
 
 // networkRequests is the network_requests tool.
-func (t *Tab) networkRequests(_ context.Context, req *browserv1.NetworkRequests) (*browserv1.ToolResult, error) {
+func (d *devtools) networkRequests(_ context.Context, req *browserv1.NetworkRequests) (*browserv1.ToolResult, error) {
 	f, err := parseNetFilter(req)
 	if err != nil {
 		return nil, err
 	}
-	limit, err := listLimit(req.GetLimit(), defaultNetworkLimit, t.opts.networkBuffer(), "network_requests")
+	limit, err := listLimit(req.GetLimit(), defaultNetworkLimit, d.tab.opts.networkBuffer(), "network_requests")
 	if err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
+	d.tab.mu.Lock()
 	var picked []netEntry
-	for _, e := range t.network.entries {
+	for _, e := range d.network.entries {
 		if f.match(e) {
 			picked = append(picked, *e)
 		}
 	}
-	dropped, blocked := t.network.dropped, t.blocked
-	t.mu.Unlock()
+	dropped, blocked := d.network.dropped, d.blocked
+	d.tab.mu.Unlock()
 	if blocked != nil {
 		nameRules(picked, blocked())
 	}
-	picked, lines, left := newest(picked, limit, t.capChars(DefaultTextChars))
+	picked, lines, left := newest(picked, limit, d.tab.capChars(DefaultTextChars))
 	head := fmt.Sprintf("%d requests, oldest first", len(picked))
 	switch len(picked) {
 	case 0:
@@ -227,7 +227,7 @@ func (t *Tab) networkRequests(_ context.Context, req *browserv1.NetworkRequests)
 		head += fmt.Sprintf("; %d older matching requests not shown (limit %d, max_chars)", left, limit)
 	}
 	if dropped > 0 {
-		head += fmt.Sprintf("; the tab keeps the last %d requests (%d older ones were dropped)", t.opts.networkBuffer(), dropped)
+		head += fmt.Sprintf("; the tab keeps the last %d requests (%d older ones were dropped)", d.tab.opts.networkBuffer(), dropped)
 	}
 	if len(picked) > 0 {
 		head += "; network_request with an id returns a body"
@@ -281,7 +281,7 @@ func (e netEntry) line() string {
 
 // networkRequest is the network_request tool: one body of a request the
 // tab still holds.
-func (t *Tab) networkRequest(ctx context.Context, req *browserv1.NetworkRequestBody) (*browserv1.ToolResult, error) {
+func (d *devtools) networkRequest(ctx context.Context, req *browserv1.NetworkRequestBody) (*browserv1.ToolResult, error) {
 	id := strings.TrimSpace(req.GetId())
 	part := strings.ToLower(strings.TrimSpace(req.GetPart()))
 	if part == "" {
@@ -297,18 +297,18 @@ func (t *Tab) networkRequest(ctx context.Context, req *browserv1.NetworkRequestB
 	case maxBytes < 0 || maxBytes > MaxBodyBytes:
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "max_bytes must be 1-%d, not %d", MaxBodyBytes, maxBytes)
 	}
-	t.mu.Lock()
+	d.tab.mu.Lock()
 	var found *netEntry
-	for _, e := range t.network.entries {
+	for _, e := range d.network.entries {
 		if e.ID == id {
 			c := *e
 			found = &c
 		}
 	}
-	t.mu.Unlock()
+	d.tab.mu.Unlock()
 	if found == nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND,
-			"no request %q in this tab: take the id from network_requests (the tab keeps its last %d requests)", clipTo(id, 100), t.opts.networkBuffer())
+			"no request %q in this tab: take the id from network_requests (the tab keeps its last %d requests)", clipTo(id, 100), d.tab.opts.networkBuffer())
 	}
 	var body []byte
 	isText := true

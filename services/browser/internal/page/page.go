@@ -108,8 +108,6 @@ type Tab struct {
 	// ready says that init finished once: a dialog before it (while the
 	// target is attached) is answered at once whatever the mode.
 	ready atomic.Bool
-	// modeOf is Options.Dialogs.
-	modeOf func() browserv1.DialogMode
 
 	// gone ends when the tab's target went away: the browser detached it
 	// (the page called window.close(), or something closed the target) or
@@ -138,46 +136,24 @@ type Tab struct {
 	// emuLater is an emulation Emulate could not apply while a dialog
 	// froze the page (nil for none): the next tool applies it.
 	emuLater *Emulation
-	// perf is the running performance recording (perf.go), or nil. Only
-	// the holder of sem uses it.
-	perf *perfRecording
-	// lastTrace is the summary of the tab's last performance_stop, for
-	// performance_insight (nil before one).
-	lastTrace *traceSummary
-	// metricsOn says that performance_metrics enabled the Performance
-	// domain, whose counters run from then on. Only the holder of sem
-	// uses it.
-	metricsOn bool
-	// cast is the running screencast (screencast.go), or nil. Only the
-	// holder of sem uses the field; the recording has its own lock.
-	cast *screencast
+	// perf are the performance and memory tools (perf.go) and their
+	// recordings. Only the holder of sem uses them.
+	perf perfTools
+	// dialogs are the page's JavaScript dialogs (dialog.go), with a lock
+	// of their own: the event listener writes them too.
+	dialogs dialogs
 
 	// mu guards the fields below, which the event listener also writes.
-	mu        sync.Mutex
-	mainFrame cdp.FrameID
-	frames    frameTable
-	worlds    worldTable
-	dialogs   []string
-	act       activity
-	// Dialogs (dialog.go): the one that waits for handle_dialog (nil for
-	// none), how many notes were left out of dialogs, how many dialogs
-	// the tab answered by itself since the tool call began, the running
-	// tool's interrupt (nil between calls) and whether it navigates.
-	pending     *openDialog
-	moreDialogs int
-	answered    int
-	interrupt   func()
-	leaving     bool
-	// allFrames are the frames attached to the tab (HasFrame).
-	allFrames map[cdp.FrameID]bool
+	mu sync.Mutex
+	// frames are the tab's frames, their refs and worlds (world.go).
+	frames frames
+	act    activity
 	// choosers are the file choosers the page opened (files.go).
 	choosers []*page.EventFileChooserOpened
 	seen     pageSeen
-	console  consoleRing
-	network  netRing
-	// blocked returns the requests the session's URL policy refused
-	// (SetBlocked), or nil.
-	blocked func() []*browserv1.BlockedRequest
+	// devtools are the console messages and requests the tab keeps
+	// (console.go, network.go).
+	devtools devtools
 }
 
 // New returns a Tab for tabCtx, a chromedp context bound to one tab target.
@@ -192,20 +168,19 @@ func New(tabCtx context.Context, opts Options) *Tab {
 		allowed[normScheme(s)] = true
 	}
 	gone, markGone := context.WithCancel(context.Background())
-	return &Tab{
-		ctx:       tabCtx,
-		allowed:   allowed,
-		opts:      opts,
-		console:   consoleRing{size: opts.consoleBuffer()},
-		network:   netRing{size: opts.networkBuffer()},
-		sem:       make(chan struct{}, 1),
-		gone:      gone,
-		markGone:  markGone,
-		frames:    newFrameTable(),
-		worlds:    newWorldTable(),
-		modeOf:    opts.Dialogs,
-		allFrames: map[cdp.FrameID]bool{},
+	t := &Tab{
+		ctx:      tabCtx,
+		allowed:  allowed,
+		opts:     opts,
+		sem:      make(chan struct{}, 1),
+		gone:     gone,
+		markGone: markGone,
+		dialogs:  dialogs{ctx: tabCtx, modeOf: opts.Dialogs},
 	}
+	t.frames = newFrames(&t.mu)
+	t.perf.tab = t
+	t.devtools = devtools{tab: t, console: consoleRing{size: opts.consoleBuffer()}, network: netRing{size: opts.networkBuffer()}}
+	return t
 }
 
 // NewContext returns a chromedp context for a tab (chromedp.NewContext on
@@ -281,7 +256,7 @@ func (t *Tab) Title(ctx context.Context) (string, error) {
 	if err := t.init(rctx); err != nil {
 		return "", t.fail(ctx, rctx, "get_title", err)
 	}
-	if t.openDialogNow() != nil {
+	if t.dialogs.open() != nil {
 		// The page is frozen; the browser knows the title.
 		return t.targetTitle(rctx), nil
 	}
@@ -334,12 +309,12 @@ func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string
 	if err := t.init(rctx); err != nil {
 		return nil, t.fail(ctx, rctx, tool.Name, err)
 	}
-	if d := t.openDialogNow(); d != nil && !tool.WithDialog {
+	if d := t.dialogs.open(); d != nil && !tool.WithDialog {
 		return nil, dialogError(tool.Name, d)
 	}
 	t.madeObjects = false
-	if e := t.emuLater; e != nil && t.openDialogNow() == nil {
-		if err := t.emulate(rctx, *e); err == nil {
+	if e := t.emuLater; e != nil && t.dialogs.open() == nil {
+		if err := applyEmulation(rctx, *e); err == nil {
 			t.emu, t.emuLater = *e, nil
 		}
 	}
@@ -347,10 +322,10 @@ func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string
 	t.call.files = files
 	t.call.secretInput = secretInput(ctx)
 	navigates, acts := tool.Navigates.Of(req), tool.Acts.Of(req)
-	dctx, stopDialogs := t.watchDialogs(rctx, navigates)
+	dctx, stopDialogs := t.dialogs.watch(rctx, navigates)
 	defer stopDialogs()
 	res, err := t.dispatch(dctx, tool.Name, navigates, run, req)
-	if t.openDialogNow() != nil {
+	if t.dialogs.open() != nil {
 		// The page is frozen: no snapshot, no release of objects.
 		if errors.Is(context.Cause(dctx), errDialogOpened) && (err != nil || res == nil) {
 			res, err = t.interrupted(tool.Name), nil
@@ -364,17 +339,17 @@ func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string
 		// holding a few element handles for a while (a navigation frees
 		// them anyway).
 		if t.unreleased++; t.unreleased >= releaseEvery || err != nil {
-			t.releaseObjects(rctx)
+			releaseObjects(rctx)
 			t.unreleased = 0
 		}
 	}
 	if err != nil {
 		return nil, t.fail(ctx, rctx, tool.Name, err)
 	}
-	if t.openDialogNow() == nil {
+	if t.dialogs.open() == nil {
 		t.call.choosers = t.chooserNotes(rctx)
 	}
-	dialogs := t.takeDialogs()
+	dialogs := t.dialogs.take()
 	if acts {
 		t.report(navigates, res, dialogs)
 	} else if len(dialogs) > 0 {
@@ -387,7 +362,7 @@ func (t *Tab) do(ctx context.Context, req *browserv1.ToolRequest, files []string
 // answers a dialog in its way first.
 func (t *Tab) dispatch(ctx context.Context, tool string, navigates bool, run handler, req *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
 	if navigates {
-		if err := t.leaveDialog(ctx, tool); err != nil {
+		if err := t.dialogs.leave(ctx, tool); err != nil {
 			return nil, err
 		}
 	}
@@ -497,7 +472,7 @@ func (t *Tab) init(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("read the frame tree: %w", err)
 	}
-	t.setMainFrame(tree.FrameTree.Frame.ID)
+	t.frames.setMain(tree.FrameTree.Frame.ID)
 	t.inited = true
 	t.ready.Store(true)
 	return nil
@@ -549,19 +524,6 @@ func (t *Tab) fail(ctx, rctx context.Context, tool string, err error) error {
 			"the page navigated while %s ran (it kept loading new documents); call it again, or wait until the page stops reloading", tool)
 	}
 	return bus.Errorf(commonv1.ErrorCode_INTERNAL, "%s: %s", tool, clipText(err.Error()))
-}
-
-// takeDialogs returns the notes about the dialogs of the tool (answered
-// or waiting), as lines for its result.
-func (t *Tab) takeDialogs() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	d := t.dialogs
-	if t.moreDialogs > 0 {
-		d = append(d, fmt.Sprintf("(… and %d more dialogs.)", t.moreDialogs))
-	}
-	t.dialogs, t.moreDialogs = nil, 0
-	return d
 }
 
 // textContent returns a text content part.

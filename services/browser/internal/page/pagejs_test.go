@@ -45,7 +45,7 @@ func pjs(tb testing.TB, tab *Tab, frame cdp.FrameID, fn string, out any, args ..
 	ctx, cancel := context.WithTimeout(tab.ctx, 30*time.Second)
 	defer cancel()
 	if frame == "" {
-		frame = tab.main()
+		frame = tab.frames.main()
 	}
 	// The arguments travel as one array: the protocol client leaves out
 	// an argument whose JSON is "", null, [] or {}.
@@ -60,7 +60,7 @@ func pjs(tb testing.TB, tab *Tab, frame cdp.FrameID, fn string, out any, args ..
 		return v === undefined ? 'null' : JSON.stringify(v).replace(/[\uE000-\uE002]/g, (c) => '\\u' + c.charCodeAt(0).toString(16));
 	}`
 	var s string
-	err = tab.inWorld(ctx, frame, func(world runtime.ExecutionContextID) error {
+	err = tab.frames.inWorld(ctx, frame, func(world runtime.ExecutionContextID) error {
 		r, err := chromedp.Call(ctx, runtime.CallFunctionOn, runtime.CallFunctionOnParams{
 			FunctionDeclaration: wrapped,
 			ExecutionContextID:  world,
@@ -786,7 +786,7 @@ func TestPageJSWrappers(t *testing.T) {
 	check("jsQuery(() is a jsError", nil, isJSError(err), err)
 	desc, err := jsDescribe(ctx, elemOf("#para").obj, "")
 	check("jsDescribe(#para)", err, strings.HasPrefix(desc, "paragraph [ref=e"), desc)
-	byRef, err := jsEl(ctx, tab, tab.main(), int64(refNum(t, desc)))
+	byRef, err := jsEl(ctx, tab, tab.frames.main(), int64(refNum(t, desc)))
 	check("jsEl(ref of #para)", err, byRef != "", byRef)
 	v, err := jsAttr(ctx, tab, at("#para"), "data-x")
 	check("jsAttr(data-x)", err, v != nil && *v == "1", v)
@@ -812,7 +812,7 @@ func TestPageJSWrappers(t *testing.T) {
 	check("jsFocus(#name)", err, fo.OK && strings.Contains(fo.Desc, `textbox "Name"`), fo)
 	prep, err := jsStartInput(ctx, tab, at("#name"), "new", "fill", false)
 	check("jsStartInput(#name)", err, prep.Insert && strings.Contains(prep.Desc, `textbox "Name"`), prep)
-	fin, err := jsFinishFill(ctx, tab, tab.main())
+	fin, err := jsFinishFill(ctx, tab, tab.frames.main())
 	check("jsFinishFill", err, !fin.Gone && fin.Value == "old", fin)
 	prep, err = jsStartInputOn(ctx, elemOf("#sel"), "Banana", "fill", false)
 	check("jsStartInputOn(#sel)", err, prep.Done && prep.Value == "Banana", prep)

@@ -63,85 +63,110 @@ type perfRecording struct {
 	keptErr error
 }
 
-// perfHandlers are the performance and memory tools (perfmetrics.go,
-// heap.go, screencast.go, lighthouse.go).
+// perfHandlers are the performance and memory tools, which the tab's
+// perfTools run.
 var perfHandlers = map[string]handler{
-	"performance_start": on((*browserv1.ToolRequest).GetPerformanceStart, (*Tab).performanceStart),
-	"performance_stop":  noArgs((*Tab).performanceStop),
+	"performance_start": on((*browserv1.ToolRequest).GetPerformanceStart, func(t *Tab, ctx context.Context, r *browserv1.PerformanceStart) (*browserv1.ToolResult, error) {
+		return t.perf.start(ctx, r)
+	}),
+	"performance_stop": noArgs(func(t *Tab, ctx context.Context) (*browserv1.ToolResult, error) { return t.perf.stop(ctx) }),
 	"performance_insight": func(t *Tab, _ context.Context, r *browserv1.ToolRequest) (*browserv1.ToolResult, error) {
-		return t.performanceInsight(r.GetPerformanceInsight().GetInsight())
+		return t.perf.insight(r.GetPerformanceInsight().GetInsight())
 	},
-	"performance_metrics": noArgs((*Tab).performanceMetrics),
-	"heap_snapshot":       noArgs((*Tab).heapSnapshot),
-	"screencast_start":    on((*browserv1.ToolRequest).GetScreencastStart, (*Tab).screencastStart),
-	"screencast_stop":     noArgs((*Tab).screencastStop),
-	"lighthouse_audit":    on((*browserv1.ToolRequest).GetLighthouseAudit, (*Tab).lighthouseAudit),
+	"performance_metrics": noArgs(func(t *Tab, ctx context.Context) (*browserv1.ToolResult, error) { return t.perf.metrics(ctx) }),
+	"heap_snapshot":       noArgs(func(t *Tab, ctx context.Context) (*browserv1.ToolResult, error) { return t.perf.heapSnapshot(ctx) }),
+	"screencast_start": on((*browserv1.ToolRequest).GetScreencastStart, func(t *Tab, ctx context.Context, r *browserv1.ScreencastStart) (*browserv1.ToolResult, error) {
+		return t.perf.screencastStart(ctx, r)
+	}),
+	"screencast_stop": noArgs(func(t *Tab, ctx context.Context) (*browserv1.ToolResult, error) { return t.perf.screencastStop(ctx) }),
+	"lighthouse_audit": on((*browserv1.ToolRequest).GetLighthouseAudit, func(t *Tab, ctx context.Context, r *browserv1.LighthouseAudit) (*browserv1.ToolResult, error) {
+		return t.perf.lighthouseAudit(ctx, r)
+	}),
 }
 
-// performanceStart starts a trace of the tab (and reloads the page with
-// reload, so the trace holds its load), or queues it while another tab of
-// the browser records one (perfturns.go).
-func (t *Tab) performanceStart(ctx context.Context, req *browserv1.PerformanceStart) (*browserv1.ToolResult, error) {
-	if p := t.perf; p != nil {
+// perfTools are the tab's performance and memory tools (perf.go,
+// perfmetrics.go, heap.go, screencast.go, lighthouse.go) and what they
+// keep between calls. Only the holder of Tab.sem uses them.
+type perfTools struct {
+	// tab is the tab they run in: its CDP context, its turn (sem) for a
+	// recording that starts or stops on its own, the page's URL.
+	tab *Tab
+	// rec is the running performance recording, or nil.
+	rec *perfRecording
+	// lastTrace is the summary of the tab's last performance_stop, for
+	// performance_insight (nil before one).
+	lastTrace *traceSummary
+	// metricsOn says that performance_metrics enabled the Performance
+	// domain, whose counters run from then on.
+	metricsOn bool
+	// cast is the running screencast (screencast.go), or nil; the
+	// recording has its own lock.
+	cast *screencast
+}
+
+// start starts a trace of the tab (and reloads the page with reload, so
+// the trace holds its load), or queues it while another tab of the browser
+// records one (perfturns.go).
+func (p *perfTools) start(ctx context.Context, req *browserv1.PerformanceStart) (*browserv1.ToolResult, error) {
+	if rec := p.rec; rec != nil {
 		switch {
-		case p.queued:
-			ahead, held := p.turn.status()
+		case rec.queued:
+			ahead, held := rec.turn.status()
 			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
-				"this tab's performance recording is still queued: %s; it starts by itself. Call performance_stop to give up its place", t.queueNote(ahead, held))
-		case p.kept != nil:
+				"this tab's performance recording is still queued: %s; it starts by itself. Call performance_stop to give up its place", p.queueNote(ahead, held))
+		case rec.kept != nil:
 			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
-				"this tab's performance recording has ended (it held the browser for the longest a recording may, %s): call performance_stop for its result", t.opts.Traces.maxDuration())
-		case p.keptErr != nil:
+				"this tab's performance recording has ended (it held the browser for the longest a recording may, %s): call performance_stop for its result", p.tab.opts.Traces.maxDuration())
+		case rec.keptErr != nil:
 			return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
 				"this tab's performance recording has ended with an error: call performance_stop to read it, then start a new one")
 		}
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
-			"a performance recording of this tab is already running (started %s ago): call performance_stop first", time.Since(p.started).Round(time.Second))
+			"a performance recording of this tab is already running (started %s ago): call performance_stop first", time.Since(rec.started).Round(time.Second))
 	}
 	rec := &perfRecording{reload: req.GetReload()}
-	if q := t.opts.Traces; q != nil {
-		tu, ahead, held := q.join(t, rec)
-		rec.turn = tu
+	if q := p.tab.opts.Traces; q != nil {
+		ahead, held := q.join(p, rec)
 		if ahead > 0 {
 			rec.queued = true
-			t.perf = rec
+			p.rec = rec
 			then := ""
 			if rec.reload {
 				then = ", reloading the page then (as asked)"
 			}
 			return textResult("Queued: %s. This tab's recording starts by itself when its turn comes%s; call performance_start again to see whether it runs, and performance_stop when you are done (before it starts, performance_stop gives up its place and returns nothing).",
-				t.queueNote(ahead, held), then), nil
+				p.queueNote(ahead, held), then), nil
 		}
 	}
-	return t.beginTrace(ctx, rec)
+	return p.beginTrace(ctx, rec)
 }
 
 // queueNote says why and behind what a recording waits.
-func (t *Tab) queueNote(ahead int, held time.Duration) string {
+func (p *perfTools) queueNote(ahead int, held time.Duration) string {
 	others := ""
 	if ahead > 1 {
 		others = fmt.Sprintf(", and %d more wait before this one", ahead-1)
 	}
 	return fmt.Sprintf("this worker's browser records one performance trace at a time (a Chromium limit), and another session's or tab's recording holds it (for %s so far; a recording is stopped after at most %s)%s",
-		held.Round(time.Second), t.opts.Traces.maxDuration(), others)
+		held.Round(time.Second), p.tab.opts.Traces.maxDuration(), others)
 }
 
 // beginTrace starts rec's trace: the browser is the tab's to trace (its
 // turn came, or the tab has no TraceTurns). On failure the turn ends.
-func (t *Tab) beginTrace(ctx context.Context, rec *perfRecording) (*browserv1.ToolResult, error) {
-	u, _ := t.currentURL(ctx)
+func (p *perfTools) beginTrace(ctx context.Context, rec *perfRecording) (*browserv1.ToolResult, error) {
+	u, _ := p.tab.currentURL(ctx)
 	_, err := chromedp.Call(ctx, tracing.Start, tracing.StartParams{
 		TransferMode: tracing.StartTransferModeReturnAsStream, StreamFormat: tracing.StreamFormatJSON,
 		// The browser holds no more than the worker would read: a
 		// recording left running stops there instead of growing.
 		TraceConfig: &tracing.TraceConfig{RecordMode: tracing.TraceConfigRecordModeRecordUntilFull,
-			TraceBufferSizeInKb: float64(t.opts.maxProfileReadBytes() >> 10),
+			TraceBufferSizeInKb: float64(p.tab.opts.maxProfileReadBytes() >> 10),
 			IncludedCategories:  traceCategories, ExcludedCategories: []string{"*"}},
 	})
 	if err != nil {
 		rec.turn.end()
-		if t.perf == rec {
-			t.perf = nil
+		if p.rec == rec {
+			p.rec = nil
 		}
 		if strings.Contains(err.Error(), "already") {
 			// Not another recording (they take turns), nor a Lighthouse
@@ -153,14 +178,14 @@ func (t *Tab) beginTrace(ctx context.Context, rec *perfRecording) (*browserv1.To
 		return nil, fmt.Errorf("start tracing: %w", err)
 	}
 	rec.queued, rec.started, rec.url = false, time.Now(), u
-	t.perf = rec
+	p.rec = rec
 	msg := fmt.Sprintf("Recording a performance trace of %s; call performance_stop to end it and read the insights.", clipTo(u, maxURL))
 	if !rec.reload {
 		return textResult("%s", msg), nil
 	}
-	res, err := t.reload(ctx)
+	res, err := p.tab.reload(ctx)
 	if err != nil {
-		t.discardTrace(ctx)
+		p.discardTrace(ctx)
 		return nil, err
 	}
 	res.Content = append([]*browserv1.Content{textContent(msg)}, res.Content...)
@@ -169,17 +194,17 @@ func (t *Tab) beginTrace(ctx context.Context, rec *perfRecording) (*browserv1.To
 
 // discardTrace ends a recording whose start failed, or takes a queued
 // one out of line.
-func (t *Tab) discardTrace(ctx context.Context) {
-	p := t.perf
-	t.perf = nil
-	if p == nil {
+func (p *perfTools) discardTrace(ctx context.Context) {
+	rec := p.rec
+	p.rec = nil
+	if rec == nil {
 		return
 	}
-	defer p.turn.end()
-	if p.queued || p.kept != nil || p.keptErr != nil {
+	defer rec.turn.end()
+	if rec.queued || rec.kept != nil || rec.keptErr != nil {
 		return // no trace of it runs
 	}
-	if h, _, err := t.endTrace(ctx); err == nil {
+	if h, _, err := endTrace(ctx); err == nil {
 		_, _ = chromedp.Call(ctx, cdpio.Close, cdpio.CloseParams{Handle: h})
 	}
 }
@@ -190,7 +215,8 @@ func (t *Tab) discardTrace(ctx context.Context) {
 // recording given up meanwhile (performance_stop, the tab gone) ends its
 // turn instead; one whose trace cannot start keeps the error for
 // performance_stop.
-func (t *Tab) beginQueued(rec *perfRecording) {
+func (p *perfTools) beginQueued(rec *perfRecording) {
+	t := p.tab
 	select {
 	case t.sem <- struct{}{}:
 		defer func() { <-t.sem }()
@@ -201,7 +227,7 @@ func (t *Tab) beginQueued(rec *perfRecording) {
 		rec.turn.end()
 		return
 	}
-	if t.perf != rec || !rec.queued || t.Closed() {
+	if p.rec != rec || !rec.queued || t.Closed() {
 		rec.turn.end()
 		return
 	}
@@ -211,9 +237,9 @@ func (t *Tab) beginQueued(rec *perfRecording) {
 	defer rcancel()
 	reload := rec.reload
 	rec.reload, rec.queued = false, false // the reload is sent below, without waiting for it
-	if _, err := t.beginTrace(rctx, rec); err != nil {
+	if _, err := p.beginTrace(rctx, rec); err != nil {
 		rec.keptErr = fmt.Errorf("this tab's performance recording was queued, and could not start when its turn came: %w", err)
-		t.perf = rec // for performance_stop to say so
+		p.rec = rec // for performance_stop to say so
 		return
 	}
 	rec.reload = reload
@@ -227,8 +253,9 @@ func (t *Tab) beginQueued(rec *perfRecording) {
 // expireTrace stops rec, which held the browser for the longest a
 // recording may, and keeps its result for performance_stop; then the
 // browser goes to the next recording in line.
-func (t *Tab) expireTrace(rec *perfRecording) {
+func (p *perfTools) expireTrace(rec *perfRecording) {
 	defer rec.turn.end()
+	t := p.tab
 	select {
 	case t.sem <- struct{}{}:
 		defer func() { <-t.sem }()
@@ -237,14 +264,14 @@ func (t *Tab) expireTrace(rec *perfRecording) {
 	case <-t.gone.Done():
 		return
 	}
-	if t.perf != rec || rec.queued || rec.kept != nil || rec.keptErr != nil {
+	if p.rec != rec || rec.queued || rec.kept != nil || rec.keptErr != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
 	defer cancel()
 	rctx, rcancel := t.runCtx(ctx)
 	defer rcancel()
-	rec.kept, rec.keptErr = t.finishTrace(rctx, rec)
+	rec.kept, rec.keptErr = p.finishTrace(rctx, rec)
 	if rec.kept != nil {
 		appendText(rec.kept, fmt.Sprintf("Note: the recording was stopped after %s, the longest one may hold this worker's browser (others wait for it): this is its result.", t.opts.Traces.maxDuration()))
 	}
@@ -261,53 +288,53 @@ func (t *Tab) DropRecording(ctx context.Context) {
 	case <-ctx.Done():
 		return
 	}
-	if t.perf != nil {
+	if t.perf.rec != nil {
 		rctx, cancel := t.runCtx(ctx)
 		defer cancel()
-		t.discardTrace(rctx)
+		t.perf.discardTrace(rctx)
 	}
 }
 
-// performanceStop ends the recording and answers with its insights and
+// stop ends the recording and answers with its insights and
 // the trace, gzipped, as trace.json.gz.
-func (t *Tab) performanceStop(ctx context.Context) (*browserv1.ToolResult, error) {
-	p := t.perf
-	if p == nil {
+func (p *perfTools) stop(ctx context.Context) (*browserv1.ToolResult, error) {
+	rec := p.rec
+	if rec == nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
 			"no performance recording is running in this tab: start one with performance_start (a recording belongs to the tab it started in)")
 	}
-	t.perf = nil
+	p.rec = nil
 	switch {
-	case p.queued:
-		ahead, held := p.turn.status()
-		p.turn.end()
+	case rec.queued:
+		ahead, held := rec.turn.status()
+		rec.turn.end()
 		return nil, bus.Errorf(commonv1.ErrorCode_FAILED_PRECONDITION,
 			"nothing was recorded: this tab's performance recording was still queued (%s). It has left the queue; call performance_start again later",
-			t.queueNote(ahead, held))
-	case p.keptErr != nil:
-		return nil, p.keptErr
-	case p.kept != nil:
-		return p.kept, nil
+			p.queueNote(ahead, held))
+	case rec.keptErr != nil:
+		return nil, rec.keptErr
+	case rec.kept != nil:
+		return rec.kept, nil
 	}
-	defer p.turn.end()
-	return t.finishTrace(ctx, p)
+	defer rec.turn.end()
+	return p.finishTrace(ctx, rec)
 }
 
-// finishTrace ends p's trace and answers with its insights and the trace,
+// finishTrace ends rec's trace and answers with its insights and the trace,
 // gzipped, as trace.json.gz.
-func (t *Tab) finishTrace(ctx context.Context, p *perfRecording) (*browserv1.ToolResult, error) {
-	stream, lost, err := t.endTrace(ctx)
+func (p *perfTools) finishTrace(ctx context.Context, rec *perfRecording) (*browserv1.ToolResult, error) {
+	stream, lost, err := endTrace(ctx)
 	// The browser's trace has ended: the next recording may start while
 	// this one is read.
-	p.turn.end()
+	rec.turn.end()
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _, _ = chromedp.Call(ctx, cdpio.Close, cdpio.CloseParams{Handle: stream}) }()
 
-	file := &cappedBuffer{max: t.opts.maxProfileFileBytes()}
+	file := &cappedBuffer{max: p.tab.opts.maxProfileFileBytes()}
 	zw := gzip.NewWriter(file)
-	in := &cdpStream{ctx: ctx, handle: stream, max: int64(t.opts.maxProfileReadBytes())}
+	in := &cdpStream{ctx: ctx, handle: stream, max: int64(p.tab.opts.maxProfileReadBytes())}
 	sum, cut, err := analyzeTrace(in, zw)
 	if err != nil {
 		return nil, err
@@ -316,18 +343,18 @@ func (t *Tab) finishTrace(ctx context.Context, p *perfRecording) (*browserv1.Too
 		return nil, fmt.Errorf("compress the trace: %w", err)
 	}
 	if sum.lcpNode > 0 {
-		sum.LCPElement = t.describeBackendNode(ctx, sum.lcpNode)
+		sum.LCPElement = describeBackendNode(ctx, sum.lcpNode)
 	}
 
-	now, _ := t.currentURL(ctx)
+	now, _ := p.tab.currentURL(ctx)
 	var b strings.Builder
-	fmt.Fprintf(&b, "Performance trace of %s, %s recorded", clipTo(now, maxURL), time.Since(p.started).Round(100*time.Millisecond))
-	if p.reload {
+	fmt.Fprintf(&b, "Performance trace of %s, %s recorded", clipTo(now, maxURL), time.Since(rec.started).Round(100*time.Millisecond))
+	if rec.reload {
 		b.WriteString(" (from a reload)")
 	}
 	fmt.Fprintf(&b, ", %d events of this tab (of %d the browser recorded).\n", sum.Kept, sum.Events)
-	if now != p.url {
-		fmt.Fprintf(&b, "Note: the tab navigated during the recording (it started at %s).\n", clipTo(p.url, maxURL))
+	if now != rec.url {
+		fmt.Fprintf(&b, "Note: the tab navigated during the recording (it started at %s).\n", clipTo(rec.url, maxURL))
 	}
 	b.WriteString(sum.text())
 	if lost {
@@ -349,18 +376,18 @@ func (t *Tab) finishTrace(ctx context.Context, p *perfRecording) (*browserv1.Too
 		res.Content = append(res.Content, resourcePart("trace.json.gz", "application/gzip", file.Bytes()))
 	}
 	SetStructured(res, "performance", sum)
-	t.lastTrace = &sum
+	p.lastTrace = &sum
 	return res, nil
 }
 
 // Insights performance_insight details.
 var Insights = []string{"lcp", "cls", "long_tasks", "requests", "main_thread"}
 
-// performanceInsight details one insight of the tab's last recording:
+// insight details one insight of the tab's last recording:
 // every item behind the summary's figure, in time order, cut at the
 // call's character cap.
-func (t *Tab) performanceInsight(insight string) (*browserv1.ToolResult, error) {
-	s := t.lastTrace
+func (p *perfTools) insight(insight string) (*browserv1.ToolResult, error) {
+	s := p.lastTrace
 	if s == nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
 			"this tab has no performance recording to detail: record one with performance_start and performance_stop first")
@@ -424,7 +451,7 @@ func (t *Tab) performanceInsight(insight string) (*browserv1.ToolResult, error) 
 	default:
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "insight %q is not one of %s", clipTo(insight, 100), strings.Join(Insights, ", "))
 	}
-	limit := t.capChars(DefaultTextChars)
+	limit := p.tab.capChars(DefaultTextChars)
 	var b strings.Builder
 	for i, l := range lines {
 		if b.Len()+len(l)+1 > limit {
@@ -444,9 +471,9 @@ func orNone(s string) string {
 	return s
 }
 
-// endTrace ends the tab's trace and returns the stream that holds it, and
+// endTrace ends the trace of the tab of ctx and returns the stream that holds it, and
 // whether the browser's buffer filled up (events were lost).
-func (t *Tab) endTrace(ctx context.Context) (stream cdpio.StreamHandle, lost bool, err error) {
+func endTrace(ctx context.Context) (stream cdpio.StreamHandle, lost bool, err error) {
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := chromedp.Events(ectx, tracing.TracingComplete) // subscribed before End
@@ -471,7 +498,7 @@ func (t *Tab) endTrace(ctx context.Context) (stream cdpio.StreamHandle, lost boo
 
 // describeBackendNode names a DOM node in a few characters
 // (tag#id.class), or "" when it is gone.
-func (t *Tab) describeBackendNode(ctx context.Context, id int64) string {
+func describeBackendNode(ctx context.Context, id int64) string {
 	n, err := chromedp.Call(ctx, dom.DescribeNode, dom.DescribeNodeParams{BackendNodeID: cdp.BackendNodeID(id)})
 	if err != nil || n.Node == nil {
 		return ""

@@ -65,21 +65,21 @@ func formatMetrics(list []runtimeMetric, values, shown map[string]float64) strin
 	return strings.Join(parts, ", ")
 }
 
-// performanceMetrics is the performance_metrics tool: Chromium's runtime
+// metrics is the performance_metrics tool: Chromium's runtime
 // counters and the page's Web Vitals, without a trace.
-func (t *Tab) performanceMetrics(ctx context.Context) (*browserv1.ToolResult, error) {
-	counting := t.metricsOn
+func (p *perfTools) metrics(ctx context.Context) (*browserv1.ToolResult, error) {
+	counting := p.metricsOn
 	if !counting {
 		if _, err := chromedp.Call(ctx, performance.Enable, performance.EnableParams{}); err != nil {
 			return nil, fmt.Errorf("enable performance metrics: %w", err)
 		}
-		t.metricsOn = true
+		p.metricsOn = true
 	}
 	m, err := chromedp.Call(ctx, performance.GetMetrics, cdp.Empty{})
 	if err != nil {
 		return nil, fmt.Errorf("read performance metrics: %w", err)
 	}
-	v, err := jsWebVitals(ctx, t)
+	v, err := jsWebVitals(ctx, p.tab)
 	if err != nil {
 		return nil, fmt.Errorf("read the web vitals: %w", err)
 	}
@@ -90,7 +90,7 @@ func (t *Tab) performanceMetrics(ctx context.Context) (*browserv1.ToolResult, er
 	}
 	shown := map[string]float64{}
 	state := formatMetrics(stateMetrics, values, shown)
-	u, _ := t.currentURL(ctx)
+	u, _ := p.tab.currentURL(ctx)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Performance metrics of %s:\n- web vitals:", clipTo(u, maxURL))
 	for _, m := range []struct {

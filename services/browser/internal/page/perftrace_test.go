@@ -172,12 +172,13 @@ func TestAnalyzeRecordedTrace(t *testing.T) {
 func TestInsightRecordedTrace(t *testing.T) {
 	t.Parallel()
 	s := recordedTrace(t)
-	tab := &Tab{lastTrace: &s}
+	tab := New(t.Context(), Options{})
+	tab.perf.lastTrace = &s
 	var b strings.Builder
 	for _, in := range Insights {
-		res, err := tab.performanceInsight(in)
+		res, err := tab.perf.insight(in)
 		if err != nil {
-			t.Fatalf("performanceInsight(%q): %v", in, err)
+			t.Fatalf("insight(%q): %v", in, err)
 		}
 		b.WriteString("# " + in + "\n" + res.GetContent()[0].GetText() + "\n")
 	}

@@ -51,7 +51,7 @@ type TraceTurns struct {
 // traceTurn is one recording's place at the browser.
 type traceTurn struct {
 	q     *TraceTurns
-	tab   *Tab
+	perf  *perfTools // the tools of the tab that records
 	rec   *perfRecording
 	done  chan struct{} // closed when the turn ends
 	ended bool          // guarded by q.mu
@@ -64,21 +64,24 @@ func (q *TraceTurns) maxDuration() time.Duration {
 	return DefaultMaxTraceDuration
 }
 
-// join puts rec of tab t in line. ahead is how many recordings come
-// before it: 0 when it holds the browser now (the caller starts its
-// trace); otherwise its trace starts (Tab.beginQueued) when its turn
-// comes. held is how long the recording that holds the browser has held
-// it.
-func (q *TraceTurns) join(t *Tab, rec *perfRecording) (tu *traceTurn, ahead int, held time.Duration) {
-	tu = &traceTurn{q: q, tab: t, rec: rec, done: make(chan struct{})}
+// join puts rec of the tab of p in line and sets rec.turn. ahead is how
+// many recordings come before it: 0 when it holds the browser now (the
+// caller starts its trace); otherwise its trace starts
+// (perfTools.beginQueued) when its turn comes. held is how long the
+// recording that holds the browser has held it.
+func (q *TraceTurns) join(p *perfTools, rec *perfRecording) (ahead int, held time.Duration) {
+	tu := &traceTurn{q: q, perf: p, rec: rec, done: make(chan struct{})}
+	// Before the turn's watch starts: a turn that ends at once (a tiny
+	// MaxDuration) reads it on the watch's goroutine.
+	rec.turn = tu
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.holder == nil {
 		q.grantLocked(tu)
-		return tu, 0, 0
+		return 0, 0
 	}
 	q.queue = append(q.queue, tu)
-	return tu, len(q.queue), time.Since(q.since)
+	return len(q.queue), time.Since(q.since)
 }
 
 // grantLocked gives tu the browser and starts its watch: the turn ends
@@ -95,12 +98,12 @@ func (q *TraceTurns) watch(tu *traceTurn) {
 	defer timer.Stop()
 	select {
 	case <-tu.done:
-	case <-tu.tab.ctx.Done():
+	case <-tu.perf.tab.ctx.Done():
 		tu.end()
-	case <-tu.tab.gone.Done():
+	case <-tu.perf.tab.gone.Done():
 		tu.end()
 	case <-timer.C:
-		tu.tab.expireTrace(tu.rec) // ends the turn
+		tu.perf.expireTrace(tu.rec) // ends the turn
 	}
 }
 
@@ -140,6 +143,6 @@ func (tu *traceTurn) end() {
 		next := q.queue[0]
 		q.queue = q.queue[1:]
 		q.grantLocked(next)
-		go next.tab.beginQueued(next.rec)
+		go next.perf.beginQueued(next.rec)
 	}
 }

@@ -243,7 +243,7 @@ func (t *Tab) mouseAction(ctx context.Context, m *browserv1.Mouse) (*browserv1.T
 		}
 		msg := fmt.Sprintf("%s at (%g, %g)", verb, x, y)
 		if vp.Desc != "" {
-			msg += " over " + t.noteDesc(vp.Desc)
+			msg += " over " + t.frames.noteDesc(vp.Desc)
 		}
 		return msg, nil
 	})

@@ -79,10 +79,10 @@ func gifLimit(fileMax, movie int) int {
 }
 
 // screencastStart starts recording the tab's frames.
-func (t *Tab) screencastStart(ctx context.Context, req *browserv1.ScreencastStart) (*browserv1.ToolResult, error) {
-	if t.cast != nil {
+func (p *perfTools) screencastStart(ctx context.Context, req *browserv1.ScreencastStart) (*browserv1.ToolResult, error) {
+	if p.cast != nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
-			"a screencast of this tab is already running (started %s ago): call screencast_stop first", time.Since(t.cast.started).Round(time.Second))
+			"a screencast of this tab is already running (started %s ago): call screencast_stop first", time.Since(p.cast.started).Round(time.Second))
 	}
 	frames := int(req.GetMaxFrames())
 	if frames == 0 {
@@ -98,8 +98,8 @@ func (t *Tab) screencastStart(ctx context.Context, req *browserv1.ScreencastStar
 	if quality < 1 || quality > 100 {
 		return nil, badArg("quality must be 1-100, not %d", quality)
 	}
-	cctx, cancel := context.WithCancel(t.ctx)
-	c := &screencast{started: time.Now(), maxFrames: frames, maxBytes: t.opts.maxProfileFileBytes(), stop: cancel, done: make(chan struct{})}
+	cctx, cancel := context.WithCancel(p.tab.ctx)
+	c := &screencast{started: time.Now(), maxFrames: frames, maxBytes: p.tab.opts.maxProfileFileBytes(), stop: cancel, done: make(chan struct{})}
 	events := chromedp.Events(cctx, page.ScreencastFrame) // subscribed before the start
 	_, err := chromedp.Call(ctx, page.StartScreencast, page.StartScreencastParams{Format: page.StartScreencastFormatJpeg,
 		Quality: &quality, MaxWidth: screencastMaxSide, MaxHeight: screencastMaxSide, EveryNthFrame: 1})
@@ -118,21 +118,21 @@ func (t *Tab) screencastStart(ctx context.Context, req *browserv1.ScreencastStar
 			}
 		}
 	}()
-	t.cast = c
-	u, _ := t.currentURL(ctx)
+	p.cast = c
+	u, _ := p.tab.currentURL(ctx)
 	return textResult("Recording the frames of %s (at most %d; the page draws a frame only when it changes); call screencast_stop to get them.",
 		clipTo(u, maxURL), frames), nil
 }
 
 // screencastStop ends the recording and answers with its frames as a
 // movie (screencast_mov.go) and an animated GIF (screencast_gif.go).
-func (t *Tab) screencastStop(ctx context.Context) (*browserv1.ToolResult, error) {
-	c := t.cast
+func (p *perfTools) screencastStop(ctx context.Context) (*browserv1.ToolResult, error) {
+	c := p.cast
 	if c == nil {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT,
 			"no screencast is running in this tab: start one with screencast_start (a screencast belongs to the tab it started in)")
 	}
-	t.cast = nil
+	p.cast = nil
 	_, _ = chromedp.Call(ctx, page.StopScreencast, cdp.Empty{})
 	c.stop()
 	select {
@@ -144,7 +144,7 @@ func (t *Tab) screencastStop(ctx context.Context) (*browserv1.ToolResult, error)
 	c.mu.Lock()
 	frames, full := c.frames, c.full
 	c.mu.Unlock()
-	u, _ := t.currentURL(ctx)
+	u, _ := p.tab.currentURL(ctx)
 	msg := fmt.Sprintf("Screencast of %s: %d frames over %s", clipTo(u, maxURL), len(frames), elapsed.Round(100*time.Millisecond))
 	if full != "" {
 		msg += "; " + full

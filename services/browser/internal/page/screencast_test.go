@@ -128,9 +128,9 @@ func TestScreencast(t *testing.T) {
 	// Let the page draw two frames or more: a fixed sleep was a guess at
 	// how fast Chromium sends them, which a loaded machine can miss.
 	kittest.Eventually(t, 30*time.Second, func() error {
-		tab.cast.mu.Lock()
-		defer tab.cast.mu.Unlock()
-		return kittest.Check(len(tab.cast.frames) >= 2, "not yet: two frames")
+		tab.perf.cast.mu.Lock()
+		defer tab.perf.cast.mu.Unlock()
+		return kittest.Check(len(tab.perf.cast.frames) >= 2, "not yet: two frames")
 	})
 	res := must(t, tab, castStopReq())
 	if s := text(res); !strings.Contains(s, "Screencast of "+srv.URL) || !strings.Contains(s, "Attached as screencast.mov") {
@@ -164,9 +164,9 @@ func TestScreencast(t *testing.T) {
 
 	must(t, tab, castStartReq(2, 30))
 	kittest.Eventually(t, 30*time.Second, func() error {
-		tab.cast.mu.Lock()
-		defer tab.cast.mu.Unlock()
-		return kittest.Check(tab.cast.full != "", "not yet: two frames")
+		tab.perf.cast.mu.Lock()
+		defer tab.perf.cast.mu.Unlock()
+		return kittest.Check(tab.perf.cast.full != "", "not yet: two frames")
 	})
 	res = must(t, tab, castStopReq())
 	if s := text(res); !strings.Contains(s, ": 2 frames over") || !strings.Contains(s, "it stopped keeping frames at max_frames=2") {
@@ -177,9 +177,9 @@ func TestScreencast(t *testing.T) {
 	must(t, small, openReq(srv.URL))
 	must(t, small, castStartReq(0, 100))
 	kittest.Eventually(t, 30*time.Second, func() error {
-		small.cast.mu.Lock()
-		defer small.cast.mu.Unlock()
-		return kittest.Check(small.cast.full != "", "not yet: the file limit")
+		small.perf.cast.mu.Lock()
+		defer small.perf.cast.mu.Unlock()
+		return kittest.Check(small.perf.cast.full != "", "not yet: the file limit")
 	})
 	res = must(t, small, castStopReq())
 	if s := text(res); !strings.Contains(s, "at 3000 bytes, the limit of the file (the worker's --max-profile-file-mb)") {

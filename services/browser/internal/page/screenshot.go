@@ -64,7 +64,7 @@ func (t *Tab) screenshot(ctx context.Context, s *browserv1.Screenshot) (*browser
 		if err != nil {
 			return nil, err
 		}
-		clip, err := t.elementClip(ctx, e)
+		clip, err := elementClip(ctx, e)
 		if err != nil {
 			return nil, err
 		}
@@ -96,7 +96,7 @@ func (t *Tab) screenshot(ctx context.Context, s *browserv1.Screenshot) (*browser
 }
 
 // elementClip scrolls e into view and returns its box in page coordinates.
-func (t *Tab) elementClip(ctx context.Context, e *elem) (*page.Viewport, error) {
+func elementClip(ctx context.Context, e *elem) (*page.Viewport, error) {
 	// point scrolls it into view.
 	if _, err := jsPointOn(ctx, e); err != nil {
 		return nil, err

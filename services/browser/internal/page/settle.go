@@ -239,7 +239,7 @@ func (t *Tab) settle(ctx context.Context, w *navWatch, nav bool) (r settleResult
 		w.markStarted()
 		r.Loading = !w.wait(ctx, softDeadline(ctx, 0))
 	} else {
-		r.Loading = w.settle(ctx, t.flush, softDeadline(ctx, settleCap))
+		r.Loading = w.settle(ctx, flush, softDeadline(ctx, settleCap))
 	}
 	r.Navigated = w.isCommitted() || w.isSameDocument()
 	if nav && r.Loading && !w.isCommitted() {

@@ -88,7 +88,7 @@ func (t *Tab) snapshot(ctx context.Context, req *browserv1.Snapshot) (*browserv1
 		return nil, err
 	}
 	root := tree.FrameTree
-	t.setMainFrame(root.Frame.ID)
+	t.frames.setMain(root.Frame.ID)
 	maxChars := t.capChars(DefaultSnapshotChars)
 	opts := snapOpts{Interactive: interactive, Compact: compact, MaxNodes: int(float64(maxChars)*snapshotNodesPerChar) + 200,
 		MaxRun: max(int(float64(maxChars)*snapshotRunPerChar), 10)}
@@ -103,11 +103,11 @@ func (t *Tab) snapshot(ctx context.Context, req *browserv1.Snapshot) (*browserv1
 	}
 	start := root
 	if r := strings.TrimSpace(req.GetRef()); r != "" {
-		num, n, err := t.parseRef(r)
+		num, n, err := parseRef(r)
 		if err != nil {
 			return nil, err
 		}
-		fid, ok := t.frameByNum(num)
+		fid, ok := t.frames.byNum(num)
 		if ft := findFrame(root, fid); ok && ft != nil {
 			start, opts.Root, opts.MaxRun = ft, n, 0
 		} else {
@@ -190,7 +190,7 @@ func findFrame(ft *page.FrameTree, id cdp.FrameID) *page.FrameTree {
 // frames whose elements it showed, and puts their lines under those
 // elements. It adds the refs it saw to refs.
 func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, refs map[string]refInfo, st *snapState) (lines []string, title string, err error) {
-	num := t.frameNum(ft.Frame.ID)
+	num := t.frames.num(ft.Frame.ID)
 	ctx, span := startSpan(ctx, spanSnapshot, attribute.Int("sovereign.frame", num),
 		attribute.Int("sovereign.frame.children", len(ft.ChildFrames)))
 	known := len(refs)
@@ -204,7 +204,7 @@ func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, 
 		opts.Prefix = "f" + strconv.Itoa(num)
 	}
 	var snap frameSnap
-	err = t.inWorld(ctx, ft.Frame.ID, func(world runtime.ExecutionContextID) error {
+	err = t.frames.inWorld(ctx, ft.Frame.ID, func(world runtime.ExecutionContextID) error {
 		opts.Deadline = max(float64(time.Until(st.until).Milliseconds()), 1)
 		snap, err = jsSnapshot(ctx, world, opts, t.frameOwners(ctx, ft, world))
 		return err
@@ -212,7 +212,7 @@ func (t *Tab) snapFrame(ctx context.Context, ft *page.FrameTree, opts snapOpts, 
 	if err != nil {
 		return nil, "", fmt.Errorf("snapshot frame %s: %w", clipText(ft.Frame.URL), err)
 	}
-	t.noteNext(num, snap.Next)
+	t.frames.noteNext(num, snap.Next)
 	if snap.Missing {
 		st.missing = true
 	}

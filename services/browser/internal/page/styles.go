@@ -72,7 +72,7 @@ func (t *Tab) getStyles(ctx context.Context, req *browserv1.GetStyles) (*browser
 		return nil, bus.Errorf(commonv1.ErrorCode_NOT_FOUND, "%s is no longer in the page; take a new snapshot", e.what)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Computed style of %s:\n", t.noteDesc(computed.Desc))
+	fmt.Fprintf(&b, "Computed style of %s:\n", t.frames.noteDesc(computed.Desc))
 	for _, p := range props {
 		v := computed.Values[p]
 		if v == "" {
@@ -81,7 +81,7 @@ func (t *Tab) getStyles(ctx context.Context, req *browserv1.GetStyles) (*browser
 		fmt.Fprintf(&b, "  %s: %s\n", p, clipTo(v, 300))
 	}
 	if req.GetRules() {
-		if err := t.matchedRules(ctx, e, &b); err != nil {
+		if err := matchedRules(ctx, e, &b); err != nil {
 			return nil, err
 		}
 	}
@@ -95,7 +95,7 @@ func (t *Tab) getStyles(ctx context.Context, req *browserv1.GetStyles) (*browser
 
 // matchedRules writes the author rules that match e and its inline style,
 // in cascade order.
-func (t *Tab) matchedRules(ctx context.Context, e *elem, b *strings.Builder) error {
+func matchedRules(ctx context.Context, e *elem, b *strings.Builder) error {
 	node, err := chromedp.Call(ctx, dom.RequestNode, dom.RequestNodeParams{ObjectID: e.obj})
 	if err != nil {
 		return fmt.Errorf("find the element's node: %w", err)

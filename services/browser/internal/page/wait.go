@@ -26,7 +26,7 @@ const (
 
 // wait sleeps ms milliseconds (default 1000), at most a minute and never
 // past the request deadline.
-func (t *Tab) wait(ctx context.Context, ms int32) (*browserv1.ToolResult, error) {
+func wait(ctx context.Context, ms int32) (*browserv1.ToolResult, error) {
 	if ms < 0 {
 		return nil, bus.Errorf(commonv1.ErrorCode_INVALID_ARGUMENT, "wait needs ms >= 0 (milliseconds to wait), not %d", ms)
 	}
@@ -149,7 +149,7 @@ func (t *Tab) selectorCond(selector string) *waitCond {
 				return false, "", err
 			}
 			last = f
-			return f.Visible, fmt.Sprintf("Found %s: %s", selector, t.noteDesc(f.Desc)), nil
+			return f.Visible, fmt.Sprintf("Found %s: %s", selector, t.frames.noteDesc(f.Desc)), nil
 		},
 		notYet: func() string {
 			if last != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/chromedp/cdproto"
@@ -73,6 +74,23 @@ func (w *worldTable) forget(id runtime.ExecutionContextID) {
 	}
 }
 
+// frames are the tab's frames as its tools name them: the main frame, the
+// frames attached to the tab, their numbers in refs and where a new
+// document's refs start (nums), and Sovereign's isolated world in each
+// frame document (worlds). The event listener writes them with the rest of
+// what it writes, under the tab's mu.
+type frames struct {
+	mu       *sync.Mutex // Tab.mu
+	mainID   cdp.FrameID
+	nums     frameTable
+	worlds   worldTable
+	attached map[cdp.FrameID]bool
+}
+
+func newFrames(mu *sync.Mutex) frames {
+	return frames{mu: mu, nums: newFrameTable(), worlds: newWorldTable(), attached: map[cdp.FrameID]bool{}}
+}
+
 // onEvent runs in the tab's event loop, in order, and must not block or
 // call the browser. It keeps the frame and world tables current and notes
 // a renderer crash.
@@ -82,17 +100,17 @@ func (t *Tab) onEvent(ev any) {
 		*runtime.EventConsoleAPICalled, *runtime.EventExceptionThrown, *page.EventWindowOpen:
 		t.mu.Lock()
 		t.onActivity(ev)
-		t.onConsole(ev) // console.go
-		t.onNetwork(ev) // network.go
+		t.devtools.onConsole(ev) // console.go
+		t.devtools.onNetwork(ev) // network.go
 		t.mu.Unlock()
 	case *network.EventResponseReceived:
 		t.mu.Lock()
-		t.onNetwork(ev)
+		t.devtools.onNetwork(ev)
 		t.mu.Unlock()
 	case *page.EventJavascriptDialogOpening:
-		t.onDialog(ev)
+		t.dialogs.onOpening(ev, t.ready.Load())
 	case *page.EventJavascriptDialogClosed:
-		t.onDialogClosed()
+		t.dialogs.onClosed()
 	case *page.EventFileChooserOpened:
 		t.noteChooser(ev) // files.go
 	case *inspector.EventTargetCrashed:
@@ -102,88 +120,90 @@ func (t *Tab) onEvent(ev any) {
 	case *runtime.EventExecutionContextCreated:
 		if ev.Context.Name == worldName {
 			t.mu.Lock()
-			t.worlds.unique[ev.Context.UniqueID] = ev.Context.ID
+			t.frames.worlds.unique[ev.Context.UniqueID] = ev.Context.ID
 			t.mu.Unlock()
 		}
 	case *runtime.EventExecutionContextDestroyed:
 		t.mu.Lock()
-		if id, ok := t.worlds.unique[ev.ExecutionContextUniqueID]; ok {
-			delete(t.worlds.unique, ev.ExecutionContextUniqueID)
-			t.worlds.forget(id)
+		if id, ok := t.frames.worlds.unique[ev.ExecutionContextUniqueID]; ok {
+			delete(t.frames.worlds.unique, ev.ExecutionContextUniqueID)
+			t.frames.worlds.forget(id)
 		}
 		t.mu.Unlock()
 	case *runtime.EventExecutionContextsCleared:
 		t.mu.Lock()
-		t.worlds = newWorldTable()
+		t.frames.worlds = newWorldTable()
 		t.mu.Unlock()
 	case *page.EventFrameAttached:
 		t.mu.Lock()
-		t.allFrames[ev.FrameID] = true
+		t.frames.attached[ev.FrameID] = true
 		t.mu.Unlock()
 	case *page.EventFrameNavigated:
 		t.mu.Lock()
-		t.allFrames[ev.Frame.ID] = true
-		delete(t.worlds.byFrame, ev.Frame.ID)
+		t.frames.attached[ev.Frame.ID] = true
+		delete(t.frames.worlds.byFrame, ev.Frame.ID)
 		if ev.Frame.ParentID == "" {
-			t.mainFrame = ev.Frame.ID
+			t.frames.mainID = ev.Frame.ID
 		}
 		t.mu.Unlock()
 	case *page.EventFrameDetached:
 		t.mu.Lock()
-		delete(t.allFrames, ev.FrameID)
-		delete(t.worlds.byFrame, ev.FrameID)
+		delete(t.frames.attached, ev.FrameID)
+		delete(t.frames.worlds.byFrame, ev.FrameID)
 		t.mu.Unlock()
 	}
 }
 
-func (t *Tab) setMainFrame(id cdp.FrameID) {
-	t.mu.Lock()
-	t.mainFrame = id
-	t.mu.Unlock()
+// setMain records the main frame, as the frame tree names it.
+func (f *frames) setMain(id cdp.FrameID) {
+	f.mu.Lock()
+	f.mainID = id
+	f.mu.Unlock()
 }
 
-func (t *Tab) main() cdp.FrameID {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.mainFrame
+// main returns the main frame.
+func (f *frames) main() cdp.FrameID {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mainID
 }
 
-// frameNum returns the number of frame id (0 for the main frame), giving it
+// num returns the number of frame id (0 for the main frame), giving it
 // one when it has none.
-func (t *Tab) frameNum(id cdp.FrameID) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if id == t.mainFrame {
+func (f *frames) num(id cdp.FrameID) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id == f.mainID {
 		return 0
 	}
-	if n, ok := t.frames.num[id]; ok {
+	if n, ok := f.nums.num[id]; ok {
 		return n
 	}
-	t.frames.last++
-	n := t.frames.last
-	t.frames.num[id] = n
-	t.frames.byID[n] = id
+	f.nums.last++
+	n := f.nums.last
+	f.nums.num[id] = n
+	f.nums.byID[n] = id
 	return n
 }
 
-// frameByNum returns the frame with number n.
-func (t *Tab) frameByNum(n int) (cdp.FrameID, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+// byNum returns the frame with number n.
+func (f *frames) byNum(n int) (cdp.FrameID, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if n == 0 {
-		return t.mainFrame, t.mainFrame != ""
+		return f.mainID, f.mainID != ""
 	}
-	id, ok := t.frames.byID[n]
+	id, ok := f.nums.byID[n]
 	return id, ok
 }
 
 // noteNext records the next ref number of frame n.
-func (t *Tab) noteNext(n int, next int64) {
-	t.mu.Lock()
-	if next > t.frames.next[n] {
-		t.frames.next[n] = next
+func (f *frames) noteNext(n int, next int64) {
+	f.mu.Lock()
+	if next > f.nums.next[n] {
+		f.nums.next[n] = next
 	}
-	t.mu.Unlock()
+	f.mu.Unlock()
 }
 
 // noteDesc records the ref in desc, a snapshot line that page.js's
@@ -191,12 +211,12 @@ func (t *Tab) noteNext(n int, next int64) {
 // yet), so that a new document in the frame never reuses its number.
 // It returns desc cut to maxPageText characters for messages (the page
 // controls its name and value).
-func (t *Tab) noteDesc(desc string) string {
+func (f *frames) noteDesc(desc string) string {
 	if r, _, ok := lineRef("- " + desc); ok {
 		if m := refPattern.FindStringSubmatch(r); m != nil {
 			num, _ := strconv.Atoi(m[1])
 			n, _ := strconv.ParseInt(m[2], 10, 64)
-			t.noteNext(num, n+1)
+			f.noteNext(num, n+1)
 		}
 	}
 	return clipText(desc)
@@ -204,10 +224,10 @@ func (t *Tab) noteDesc(desc string) string {
 
 // refStart returns the number where the refs of a new document in frame n
 // start.
-func (t *Tab) refStart(n int) int64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return max(t.frames.next[n], 1)
+func (f *frames) refStart(n int) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return max(f.nums.next[n], 1)
 }
 
 // world returns the execution context of Sovereign's isolated world in
@@ -215,10 +235,10 @@ func (t *Tab) refStart(n int) int64 {
 // frame's document has none yet. forms.js used to come with each call of
 // a form tool; installed with page.js, it is parsed once per document
 // (V8 compiles its methods on first use) and calls send only a name.
-func (t *Tab) world(ctx context.Context, frame cdp.FrameID) (runtime.ExecutionContextID, error) {
-	t.mu.Lock()
-	id, ok := t.worlds.byFrame[frame]
-	t.mu.Unlock()
+func (f *frames) world(ctx context.Context, frame cdp.FrameID) (runtime.ExecutionContextID, error) {
+	f.mu.Lock()
+	id, ok := f.worlds.byFrame[frame]
+	f.mu.Unlock()
 	if ok {
 		return id, nil
 	}
@@ -226,9 +246,9 @@ func (t *Tab) world(ctx context.Context, frame cdp.FrameID) (runtime.ExecutionCo
 	if err != nil {
 		return 0, fmt.Errorf("create the isolated world: %w", err)
 	}
-	num := t.frameNum(frame)
+	num := f.num(frame)
 	r, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{
-		Expression:    "(" + pageJS + ")(" + strconv.FormatInt(t.refStart(num), 10) + ", " + formsJS + ")",
+		Expression:    "(" + pageJS + ")(" + strconv.FormatInt(f.refStart(num), 10) + ", " + formsJS + ")",
 		ContextID:     res.ExecutionContextID,
 		ReturnByValue: new(true),
 		Silent:        new(true),
@@ -239,9 +259,9 @@ func (t *Tab) world(ctx context.Context, frame cdp.FrameID) (runtime.ExecutionCo
 	if r.ExceptionDetails != nil {
 		return 0, fmt.Errorf("install page.js: %s", exceptionText(r.ExceptionDetails))
 	}
-	t.mu.Lock()
-	t.worlds.byFrame[frame] = res.ExecutionContextID
-	t.mu.Unlock()
+	f.mu.Lock()
+	f.worlds.byFrame[frame] = res.ExecutionContextID
+	f.mu.Unlock()
 	return res.ExecutionContextID, nil
 }
 
@@ -250,9 +270,9 @@ func (t *Tab) world(ctx context.Context, frame cdp.FrameID) (runtime.ExecutionCo
 // and tries again in the new document, a few times: a page that reloads
 // itself in a loop fails with errNavigated, which Do reports as "the page
 // navigated while …".
-func (t *Tab) inWorld(ctx context.Context, frame cdp.FrameID, fn func(runtime.ExecutionContextID) error) error {
+func (f *frames) inWorld(ctx context.Context, frame cdp.FrameID, fn func(runtime.ExecutionContextID) error) error {
 	for attempt := 0; ; attempt++ {
-		id, err := t.world(ctx, frame)
+		id, err := f.world(ctx, frame)
 		if err == nil {
 			err = fn(id)
 		}
@@ -262,10 +282,10 @@ func (t *Tab) inWorld(ctx context.Context, frame cdp.FrameID, fn func(runtime.Ex
 		if attempt >= worldAttempts-1 {
 			return fmt.Errorf("%w: %w", errNavigated, err)
 		}
-		t.mu.Lock()
-		t.worlds.forget(id)
-		delete(t.worlds.byFrame, frame)
-		t.mu.Unlock()
+		f.mu.Lock()
+		f.worlds.forget(id)
+		delete(f.worlds.byFrame, frame)
+		f.mu.Unlock()
 		if attempt > 0 {
 			// Give the new document a moment to exist.
 			select {
@@ -275,6 +295,13 @@ func (t *Tab) inWorld(ctx context.Context, frame cdp.FrameID, fn func(runtime.Ex
 			}
 		}
 	}
+}
+
+// has reports whether frame is the main frame or one attached to the tab.
+func (f *frames) has(frame cdp.FrameID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return frame == f.mainID || f.attached[frame]
 }
 
 // worldAttempts is how many documents inWorld tries before it gives up on
@@ -373,7 +400,7 @@ func resolveJSONClips(raw []byte) ([]byte, error) {
 
 // releaseObjects releases the remote objects that the tool call made. It
 // is best effort: they go with their document anyway.
-func (t *Tab) releaseObjects(ctx context.Context) {
+func releaseObjects(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
