@@ -70,7 +70,7 @@ func TestJSONIsEncodingJSON(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	pieces := []string{"a", "é", "😀", "\"", "\\", "\n", "\r", "\t", "\b", "\f", "\x00", "\x1f", "\x7f", "<", ">", "&",
 		"\u2028", "\u2029", "\xff", "\xe2\x80", "/", " "}
-	numbers := []float64{0, -0.0, 1, -1, 0.5, 1e-7, 1.5e-7, 1e20, 1e21, 123456789, 1 << 53, -3.25e-10, math.MaxFloat64, math.SmallestNonzeroFloat64}
+	numbers := []float64{0, math.Copysign(0, -1), 1, -1, 0.5, 1e-7, 1.5e-7, 1e20, 1e21, 123456789, 1 << 53, -3.25e-10, math.MaxFloat64, math.SmallestNonzeroFloat64}
 	for n := range 500 {
 		fields := map[string]any{}
 		for range 1 + r.IntN(5) {
