@@ -19,6 +19,8 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -100,6 +102,12 @@ type Gateway struct {
 
 	life app.Lifetime // Run until Close (the service contract)
 
+	// url is /mcp's URL while serve serves it (URL); serving is closed
+	// the first time it does (Serving).
+	url         atomic.Pointer[string]
+	serving     chan struct{}
+	servingOnce sync.Once
+
 	stop []func(context.Context) error // what New started, undone in reverse by Close
 }
 
@@ -122,6 +130,8 @@ func New(ctx context.Context, cfg Config, c *bus.Conn) (_ *Gateway, err error) {
 		bus:   c,
 		fleet: fleet.New(c, fleet.DefaultLiveness),
 		log:   slog.Default().With("component", "gateway"),
+
+		serving: make(chan struct{}),
 	}
 	g.logins = login.New(c, cfg.RequireLogin, g.log) // internal/login
 	defer func() {
@@ -321,6 +331,19 @@ func (g *Gateway) Run(ctx context.Context) error {
 	return g.ServeListener(ctx, ln)
 }
 
+// Serving is closed once Run (or ServeListener) has bound its listeners
+// and serves MCP, and the operator console when there is one: URL and
+// AdminURL then say where (with the port the system chose for a :0).
+func (g *Gateway) Serving() <-chan struct{} { return g.serving }
+
+// URL is /mcp's URL while the gateway serves it, else "".
+func (g *Gateway) URL() string {
+	if p := g.url.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // ServeListener is Run on a listener the caller opened.
 func (g *Gateway) ServeListener(ctx context.Context, ln net.Listener) error {
 	return g.life.Run(ctx, func(ctx context.Context) error { return g.serve(ctx, ln) })
@@ -349,6 +372,9 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	g.url.Store(&url)
+	defer g.url.Store(nil)
+	g.servingOnce.Do(func() { close(g.serving) })
 	select {
 	case err := <-errc:
 		_ = stopAdmin(context.Background())

@@ -14,7 +14,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sovereign-fleet/sovereign/services/agent/llmtest"
-	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // chatUIChromium is the browser TestChatUIInBrowser drives (the worker's
@@ -60,9 +59,8 @@ func TestChatUIInBrowser(t *testing.T) {
 
 	const token = "chat-ui-admin-token-0123456789"
 	t.Setenv("SOVEREIGN_ADMIN_TOKEN", token)
-	admin := kittest.FreeAddr(t)
-	startAgentUp(t, llm, "--admin-listen", admin)
-	base := "http://" + admin
+	_, _, dir := startAgentUp(t, llm, "--admin-listen", "127.0.0.1:0")
+	base := strings.TrimSuffix(consoleURL(t, dir), "/")
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chatUIChromium), chromedp.NoSandbox, chromedp.Headless, chromedp.NoFirstRun,

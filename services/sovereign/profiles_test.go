@@ -15,7 +15,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/sovereign-fleet/sovereign/services/browser/profiletest"
-	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // adminDo sends one admin API request with the admin token.
@@ -72,9 +71,8 @@ func TestProfileThroughAdminAPI(t *testing.T) {
 	site := profiletest.LoginSite(t)
 	raw := profiletest.RawTarGz(t, profiletest.MakeProfile(t, site.URL))
 
-	admin := kittest.FreeAddr(t)
-	listen, _, _ := startUp(t, "--admin-listen", admin, "--profile-export", "--max-sessions", "4")
-	base := "http://" + admin + "/admin/profiles/"
+	listen, _, dir := startUp(t, "--admin-listen", "127.0.0.1:0", "--profile-export", "--max-sessions", "4")
+	base := consoleURL(t, dir) + "admin/profiles/"
 
 	if code, body := adminDo(t, "PUT", base+"alice", "", bytes.NewReader(raw)); code != 401 {
 		t.Fatalf("upload without the token = %d %s", code, body)

@@ -6,6 +6,7 @@ package sovereign
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -126,6 +127,7 @@ type upConfig struct {
 	history    bool
 	signer     bool
 	agent      bool
+	addrFile   string
 }
 
 func up(ctx context.Context, args []string) error {
@@ -139,6 +141,7 @@ func up(ctx context.Context, args []string) error {
 	fs.BoolVar(&uc.history, "history", config.MustBool(&errs, "SOVEREIGN_HISTORY", true), "run the history service here (audit trail and chat store); --history=false when another process runs it [SOVEREIGN_HISTORY]")
 	fs.BoolVar(&uc.signer, "signer", config.MustBool(&errs, "SOVEREIGN_SIGNER", true), "run the signer here (Nostr identities for login and window.nostr); --signer=false when another process runs it [SOVEREIGN_SIGNER]")
 	fs.BoolVar(&uc.agent, "agent", config.MustBool(&errs, "SOVEREIGN_AGENT", true), "run the agent orchestrator here (LLM tool loops for run_browser_task and the console's chat; set SOVEREIGN_LLM_BASE_URL and SOVEREIGN_LLM_MODEL); --agent=false when another process runs it [SOVEREIGN_AGENT]")
+	fs.StringVar(&uc.addrFile, "addr-file", config.Env("SOVEREIGN_ADDR_FILE", ""), "once MCP is served, write the addresses up serves as JSON to this file ({\"mcp\": …, \"console\": …, \"nats\": …}; removed when up stops): for scripts that start it on port 0 (--listen 127.0.0.1:0) [SOVEREIGN_ADDR_FILE]")
 	gcfg := gateway.RegisterFlags(fs, &errs)
 	wcfg := browser.RegisterFlags(fs, &errs)
 	hcfg := history.RegisterFlags(fs, &errs)
@@ -177,7 +180,7 @@ func up(ctx context.Context, args []string) error {
 
 	// NATS: embedded unless --nats-url names one.
 	var opts []nats.Option
-	natsURL := uc.natsURL
+	natsURL, natsServed := uc.natsURL, ""
 	if natsURL == "" {
 		if err := os.MkdirAll(uc.dataDir, 0o700); err != nil {
 			return fmt.Errorf("data dir: %w", err)
@@ -196,6 +199,7 @@ func up(ctx context.Context, args []string) error {
 		defer srv.Stop()
 		abs, _ := filepath.Abs(uc.dataDir)
 		if listen != "" {
+			natsServed = srv.ClientURL()
 			slog.Info("embedded NATS ready", "url", srv.ClientURL(), "data_dir", abs,
 				"join_more_workers", "sovereign browser --nats-url "+srv.ClientURL())
 		} else {
@@ -225,6 +229,7 @@ func up(ctx context.Context, args []string) error {
 		}})
 	}
 	var workers []*browser.Worker
+	gwc := make(chan *gateway.Gateway, 1) // the gateway, once made, for --addr-file
 	for i := range uc.workers {
 		cfg := *wcfg
 		if cfg.ID != "" && uc.workers > 1 {
@@ -257,10 +262,17 @@ func up(ctx context.Context, args []string) error {
 		if err != nil {
 			return nil, err
 		}
+		gwc <- gw
 		return gw, nil
 	}})
 	if uc.workers == 0 {
 		slog.Warn("no browser workers in this process: start some with 'sovereign browser --nats-url …'")
+	}
+	if uc.addrFile != "" {
+		actx, stop := context.WithCancel(ctx)
+		defer stop()
+		go writeAddrFile(actx, uc.addrFile, gwc, natsServed)
+		defer os.Remove(uc.addrFile)
 	}
 	err = runAll(ctx, steps, func(name string) (*bus.Conn, func(), error) {
 		return app.Connect(natsURL, "sovereign-"+name, "", opts...)
@@ -270,6 +282,40 @@ func up(ctx context.Context, args []string) error {
 	}
 	slog.Info("sovereign stopped")
 	return nil
+}
+
+// writeAddrFile writes --addr-file once the gateway from gwc serves (or
+// gives up when ctx ends): where MCP, the console and NATS are reached,
+// with the ports the system chose for :0. It writes a file beside path and
+// renames it, so that a reader never sees half of it.
+func writeAddrFile(ctx context.Context, path string, gwc <-chan *gateway.Gateway, nats string) {
+	var gw *gateway.Gateway
+	select {
+	case gw = <-gwc:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-gw.Serving():
+	case <-ctx.Done():
+		return
+	}
+	b, err := json.Marshal(struct {
+		MCP     string `json:"mcp"`
+		Console string `json:"console,omitempty"`
+		NATS    string `json:"nats,omitempty"`
+	}{gw.URL(), gw.AdminURL(), nats})
+	if err == nil {
+		tmp := path + ".tmp"
+		if err = os.WriteFile(tmp, append(b, '\n'), 0o644); err == nil {
+			err = os.Rename(tmp, path)
+		}
+	}
+	if err != nil {
+		slog.Error("cannot write --addr-file", "path", path, "err", err)
+		return
+	}
+	slog.Info("addresses written", "path", path)
 }
 
 // step starts one service of `sovereign up` on a connection of its own,

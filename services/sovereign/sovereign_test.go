@@ -2,10 +2,12 @@ package sovereign
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,45 +27,73 @@ import (
 	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
-// startUp runs `sovereign up` in-process for one test and returns the
-// address MCP is served on, once it is ready. The addresses kittest.FreeAddr
-// picked were free a moment before up binds them; when another socket
-// took one meanwhile (up returns "address already in use"), up is started
-// again on new ones, up to three times in all.
+// startUp runs `sovereign up` in-process for one test, on ports the
+// system picks (:0), and returns where MCP and NATS are served once MCP is
+// ready, read from up's --addr-file: no port is picked before up binds it.
 func startUp(t *testing.T, extra ...string) (listen, natsListen, dir string) {
 	t.Helper()
-	for try := 1; ; try++ {
-		listen, natsListen, dir = kittest.FreeAddr(t), kittest.FreeAddr(t), t.TempDir()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			done <- Command(ctx, "up", append([]string{"--listen", listen, "--nats-listen", natsListen, "--data-dir", dir, "--workers", "1", "--max-sessions", "2", "--allow-private"}, extra...))
-		}()
-		exited, err := waitReady("http://"+listen+"/readyz", done)
-		if exited && try < 3 && err != nil && strings.Contains(err.Error(), "address already in use") {
-			cancel()
-			t.Logf("up could not listen (%v); again on other ports", err)
-			continue
-		}
-		t.Cleanup(func() {
-			cancel()
-			if exited {
-				return
+	dir = t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan struct{})
+	var upErr error
+	go func() {
+		defer close(ended)
+		upErr = Command(ctx, "up", append([]string{"--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--addr-file", addrFile(dir),
+			"--data-dir", dir, "--workers", "1", "--max-sessions", "2", "--allow-private"}, extra...))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-ended:
+			if upErr != nil {
+				t.Errorf("up returned %v", upErr)
 			}
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("up returned %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("up did not stop within 30s of its context ending")
-			}
-		})
-		if err != nil {
-			t.Fatal(err)
+		case <-time.After(30 * time.Second):
+			t.Error("up did not stop within 30s of its context ending")
 		}
-		return listen, natsListen, dir
+	})
+	a := kittest.EventuallyValue(t, 60*time.Second, func() (upAddresses, error) {
+		select {
+		case <-ended:
+			t.Fatalf("up returned before serving: %v", upErr)
+		default:
+		}
+		return readAddrFile(dir)
+	})
+	mcp, err := url.Parse(a.MCP)
+	if err != nil || mcp.Host == "" {
+		t.Fatalf("addr file: mcp %q: %v", a.MCP, err)
 	}
+	return mcp.Host, strings.TrimPrefix(a.NATS, "nats://"), dir
+}
+
+// addrFile is where startUp's up writes its addresses.
+func addrFile(dir string) string { return filepath.Join(dir, "addr.json") }
+
+// upAddresses is what up writes to --addr-file.
+type upAddresses struct {
+	MCP, Console, NATS string
+}
+
+// consoleURL is the console's URL ("http://127.0.0.1:port/") of the up
+// that startUp started with data dir dir.
+func consoleURL(t *testing.T, dir string) string {
+	t.Helper()
+	a, err := readAddrFile(dir)
+	if err != nil || a.Console == "" {
+		t.Fatalf("the console's address: %+v, %v", a, err)
+	}
+	return a.Console
+}
+
+// readAddrFile reads the --addr-file of the up started with data dir dir.
+func readAddrFile(dir string) (upAddresses, error) {
+	var a upAddresses
+	b, err := os.ReadFile(addrFile(dir))
+	if err == nil {
+		err = json.Unmarshal(b, &a)
+	}
+	return a, err
 }
 
 // mcpSession connects an mcp-go client (protocol 2025-11-25) to listen.

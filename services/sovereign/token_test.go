@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -146,17 +145,25 @@ func TestTokenCommand(t *testing.T) {
 // need the token.
 func TestUpExposedNeedsToken(t *testing.T) {
 	t.Parallel()
-	dir, natsListen := t.TempDir(), kittest.FreeAddr(t)
-	_, port, _ := net.SplitHostPort(kittest.FreeAddr(t))
-	base := []string{"--nats-listen", natsListen, "--data-dir", dir, "--workers", "0", "--history=false"}
+	dir := t.TempDir()
+	base := []string{"--nats-listen", "127.0.0.1:0", "--addr-file", addrFile(dir), "--data-dir", dir, "--workers", "0", "--history=false"}
 	run := func(listen string) (context.CancelFunc, <-chan error) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- Command(ctx, "up", append([]string{"--listen", listen}, base...)) }()
 		return cancel, done
 	}
+	// serving waits for the addresses of the up that done follows.
+	serving := func(done <-chan error) upAddresses {
+		return kittest.EventuallyValue(t, 60*time.Second, func() (upAddresses, error) {
+			if len(done) > 0 {
+				t.Fatal("up returned before serving")
+			}
+			return readAddrFile(dir)
+		})
+	}
 
-	cancel, done := run("0.0.0.0:" + port)
+	cancel, done := run("0.0.0.0:0")
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "refusing to serve MCP") || !strings.Contains(err.Error(), "sovereign token create --name <name>") {
@@ -179,21 +186,19 @@ func TestUpExposedNeedsToken(t *testing.T) {
 			t.Fatal("up did not stop")
 		}
 	}
-	listen := "127.0.0.1:" + port
-	cancel, done = run(listen)
-	waitHTTP(t, "http://"+listen+"/readyz", done)
+	cancel, done = run("127.0.0.1:0")
+	a := serving(done)
 	var out bytes.Buffer
 	ctx, cctx := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cctx()
-	if err := tokenCmd(ctx, []string{"create", "--name", "remote", "--nats-url", "nats://" + natsListen}, &out); err != nil {
+	if err := tokenCmd(ctx, []string{"create", "--name", "remote", "--nats-url", a.NATS}, &out); err != nil {
 		t.Fatalf("token create against up's NATS: %v", err)
 	}
 	plain := plainRE.FindString(out.String())
 	stop(cancel, done)
 
-	cancel, done = run("0.0.0.0:" + port)
-	mcpURL := "http://127.0.0.1:" + port + "/mcp"
-	waitHTTP(t, "http://127.0.0.1:"+port+"/readyz", done)
+	cancel, done = run("0.0.0.0:0")
+	mcpURL := serving(done).MCP // on 127.0.0.1
 	for auth, want := range map[string]int{"": http.StatusUnauthorized, "Bearer " + plain: http.StatusOK} {
 		req, _ := http.NewRequest(http.MethodPost, mcpURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
 		req.Header.Set("Content-Type", "application/json")

@@ -7,9 +7,9 @@ import "net"
 // socket may take it first: a server that fails to listen on it should be
 // started again on a new one. Prefer a server that binds port 0 and says
 // where it listens (httptest, natstest.Listening, a listener handed on);
-// FreeAddr is for the servers that cannot yet: an in-process `sovereign up`
-// and browser.Serve, which report the address they bound only in the
-// process-wide log.
+// FreeAddr is for the one server that cannot yet: browser.Serve, which
+// reports the health listener it bound only in the process-wide log
+// (`sovereign up` writes its addresses to --addr-file).
 func FreeAddr(tb TB) string {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
