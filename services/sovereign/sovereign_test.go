@@ -330,38 +330,6 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
-func waitHTTP(t *testing.T, url string, done <-chan error) {
-	t.Helper()
-	if _, err := waitReady(url, done); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// waitReady polls url until it answers 200 (nil), up returns on done
-// (exited, and why), or a minute passes.
-func waitReady(url string, done <-chan error) (exited bool, err error) {
-	deadline := time.Now().Add(60 * time.Second)
-	client := &http.Client{Timeout: 5 * time.Second} // a socket that took the port may never answer
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return false, nil
-			}
-		}
-		select {
-		case err := <-done:
-			return true, fmt.Errorf("up exited early: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			return false, fmt.Errorf("%s not ready after 60s: %v", url, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func TestUpFlags(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
