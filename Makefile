@@ -7,7 +7,10 @@ BIN      := $(CURDIR)/bin
 PKGS     := ./proto/... ./services/kit/... ./services/browser/... ./services/gateway/... ./services/history/... ./services/signer/... ./services/sovereign/... ./deploy/... ./charts/... ./services/agent/...
 CMDS     := ./services/sovereign/cmd/sovereign ./services/gateway/cmd/gateway ./services/browser/cmd/browser ./services/signer/cmd/signer
 # Tests start Chromium and NATS: keep parallel packages low on small machines.
-TESTFLAGS ?= -count=1 -p 2 -timeout 20m
+# Three at once: the long packages (gateway, browser, e2e) mostly wait on
+# Chromium, NATS and their own processes (a third of their wall time is
+# CPU), so three keep two cores busy where two left them idle.
+TESTFLAGS ?= -count=1 -p 3 -timeout 20m
 
 .PHONY: help
 help: ## list the targets
