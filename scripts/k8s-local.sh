@@ -40,7 +40,8 @@ COREDNS_VERSION=v1.12.3 # github.com/coredns/coredns (Kubernetes 1.34 ships 1.12
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/sovereign-e2e"
 K8S_BIN="$CACHE/k8s-$K8S_VERSION"
 HELM_BIN="$CACHE/helm-$HELM_VERSION"
-COREDNS_BIN="$CACHE/coredns-$COREDNS_VERSION"
+COREDNS_PLUGINS=(bind errors kubernetes forward cache) # what the Corefile names
+COREDNS_BIN="$CACHE/coredns-$COREDNS_VERSION-$(IFS=-; echo "${COREDNS_PLUGINS[*]}")"
 K8S_BUILD_FLAGS=${K8S_BUILD_FLAGS:--p=1}
 log() { echo "k8s-local: $*" >&2; }
 
@@ -88,7 +89,6 @@ kubernetes_ldflags() {
 # CoreDNS with the plugins the cluster's Corefile names, instead of every
 # plugin (cloud DNS providers and their SDKs): the import list its
 # generator wrote is cut down to them.
-COREDNS_PLUGINS=(errors kubernetes forward cache)
 coredns_plugins() {
   local p
   { echo 'package plugin'; echo 'import ('
@@ -290,6 +290,10 @@ EOF
   {"type": "portmap", "capabilities": {"portMappings": true}}
 ]}
 EOF
+  # Docker sets the FORWARD policy to DROP, and the bridge's traffic goes
+  # through iptables (br_netfilter, which kube-proxy needs): let the pods'
+  # own traffic pass.
+  pod_forward -I
   start containerd containerd --config "$K8S_DIR/containerd.toml"
   wait_for containerd 30 ctr_ version
   local pause
@@ -309,6 +313,7 @@ EOF
     --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+    --kubelet-preferred-address-types InternalIP \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction --allow-privileged
   wait_for kube-apiserver 120 kubectl_ get --raw /readyz
   start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$K8S_DIR/controller-manager.kubeconfig" \
@@ -321,8 +326,7 @@ EOF
     --leader-elect=false --bind-address 127.0.0.1
   # CoreDNS, as a process on the node: the kube-dns Service's address is
   # the node's, where pods reach it through the bridge.
-  kubectl_ create clusterrolebinding coredns --clusterrole system:coredns --user coredns >/dev/null 2>&1 \
-    || kubectl_ apply -f - >/dev/null <<EOF
+  kubectl_ apply -f - >/dev/null <<EOF
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: "system:coredns"}
@@ -408,36 +412,67 @@ kube_chains_cleanup() {
   done
 }
 
+# pod_forward -I|-D: insert or delete the FORWARD rules that accept the
+# pods' traffic.
+pod_forward() {
+  local dir
+  for dir in -s -d; do
+    iptables "$1" FORWARD "$dir" "$POD_CIDR" -m comment --comment sovereign-k8s -j ACCEPT 2>/dev/null || true
+  done
+}
+
+# cni_cleanup NETNS...: undo what the CNI plugins did for sandboxes that
+# were killed rather than torn down: the masquerade rules and chains of the
+# "sovereign" network, host-local's address leases, the pods' network
+# namespaces (NETNS) and the bridge.
+cni_cleanup() {
+  local rule ns
+  iptables -t nat -S POSTROUTING | grep -- '--comment "name: \\"sovereign\\" ' | sed 's/^-A //' \
+    | while read -r rule; do
+        eval "iptables -t nat -D $rule"
+        iptables -t nat -F "${rule##* -j }" && iptables -t nat -X "${rule##* -j }"
+      done || true
+  for ns in "$@"; do umount "$ns" 2>/dev/null; rm -f "$ns"; done
+  ip link del sov-cni0 2>/dev/null || true
+  rm -rf /var/lib/cni/networks/sovereign /var/lib/cni/results/sovereign-*
+}
+
+# down stops the processes, kills every container (faster and surer than
+# waiting for the kubelet to stop each pod), and removes what they left on
+# the host.
 down() {
   [ -d "$K8S_DIR/run" ] || return 0
   BIN="$CACHE/k8s-bin"
-  # Pods first, through the kubelet, so that their sandboxes' networks are
-  # torn down by CNI; then whatever is left, by force.
-  if [ -f "$K8S_DIR/run/kubelet.pid" ] && kubectl_ get --raw /readyz >/dev/null 2>&1; then
-    kubectl_ delete pods --all --all-namespaces --force --grace-period=0 --wait=false >/dev/null 2>&1 || true
-    wait_for "pods gone" 60 sh -c "[ -z \"\$(ctr --address $SOCK -n k8s.io tasks ls -q 2>/dev/null)\" ]" || true
-  fi
-  local name pid
+  local name task ids netns
   for name in kube-proxy kubelet coredns kube-scheduler kube-controller-manager kube-apiserver etcd; do
-    pid=$(cat "$K8S_DIR/run/$name.pid" 2>/dev/null) || continue
-    kill "$pid" 2>/dev/null && wait_for "$name stopped" 30 sh -c "! kill -0 $pid" || kill -9 "$pid" 2>/dev/null || true
+    stop "$name"
   done
-  local task
+  ids=$(ctr_ containers ls -q 2>/dev/null) || true
+  netns=$(for task in $ids; do ctr_ containers info "$task"; done | grep -o '/var/run/netns/cni-[0-9a-f-]*' | sort -u) || true
+  for task in $ids; do rm -f /var/lib/cni/results/*-"$task"-*; done
   for task in $(ctr_ tasks ls -q 2>/dev/null); do
     ctr_ tasks kill -s SIGKILL "$task" >/dev/null 2>&1 || true
     ctr_ tasks delete "$task" >/dev/null 2>&1 || true
   done
-  if pid=$(cat "$K8S_DIR/run/containerd.pid" 2>/dev/null); then
-    kill "$pid" 2>/dev/null && wait_for "containerd stopped" 30 sh -c "! kill -0 $pid" || kill -9 "$pid" 2>/dev/null || true
-  fi
+  stop containerd
   "$BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
   kube_chains_cleanup
+  # shellcheck disable=SC2086 # one path per word
+  cni_cleanup $netns
+  pod_forward -D
   # Mounts the kubelet and containerd left (volumes, rootfs, sandbox shm),
-  # deepest first; the bridge and the links to the pods' logs.
+  # deepest first, and the links to the pods' logs.
   grep -o " $K8S_DIR/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
-  ip link del sov-cni0 2>/dev/null || true
   find /var/log/containers -lname "$K8S_DIR/*" -delete 2>/dev/null || true
   rm -rf "$K8S_DIR"
+}
+
+# stop NAME: stop the process start NAME started (SIGTERM, then SIGKILL).
+stop() {
+  local pid
+  pid=$(cat "$K8S_DIR/run/$1.pid" 2>/dev/null) || return 0
+  kill "$pid" 2>/dev/null || return 0
+  wait_for "$1 stopped" 20 sh -c "! kill -0 $pid" || kill -9 "$pid" 2>/dev/null || true
 }
 
 case "${1:-}" in
