@@ -67,7 +67,8 @@ func TestHelm(t *testing.T) {
 		"-f", filepath.Join(k.root, "e2e", "testdata", "helm-local-values.yaml"), "--set", "image.tag="+tag)
 	history := "deploy/" + helmRelease + "-history"
 	k.run(ctx, "kubectl", "rollout", "status", history, "--timeout=10m")
-	gatewayHost := helmRelease + "-gateway." + helmNamespace + ".svc"
+	// The Service's fully qualified name, as in-cluster clients write it.
+	gatewayHost := helmRelease + "-gateway." + helmNamespace + ".svc.cluster.local"
 	out := k.run(ctx, "kubectl", "exec", history, "--", "/sovereign", "token", "create",
 		"--name", "e2e-helm", "--max-sessions", "64", "--url", "http://"+gatewayHost+":8080/mcp")
 	token := regexp.MustCompile(`svt_[A-Za-z0-9_-]+`).FindString(out)
