@@ -99,6 +99,86 @@ func TestHelm(t *testing.T) {
 	})
 	lat := browseForm(t, ctx, clients, 5)
 	t.Logf("latency of one eval call through the gateway Service (%d calls on %d workers): %s", len(lat), len(workers), summarize(lat))
+
+	// The security contexts hold with Chromium running.
+	victim := clients[0]
+	k.checkBrowserPod(ctx, workerPod(victim.Worker))
+	k.checkAutoscaler(ctx)
+
+	// A browser pod deleted with --force: its session comes back, on the
+	// other worker, in the same MCP session.
+	k.run(ctx, "kubectl", "delete", "pod", workerPod(victim.Worker), "--force", "--grace-period=0")
+	deleted := time.Now()
+	kittest.Eventually(t, 2*time.Minute, func() error {
+		_, err := callText(ctx, victim.MCPClient, "get_url", nil)
+		return err
+	})
+	t.Logf("the session of the force-deleted pod answered again %s after the delete", time.Since(deleted).Round(time.Millisecond))
+	k.allReady(ctx, 5*time.Minute)
+
+	// The browser pods' disruption budget: one eviction at a time.
+	k.checkDisruptionBudget(ctx, "browser")
+}
+
+// workerPod is the pod a browser worker runs in: a worker's id is its host
+// name (the pod's name) and a random suffix.
+func workerPod(worker string) string { return worker[:strings.LastIndex(worker, "-")] }
+
+// checkBrowserPod checks, inside the browser pod, that Chromium runs under
+// the chart's security context: non-root, no capabilities, no privilege
+// escalation, a seccomp filter, a read-only root filesystem.
+func (k *kubeCluster) checkBrowserPod(ctx context.Context, pod string) {
+	k.t.Helper()
+	out := k.run(ctx, "kubectl", "exec", pod, "--", "sh", "-c",
+		`id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; touch /probe 2>&1; cat /proc/[0-9]*/comm 2>/dev/null | grep -c chromium`)
+	for _, w := range []string{"10001\n", "CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "Read-only file system"} {
+		if !strings.Contains(out, w) {
+			k.t.Errorf("in %s: %q missing from\n%s", pod, w, out)
+		}
+	}
+	if n := lastLine(out); n == "0" {
+		k.t.Errorf("in %s: no Chromium process:\n%s", pod, out)
+	}
+}
+
+// checkAutoscaler checks the browser HPA: it targets the browser
+// Deployment and holds it at minReplicas. It cannot act on metrics here:
+// this cluster has neither metrics-server nor a custom metrics adapter.
+func (k *kubeCluster) checkAutoscaler(ctx context.Context) {
+	k.t.Helper()
+	out := k.run(ctx, "kubectl", "get", "hpa", helmRelease+"-browser", "-o",
+		"jsonpath={.spec.scaleTargetRef.kind}/{.spec.scaleTargetRef.name} {.spec.minReplicas} {.status.desiredReplicas}")
+	if want := "Deployment/" + helmRelease + "-browser 2 2"; out != want {
+		k.t.Errorf("browser HPA: target, minReplicas, desiredReplicas = %q, want %q", out, want)
+	}
+}
+
+// checkDisruptionBudget evicts the component's pods through the Eviction
+// API (what kubectl drain does): the first eviction is allowed, the second,
+// while the first pod's replacement is not Ready, is refused.
+func (k *kubeCluster) checkDisruptionBudget(ctx context.Context, component string) {
+	k.t.Helper()
+	pods := strings.Fields(k.run(ctx, "kubectl", "get", "pods", "-l", "app.kubernetes.io/component="+component,
+		"-o", "jsonpath={.items[*].metadata.name}"))
+	if len(pods) < 2 {
+		k.t.Fatalf("%s pods: %v, want 2 or more", component, pods)
+	}
+	evict := func(pod string) (string, error) {
+		f := filepath.Join(k.t.TempDir(), "eviction.json")
+		body := fmt.Sprintf(`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":%q,"namespace":%q}}`, pod, helmNamespace)
+		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+			k.t.Fatal(err)
+		}
+		return k.try(ctx, "kubectl", "create", "--raw", "/api/v1/namespaces/"+helmNamespace+"/pods/"+pod+"/eviction", "-f", f)
+	}
+	if out, err := evict(pods[0]); err != nil {
+		k.t.Fatalf("evict %s: %v\n%s", pods[0], err, out)
+	}
+	out, err := evict(pods[1])
+	if err == nil || !strings.Contains(out, "disruption budget") {
+		k.t.Errorf("evict %s right after %s: %v %s, want it refused by the disruption budget", pods[1], pods[0], err, out)
+	}
+	k.allReady(ctx, 5*time.Minute)
 }
 
 // kubeCluster is the cluster of scripts/k8s-local.sh, up for one test.
