@@ -104,21 +104,7 @@ func TestCompose(t *testing.T) {
 	}
 
 	// One call's trace, with the gateway's and a worker's spans.
-	call := newTracedCall("get_url", "header", 0)
-	tc := mcpClient(t, ctx, token)
-	tc.Header.Set("traceparent", call.traceparent())
-	if _, err := tc.Tool(ctx, "get_url", nil); err != nil {
-		t.Fatalf("traced call: %v", err)
-	}
-	tr := waitTrace(t, ctx, &harness.Jaeger{Query: composeJaeger}, call)
-	services := map[string]bool{}
-	for _, s := range tr.Spans {
-		services[tr.Service(s)] = true
-	}
-	if !services["gateway"] || !services["browser"] {
-		t.Errorf("trace %s has spans of %v; want gateway and browser", call.traceID, keysOf(services))
-	}
-	t.Logf("trace %s in Jaeger: %d spans from %v", call.traceID, len(tr.Spans), keysOf(services))
+	traceOneCall(t, ctx, &harness.Jaeger{Query: composeJaeger}, mcpClient(t, ctx, token))
 
 	// Metrics and the console, as published.
 	metrics := httpGet(t, ctx, composeMetrics, token)

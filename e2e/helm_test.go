@@ -33,18 +33,23 @@ const (
 
 // The release TestHelm installs, and the images it loads into the cluster.
 const (
-	helmRelease   = "sovereign"
-	helmNamespace = "sovereign-e2e-helm"
-	helmImages    = "ghcr.io/sovereign-fleet/sovereign-"
-	helmNATSImage = "nats:2.15.3-alpine"
+	helmRelease     = "sovereign"
+	helmNamespace   = "sovereign-e2e-helm"
+	helmImages      = "ghcr.io/sovereign-fleet/sovereign-"
+	helmNATSImage   = "nats:2.15.3-alpine"
+	helmJaegerImage = "jaegertracing/jaeger:2.13.0" // testdata/helm-jaeger.yaml
 )
 
 // TestHelm installs charts/sovereign with Helm on a one-node Kubernetes
 // built from upstream parts (scripts/k8s-local.sh), as the chart's NOTES
-// tell an operator: install, an API token created in the history pod,
-// the gateways restarted. Then every pod must be Ready, and MCP clients
-// through the gateway's Service must open pages on every browser pod.
-// The cluster is torn down at the end, also on failure.
+// tell an operator: install (traces to a Jaeger beside it), an API token
+// created in the history pod, the gateways restarted. Then every pod must
+// be Ready; MCP clients through the gateway's Service must open pages on
+// every browser pod; a call's trace must reach Jaeger; the security
+// contexts must hold with Chromium running; the HPA and the browser PDB
+// must act as intended, and a browser pod deleted with --force must leave
+// its session to the other worker. The cluster is torn down at the end,
+// also on failure.
 func TestHelm(t *testing.T) {
 	if os.Getenv(EnvHelm) == "" {
 		t.Skipf("set %s=1 (make e2e-helm) to run the chart on a local Kubernetes", EnvHelm)
@@ -59,12 +64,15 @@ func TestHelm(t *testing.T) {
 	for _, svc := range []string{"gateway", "browser", "signer", "history", "agent"} {
 		images = append(images, helmImages+svc+":"+tag)
 	}
-	k.script(ctx, append([]string{"load", helmNATSImage}, images...)...)
+	k.script(ctx, append([]string{"load", helmNATSImage, helmJaegerImage}, images...)...)
 
+	// Jaeger first, where the release sends its traces.
+	k.run(ctx, "kubectl", "create", "namespace", helmNamespace)
+	k.run(ctx, "kubectl", "apply", "-f", filepath.Join(k.root, "e2e", "testdata", "helm-jaeger.yaml"))
 	start := time.Now()
 	k.run(ctx, "helm", "install", helmRelease, filepath.Join(k.root, "charts", "sovereign"),
-		"--namespace", helmNamespace, "--create-namespace",
-		"-f", filepath.Join(k.root, "e2e", "testdata", "helm-local-values.yaml"), "--set", "image.tag="+tag)
+		"--namespace", helmNamespace, "-f", filepath.Join(k.root, "e2e", "testdata", "helm-local-values.yaml"),
+		"--set", "image.tag="+tag, "--set", "telemetry.otlpEndpoint=http://jaeger:4317")
 	history := "deploy/" + helmRelease + "-history"
 	k.run(ctx, "kubectl", "rollout", "status", history, "--timeout=10m")
 	// The Service's fully qualified name, as in-cluster clients write it.
@@ -99,6 +107,9 @@ func TestHelm(t *testing.T) {
 	})
 	lat := browseForm(t, ctx, clients, 5)
 	t.Logf("latency of one eval call through the gateway Service (%d calls on %d workers): %s", len(lat), len(workers), summarize(lat))
+
+	// One call's trace in Jaeger, with the gateway's and a worker's spans.
+	traceOneCall(t, ctx, &harness.Jaeger{Query: "http://" + k.clusterIP(ctx, "jaeger") + ":16686"}, clients[1].MCPClient)
 
 	// The security contexts hold with Chromium running.
 	victim := clients[0]
