@@ -24,11 +24,12 @@
 # Pods share one CNI bridge. Pod sandboxes run a locally built pause image
 # (e2e/cmd/pause); PersistentVolumes are directories on the node.
 #
-# Binaries are cached in ~/.cache/sovereign-e2e/{k8s,helm,coredns}-<version>,
-# keyed by version: a warm run builds nothing. Progress goes to stderr;
-# stdout carries only the path a command prints. Needs root (containerd,
-# kubelet, iptables) and go on PATH. Builds run under nice with GOFLAGS=-p=1
-# unless K8S_BUILD_FLAGS says otherwise: the machines they run on are shared.
+# Binaries are cached in ~/.cache/sovereign-e2e/{k8s,helm,coredns}-<version>
+# (CoreDNS's also keyed by its plugins): a warm run builds nothing.
+# Progress goes to stderr; stdout carries only the path a command prints.
+# Needs root (containerd, kubelet, iptables) and go on PATH. Builds run
+# under nice with GOFLAGS=-p=1 unless K8S_BUILD_FLAGS says otherwise: the
+# machines they run on are shared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gomodule.sh
@@ -125,7 +126,8 @@ node_ip() { ip -4 route get 1.1.1.1 | sed -n 's/.* src \([0-9.]*\).*/\1/p'; }
 
 # cert NAME CN [O] [SANS]: a key and a certificate signed by the cluster CA.
 cert() {
-  local name=$1 cn=$2 o=${3:-} sans=${4:-} subj="/CN=$2" ext
+  local name=$1 cn=$2 o=${3:-} sans=${4:-} subj ext
+  subj="/CN=$cn"
   [ -n "$o" ] && subj="/O=$o$subj"
   ext=$(mktemp)
   printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n' > "$ext"
