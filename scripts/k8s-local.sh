@@ -434,7 +434,7 @@ cni_cleanup() {
         eval "iptables -t nat -D $rule"
         iptables -t nat -F "${rule##* -j }" && iptables -t nat -X "${rule##* -j }"
       done || true
-  for ns in "$@"; do umount "$ns" 2>/dev/null; rm -f "$ns"; done
+  for ns in "$@"; do umount "$ns" 2>/dev/null || true; rm -f "$ns"; done
   ip link del sov-cni0 2>/dev/null || true
   rm -rf /var/lib/cni/networks/sovereign /var/lib/cni/results/sovereign-*
 }
@@ -445,7 +445,7 @@ cni_cleanup() {
 down() {
   [ -d "$K8S_DIR/run" ] || return 0
   BIN="$CACHE/k8s-bin"
-  local name task ids netns
+  local name task ids netns pid
   for name in kube-proxy kubelet coredns kube-scheduler kube-controller-manager kube-apiserver etcd; do
     stop "$name"
   done
@@ -457,6 +457,9 @@ down() {
     ctr_ tasks delete "$task" >/dev/null 2>&1 || true
   done
   stop containerd
+  # Shims whose tasks had already gone outlive containerd: ours name its
+  # socket.
+  for pid in $(pgrep -f -- "-address $SOCK( |$)"); do kill -9 "$pid" 2>/dev/null || true; done
   "$BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
   kube_chains_cleanup
   # shellcheck disable=SC2086 # one path per word
@@ -464,7 +467,7 @@ down() {
   pod_forward -D
   # Mounts the kubelet and containerd left (volumes, rootfs, sandbox shm),
   # deepest first, and the links to the pods' logs.
-  grep -o " $K8S_DIR/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  grep -o " $K8S_DIR/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done || true
   find /var/log/containers -lname "$K8S_DIR/*" -delete 2>/dev/null || true
   rm -rf "$K8S_DIR"
 }
