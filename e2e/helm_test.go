@@ -47,8 +47,9 @@ const (
 // be Ready; MCP clients through the gateway's Service must open pages on
 // every browser pod; a call's trace must reach Jaeger; the security
 // contexts must hold with Chromium running; the HPA and the browser PDB
-// must act as intended, and a browser pod deleted with --force must leave
-// its session to the other worker. The cluster is torn down at the end,
+// must act as intended, a browser pod deleted with --force must leave its
+// session to the other worker, and a helm upgrade must roll every
+// Deployment and keep the sessions. The cluster is torn down at the end,
 // also on failure.
 func TestHelm(t *testing.T) {
 	if os.Getenv(EnvHelm) == "" {
@@ -129,6 +130,24 @@ func TestHelm(t *testing.T) {
 
 	// The browser pods' disruption budget: one eviction at a time.
 	k.checkDisruptionBudget(ctx, "browser")
+
+	// helm upgrade with a setting every Deployment's pods carry (the log
+	// level is in their config checksum): each rolls, one pod at a time
+	// where its strategy says so, and every pod is Ready again. Then both
+	// clients' sessions answer, restored on the new workers. (Calls made
+	// during the roll may fail until workers hand their sessions over on
+	// SIGTERM: issue 27, items 1 and 3.)
+	start = time.Now()
+	k.run(ctx, "helm", "upgrade", helmRelease, filepath.Join(k.root, "charts", "sovereign"),
+		"--reuse-values", "--set", "log.level=debug", "--wait", "--timeout", "10m")
+	k.allReady(ctx, 5*time.Minute)
+	for _, c := range clients {
+		kittest.Eventually(t, 2*time.Minute, func() error {
+			_, err := callText(ctx, c.MCPClient, "get_url", nil)
+			return err
+		})
+	}
+	t.Logf("helm upgrade rolled every Deployment and the sessions answered again in %s", time.Since(start).Round(time.Second))
 }
 
 // workerPod is the pod a browser worker runs in: a worker's id is its host
