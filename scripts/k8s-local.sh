@@ -87,6 +87,18 @@ kubernetes_ldflags() {
   done
 }
 
+# What Helm's Makefile stamps: its version, and the Kubernetes version that
+# helm template and helm lint assume without a cluster (this cluster's, not
+# the default 1.20, which the chart's kubeVersion refuses).
+helm_ldflags() {
+  local minor=${K8S_VERSION#v1.} pkg
+  minor=${minor%%.*}
+  printf -- '-X helm.sh/helm/v3/internal/version.version=%s ' "$HELM_VERSION"
+  for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    printf -- '-X %s.k8sVersionMajor=1 -X %s.k8sVersionMinor=%s ' $pkg $pkg "$minor"
+  done
+}
+
 # CoreDNS with the plugins the cluster's Corefile names, instead of every
 # plugin (cloud DNS providers and their SDKs): the import list its
 # generator wrote is cut down to them.
@@ -102,7 +114,7 @@ build() {
   local cmds=() c
   for c in "${K8S_CMDS[@]}"; do cmds+=("./cmd/$c"); done
   build_cached "$K8S_BIN" k8s.io/kubernetes "$K8S_VERSION" kubernetes_staging "$(kubernetes_ldflags)" "${cmds[@]}"
-  build_cached "$HELM_BIN" helm.sh/helm/v3 "$HELM_VERSION" : "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" ./cmd/helm
+  build_cached "$HELM_BIN" helm.sh/helm/v3 "$HELM_VERSION" : "$(helm_ldflags)" ./cmd/helm
   build_cached "$COREDNS_BIN" github.com/coredns/coredns "$COREDNS_VERSION" coredns_plugins "" .
   mkdir -p "$CACHE/k8s-bin"
   local b
