@@ -611,10 +611,11 @@ func checkDefault(t *testing.T, m *manifest) {
 	if len(all[*networkingv1.Ingress](m)) != 0 {
 		t.Error("an Ingress is rendered although gateway.ingress.enabled is false")
 	}
-	// Without an ingress, the gateway accepts its in-cluster names.
+	// Without an ingress, the gateway accepts its in-cluster names, the
+	// fully qualified one too (make e2e-helm's cluster refused it).
 	env := m.env(t, container(t, find[*appsv1.Deployment](t, m, fullname+"-gateway")))
 	hosts := strings.Split(env["SOVEREIGN_ALLOWED_HOSTS"], ",")
-	for _, h := range []string{fullname + "-gateway", fullname + "-gateway." + namespace + ".svc"} {
+	for _, h := range []string{fullname + "-gateway", fullname + "-gateway." + namespace + ".svc", fullname + "-gateway." + namespace + ".svc.cluster.local"} {
 		if !slices.Contains(hosts, h) {
 			t.Errorf("gateway SOVEREIGN_ALLOWED_HOSTS = %v, want %s among them", hosts, h)
 		}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -91,7 +92,7 @@ func TestCompose(t *testing.T) {
 	// Sessions on all three workers; calls through the published gateway.
 	fleet := d.workers(ctx)
 	clients := d.spread(ctx, token, fleet, 3)
-	lat := d.browse(ctx, clients, 20)
+	lat := browseForm(t, ctx, clients, 20)
 	t.Logf("latency of one eval call through compose (%d calls): %s", len(lat), summarize(lat))
 
 	// The browser image carries Node and the Lighthouse runner: on the
@@ -103,21 +104,7 @@ func TestCompose(t *testing.T) {
 	}
 
 	// One call's trace, with the gateway's and a worker's spans.
-	call := newTracedCall("get_url", "header", 0)
-	tc := mcpClient(t, ctx, token)
-	tc.Header.Set("traceparent", call.traceparent())
-	if _, err := tc.Tool(ctx, "get_url", nil); err != nil {
-		t.Fatalf("traced call: %v", err)
-	}
-	tr := waitTrace(t, ctx, &harness.Jaeger{Query: composeJaeger}, call)
-	services := map[string]bool{}
-	for _, s := range tr.Spans {
-		services[tr.Service(s)] = true
-	}
-	if !services["gateway"] || !services["browser"] {
-		t.Errorf("trace %s has spans of %v; want gateway and browser", call.traceID, keysOf(services))
-	}
-	t.Logf("trace %s in Jaeger: %d spans from %v", call.traceID, len(tr.Spans), keysOf(services))
+	traceOneCall(t, ctx, &harness.Jaeger{Query: composeJaeger}, mcpClient(t, ctx, token))
 
 	// Metrics and the console, as published.
 	metrics := httpGet(t, ctx, composeMetrics, token)
@@ -163,7 +150,7 @@ func TestCompose(t *testing.T) {
 		t.Errorf("services with --profile postgres:\n%s", ps)
 	}
 	clients = d.spread(ctx, token, d.workers(ctx), 1)
-	d.browse(ctx, clients, 3)
+	browseForm(t, ctx, clients, 3)
 	before = d.auditCount(ctx)
 	d.step(ctx, "docker compose --profile postgres down", "down")
 	d.up(ctx)
@@ -466,9 +453,9 @@ func discoverWorkers(ctx context.Context, bc *bus.Conn) []string {
 }
 
 // sessionsOn asks each worker for its open sessions.
-func sessionsOn(ctx context.Context, bc *bus.Conn, workers map[string]composeWorker) map[string]int {
+func sessionsOn(ctx context.Context, bc *bus.Conn, workers []string) map[string]int {
 	out := map[string]int{}
-	for id := range workers {
+	for _, id := range workers {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		var resp browserv1.PingResponse
 		if err := bc.Request(pctx, bc.Subject("browser", "w", id, "ping"), &browserv1.PingRequest{}, &resp); err == nil {
@@ -500,12 +487,20 @@ type placedClient struct {
 // every worker holds at least perWorker of them, and returns the clients.
 func (d *composeDeploy) spread(ctx context.Context, token string, workers map[string]composeWorker, perWorker int) []placedClient {
 	d.t.Helper()
-	bc := composeBus(d.t)
+	return spreadSessions(d.t, ctx, composeBus(d.t), slices.Sorted(maps.Keys(workers)), perWorker,
+		func() *harness.MCPClient { return mcpClient(d.t, ctx, token) })
+}
+
+// spreadSessions opens sessions with new clients from dial (one per
+// client: a first call opens it) until every one of workers holds at least
+// perWorker of them, and returns the clients.
+func spreadSessions(t *testing.T, ctx context.Context, bc *bus.Conn, workers []string, perWorker int, dial func() *harness.MCPClient) []placedClient {
+	t.Helper()
 	var out []placedClient
 	for range 8 * len(workers) * perWorker {
 		before := sessionsOn(ctx, bc, workers)
-		c := mcpClient(d.t, ctx, token)
-		tool(d.t, ctx, c, "open", map[string]any{"url": "about:blank"})
+		c := dial()
+		tool(t, ctx, c, "open", map[string]any{"url": "about:blank"})
 		after := sessionsOn(ctx, bc, workers)
 		for id, n := range after {
 			if n == before[id]+1 {
@@ -522,11 +517,11 @@ func (d *composeDeploy) spread(ctx context.Context, token string, workers map[st
 			done = done && n >= perWorker
 		}
 		if done {
-			d.t.Logf("%d sessions over %d workers: %v", len(out), len(workers), per)
+			t.Logf("%d sessions over %d workers: %v", len(out), len(workers), per)
 			return out
 		}
 	}
-	d.t.Fatalf("%d sessions did not reach every one of %d workers", len(out), len(workers))
+	t.Fatalf("%d sessions did not reach every one of %d workers", len(out), len(workers))
 	return nil
 }
 
@@ -534,17 +529,18 @@ func (d *composeDeploy) spread(ctx context.Context, token string, workers map[st
 // reach no test server (they are in containers), and about: is allowed.
 const composePage = `document.body.innerHTML = '<input id="name"><button id="save" onclick="document.querySelector(\'#out\').textContent = \'saved \' + document.querySelector(\'#name\').value">save</button><p id="out"></p>'; 'ok'`
 
-// browse has every client fill and submit its form, then calls eval n times
-// per client (all clients at once) and returns the eval latencies.
-func (d *composeDeploy) browse(ctx context.Context, clients []placedClient, n int) []time.Duration {
-	d.t.Helper()
+// browseForm has every client build the form of composePage in its page,
+// fill and submit it, then call eval n times (all clients at once); it
+// returns the eval latencies.
+func browseForm(t *testing.T, ctx context.Context, clients []placedClient, n int) []time.Duration {
+	t.Helper()
 	raw := make([]*harness.MCPClient, len(clients))
 	for i, c := range clients {
 		raw[i] = c.MCPClient
 	}
 	var mu sync.Mutex
 	var lat []time.Duration
-	each(d.t, "browse", raw, func(i int, c *harness.MCPClient) error {
+	each(t, "browse", raw, func(i int, c *harness.MCPClient) error {
 		if _, err := callText(ctx, c, "eval", map[string]any{"script": composePage}); err != nil {
 			return err
 		}
@@ -594,7 +590,7 @@ func (d *composeDeploy) killWorker(ctx context.Context, token string) {
 	t.Helper()
 	workers := d.workers(ctx)
 	clients := d.spread(ctx, token, workers, 1)
-	d.browse(ctx, clients, 1)
+	browseForm(t, ctx, clients, 1)
 	victim := clients[0]
 	var others []placedClient
 	for _, c := range clients {

@@ -285,6 +285,28 @@ func traceSite(t *testing.T) string {
 	return srv.URL
 }
 
+// traceOneCall makes one get_url call on c with a traceparent of its own
+// and checks that its trace reaches Jaeger with the gateway's and a
+// worker's spans.
+func traceOneCall(t *testing.T, ctx context.Context, j *harness.Jaeger, c *harness.MCPClient) {
+	t.Helper()
+	call := newTracedCall("get_url", "header", 0)
+	c.Header.Set("traceparent", call.traceparent())
+	defer c.Header.Del("traceparent")
+	if _, err := c.Tool(ctx, "get_url", nil); err != nil {
+		t.Fatalf("traced call: %v", err)
+	}
+	tr := waitTrace(t, ctx, j, call)
+	services := map[string]bool{}
+	for _, s := range tr.Spans {
+		services[tr.Service(s)] = true
+	}
+	if !services["gateway"] || !services["browser"] {
+		t.Errorf("trace %s has spans of %v; want gateway and browser", call.traceID, keysOf(services))
+	}
+	t.Logf("trace %s in Jaeger: %d spans from %v", call.traceID, len(tr.Spans), keysOf(services))
+}
+
 // waitTrace polls Jaeger until the trace of c has the gateway's MCP and
 // HTTP spans and the worker's tool span joined to the MCP span through the
 // spans above it (spans arrive in batches, per process, as they end: the

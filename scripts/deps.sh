@@ -7,7 +7,8 @@
 # Not in the default list: `deps.sh docker` (a Docker engine, started when
 # none answers, with the compose >= 2.24 and buildx CLI plugins, built from
 # the Go module proxy when missing) and `deps.sh debootstrap`; `deps.sh
-# jslint` installs only ESLint's packages (make lint-js).
+# jslint` installs only ESLint's packages (make lint-js); `deps.sh k8s` the
+# Debian parts of the local Kubernetes (scripts/k8s-local.sh, make e2e-helm).
 # Progress goes to stderr: callers capture what other scripts print on stdout
 # (docker-offline.sh takes a path from its functions' output).
 set -euo pipefail
@@ -94,6 +95,15 @@ for w in "${want[@]}"; do
       # cluster; the tests do not use it).
       if ! command -v initdb >/dev/null && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
         apt_install postgresql
+      fi ;;
+    k8s)
+      # containerd and runc run the pods, the CNI plugins (bridge,
+      # host-local, loopback, portmap) wire them, etcd stores the API,
+      # iptables and conntrack serve kube-proxy; the Kubernetes binaries
+      # themselves are built by scripts/k8s-local.sh.
+      if ! command -v containerd >/dev/null || ! command -v runc >/dev/null || ! command -v etcd >/dev/null \
+         || [ ! -x /usr/lib/cni/bridge ] || ! command -v iptables >/dev/null || ! command -v conntrack >/dev/null; then
+        apt_install containerd runc containernetworking-plugins etcd-server iptables conntrack
       fi ;;
     debootstrap)
       command -v debootstrap >/dev/null || apt_install debootstrap ;;

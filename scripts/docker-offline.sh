@@ -22,6 +22,7 @@
 # Needs root (debootstrap, docker), go on PATH, and a running engine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/gomodule.sh
 
 COMPOSE_VERSION=v2.40.3 # github.com/docker/compose/v2
 BUILDX_VERSION=v0.38.2  # github.com/docker/buildx
@@ -41,18 +42,13 @@ CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/sovereign-e2e"
 STANDIN_LABEL=org.sovereign-fleet.stand-in=true
 log() { echo "docker-offline: $*" >&2; }
 
-# go_build_module MODULE VERSION PACKAGE OUT [LDFLAGS]: download MODULE from
-# the Go module proxy and build PACKAGE inside a copy of it (where its own
-# go.mod, replace and exclude directives apply), into OUT.
+# go_build_module MODULE VERSION PACKAGE OUT [LDFLAGS]: build PACKAGE of
+# MODULE@VERSION from the Go module proxy into the file OUT.
 go_build_module() {
-  local mod=$1 ver=$2 pkg=$3 out=$4 ldflags=${5:-}
-  local work dir
-  work=$(mktemp -d)
-  dir=$(cd "$work" && GOWORK=off GOFLAGS=-mod=mod go mod download -json "$mod@$ver" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-  [ -n "$dir" ] || { log "go mod download $mod@$ver: no directory"; rm -rf "$work"; return 1; }
-  cp -r "$dir" "$work/src" && chmod -R u+w "$work/src"
+  local mod=$1 ver=$2 pkg=$3 out=$4 ldflags=${5:-} work
+  work=$(module_copy "$mod" "$ver")
   log "building $mod@$ver ($pkg; minutes on two cores, first time only)…"
-  (cd "$work/src" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
+  go_build_in "$work/src" "$out.tmp" "$ldflags" "$pkg"
   mv "$out.tmp" "$out"
   rm -rf "$work"
 }

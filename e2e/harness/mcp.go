@@ -34,6 +34,10 @@ type MCPClient struct {
 	URL string
 	// Header is added to every request (e.g. Authorization).
 	Header http.Header
+	// Host, when set, is the Host header instead of the URL's host: a
+	// name the server accepts when the URL dials an address (a Kubernetes
+	// Service's ClusterIP reached from its node).
+	Host string
 	// SessionID is the Mcp-Session-Id sent with each request; Initialize
 	// sets it from the server's reply.
 	SessionID string
@@ -140,6 +144,9 @@ func (c *MCPClient) Post(ctx context.Context, method string, params any, notify 
 }
 
 func (c *MCPClient) setHeaders(req *http.Request) {
+	if c.Host != "" {
+		req.Host = c.Host
+	}
 	for k, vs := range c.Header {
 		for _, v := range vs {
 			req.Header.Add(k, v)

@@ -160,7 +160,7 @@ unquoted off or on in a values file is a YAML boolean: false is off, true on.
 {{/* Host headers the gateway accepts besides the loopback names. */}}
 {{- define "sovereign.gatewayAllowedHosts" -}}
 {{- $svc := printf "%s-gateway" (include "sovereign.fullname" .) -}}
-{{- $hosts := list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) -}}
+{{- $hosts := list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.%s" $svc .Release.Namespace .Values.clusterDomain) -}}
 {{- if and .Values.gateway.ingress.enabled .Values.gateway.ingress.host -}}
 {{- $hosts = prepend $hosts .Values.gateway.ingress.host -}}
 {{- end -}}
