@@ -55,9 +55,13 @@ lighthouse: ## install the Lighthouse runner of lighthouse_audit (npm ci in serv
 .PHONY: test
 test: deps ## every test: unit, component, generated-code check and e2e
 	$(MAKE) gen-check
-	$(MAKE) lint
 	$(MAKE) jaeger
-	$(GO) test $(TESTFLAGS) $(PKGS) ./e2e/...
+	@# The lint (CPU) runs beside the tests (which mostly wait); its output
+	@# follows theirs, and either failing fails make test.
+	@lint=$$(mktemp); ( $(MAKE) --no-print-directory lint >$$lint 2>&1; echo $$? >$$lint.rc ) & pid=$$!; \
+	  rc=0; $(GO) test $(TESTFLAGS) $(PKGS) ./e2e/... || rc=$$?; \
+	  wait $$pid; echo "== make lint"; cat $$lint; lrc=$$(cat $$lint.rc); rm -f $$lint $$lint.rc; \
+	  [ "$$lrc" = 0 ] || echo "make lint failed" >&2; [ "$$rc" = 0 ] && [ "$$lrc" = 0 ]
 	$(MAKE) e2e-compose
 
 # The gateway's and the browser's tests twice over while two busy loops
