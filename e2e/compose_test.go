@@ -27,6 +27,7 @@ import (
 	"github.com/sovereign-fleet/sovereign/e2e/harness"
 	browserv1 "github.com/sovereign-fleet/sovereign/proto/sovereign/browser/v1"
 	"github.com/sovereign-fleet/sovereign/services/kit/bus"
+	"github.com/sovereign-fleet/sovereign/services/kit/kittest"
 )
 
 // EnvCompose turns on TestCompose, which needs a Docker engine with the
@@ -323,8 +324,7 @@ func (d *composeDeploy) up(ctx context.Context) {
 
 func (d *composeDeploy) waitHealthy(ctx context.Context, timeout time.Duration) {
 	d.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	kittest.Eventually(d.t, timeout, func() error {
 		list := d.ps(ctx)
 		var waiting []string
 		for _, e := range list {
@@ -332,14 +332,8 @@ func (d *composeDeploy) waitHealthy(ctx context.Context, timeout time.Duration) 
 				waiting = append(waiting, fmt.Sprintf("%s %s %s", e.Service, e.State, e.Health))
 			}
 		}
-		if len(list) > 0 && len(waiting) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("not healthy %s after up: %v", timeout, waiting)
-		}
-		time.Sleep(2 * time.Second) // paces docker compose ps (a process of its own), not kittest.Eventually's 200 ms
-	}
+		return kittest.Check(len(list) > 0 && len(waiting) == 0, "not healthy after up: %v", waiting)
+	})
 }
 
 // auditCount is the number of audit records of the last hour (at most
@@ -374,8 +368,7 @@ func (d *composeDeploy) workers(ctx context.Context) map[string]composeWorker {
 		}
 	}
 	out := map[string]composeWorker{}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	kittest.Eventually(d.t, 2*time.Minute, func() error {
 		for _, id := range discoverWorkers(ctx, bc) {
 			for _, c := range containers {
 				if len(c) >= 12 && strings.HasPrefix(id, c[:12]+"-") {
@@ -383,14 +376,9 @@ func (d *composeDeploy) workers(ctx context.Context) map[string]composeWorker {
 				}
 			}
 		}
-		if len(out) == len(containers) && len(out) > 0 {
-			return out
-		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("workers on the bus %v, browser containers %v", out, containers)
-		}
-		time.Sleep(time.Second) // paces the bus's worker discovery (it waits for replies) and docker
-	}
+		return kittest.Check(len(out) == len(containers) && len(out) > 0, "workers on the bus %v, browser containers %v", out, containers)
+	})
+	return out
 }
 
 var (
@@ -669,13 +657,10 @@ func (d *composeDeploy) killWorker(ctx context.Context, token string) {
 	if out, err := exec.CommandContext(ctx, "kill", "-KILL", pid).CombinedOutput(); err != nil {
 		t.Fatalf("kill -KILL %s (the init process of %s): %v\n%s", pid, container, err, out)
 	}
-	for inspect(t, ctx, container, "{{.RestartCount}}") == restarts || inspect(t, ctx, container, "{{.State.Health.Status}}") != "healthy" {
-		if time.Since(crashed) > 3*time.Minute {
-			t.Fatalf("the crashed browser container was not restarted and healthy within 3 min: restarts %s, state %s",
-				inspect(t, ctx, container, "{{.RestartCount}}"), inspect(t, ctx, container, "{{.State.Status}} {{.State.Health.Status}}"))
-		}
-		time.Sleep(time.Second) // paces docker inspect (two processes a round)
-	}
+	kittest.Eventually(t, 3*time.Minute, func() error {
+		n, health := inspect(t, ctx, container, "{{.RestartCount}}"), inspect(t, ctx, container, "{{.State.Health.Status}}")
+		return kittest.Check(n != restarts && health == "healthy", "the crashed browser container is not restarted and healthy: restarts %s, health %s", n, health)
+	})
 	t.Logf("a crashed browser container was restarted by the engine and healthy after %s", time.Since(crashed).Round(100*time.Millisecond))
 	if after := d.workers(ctx); len(after) != len(workers) {
 		t.Errorf("%d workers after the crash and restart, want %d", len(after), len(workers))
