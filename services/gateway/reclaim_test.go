@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,9 +48,14 @@ func TestIdleRelease(t *testing.T) {
 	// streaming client's session too would have done so by now.
 	time.Sleep(5 * time.Second)
 	// The keeper has given the quiet session back (on a loaded machine it
-	// may run late): its record is the third, after the two opens.
-	if rec := auditRecords(t, srv, 3)[2]; rec.GetTool() != "session.release" {
-		t.Fatalf("third audit record = %s, want the quiet session's session.release", rec.GetTool())
+	// may run late, or before the streaming client's open is recorded):
+	// its record is one of the first three, with the two opens.
+	var tools []string
+	for _, rec := range auditRecords(t, srv, 3) {
+		tools = append(tools, rec.GetTool())
+	}
+	if !slices.Contains(tools, "session.release") {
+		t.Fatalf("audit records %v, want the quiet session's session.release among them", tools)
 	}
 	got := text(callTool(t, quiet, "get_url", nil))
 	if !strings.HasSuffix(got, "\nabout:blank") || !strings.Contains(got, "new browser session: the previous one was given back, unused for") {
